@@ -1,0 +1,27 @@
+//! Producer dedup keys (promise 4.1): the message id when there is one, else the SHA-256
+//! of the body, so that a resend without an id still collapses into the original.
+
+use sha2::{Digest, Sha256};
+
+use crate::types::OutMessage;
+
+/// The SHA-256 of a body as 64 lowercase hex characters.
+pub fn body_digest(body: &[u8]) -> String {
+    let digest = Sha256::digest(body);
+    let mut out = String::with_capacity(64);
+    for b in digest.iter() {
+        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        out.push(char::from_digit(u32::from(b & 0x0f), 16).unwrap_or('0'));
+    }
+    out
+}
+
+/// The dedup key and the body digest of a message: `(key, digest)`. An empty or absent
+/// id keys on the digest itself (content-addressed).
+pub fn dedup_key(message: &OutMessage) -> (String, String) {
+    let digest = body_digest(&message.body);
+    match message.message_id.as_deref() {
+        Some(id) if !id.is_empty() => (format!("id:{id}"), digest),
+        _ => (format!("sha256:{digest}"), digest),
+    }
+}

@@ -1,0 +1,847 @@
+//! [`Engine`]: the public API over any [`Store`]. It validates input against the limits,
+//! admits calls until close, wakes long-polling receivers on sends, and drives the
+//! background loops from the injected clock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::{RwLock, RwLockReadGuard, watch};
+use tokio::task::JoinHandle;
+
+use crate::clock::SharedClock;
+use crate::error::{Error, Result};
+use crate::store::{OpenStore, Store, StoreTx};
+use crate::types::{
+    BatchResult, ClaimSpec, EnqueueSlot, LockRef, Message, OutMessage, PeekOptions,
+    PurgeOptions, QueueConfig, QueueInfo, QueueKind, QueueStats, ReceiveOptions, RecoverTask,
+    RedriveOptions, RetentionDefaults, SendOptions, SeqNumber, Settlement,
+};
+
+/// Largest batch a single Receive may ask for.
+pub const MAX_RECEIVE_BATCH: u32 = 256;
+/// Longest long-poll wait, ms.
+pub const MAX_WAIT_MS: i64 = 20_000;
+/// Largest Peek page.
+pub const MAX_PEEK: u32 = 1000;
+/// Largest RenewBatch.
+pub const MAX_RENEW_BATCH: usize = 512;
+/// Largest CompleteBatch (the same bound as renewals keeps one statement bounded).
+pub const MAX_COMPLETE_BATCH: usize = 512;
+/// Default body limit per message (1 MiB).
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
+/// Longest queue name, bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+/// Largest number of messages in one send.
+pub const MAX_SEND_BATCH: usize = 1000;
+
+/// Engine-wide options.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Body limit per message, bytes.
+    pub max_message_bytes: usize,
+    /// Whether the background loops run (tests that drive sweeps by hand turn them off).
+    pub background: bool,
+    /// Reaper period, ms.
+    pub reaper_interval_ms: i64,
+    /// Scheduler period, ms.
+    pub scheduler_interval_ms: i64,
+    /// TTL sweep period, ms.
+    pub ttl_interval_ms: i64,
+    /// Janitor (receipts, attempts, dedup, dead-letter retention) period, ms.
+    pub janitor_interval_ms: i64,
+    /// How often a long-poll re-checks without a wake-up (scheduled messages coming due).
+    pub long_poll_recheck_ms: i64,
+    /// Dead-letter retention defaults (0 = unbounded).
+    pub retention: RetentionDefaults,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            background: true,
+            reaper_interval_ms: 1000,
+            scheduler_interval_ms: 1000,
+            ttl_interval_ms: 1000,
+            janitor_interval_ms: 60_000,
+            long_poll_recheck_ms: 1000,
+            retention: RetentionDefaults::default(),
+        }
+    }
+}
+
+/// The background loops, in the order [`Engine::run_sweeps`] runs them.
+const LOOPS: [LoopKind; 4] = [
+    LoopKind::Reaper,
+    LoopKind::Scheduler,
+    LoopKind::Ttl,
+    LoopKind::Janitor,
+];
+
+/// Names one background loop, for [`Engine::loop_progress`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopKind {
+    /// Expired leases.
+    Reaper,
+    /// Due scheduled messages.
+    Scheduler,
+    /// TTL expiry.
+    Ttl,
+    /// Receipts, attempts, dedup entries and dead-letter retention.
+    Janitor,
+}
+
+impl LoopKind {
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What one pass of every sweep changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Expired leases resettled.
+    pub reaped: u64,
+    /// Scheduled messages made active.
+    pub activated: u64,
+    /// Messages expired by TTL.
+    pub expired: u64,
+    /// Dead letters dropped by retention.
+    pub retention_dropped: u64,
+    /// Receipts, attempts and dedup entries pruned.
+    pub pruned: u64,
+}
+
+struct Inner<S: Store> {
+    store: S,
+    clock: SharedClock,
+    options: EngineOptions,
+    closed: AtomicBool,
+    /// Calls hold a read guard while they run; close takes the write side to wait for them.
+    gate: RwLock<()>,
+    /// Bumped on every committed send and on close; long-polls wait on it.
+    wake: watch::Sender<u64>,
+    /// How many receives are parked in a long-poll wait right now.
+    waiters: watch::Sender<usize>,
+    /// Clock time of the last completed pass of each loop.
+    progress: [watch::Sender<i64>; 4],
+    loops: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// The mqlite engine over a store. Cheap to clone; all clones share one store.
+pub struct Engine<S: Store> {
+    inner: Arc<Inner<S>>,
+}
+
+impl<S: Store> Clone for Engine<S> {
+    fn clone(&self) -> Self {
+        Engine {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S: Store> std::fmt::Debug for Engine<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("backend", &self.inner.store.backend())
+            .field("closed", &self.inner.closed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl<S: OpenStore> Engine<S> {
+    /// Opens the store at `location` with the system clock and default options.
+    pub async fn open(location: impl AsRef<str>) -> Result<Self> {
+        Self::open_with(
+            location,
+            crate::clock::SystemClock::shared(),
+            EngineOptions::default(),
+        )
+        .await
+    }
+
+    /// Opens the store at `location` with this clock and these options.
+    pub async fn open_with(
+        location: impl AsRef<str>,
+        clock: SharedClock,
+        options: EngineOptions,
+    ) -> Result<Self> {
+        let store = S::open_at(location.as_ref(), clock).await?;
+        Self::with_store(store, options).await
+    }
+}
+
+impl<S: Store> Engine<S> {
+    /// Starts an engine over an opened store: reclaims orphaned leases (3.1), then starts
+    /// the background loops if the options ask for them.
+    pub async fn with_store(store: S, options: EngineOptions) -> Result<Self> {
+        store.recover(RecoverTask::Orphans).await?;
+        let clock = store.clock().clone();
+        let now = clock.now_ms();
+        let engine = Engine {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                closed: AtomicBool::new(false),
+                gate: RwLock::new(()),
+                wake: watch::Sender::new(0),
+                waiters: watch::Sender::new(0),
+                progress: std::array::from_fn(|_| watch::Sender::new(now)),
+                loops: std::sync::Mutex::new(Vec::new()),
+                options,
+            }),
+        };
+        if engine.inner.options.background {
+            engine.start_loops();
+        }
+        Ok(engine)
+    }
+
+    /// The store under this engine.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The engine's clock.
+    pub fn clock(&self) -> &SharedClock {
+        &self.inner.clock
+    }
+
+    /// The engine's options.
+    pub fn options(&self) -> &EngineOptions {
+        &self.inner.options
+    }
+
+    async fn admit(&self) -> Result<RwLockReadGuard<'_, ()>> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        let guard = self.inner.gate.read().await;
+        // Close may have started while this call waited for the gate.
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(guard)
+    }
+
+    fn wake_receivers(&self) {
+        self.inner.wake.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    // ----- queues -------------------------------------------------------------------
+
+    /// Creates a queue, or updates the configuration of an existing one.
+    pub async fn create_queue(&self, name: &str, config: QueueConfig) -> Result<()> {
+        validate_name(name)?;
+        config.validate()?;
+        let _g = self.admit().await?;
+        self.inner
+            .store
+            .upsert_queue(name.to_owned(), QueueKind::Queue, config)
+            .await
+    }
+
+    /// Updates a queue's configuration; `NotFound` if it does not exist.
+    pub async fn update_queue(&self, name: &str, config: QueueConfig) -> Result<()> {
+        validate_name(name)?;
+        config.validate()?;
+        let _g = self.admit().await?;
+        let exists = self
+            .inner
+            .store
+            .list_queues()
+            .await?
+            .iter()
+            .any(|q| q.name == name && q.kind == QueueKind::Queue);
+        if !exists {
+            return Err(Error::queue_not_found(name));
+        }
+        self.inner
+            .store
+            .upsert_queue(name.to_owned(), QueueKind::Queue, config)
+            .await
+    }
+
+    /// Every queue with its configuration.
+    pub async fn list_queues(&self) -> Result<Vec<QueueInfo>> {
+        let _g = self.admit().await?;
+        self.inner.store.list_queues().await
+    }
+
+    /// Deletes a queue and everything in it; false if it did not exist.
+    pub async fn delete_queue(&self, name: &str) -> Result<bool> {
+        validate_name(name)?;
+        let _g = self.admit().await?;
+        self.inner.store.delete_queue(name.to_owned()).await
+    }
+
+    // ----- send ---------------------------------------------------------------------
+
+    /// Sends one message; returns its sequence number (the original one for a dedup
+    /// repeat). A repeat with another body is `DedupConflict`.
+    pub async fn send(&self, queue: &str, message: OutMessage) -> Result<SeqNumber> {
+        self.send_with(queue, message, SendOptions::default()).await
+    }
+
+    /// Sends one message with scheduling and TTL options.
+    pub async fn send_with(
+        &self,
+        queue: &str,
+        message: OutMessage,
+        options: SendOptions,
+    ) -> Result<SeqNumber> {
+        let id = message.message_id.clone();
+        let slots = self.send_batch_with(queue, vec![message], options).await?;
+        single_slot(&slots, id)
+    }
+
+    /// Sends a batch in one transaction; a dedup-conflicting slot is 0 (4.3).
+    pub async fn send_batch(
+        &self,
+        queue: &str,
+        messages: Vec<OutMessage>,
+    ) -> Result<Vec<SeqNumber>> {
+        self.send_batch_with(queue, messages, SendOptions::default())
+            .await
+            .map(|slots| slots.iter().map(EnqueueSlot::seq).collect())
+    }
+
+    /// Schedules one message for `at_ms`.
+    pub async fn schedule(&self, queue: &str, message: OutMessage, at_ms: i64) -> Result<SeqNumber> {
+        let options = SendOptions {
+            scheduled_at_ms: Some(at_ms),
+            ttl_ms: None,
+        };
+        self.send_with(queue, message, options).await
+    }
+
+    /// Sends a batch with options; returns what the store did with each slot.
+    pub async fn send_batch_with(
+        &self,
+        queue: &str,
+        messages: Vec<OutMessage>,
+        options: SendOptions,
+    ) -> Result<Vec<EnqueueSlot>> {
+        validate_send(queue, &messages, &options, self.inner.options.max_message_bytes)?;
+        let _g = self.admit().await?;
+        let slots = self
+            .inner
+            .store
+            .enqueue(queue.to_owned(), messages, options)
+            .await?;
+        self.wake_receivers();
+        Ok(slots)
+    }
+
+    /// Runs `f` in one store transaction: the application's own writes (through the
+    /// store's native handle) and every send commit together or not at all (16.1, 16.2).
+    pub async fn tx<R, E, F>(&self, f: F) -> Result<R, E>
+    where
+        F: for<'t> FnOnce(&mut EngineTx<'_, S::Tx<'t>>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: From<Error> + Send + 'static,
+    {
+        let _g = self.admit().await?;
+        let max = self.inner.options.max_message_bytes;
+        let out = self
+            .inner
+            .store
+            .in_tx(move |native| {
+                let mut tx = EngineTx {
+                    native,
+                    max_message_bytes: max,
+                    sent: false,
+                };
+                f(&mut tx)
+            })
+            .await;
+        // A committed or rolled-back transaction may have sent; a spurious wake is cheap.
+        self.wake_receivers();
+        out
+    }
+
+    // ----- receive ------------------------------------------------------------------
+
+    /// Receives up to `options.max_messages`, long-polling up to `options.wait_ms`.
+    pub async fn receive(&self, queue: &str, options: ReceiveOptions) -> Result<Vec<Message>> {
+        validate_name(queue)?;
+        if options.max_messages == 0 || options.max_messages > MAX_RECEIVE_BATCH {
+            return Err(Error::invalid(format!(
+                "max_messages must be 1..={MAX_RECEIVE_BATCH}"
+            )));
+        }
+        if !(0..=MAX_WAIT_MS).contains(&options.wait_ms) {
+            return Err(Error::invalid(format!("wait_ms must be 0..={MAX_WAIT_MS}")));
+        }
+        if let Some(id) = &options.attempt_id {
+            validate_text("receive_attempt_id", id)?;
+        }
+        let spec = ClaimSpec {
+            max_messages: options.max_messages,
+            mode: options.mode,
+            attempt_id: options.attempt_id.clone(),
+        };
+        let clock = &self.inner.clock;
+        let deadline = clock.now_ms().saturating_add(options.wait_ms);
+        let mut woken = self.inner.wake.subscribe();
+        loop {
+            woken.borrow_and_update();
+            let got = {
+                let _g = self.admit().await?;
+                self.inner.store.claim(queue.to_owned(), spec.clone()).await?
+            };
+            let now = clock.now_ms();
+            if !got.is_empty() || now >= deadline {
+                return Ok(got);
+            }
+            let recheck = deadline.min(now + self.inner.options.long_poll_recheck_ms.max(1));
+            {
+                let _parked = Parked::new(&self.inner.waiters);
+                tokio::select! {
+                    _ = woken.changed() => {}
+                    _ = clock.sleep_until(recheck) => {}
+                }
+            }
+            if self.inner.closed.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+        }
+    }
+
+    /// Watches how many receives are parked in a long-poll wait (a gauge for metrics, and
+    /// how tests know a receiver is waiting before they move a manual clock).
+    pub fn long_poll_waiters(&self) -> watch::Receiver<usize> {
+        self.inner.waiters.subscribe()
+    }
+
+    /// Receives one message without waiting, if any is eligible.
+    pub async fn receive_one(&self, queue: &str) -> Result<Option<Message>> {
+        Ok(self
+            .receive(queue, ReceiveOptions::default())
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Claims deferred messages by sequence number (2.4).
+    pub async fn receive_deferred(&self, queue: &str, seqs: &[SeqNumber]) -> Result<Vec<Message>> {
+        validate_name(queue)?;
+        if seqs.is_empty() || seqs.len() > MAX_RECEIVE_BATCH as usize {
+            return Err(Error::invalid(format!(
+                "seq_numbers must hold 1..={MAX_RECEIVE_BATCH} items"
+            )));
+        }
+        let _g = self.admit().await?;
+        self.inner
+            .store
+            .receive_deferred(queue.to_owned(), seqs.to_vec())
+            .await
+    }
+
+    // ----- settle -------------------------------------------------------------------
+
+    async fn settle(&self, queue: &str, lock: LockRef, settlement: Settlement) -> Result<()> {
+        validate_name(queue)?;
+        let _g = self.admit().await?;
+        self.inner
+            .store
+            .settle(queue.to_owned(), lock, settlement)
+            .await
+    }
+
+    /// Completes (deletes) a message (2.1).
+    pub async fn complete(&self, queue: &str, lock: impl Into<LockRef>) -> Result<()> {
+        self.settle(queue, lock.into(), Settlement::Complete).await
+    }
+
+    /// Abandons a message: back to active now, or after `delay_ms` (2.2).
+    pub async fn abandon(&self, queue: &str, lock: impl Into<LockRef>, delay_ms: i64) -> Result<()> {
+        if !(0..=7 * 24 * 3600 * 1000).contains(&delay_ms) {
+            return Err(Error::invalid("delay_ms must be 0..=7 days"));
+        }
+        self.settle(queue, lock.into(), Settlement::Abandon { delay_ms })
+            .await
+    }
+
+    /// Dead-letters a message with a reason and description (2.3).
+    pub async fn reject(
+        &self,
+        queue: &str,
+        lock: impl Into<LockRef>,
+        reason: &str,
+        description: &str,
+    ) -> Result<()> {
+        validate_free_text("dead_letter_reason", reason)?;
+        validate_free_text("dead_letter_description", description)?;
+        let settlement = Settlement::Reject {
+            reason: reason.to_owned(),
+            description: description.to_owned(),
+        };
+        self.settle(queue, lock.into(), settlement).await
+    }
+
+    /// Defers a message; only [`Engine::receive_deferred`] returns it (2.4).
+    pub async fn defer(&self, queue: &str, lock: impl Into<LockRef>) -> Result<()> {
+        self.settle(queue, lock.into(), Settlement::Defer).await
+    }
+
+    /// Renews a live lease; returns the new locked_until (2.5).
+    pub async fn renew(&self, queue: &str, lock: impl Into<LockRef>) -> Result<i64> {
+        let result = self.renew_batch(queue, &[lock.into()]).await?;
+        match result.first() {
+            Some(r) if r.ok => Ok(r.locked_until_ms),
+            _ => Err(Error::LockLost),
+        }
+    }
+
+    /// Completes many messages in one transaction; stale items report ok = false (2.7).
+    pub async fn complete_batch(&self, queue: &str, locks: &[LockRef]) -> Result<Vec<BatchResult>> {
+        validate_name(queue)?;
+        if locks.is_empty() || locks.len() > MAX_COMPLETE_BATCH {
+            return Err(Error::invalid(format!(
+                "a batch holds 1..={MAX_COMPLETE_BATCH} items"
+            )));
+        }
+        let _g = self.admit().await?;
+        self.inner
+            .store
+            .complete_batch(queue.to_owned(), locks.to_vec())
+            .await
+    }
+
+    /// Renews up to 512 leases in one statement (2.8).
+    pub async fn renew_batch(&self, queue: &str, locks: &[LockRef]) -> Result<Vec<BatchResult>> {
+        validate_name(queue)?;
+        if locks.is_empty() || locks.len() > MAX_RENEW_BATCH {
+            return Err(Error::invalid(format!(
+                "a renew batch holds 1..={MAX_RENEW_BATCH} items"
+            )));
+        }
+        let _g = self.admit().await?;
+        self.inner
+            .store
+            .renew_batch(queue.to_owned(), locks.to_vec())
+            .await
+    }
+
+    // ----- admin --------------------------------------------------------------------
+
+    /// Deletes a scheduled message that was never delivered (7.1).
+    pub async fn cancel(&self, queue: &str, seq: SeqNumber) -> Result<bool> {
+        validate_name(queue)?;
+        let _g = self.admit().await?;
+        self.inner.store.cancel(queue.to_owned(), seq).await
+    }
+
+    /// Browses messages without locking them (6.2).
+    pub async fn peek(&self, queue: &str, options: PeekOptions) -> Result<Vec<Message>> {
+        validate_name(queue)?;
+        if options.max == 0 || options.max > MAX_PEEK {
+            return Err(Error::invalid(format!("max must be 1..={MAX_PEEK}")));
+        }
+        let _g = self.admit().await?;
+        self.inner.store.peek(queue.to_owned(), options).await
+    }
+
+    /// Counts a queue's messages per state.
+    pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        validate_name(queue)?;
+        let _g = self.admit().await?;
+        self.inner.store.stats(queue.to_owned()).await
+    }
+
+    /// Moves dead letters back to active (or to `target`), bounded by max, age and rate.
+    pub async fn redrive(&self, queue: &str, options: RedriveOptions) -> Result<u64> {
+        validate_name(queue)?;
+        if let Some(t) = &options.target {
+            validate_name(t)?;
+        }
+        if options.older_than_ms < 0 {
+            return Err(Error::invalid("older_than_ms must be >= 0"));
+        }
+        if options.rate_per_sec == 0 {
+            let _g = self.admit().await?;
+            return self.inner.store.redrive(queue.to_owned(), options).await;
+        }
+        // Rate-bounded: one slice per second of the engine's clock.
+        let mut moved = 0u64;
+        loop {
+            let remaining = if options.max == 0 {
+                options.rate_per_sec
+            } else {
+                (options.max - moved).min(options.rate_per_sec)
+            };
+            if remaining == 0 {
+                return Ok(moved);
+            }
+            let slice = RedriveOptions {
+                max: remaining,
+                ..options.clone()
+            };
+            let started = self.inner.clock.now_ms();
+            let n = {
+                let _g = self.admit().await?;
+                self.inner.store.redrive(queue.to_owned(), slice).await?
+            };
+            moved += n;
+            if n < remaining {
+                return Ok(moved);
+            }
+            self.inner.clock.sleep_until(started + 1000).await;
+        }
+    }
+
+    /// Deletes dead letters, bounded by max and age (6.2).
+    pub async fn purge(&self, queue: &str, options: PurgeOptions) -> Result<u64> {
+        validate_name(queue)?;
+        if options.older_than_ms < 0 {
+            return Err(Error::invalid("older_than_ms must be >= 0"));
+        }
+        let _g = self.admit().await?;
+        self.inner.store.purge(queue.to_owned(), options).await
+    }
+
+    // ----- background ---------------------------------------------------------------
+
+    /// Runs one pass of every background sweep now, in loop order.
+    pub async fn run_sweeps(&self) -> Result<SweepReport> {
+        let mut report = SweepReport::default();
+        for kind in LOOPS {
+            self.run_loop_once(kind, &mut report).await?;
+        }
+        Ok(report)
+    }
+
+    async fn run_loop_once(&self, kind: LoopKind, report: &mut SweepReport) -> Result<()> {
+        let _g = self.admit().await?;
+        let store = &self.inner.store;
+        match kind {
+            LoopKind::Reaper => report.reaped += store.recover(RecoverTask::Reaper).await?,
+            LoopKind::Scheduler => {
+                let n = store.recover(RecoverTask::Scheduler).await?;
+                report.activated += n;
+                if n > 0 {
+                    self.wake_receivers();
+                }
+            }
+            LoopKind::Ttl => report.expired += store.recover(RecoverTask::Ttl).await?,
+            LoopKind::Janitor => {
+                let retention = RecoverTask::Retention(self.inner.options.retention);
+                report.retention_dropped += store.recover(retention).await?;
+                report.pruned += store.recover(RecoverTask::Janitor).await?;
+            }
+        }
+        if kind == LoopKind::Reaper && report.reaped > 0 {
+            self.wake_receivers();
+        }
+        let now = self.inner.clock.now_ms();
+        self.inner.progress[kind.index()].send_modify(|t| *t = (*t).max(now));
+        Ok(())
+    }
+
+    /// Watches the clock time of the last completed pass of one background loop; tests
+    /// advance a manual clock and wait here instead of sleeping.
+    pub fn loop_progress(&self, kind: LoopKind) -> watch::Receiver<i64> {
+        self.inner.progress[kind.index()].subscribe()
+    }
+
+    fn start_loops(&self) {
+        let mut handles = self.inner.loops.lock().unwrap_or_else(|e| e.into_inner());
+        for kind in LOOPS {
+            let interval = match kind {
+                LoopKind::Reaper => self.inner.options.reaper_interval_ms,
+                LoopKind::Scheduler => self.inner.options.scheduler_interval_ms,
+                LoopKind::Ttl => self.inner.options.ttl_interval_ms,
+                LoopKind::Janitor => self.inner.options.janitor_interval_ms,
+            }
+            .max(1);
+            // The loop holds a weak reference so that dropping every Engine handle lets
+            // the store go even if close was never called.
+            let weak = Arc::downgrade(&self.inner);
+            let clock = self.inner.clock.clone();
+            handles.push(tokio::spawn(async move {
+                let mut next = clock.now_ms() + interval;
+                loop {
+                    clock.sleep_until(next).await;
+                    let Some(inner) = weak.upgrade() else { return };
+                    let engine = Engine { inner };
+                    let mut report = SweepReport::default();
+                    match engine.run_loop_once(kind, &mut report).await {
+                        Err(Error::Closed) => return,
+                        // A failed pass is retried at the next tick; the data is unchanged.
+                        Err(_) | Ok(()) => {}
+                    }
+                    next = clock.now_ms() + interval;
+                }
+            }));
+        }
+    }
+
+    /// Stops admission (later calls get `Closed`), wakes long-polls with `Closed`, waits
+    /// for admitted work to finish, stops the loops and releases the store (14.5).
+    pub async fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        self.wake_receivers();
+        let _all = self.inner.gate.write().await;
+        let handles: Vec<_> = std::mem::take(
+            &mut *self.inner.loops.lock().unwrap_or_else(|e| e.into_inner()),
+        );
+        for h in handles {
+            h.abort();
+        }
+        self.inner.store.close().await;
+    }
+
+    /// Whether [`Engine::close`] has been called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+}
+
+/// Counts a parked long-poll for as long as it lives (a dropped receive uncounts too).
+struct Parked<'a>(&'a watch::Sender<usize>);
+
+impl<'a> Parked<'a> {
+    fn new(gauge: &'a watch::Sender<usize>) -> Self {
+        gauge.send_modify(|n| *n += 1);
+        Parked(gauge)
+    }
+}
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// The engine's view of an application transaction: the store's native handle plus
+/// validated sends that commit with it.
+pub struct EngineTx<'a, T: StoreTx> {
+    native: &'a mut T,
+    max_message_bytes: usize,
+    sent: bool,
+}
+
+impl<T: StoreTx> EngineTx<'_, T> {
+    /// The store's native transaction handle (a rusqlite transaction, say).
+    pub fn native(&mut self) -> &mut T {
+        self.native
+    }
+
+    /// Sends one message inside the transaction.
+    pub fn send(&mut self, queue: &str, message: OutMessage) -> Result<SeqNumber> {
+        let id = message.message_id.clone();
+        let slots = self.send_batch_with(queue, vec![message], SendOptions::default())?;
+        single_slot(&slots, id)
+    }
+
+    /// Sends a batch inside the transaction.
+    pub fn send_batch_with(
+        &mut self,
+        queue: &str,
+        messages: Vec<OutMessage>,
+        options: SendOptions,
+    ) -> Result<Vec<EnqueueSlot>> {
+        validate_send(queue, &messages, &options, self.max_message_bytes)?;
+        self.native.check_cancelled()?;
+        self.sent = true;
+        self.native.enqueue(queue, messages, options)
+    }
+}
+
+fn single_slot(slots: &[EnqueueSlot], id: Option<String>) -> Result<SeqNumber> {
+    match slots.first() {
+        Some(EnqueueSlot::Conflict) => Err(Error::DedupConflict {
+            message_id: id.unwrap_or_default(),
+        }),
+        Some(slot) => Ok(slot.seq()),
+        None => Err(Error::invalid("empty send")),
+    }
+}
+
+/// Checks a queue (or topic, subscription) name.
+pub fn validate_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_NAME_BYTES {
+        return Err(Error::invalid(format!(
+            "a name is 1..={MAX_NAME_BYTES} bytes"
+        )));
+    }
+    if name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(Error::invalid(
+            "a name holds no whitespace or control characters",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_text(field: &str, value: &str) -> Result<()> {
+    if value.len() > 1024 || value.chars().any(char::is_control) {
+        return Err(Error::invalid(format!(
+            "{field} is at most 1024 bytes without control characters"
+        )));
+    }
+    Ok(())
+}
+
+fn validate_free_text(field: &str, value: &str) -> Result<()> {
+    if value.len() > 4096 {
+        return Err(Error::invalid(format!("{field} is at most 4096 bytes")));
+    }
+    Ok(())
+}
+
+fn validate_send(
+    queue: &str,
+    messages: &[OutMessage],
+    options: &SendOptions,
+    max_bytes: usize,
+) -> Result<()> {
+    validate_name(queue)?;
+    if messages.is_empty() || messages.len() > MAX_SEND_BATCH {
+        return Err(Error::invalid(format!(
+            "a send holds 1..={MAX_SEND_BATCH} messages"
+        )));
+    }
+    if let Some(ttl) = options.ttl_ms
+        && ttl < 0
+    {
+        return Err(Error::invalid("ttl_ms must be >= 0"));
+    }
+    if let Some(at) = options.scheduled_at_ms
+        && at < 0
+    {
+        return Err(Error::invalid("scheduled_enqueue_time_ms must be >= 0"));
+    }
+    for m in messages {
+        if m.body.len() > max_bytes {
+            return Err(Error::MessageTooLarge {
+                size: m.body.len(),
+                limit: max_bytes,
+            });
+        }
+        for (field, value) in [
+            ("message_id", &m.message_id),
+            ("group_id", &m.group_id),
+            ("subject", &m.subject),
+            ("correlation_id", &m.correlation_id),
+            ("reply_to", &m.reply_to),
+            ("content_type", &m.content_type),
+        ] {
+            if let Some(v) = value {
+                validate_text(field, v)?;
+            }
+        }
+        if m.properties.len() > 64 {
+            return Err(Error::invalid("at most 64 properties per message"));
+        }
+        for (k, v) in &m.properties {
+            if k.is_empty() {
+                return Err(Error::invalid("a property name is not empty"));
+            }
+            validate_text("property name", k)?;
+            validate_free_text("property value", v)?;
+        }
+    }
+    Ok(())
+}

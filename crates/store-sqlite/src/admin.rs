@@ -1,0 +1,195 @@
+//! Queue administration and the admin reads: upsert/delete/list, cancel, peek, stats,
+//! redrive and purge (6.2, 7.1, 12.1).
+
+use rusqlite::{Connection, OptionalExtension, named_params};
+
+use mqlite_engine_core::sql;
+use mqlite_engine_core::{
+    Error, Message, MessageState, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueKind,
+    QueueStats, RedriveOptions, Result, SeqNumber,
+};
+
+use crate::db;
+use crate::enqueue::{line_busy, line_of};
+use crate::rows::{load_queue, message, queue_row};
+use crate::settle::release_line;
+use crate::sweeps::delete_dead;
+
+/// Creates or updates a queue; another kind under the name is NameConflict (12.1).
+pub(crate) fn upsert_queue(
+    conn: &Connection,
+    now: i64,
+    name: &str,
+    kind: QueueKind,
+    cfg: &QueueConfig,
+) -> Result<()> {
+    let existing: Option<String> = conn
+        .prepare_cached("SELECT kind FROM queues WHERE name = :name")
+        .map_err(db)?
+        .query_row(named_params! {":name": name}, |r| r.get(0))
+        .optional()
+        .map_err(db)?;
+    if let Some(k) = existing
+        && k != kind.as_str()
+    {
+        return Err(Error::NameConflict {
+            name: name.to_owned(),
+            existing: k,
+        });
+    }
+    conn.prepare_cached(sql::UPSERT_QUEUE)
+        .map_err(db)?
+        .execute(named_params! {
+            ":name": name, ":kind": kind.as_str(), ":lock_ms": cfg.lock_duration_ms,
+            ":max_dc": cfg.max_delivery_count, ":ttl": cfg.default_ttl_ms,
+            ":dloe": cfg.dead_letter_on_expire, ":dedup": cfg.dedup_window_ms,
+            ":mode": cfg.ordering_mode.as_str(), ":age": cfg.dlq_max_age_ms,
+            ":count": cfg.dlq_max_count, ":bytes": cfg.dlq_max_bytes, ":now": now,
+        })
+        .map_err(db)?;
+    Ok(())
+}
+
+/// Deletes a queue and everything it owns.
+pub(crate) fn delete_queue(conn: &Connection, name: &str) -> Result<bool> {
+    let mut last = 0;
+    for text in sql::DELETE_QUEUE {
+        last = conn
+            .prepare_cached(text)
+            .map_err(db)?
+            .execute(named_params! {":name": name})
+            .map_err(db)?;
+    }
+    Ok(last > 0)
+}
+
+/// Every queue, by name.
+pub(crate) fn list_queues(conn: &Connection) -> Result<Vec<QueueInfo>> {
+    conn.prepare_cached(sql::LIST_QUEUES)
+        .map_err(db)?
+        .query_map([], |r| {
+            let (kind, config) = queue_row(r, 1)?;
+            Ok(QueueInfo {
+                name: r.get(0)?,
+                kind,
+                config,
+            })
+        })
+        .map_err(db)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(db)
+}
+
+/// Deletes a never-delivered scheduled message (7.1).
+pub(crate) fn cancel(conn: &Connection, queue: &str, seq: SeqNumber) -> Result<bool> {
+    load_queue(conn, queue)?;
+    let line: Option<Option<String>> = conn
+        .prepare_cached(sql::CANCEL_SCHEDULED)
+        .map_err(db)?
+        .query_row(named_params! {":seq": seq.0, ":queue": queue}, |r| r.get(0))
+        .optional()
+        .map_err(db)?;
+    match line {
+        Some(line) => {
+            release_line(conn, queue, line.as_deref())?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// Browses without locking (6.2).
+pub(crate) fn peek(conn: &Connection, queue: &str, o: &PeekOptions) -> Result<Vec<Message>> {
+    load_queue(conn, queue)?;
+    let text = format!(
+        "SELECT {} FROM messages WHERE queue = :queue AND id >= :from
+           AND (:state IS NULL OR state = :state) ORDER BY id LIMIT :max",
+        sql::MESSAGE_COLUMNS
+    );
+    conn.prepare_cached(&text)
+        .map_err(db)?
+        .query_map(
+            named_params! {
+                ":queue": queue, ":from": o.from_seq.map_or(0, |s| s.0),
+                ":state": o.state.map(|s| s.as_str()), ":max": o.max,
+            },
+            message,
+        )
+        .map_err(db)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(db)
+}
+
+/// Counts per state.
+pub(crate) fn stats(conn: &Connection, now: i64, queue: &str) -> Result<QueueStats> {
+    load_queue(conn, queue)?;
+    let count = |state: MessageState| -> Result<u64> {
+        conn.prepare_cached(sql::COUNT_STATE)
+            .map_err(db)?
+            .query_row(
+                named_params! {":queue": queue, ":state": state.as_str()},
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as u64)
+            .map_err(db)
+    };
+    let mut s = QueueStats {
+        active: count(MessageState::Active)?,
+        locked: count(MessageState::Locked)?,
+        deferred: count(MessageState::Deferred)?,
+        scheduled: count(MessageState::Scheduled)?,
+        dead_lettered: count(MessageState::DeadLettered)?,
+        ..Default::default()
+    };
+    s.total = s.active + s.locked + s.deferred + s.scheduled + s.dead_lettered;
+    let oldest: Option<i64> = conn
+        .prepare_cached(sql::OLDEST_LIVE)
+        .map_err(db)?
+        .query_row(named_params! {":queue": queue}, |r| r.get(0))
+        .map_err(db)?;
+    s.oldest_message_age_ms = oldest.map_or(0, |t| (now - t).max(0));
+    Ok(s)
+}
+
+/// Moves dead letters back to active, count reset, optionally into another queue (6.2).
+pub(crate) fn redrive(conn: &Connection, now: i64, queue: &str, o: &RedriveOptions) -> Result<u64> {
+    load_queue(conn, queue)?;
+    let target = o.target.as_deref().unwrap_or(queue);
+    let target_cfg = load_queue(conn, target)?;
+    let limit = if o.max == 0 { i64::MAX } else { o.max as i64 };
+    let cutoff = now.saturating_sub(o.older_than_ms);
+    let rows: Vec<(i64, Option<String>)> = conn
+        .prepare_cached(
+            "SELECT id, group_id FROM messages
+              WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
+              ORDER BY dead_lettered_at, id LIMIT :limit",
+        )
+        .map_err(db)?
+        .query_map(
+            named_params! {":queue": queue, ":cutoff": cutoff, ":limit": limit},
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(db)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(db)?;
+    let mut moved = 0;
+    for (id, group) in rows {
+        let line = line_of(target_cfg.ordering_mode, group.as_deref());
+        let waiting = line_busy(conn, target, line.as_deref())?;
+        moved += conn
+            .prepare_cached(sql::REDRIVE_ONE)
+            .map_err(db)?
+            .execute(named_params! {
+                ":target": target, ":line": line, ":waiting": waiting, ":now": now, ":id": id,
+            })
+            .map_err(db)? as u64;
+    }
+    Ok(moved)
+}
+
+/// Deletes dead letters, bounded by max and age (6.2).
+pub(crate) fn purge(conn: &Connection, now: i64, queue: &str, o: &PurgeOptions) -> Result<u64> {
+    load_queue(conn, queue)?;
+    let limit = if o.max == 0 { i64::MAX } else { o.max as i64 };
+    delete_dead(conn, queue, now.saturating_sub(o.older_than_ms), limit, |_, _| true)
+}

@@ -1,0 +1,48 @@
+//! The application's transaction (16.1, 16.2): the native rusqlite transaction, shared
+//! with the engine's sends, committed once.
+
+use rusqlite::Transaction;
+
+use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, Result, SendOptions, StoreTx};
+
+/// The SQLite store's handle inside [`mqlite_engine_core::Engine::tx`].
+pub struct SqliteTx<'t> {
+    pub(crate) tx: Transaction<'t>,
+    pub(crate) now: i64,
+    pub(crate) gone: &'t dyn Fn() -> bool,
+}
+
+impl<'t> SqliteTx<'t> {
+    /// The native rusqlite transaction, for the application's own tables. Fails with
+    /// `Cancelled` once the caller has gone away, so the next statement never runs and
+    /// the transaction rolls back (13.4).
+    pub fn sql(&self) -> Result<&Transaction<'t>> {
+        self.check_cancelled()?;
+        Ok(&self.tx)
+    }
+
+    /// The statement time of this transaction (epoch ms, from the store's clock).
+    pub fn now_ms(&self) -> i64 {
+        self.now
+    }
+}
+
+impl StoreTx for SqliteTx<'_> {
+    fn enqueue(
+        &mut self,
+        queue: &str,
+        messages: Vec<OutMessage>,
+        options: SendOptions,
+    ) -> Result<Vec<EnqueueSlot>> {
+        self.check_cancelled()?;
+        crate::enqueue::enqueue(&self.tx, self.now, queue, messages, options)
+    }
+
+    fn check_cancelled(&self) -> Result<()> {
+        if (self.gone)() {
+            Err(Error::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! Section 14: concurrency under real parallelism (a multi-threaded runtime; the manual
+//! clock stands still unless a case moves it).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use mqlite_engine_core::{Error, LockRef, OutMessage, ReceiveOptions};
+
+use super::{config, peek_all, receive_one, send_n};
+use crate::harness::{Ctx, StoreFactory, TckResult};
+
+const Q: &str = "q";
+
+/// 14.1 Exclusive delivery under real parallelism: no two live leases on one message.
+pub async fn p14_1_exclusive_delivery_under_parallelism<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(600_000, 10)).await?;
+    let n = 200;
+    send_n(&mq, Q, "m", n).await?;
+    let seen = Arc::new(Mutex::new(HashMap::new()));
+    let mut tasks = Vec::new();
+    for worker in 0..4 {
+        let (mq, seen) = (mq.clone(), seen.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let got = mq.receive(Q, ReceiveOptions::batch(7)).await?;
+                if got.is_empty() {
+                    return Ok::<_, Error>(());
+                }
+                for m in got {
+                    let prev = seen
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(m.seq, (worker, m.token()));
+                    assert!(prev.is_none(), "{} claimed twice under live leases", m.seq);
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    assert_eq!(seen.len(), n, "every message claimed exactly once");
+    let tokens: HashSet<_> = seen.values().map(|(_, t)| *t).collect();
+    assert_eq!(tokens.len(), n);
+    Ok(())
+}
+
+/// 14.2 The fence fences: after reassignment, the old holder's settles fail and the new
+/// holder's succeed, even when both race.
+pub async fn p14_2_fence_holds_under_parallel_settles<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
+    let n = 50;
+    send_n(&mq, Q, "m", n).await?;
+    let old = mq.receive(Q, ReceiveOptions::batch(n as u32)).await?;
+    ctx.clock.advance(1_000);
+    mq.run_sweeps().await?;
+    let new = mq.receive(Q, ReceiveOptions::batch(n as u32)).await?;
+    assert_eq!(new.len(), n);
+    let settle_all = |locks: Vec<LockRef>| {
+        let mq = mq.clone();
+        tokio::spawn(async move {
+            let mut oks = 0;
+            for l in locks {
+                match mq.complete(Q, l).await {
+                    Ok(()) => oks += 1,
+                    Err(Error::LockLost) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(oks)
+        })
+    };
+    let a = settle_all(old.iter().map(LockRef::from).collect());
+    let b = settle_all(new.iter().map(LockRef::from).collect());
+    assert_eq!(a.await??, 0, "the previous holder is fenced");
+    assert_eq!(b.await??, n, "the new holder settles everything");
+    assert!(peek_all(&mq, Q).await?.is_empty());
+    Ok(())
+}
+
+/// 14.3 A completed message is never delivered again, across sweeps and reopen.
+pub async fn p14_3_completed_message_is_never_redelivered<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
+    let seqs = send_n(&mq, Q, "m", 3).await?;
+    let m = receive_one(&mq, Q).await?;
+    mq.complete(Q, &m).await?;
+    ctx.clock.advance(3_600_000);
+    mq.run_sweeps().await?;
+    mq.close().await;
+    let mq = ctx.engine().await?;
+    let mut got = Vec::new();
+    while let Some(m) = mq.receive_one(Q).await? {
+        got.push(m.seq);
+        mq.complete(Q, &m).await?;
+    }
+    assert_eq!(got, seqs[1..].to_vec());
+    assert!(!got.contains(&m.seq));
+    Ok(())
+}
+
+/// 14.4 Every message sent is eventually completed, with consumers that abandon and let
+/// leases lapse along the way.
+pub async fn p14_4_every_message_is_eventually_completed<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(1_000, 1_000)).await?;
+    let n = 300;
+    let sent: HashSet<_> = send_n(&mq, Q, "m", n).await?.into_iter().collect();
+    let done = Arc::new(Mutex::new(Vec::new()));
+    for round in 0..100 {
+        let mut tasks = Vec::new();
+        for worker in 0..3u64 {
+            let (mq, done) = (mq.clone(), done.clone());
+            tasks.push(tokio::spawn(async move {
+                let got = mq.receive(Q, ReceiveOptions::batch(16)).await?;
+                for (i, m) in got.iter().enumerate() {
+                    // A deterministic mix: complete most, abandon some, drop some.
+                    match (m.seq.0 as u64 + worker + round) % 5 {
+                        0 => mq.abandon(Q, m, 0).await?,
+                        1 if i % 2 == 0 => {} // the consumer "dies": the lease lapses
+                        _ => {
+                            mq.complete(Q, m).await?;
+                            done.lock().unwrap_or_else(|e| e.into_inner()).push(m.seq);
+                        }
+                    }
+                }
+                Ok::<_, Error>(())
+            }));
+        }
+        for t in tasks {
+            t.await??;
+        }
+        ctx.clock.advance(1_000);
+        mq.run_sweeps().await?;
+        if mq.stats(Q).await?.total == 0 {
+            break;
+        }
+    }
+    let done = done.lock().unwrap_or_else(|e| e.into_inner());
+    let completed: HashSet<_> = done.iter().copied().collect();
+    assert_eq!(completed.len(), done.len(), "nothing completed twice");
+    assert_eq!(completed, sent, "every message completed");
+    Ok(())
+}
+
+/// 14.5 Close stops admission first (later work is Closed), wakes long-polling receivers
+/// with Closed, lets admitted work finish, and then releases the database.
+pub async fn p14_5_close_stops_admission_and_wakes_long_polls<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    let waiter = {
+        let mq = mq.clone();
+        tokio::spawn(async move {
+            mq.receive(
+                Q,
+                ReceiveOptions {
+                    wait_ms: 20_000,
+                    ..Default::default()
+                },
+            )
+            .await
+        })
+    };
+    mq.long_poll_waiters().wait_for(|n| *n >= 1).await?;
+    // Admitted sends racing the close either commit fully or are refused with Closed.
+    let sends: Vec<_> = (0..20)
+        .map(|i| {
+            let mq = mq.clone();
+            tokio::spawn(async move { mq.send("other-or-q", OutMessage::new(format!("{i}"))).await })
+        })
+        .collect();
+    let committed = {
+        let mq = mq.clone();
+        tokio::spawn(async move { mq.send(Q, OutMessage::new("admitted")).await })
+    };
+    mq.close().await;
+    assert!(mq.is_closed());
+    match waiter.await? {
+        Err(Error::Closed) => {}
+        Ok(got) if got.len() == 1 => {} // it claimed the admitted send before close
+        other => return Err(format!("long-poll should end with Closed, got {other:?}").into()),
+    }
+    for s in sends {
+        match s.await? {
+            Err(Error::Closed) | Err(Error::NotFound { .. }) => {}
+            other => return Err(format!("unexpected {other:?}").into()),
+        }
+    }
+    let admitted = committed.await?;
+    assert!(matches!(mq.send(Q, OutMessage::new("late")).await, Err(Error::Closed)));
+    assert!(matches!(mq.receive_one(Q).await, Err(Error::Closed)));
+    // The database is released: it reopens, with the admitted send in it if admitted.
+    let mq = ctx.engine().await?;
+    let bodies: Vec<Vec<u8>> = peek_all(&mq, Q)
+        .await?
+        .into_iter()
+        .map(|m| m.content.body)
+        .collect();
+    match admitted {
+        Ok(_) => assert!(bodies.contains(&b"admitted".to_vec())),
+        Err(Error::Closed) => assert!(!bodies.contains(&b"admitted".to_vec())),
+        Err(e) => return Err(e.into()),
+    }
+    assert!(!bodies.contains(&b"late".to_vec()));
+    Ok(())
+}

@@ -1,0 +1,270 @@
+//! Section 1: the peek-lock lifecycle.
+
+use std::collections::HashSet;
+
+use mqlite_engine_core::{
+    Error, LockRef, MessageState, OutMessage, REASON_MAX_DELIVERY, ReceiveMode, ReceiveOptions,
+    SendOptions,
+};
+
+use super::{config, peek_all, receive_one, send_n, state_of};
+use crate::harness::{Ctx, StoreFactory, TckResult};
+
+const Q: &str = "q";
+
+/// 1.1 Receive claims the oldest eligible message, locks it for the lock duration and
+/// returns a fresh 128-bit random token.
+pub async fn p1_1_receive_claims_oldest_eligible_with_fresh_token<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    let now = ctx.clock.now();
+    // Not eligible: scheduled in the future, and already expired.
+    mq.send_with(
+        Q,
+        OutMessage::new("later"),
+        SendOptions {
+            scheduled_at_ms: Some(now + 60_000),
+            ttl_ms: None,
+        },
+    )
+    .await?;
+    let expired = mq
+        .send_with(
+            Q,
+            OutMessage::new("expiring"),
+            SendOptions {
+                scheduled_at_ms: None,
+                ttl_ms: Some(1),
+            },
+        )
+        .await?;
+    ctx.clock.advance(5);
+    let seqs = send_n(&mq, Q, "m", 3).await?;
+    let first = receive_one(&mq, Q).await?;
+    assert_eq!(first.seq, seqs[0], "oldest eligible first, skipping expired {expired}");
+    assert_eq!(first.body(), b"m-0");
+    assert_eq!(first.state, MessageState::Locked);
+    assert_eq!(first.locked_until_ms, ctx.clock.now() + 30_000);
+    let second = receive_one(&mq, Q).await?;
+    assert_eq!(second.seq, seqs[1]);
+    let (t1, t2) = (first.token(), second.token());
+    assert_ne!(t1, t2, "every claim gets a fresh token");
+    assert_eq!(t1.to_string().len(), 32, "128 bits as 32 hex characters");
+    assert_ne!(t1.as_u128(), 0);
+    assert_eq!(
+        state_of(&mq, Q, first.seq).await?,
+        Some(MessageState::Locked)
+    );
+    Ok(())
+}
+
+/// 1.2 A locked message is invisible to every other Receive until settled or expired.
+pub async fn p1_2_locked_message_is_invisible_until_settled_or_expired<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(10_000, 10)).await?;
+    let seq = mq.send(Q, OutMessage::new("only")).await?;
+    let m = receive_one(&mq, Q).await?;
+    assert_eq!(m.seq, seq);
+    for _ in 0..3 {
+        assert!(mq.receive_one(Q).await?.is_none(), "held by a live lease");
+    }
+    ctx.clock.advance(9_999);
+    mq.run_sweeps().await?;
+    assert!(mq.receive_one(Q).await?.is_none(), "lease still live at 9.999 s");
+    ctx.clock.advance(1);
+    mq.run_sweeps().await?;
+    let again = receive_one(&mq, Q).await?;
+    assert_eq!(again.seq, seq, "visible again once the lease expired and was reaped");
+    assert_ne!(again.token(), m.token());
+    mq.abandon(Q, &again, 0).await?;
+    let third = receive_one(&mq, Q).await?;
+    assert_eq!(third.seq, seq, "visible again once settled");
+    Ok(())
+}
+
+/// 1.3 Every claim increments delivery_count inside the claim itself.
+pub async fn p1_3_every_claim_counts_a_delivery<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(10_000, 10)).await?;
+    mq.send(Q, OutMessage::new("x")).await?;
+    for expected in 1..=4 {
+        let m = receive_one(&mq, Q).await?;
+        assert_eq!(m.delivery_count, expected);
+        let peeked = peek_all(&mq, Q).await?;
+        assert_eq!(peeked[0].delivery_count, expected, "counted in the stored row");
+        if expected % 2 == 0 {
+            mq.abandon(Q, &m, 0).await?;
+        } else {
+            ctx.clock.advance(10_000);
+            mq.run_sweeps().await?;
+        }
+    }
+    Ok(())
+}
+
+/// 1.4 An expired lease is returned to active by the reaper, or dead-lettered with
+/// MaxDeliveryCountExceeded once delivery_count >= max_delivery_count.
+pub async fn p1_4_reaper_reactivates_or_dead_letters_expired_leases<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(1_000, 2)).await?;
+    let seq = mq.send(Q, OutMessage::new("x")).await?;
+    receive_one(&mq, Q).await?;
+    ctx.clock.advance(1_000);
+    let report = mq.run_sweeps().await?;
+    assert_eq!(report.reaped, 1);
+    assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Active));
+    let m = receive_one(&mq, Q).await?;
+    assert_eq!(m.delivery_count, 2);
+    ctx.clock.advance(1_000);
+    mq.run_sweeps().await?;
+    let dead = peek_all(&mq, Q).await?;
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].state, MessageState::DeadLettered);
+    assert_eq!(dead[0].dead_letter_reason.as_deref(), Some(REASON_MAX_DELIVERY));
+    assert!(mq.receive_one(Q).await?.is_none());
+    Ok(())
+}
+
+/// 1.5 The claim does not reclaim expired leases (the reaper does); an expired, unreaped
+/// lease is not handed out again by a claim.
+pub async fn p1_5_claim_never_reclaims_an_expired_lease<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
+    mq.send(Q, OutMessage::new("x")).await?;
+    let m = receive_one(&mq, Q).await?;
+    ctx.clock.advance(5_000);
+    assert!(
+        mq.receive_one(Q).await?.is_none(),
+        "claim must not reclaim the expired lease itself"
+    );
+    assert_eq!(
+        state_of(&mq, Q, m.seq).await?,
+        Some(MessageState::Locked)
+    );
+    mq.run_sweeps().await?;
+    assert_eq!(receive_one(&mq, Q).await?.seq, m.seq);
+    Ok(())
+}
+
+/// 1.6 A batch Receive of N claims up to N messages, oldest first, in one transaction.
+pub async fn p1_6_batch_receive_claims_oldest_n<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    let seqs = send_n(&mq, Q, "m", 5).await?;
+    let batch = mq.receive(Q, ReceiveOptions::batch(3)).await?;
+    let got: Vec<_> = batch.iter().map(|m| m.seq).collect();
+    assert_eq!(got, seqs[..3].to_vec());
+    let tokens: HashSet<_> = batch.iter().map(|m| m.token()).collect();
+    assert_eq!(tokens.len(), 3, "one token per message");
+    let rest = mq.receive(Q, ReceiveOptions::batch(10)).await?;
+    assert_eq!(rest.len(), 2, "up to N: only what is eligible");
+    assert!(mq.receive(Q, ReceiveOptions::batch(256)).await?.is_empty());
+    let too_many = mq.receive(Q, ReceiveOptions::batch(257)).await;
+    assert!(matches!(too_many, Err(Error::InvalidArgument(_))));
+    let stats = mq.stats(Q).await?;
+    assert_eq!(stats.locked, 5);
+    Ok(())
+}
+
+/// 1.7 Receive-and-delete removes the rows in the claim's transaction: no token, zero
+/// locked_until.
+pub async fn p1_7_receive_and_delete_grants_no_lease<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    send_n(&mq, Q, "m", 3).await?;
+    let got = mq
+        .receive(
+            Q,
+            ReceiveOptions {
+                max_messages: 2,
+                mode: ReceiveMode::ReceiveAndDelete,
+                ..Default::default()
+            },
+        )
+        .await?;
+    assert_eq!(got.len(), 2);
+    for m in &got {
+        assert!(m.lock_token.is_none());
+        assert_eq!(m.locked_until_ms, 0);
+        assert_eq!(m.delivery_count, 1);
+        let settle = mq.complete(Q, LockRef::from(m)).await;
+        assert!(matches!(settle, Err(Error::LockLost)));
+    }
+    let left = peek_all(&mq, Q).await?;
+    assert_eq!(left.len(), 1, "the two received rows are gone");
+    assert_eq!(mq.stats(Q).await?.total, 1);
+    Ok(())
+}
+
+/// 1.8 Long-poll: a Receive with a wait time returns as soon as a send makes a message
+/// eligible.
+pub async fn p1_8_long_poll_wakes_on_send<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    let waiter = {
+        let mq = mq.clone();
+        tokio::spawn(async move {
+            mq.receive(
+                Q,
+                ReceiveOptions {
+                    wait_ms: 20_000,
+                    ..Default::default()
+                },
+            )
+            .await
+        })
+    };
+    // The manual clock never moves, so only the send's wake-up can end the wait.
+    mq.long_poll_waiters().wait_for(|n| *n >= 1).await?;
+    let seq = mq.send(Q, OutMessage::new("wake")).await?;
+    let got = waiter.await??;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].seq, seq);
+    Ok(())
+}
+
+/// 1.8 Long-poll: with nothing to receive, the wait returns empty at its deadline.
+pub async fn p1_8_long_poll_returns_empty_at_deadline<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    let start = ctx.clock.now();
+    let waiter = {
+        let mq = mq.clone();
+        tokio::spawn(async move {
+            mq.receive(
+                Q,
+                ReceiveOptions {
+                    wait_ms: 2_000,
+                    ..Default::default()
+                },
+            )
+            .await
+        })
+    };
+    mq.long_poll_waiters().wait_for(|n| *n >= 1).await?;
+    ctx.clock.advance(2_000);
+    let got = waiter.await??;
+    assert!(got.is_empty());
+    assert!(ctx.clock.now() >= start + 2_000, "not before the deadline");
+    Ok(())
+}
+
+/// 1.4 The background reaper runs on the injected clock: moving a manual clock past a
+/// lease lets the loop reclaim it, with no sleeping anywhere.
+pub async fn p1_4_background_reaper_follows_the_manual_clock<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx
+        .engine_with(mqlite_engine_core::EngineOptions::default())
+        .await?;
+    mq.create_queue(Q, config(2_000, 10)).await?;
+    let seq = mq.send(Q, OutMessage::new("x")).await?;
+    receive_one(&mq, Q).await?;
+    ctx.clock.advance(2_000);
+    let target = ctx.clock.now();
+    // The reaper ticks every second of the manual clock; wait for a pass at or after now.
+    let mut progress = mq.loop_progress(mqlite_engine_core::LoopKind::Reaper);
+    progress.wait_for(|t| *t >= target).await?;
+    assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Active));
+    mq.close().await;
+    Ok(())
+}

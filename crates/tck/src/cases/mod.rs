@@ -1,0 +1,135 @@
+//! The cases, one module per section of the conformance spec, registered in [`all`].
+//! Each case's `///` line states the promise it pins.
+
+use mqlite_engine_core::{
+    Engine, Message, MessageState, OutMessage, PeekOptions, QueueConfig, Result, SeqNumber, Store,
+};
+
+use crate::harness::{Capability, Case, StoreFactory};
+
+pub mod concurrency;
+pub mod dead_letters;
+pub mod lifecycle;
+pub mod recovery;
+pub mod scheduling;
+pub mod settlement;
+pub mod storage;
+
+macro_rules! register {
+    ($( $module:ident :: $case:ident $([$($cap:ident),*])? ),* $(,)?) => {
+        /// Every case, in promise order, with the capabilities it needs.
+        pub fn all<F: StoreFactory>() -> Vec<Case<F>> {
+            vec![$(
+                Case {
+                    name: stringify!($case),
+                    needs: &[$($(Capability::$cap),*)?],
+                    run: |ctx| Box::pin($module::$case(ctx)),
+                }
+            ),*]
+        }
+    };
+}
+
+register! {
+    lifecycle::p1_1_receive_claims_oldest_eligible_with_fresh_token,
+    lifecycle::p1_2_locked_message_is_invisible_until_settled_or_expired,
+    lifecycle::p1_3_every_claim_counts_a_delivery,
+    lifecycle::p1_4_reaper_reactivates_or_dead_letters_expired_leases,
+    lifecycle::p1_4_background_reaper_follows_the_manual_clock,
+    lifecycle::p1_5_claim_never_reclaims_an_expired_lease,
+    lifecycle::p1_6_batch_receive_claims_oldest_n,
+    lifecycle::p1_7_receive_and_delete_grants_no_lease,
+    lifecycle::p1_8_long_poll_wakes_on_send,
+    lifecycle::p1_8_long_poll_returns_empty_at_deadline,
+    settlement::p2_1_complete_deletes,
+    settlement::p2_2_abandon_reactivates_or_parks_with_delay,
+    settlement::p2_2_abandon_at_the_bound_dead_letters,
+    settlement::p2_3_reject_dead_letters_with_reason,
+    settlement::p2_4_defer_sets_aside_until_receive_deferred,
+    settlement::p2_5_renew_extends_never_revives_never_shortens,
+    settlement::p2_6_stale_token_is_lock_lost,
+    settlement::p2_6_lease_deadline_equality_is_expired,
+    settlement::p2_7_complete_batch_fences_per_item,
+    settlement::p2_8_renew_batch_fences_per_item_and_caps_at_512,
+    settlement::p2_9_redelivery_fences_the_previous_holder,
+    recovery::p3_1_open_reclaims_orphaned_leases [Reopen],
+    dead_letters::p6_1_delivery_bound_dead_letters,
+    dead_letters::p6_2_redrive_purge_and_peek,
+    dead_letters::p6_2_redrive_to_target_queue,
+    scheduling::p7_1_scheduled_hidden_until_due_and_cancellable,
+    scheduling::p7_2_ttl_dead_letters_or_discards,
+    storage::p10_1_second_open_is_db_locked [FileLock],
+    storage::p10_2_foreign_schema_token_is_refused [SchemaGuard],
+    concurrency::p14_1_exclusive_delivery_under_parallelism,
+    concurrency::p14_2_fence_holds_under_parallel_settles,
+    concurrency::p14_3_completed_message_is_never_redelivered [Reopen],
+    concurrency::p14_4_every_message_is_eventually_completed,
+    concurrency::p14_5_close_stops_admission_and_wakes_long_polls [Reopen],
+}
+
+/// A queue configuration with this lock duration and delivery bound.
+pub fn config(lock_ms: i64, max_delivery: i64) -> QueueConfig {
+    QueueConfig {
+        lock_duration_ms: lock_ms,
+        max_delivery_count: max_delivery,
+        ..Default::default()
+    }
+}
+
+/// Sends `n` messages with bodies `"<prefix>-<i>"`; returns their sequence numbers.
+pub async fn send_n<S: Store>(
+    engine: &Engine<S>,
+    queue: &str,
+    prefix: &str,
+    n: usize,
+) -> Result<Vec<SeqNumber>> {
+    let mut seqs = Vec::with_capacity(n);
+    for i in 0..n {
+        seqs.push(
+            engine
+                .send(queue, OutMessage::new(format!("{prefix}-{i}")))
+                .await?,
+        );
+    }
+    Ok(seqs)
+}
+
+/// Every message of a queue in any state (up to 1000).
+pub async fn peek_all<S: Store>(engine: &Engine<S>, queue: &str) -> Result<Vec<Message>> {
+    engine
+        .peek(
+            queue,
+            PeekOptions {
+                max: 1000,
+                ..Default::default()
+            },
+        )
+        .await
+}
+
+/// The state of one message, or None when it is gone.
+pub async fn state_of<S: Store>(
+    engine: &Engine<S>,
+    queue: &str,
+    seq: SeqNumber,
+) -> Result<Option<MessageState>> {
+    let found = engine
+        .peek(
+            queue,
+            PeekOptions {
+                from_seq: Some(seq),
+                state: None,
+                max: 1,
+            },
+        )
+        .await?;
+    Ok(found.into_iter().find(|m| m.seq == seq).map(|m| m.state))
+}
+
+/// Receives exactly one message or fails the case.
+pub async fn receive_one<S: Store>(engine: &Engine<S>, queue: &str) -> Result<Message> {
+    engine
+        .receive_one(queue)
+        .await?
+        .ok_or_else(|| mqlite_engine_core::Error::invalid("expected a message, got none"))
+}

@@ -1,0 +1,253 @@
+//! Section 2: settlement, fenced on the lock token.
+
+use mqlite_engine_core::{
+    Error, LockRef, LockToken, MessageState, OutMessage, REASON_MAX_DELIVERY, ReceiveOptions,
+};
+
+use super::{config, peek_all, receive_one, send_n, state_of};
+use crate::harness::{Ctx, StoreFactory, TckResult};
+
+const Q: &str = "q";
+
+/// 2.1 Complete deletes the message.
+pub async fn p2_1_complete_deletes<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    let seqs = send_n(&mq, Q, "m", 2).await?;
+    let m = receive_one(&mq, Q).await?;
+    mq.complete(Q, &m).await?;
+    assert_eq!(state_of(&mq, Q, m.seq).await?, None);
+    let left: Vec<_> = peek_all(&mq, Q).await?.iter().map(|m| m.seq).collect();
+    assert_eq!(left, vec![seqs[1]]);
+    assert_eq!(mq.stats(Q).await?.total, 1);
+    Ok(())
+}
+
+/// 2.2 Abandon returns the message to active; with a delay it parks in scheduled until
+/// the delay lapses.
+pub async fn p2_2_abandon_reactivates_or_parks_with_delay<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    let seq = mq.send(Q, OutMessage::new("x")).await?;
+    let m = receive_one(&mq, Q).await?;
+    mq.abandon(Q, &m, 0).await?;
+    assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Active));
+    let m = receive_one(&mq, Q).await?;
+    assert_eq!(m.delivery_count, 2);
+    mq.abandon(Q, &m, 5_000).await?;
+    assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Scheduled));
+    ctx.clock.advance(4_999);
+    mq.run_sweeps().await?;
+    assert!(mq.receive_one(Q).await?.is_none(), "parked for the delay");
+    ctx.clock.advance(1);
+    mq.run_sweeps().await?;
+    let again = receive_one(&mq, Q).await?;
+    assert_eq!((again.seq, again.delivery_count), (seq, 3));
+    Ok(())
+}
+
+/// 2.2 Abandon at the delivery bound dead-letters the message.
+pub async fn p2_2_abandon_at_the_bound_dead_letters<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 2)).await?;
+    let seq = mq.send(Q, OutMessage::new("x")).await?;
+    let m = receive_one(&mq, Q).await?;
+    mq.abandon(Q, &m, 0).await?;
+    let m = receive_one(&mq, Q).await?;
+    mq.abandon(Q, &m, 1_000).await?;
+    let all = peek_all(&mq, Q).await?;
+    assert_eq!(all[0].seq, seq);
+    assert_eq!(all[0].state, MessageState::DeadLettered);
+    assert_eq!(all[0].dead_letter_reason.as_deref(), Some(REASON_MAX_DELIVERY));
+    Ok(())
+}
+
+/// 2.3 Reject dead-letters the message with the caller's reason and description.
+pub async fn p2_3_reject_dead_letters_with_reason<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    let seq = mq.send(Q, OutMessage::new("poison")).await?;
+    let m = receive_one(&mq, Q).await?;
+    mq.reject(Q, &m, "BadFormat", "field total is missing").await?;
+    let all = peek_all(&mq, Q).await?;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].seq, seq);
+    assert_eq!(all[0].state, MessageState::DeadLettered);
+    assert_eq!(all[0].dead_letter_reason.as_deref(), Some("BadFormat"));
+    assert_eq!(
+        all[0].dead_letter_description.as_deref(),
+        Some("field total is missing")
+    );
+    assert_eq!(all[0].body(), b"poison", "the body survives dead-lettering");
+    assert!(mq.receive_one(Q).await?.is_none());
+    Ok(())
+}
+
+/// 2.4 Defer sets the message aside; only ReceiveDeferred returns it, and the reaper
+/// never reclaims it.
+pub async fn p2_4_defer_sets_aside_until_receive_deferred<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
+    let seq = mq.send(Q, OutMessage::new("later")).await?;
+    let m = receive_one(&mq, Q).await?;
+    mq.defer(Q, &m).await?;
+    assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Deferred));
+    ctx.clock.advance(3_600_000);
+    mq.run_sweeps().await?;
+    assert_eq!(
+        state_of(&mq, Q, seq).await?,
+        Some(MessageState::Deferred),
+        "the reaper never touches deferred rows"
+    );
+    assert!(mq.receive_one(Q).await?.is_none(), "plain receive skips it");
+    let got = mq.receive_deferred(Q, &[seq]).await?;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].state, MessageState::Locked);
+    assert_eq!(got[0].delivery_count, 2);
+    assert_ne!(got[0].token(), m.token());
+    assert!(mq.receive_deferred(Q, &[seq]).await?.is_empty(), "now locked");
+    mq.complete(Q, &got[0]).await?;
+    assert_eq!(state_of(&mq, Q, seq).await?, None);
+    Ok(())
+}
+
+/// 2.5 Renew extends a live lease by the lock duration; it never revives an expired
+/// lease and never shortens one.
+pub async fn p2_5_renew_extends_never_revives_never_shortens<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(10_000, 10)).await?;
+    mq.send(Q, OutMessage::new("x")).await?;
+    let m = receive_one(&mq, Q).await?;
+    ctx.clock.advance(4_000);
+    let until = mq.renew(Q, &m).await?;
+    assert_eq!(until, ctx.clock.now() + 10_000);
+    // The queue's lock duration shrinks; a renewal still never shortens the lease.
+    mq.update_queue(Q, config(1_000, 10)).await?;
+    let until2 = mq.renew(Q, &m).await?;
+    assert_eq!(until2, until, "never shortened");
+    ctx.clock.advance(until - ctx.clock.now());
+    assert!(matches!(mq.renew(Q, &m).await, Err(Error::LockLost)), "never revived");
+    assert_eq!(state_of(&mq, Q, m.seq).await?, Some(MessageState::Locked));
+    Ok(())
+}
+
+/// 2.6 A settlement with a token that is not the current one is LockLost and changes
+/// nothing.
+pub async fn p2_6_stale_token_is_lock_lost<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    let seq = mq.send(Q, OutMessage::new("x")).await?;
+    let m = receive_one(&mq, Q).await?;
+    let forged = LockRef {
+        seq,
+        token: LockToken::random(),
+    };
+    assert!(matches!(mq.complete(Q, forged).await, Err(Error::LockLost)));
+    assert!(matches!(mq.abandon(Q, forged, 0).await, Err(Error::LockLost)));
+    assert!(matches!(mq.reject(Q, forged, "r", "d").await, Err(Error::LockLost)));
+    assert!(matches!(mq.defer(Q, forged).await, Err(Error::LockLost)));
+    assert!(matches!(mq.renew(Q, forged).await, Err(Error::LockLost)));
+    let other_seq = LockRef {
+        seq: mqlite_engine_core::SeqNumber(seq.0 + 1000),
+        token: m.token(),
+    };
+    assert!(matches!(mq.complete(Q, other_seq).await, Err(Error::LockLost)));
+    let all = peek_all(&mq, Q).await?;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].state, MessageState::Locked, "nothing changed");
+    assert_eq!(all[0].locked_until_ms, m.locked_until_ms);
+    mq.complete(Q, &m).await?;
+    // Settled already: the token is no longer current (and a different verb has no
+    // receipt to replay).
+    assert!(matches!(mq.abandon(Q, &m, 0).await, Err(Error::LockLost)));
+    Ok(())
+}
+
+/// 2.6 The lease is checked at statement time: `locked_until == now` is already expired,
+/// even before the reaper has run.
+pub async fn p2_6_lease_deadline_equality_is_expired<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(5_000, 10)).await?;
+    mq.send(Q, OutMessage::new("x")).await?;
+    let m = receive_one(&mq, Q).await?;
+    ctx.clock.advance(4_999);
+    mq.renew(Q, &m).await?;
+    let until = peek_all(&mq, Q).await?[0].locked_until_ms;
+    ctx.clock.advance(until - ctx.clock.now());
+    assert!(matches!(mq.complete(Q, &m).await, Err(Error::LockLost)));
+    assert!(matches!(mq.defer(Q, &m).await, Err(Error::LockLost)));
+    assert_eq!(state_of(&mq, Q, m.seq).await?, Some(MessageState::Locked));
+    Ok(())
+}
+
+/// 2.7 CompleteBatch settles many in one transaction with per-item fencing; a stale item
+/// reports ok = false and never fails the batch.
+pub async fn p2_7_complete_batch_fences_per_item<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    send_n(&mq, Q, "m", 4).await?;
+    let got = mq.receive(Q, ReceiveOptions::batch(3)).await?;
+    let stale = LockRef {
+        seq: got[2].seq,
+        token: LockToken::random(),
+    };
+    let items = [LockRef::from(&got[0]), LockRef::from(&got[1]), stale];
+    let results = mq.complete_batch(Q, &items).await?;
+    let oks: Vec<_> = results.iter().map(|r| (r.seq, r.ok)).collect();
+    assert_eq!(
+        oks,
+        vec![(got[0].seq, true), (got[1].seq, true), (got[2].seq, false)]
+    );
+    let left: Vec<_> = peek_all(&mq, Q).await?.iter().map(|m| m.seq).collect();
+    assert_eq!(left.len(), 2);
+    assert!(left.contains(&got[2].seq));
+    Ok(())
+}
+
+/// 2.8 RenewBatch renews up to 512 leases with per-item fencing and reports each
+/// committed locked_until; more than 512 is InvalidArgument.
+pub async fn p2_8_renew_batch_fences_per_item_and_caps_at_512<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(10_000, 10)).await?;
+    send_n(&mq, Q, "m", 3).await?;
+    let got = mq.receive(Q, ReceiveOptions::batch(3)).await?;
+    ctx.clock.advance(2_000);
+    let stale = LockRef {
+        seq: got[1].seq,
+        token: LockToken::random(),
+    };
+    let items = [LockRef::from(&got[0]), stale, LockRef::from(&got[2])];
+    let results = mq.renew_batch(Q, &items).await?;
+    assert_eq!(results.len(), 3);
+    assert!(results[0].ok && !results[1].ok && results[2].ok);
+    assert_eq!(results[0].locked_until_ms, ctx.clock.now() + 10_000);
+    assert_eq!(results[1].locked_until_ms, 0);
+    let stored: Vec<_> = peek_all(&mq, Q).await?;
+    assert_eq!(stored[0].locked_until_ms, results[0].locked_until_ms);
+    assert_eq!(stored[1].locked_until_ms, got[1].locked_until_ms, "stale item unchanged");
+    let too_many = vec![LockRef::from(&got[0]); 513];
+    assert!(matches!(
+        mq.renew_batch(Q, &too_many).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    let at_cap = vec![LockRef::from(&got[0]); 512];
+    assert_eq!(mq.renew_batch(Q, &at_cap).await?.len(), 512);
+    Ok(())
+}
+
+/// 2.9 After redelivery the previous holder's token is fenced: its settle is LockLost and
+/// the new holder's succeeds.
+pub async fn p2_9_redelivery_fences_the_previous_holder<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
+    mq.send(Q, OutMessage::new("x")).await?;
+    let old = receive_one(&mq, Q).await?;
+    ctx.clock.advance(1_000);
+    mq.run_sweeps().await?;
+    let new = receive_one(&mq, Q).await?;
+    assert_eq!(new.seq, old.seq);
+    assert!(matches!(mq.complete(Q, &old).await, Err(Error::LockLost)));
+    assert!(matches!(mq.renew(Q, &old).await, Err(Error::LockLost)));
+    mq.complete(Q, &new).await?;
+    assert_eq!(state_of(&mq, Q, new.seq).await?, None);
+    Ok(())
+}

@@ -1,0 +1,60 @@
+//! Section 10: storage and schema.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use mqlite_engine_core::{Error, OutMessage, QueueConfig};
+
+use super::receive_one;
+use crate::harness::{Ctx, StoreFactory, TckResult};
+
+/// 10.1 One writer per database: a second open in the same process fails fast with
+/// DbLocked, and succeeds once the first is closed.
+pub async fn p10_1_second_open_is_db_locked<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue("q", QueueConfig::default()).await?;
+    mq.send("q", OutMessage::new("kept")).await?;
+    match ctx.store().await {
+        Err(Error::DbLocked { .. }) => {}
+        Err(e) => return Err(format!("expected DbLocked, got {e}").into()),
+        Ok(_) => return Err("a second writer opened the same database".into()),
+    }
+    mq.close().await;
+    let mq = ctx.engine().await?;
+    assert_eq!(receive_one(&mq, "q").await?.body(), b"kept");
+    Ok(())
+}
+
+fn snapshot(dir: &Path) -> std::io::Result<BTreeMap<String, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // The advisory lock file and SQLite's shared-memory index are not data.
+        if name.ends_with(".lock") || name.ends_with("-shm") {
+            continue;
+        }
+        if entry.file_type()?.is_file() {
+            out.insert(name, std::fs::read(entry.path())?);
+        }
+    }
+    Ok(out)
+}
+
+/// 10.2 Open refuses a database whose schema guard token differs from the binary's, and
+/// writes nothing to it.
+pub async fn p10_2_foreign_schema_token_is_refused<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue("q", QueueConfig::default()).await?;
+    mq.send("q", OutMessage::new("kept")).await?;
+    mq.close().await;
+    ctx.factory.set_schema_token(ctx.dir.path(), "someone-else/9")?;
+    let before = snapshot(ctx.dir.path())?;
+    match ctx.store().await {
+        Err(Error::SchemaVersionMismatch { found, .. }) => assert_eq!(found, "someone-else/9"),
+        Err(e) => return Err(format!("expected SchemaVersionMismatch, got {e}").into()),
+        Ok(_) => return Err("a foreign schema was opened".into()),
+    }
+    let after = snapshot(ctx.dir.path())?;
+    assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>());
+    assert!(before == after, "the refused database is byte-for-byte unchanged");
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! The runner: a libtest-mimic trial per case, each on a fresh directory, a fresh manual
+//! clock and its own tokio runtime.
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+
+use mqlite_engine_core::{
+    Engine, EngineOptions, ManualClock, QueueConfig, Result, SharedClock, Store,
+};
+
+/// What a case returns: `Err` (or a panic) fails it.
+pub type TckResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+/// A capability a case may need beyond the core contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capability {
+    /// Reopening the same database after close (local durable stores).
+    Reopen,
+    /// A second open of the same database fails with DbLocked (10.1).
+    FileLock,
+    /// The store can be handed a database with a foreign schema token (10.2).
+    SchemaGuard,
+}
+
+/// Opens stores for the TCK.
+pub trait StoreFactory: Send + Sync + 'static {
+    /// The store under test.
+    type Store: Store;
+
+    /// Opens the store kept in `dir` (a fresh, empty directory per case; opening the
+    /// same directory again reopens the same database).
+    fn open(&self, dir: &Path, clock: SharedClock)
+    -> impl Future<Output = Result<Self::Store>> + Send;
+
+    /// Why this store cannot offer `cap`, or None if it can.
+    fn unsupported(&self, cap: Capability) -> Option<&'static str>;
+
+    /// Rewrites the schema guard token of the (closed) database in `dir` to `token`
+    /// (only called when [`Capability::SchemaGuard`] is supported).
+    fn set_schema_token(&self, dir: &Path, token: &str) -> Result<()>;
+}
+
+/// One case's world: the factory, a private directory and a manual clock.
+pub struct Ctx<F: StoreFactory> {
+    /// The store factory.
+    pub factory: Arc<F>,
+    /// The case's private directory.
+    pub dir: tempfile::TempDir,
+    /// The clock every store and engine of the case reads.
+    pub clock: ManualClock,
+}
+
+/// The epoch-ms reading every case's clock starts at.
+pub const START_MS: i64 = 1_700_000_000_000;
+
+impl<F: StoreFactory> Ctx<F> {
+    /// Opens the store of this case.
+    pub async fn store(&self) -> Result<F::Store> {
+        self.factory.open(self.dir.path(), self.clock.shared()).await
+    }
+
+    /// Opens an engine with the background loops off: cases run sweeps explicitly.
+    pub async fn engine(&self) -> Result<Engine<F::Store>> {
+        self.engine_with(EngineOptions {
+            background: false,
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// Opens an engine with these options.
+    pub async fn engine_with(&self, options: EngineOptions) -> Result<Engine<F::Store>> {
+        Engine::with_store(self.store().await?, options).await
+    }
+
+    /// Opens an engine with one queue of this configuration.
+    pub async fn engine_with_queue(
+        &self,
+        queue: &str,
+        config: QueueConfig,
+    ) -> Result<Engine<F::Store>> {
+        let engine = self.engine().await?;
+        engine.create_queue(queue, config).await?;
+        Ok(engine)
+    }
+}
+
+type CaseFn<F> = fn(Ctx<F>) -> Pin<Box<dyn Future<Output = TckResult>>>;
+
+/// One registered case.
+pub struct Case<F: StoreFactory> {
+    /// The test name (the promise number first).
+    pub name: &'static str,
+    /// Capabilities it needs.
+    pub needs: &'static [Capability],
+    /// The case body.
+    pub run: CaseFn<F>,
+}
+
+/// Every case as a libtest-mimic trial against `factory`'s store.
+pub fn trials<F: StoreFactory>(factory: F) -> Vec<Trial> {
+    let factory = Arc::new(factory);
+    crate::cases::all::<F>()
+        .into_iter()
+        .map(|case| {
+            let factory = factory.clone();
+            Trial::ignorable_test(case.name, move || {
+                if let Some(reason) = case.needs.iter().find_map(|c| factory.unsupported(*c)) {
+                    return Ok(Completion::ignored_with(format!("skipped: {reason}")));
+                }
+                run_case(factory, case.run).map(|()| Completion::Completed)
+            })
+        })
+        .collect()
+}
+
+fn run_case<F: StoreFactory>(factory: Arc<F>, run: CaseFn<F>) -> std::result::Result<(), Failed> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failed::from(format!("runtime: {e}")))?;
+    let dir = tempfile::tempdir().map_err(|e| Failed::from(format!("tempdir: {e}")))?;
+    let ctx = Ctx {
+        factory,
+        dir,
+        clock: ManualClock::new(START_MS),
+    };
+    rt.block_on(run(ctx))
+        .map_err(|e| Failed::from(format!("{e}")))
+}
+
+/// Runs every case against `factory`'s store as a test binary (`harness = false`).
+pub fn run<F: StoreFactory>(factory: F) -> ! {
+    let args = Arguments::from_args();
+    libtest_mimic::run(&args, trials(factory)).exit()
+}
