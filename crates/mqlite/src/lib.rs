@@ -15,7 +15,7 @@
 //! behind cargo features.
 
 pub use mqlite_engine_core::*;
-pub use mqlite_store_sqlite::{SqliteOptions, SqliteStore, SqliteTx, Synchronous};
+pub use mqlite_store_sqlite::{SqliteOptions, SqliteStore, SqliteTx, Synchronous, rusqlite};
 
 /// The engine over the default SQLite store.
 pub type Engine = mqlite_engine_core::Engine<SqliteStore>;

@@ -21,11 +21,14 @@ use std::path::PathBuf;
 use mqlite_engine_core::{
     BatchResult, ClaimSpec, EnqueueSlot, Error, LockRef, Message, OpenStore, OutMessage,
     PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueKind, QueueStats, RecoverTask,
-    RedriveOptions, Result, SendOptions, SeqNumber, Settlement, SharedClock, Store,
-    SystemClock,
+    RedriveOptions, Result, SendOptions, SeqNumber, Settlement, SharedClock, Store, SystemClock,
 };
 
 pub use tx::SqliteTx;
+
+/// The rusqlite version this store links, for the application's own statements in
+/// [`SqliteTx::sql`].
+pub use rusqlite;
 
 use schema::Location;
 use writer::Writer;
@@ -102,7 +105,9 @@ pub struct SqliteStore {
 
 impl std::fmt::Debug for SqliteStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteStore").field("path", &self.path).finish()
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -204,7 +209,8 @@ impl Store for SqliteStore {
     }
 
     fn delete_queue(&self, name: String) -> impl Future<Output = Result<bool>> + Send {
-        self.writer.run_tx(move |tx, _| admin::delete_queue(tx, &name))
+        self.writer
+            .run_tx(move |tx, _| admin::delete_queue(tx, &name))
     }
 
     fn list_queues(&self) -> impl Future<Output = Result<Vec<QueueInfo>>> + Send {
@@ -268,7 +274,8 @@ impl Store for SqliteStore {
     }
 
     fn cancel(&self, queue: String, seq: SeqNumber) -> impl Future<Output = Result<bool>> + Send {
-        self.writer.run_tx(move |tx, _| admin::cancel(tx, &queue, seq))
+        self.writer
+            .run_tx(move |tx, _| admin::cancel(tx, &queue, seq))
     }
 
     fn peek(
