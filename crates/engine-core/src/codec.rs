@@ -65,14 +65,26 @@ pub fn encode_messages(messages: &[Message]) -> Vec<u8> {
         w.int(m.delivery_count);
         w.opt(&m.lock_token.map(|t| t.to_string()));
         w.bytes(m.state.as_str().as_bytes());
-        for v in [m.enqueued_at_ms, m.expires_at_ms, m.visible_at_ms, m.locked_until_ms] {
+        for v in [
+            m.enqueued_at_ms,
+            m.expires_at_ms,
+            m.visible_at_ms,
+            m.locked_until_ms,
+        ] {
             w.int(v);
         }
         w.opt(&m.dead_letter_reason);
         w.opt(&m.dead_letter_description);
         let c = &m.content;
         w.bytes(&c.body);
-        for f in [&c.message_id, &c.group_id, &c.subject, &c.correlation_id, &c.reply_to, &c.content_type] {
+        for f in [
+            &c.message_id,
+            &c.group_id,
+            &c.subject,
+            &c.correlation_id,
+            &c.reply_to,
+            &c.content_type,
+        ] {
             w.opt(f);
         }
         w.int(c.properties.len() as i64);

@@ -12,9 +12,9 @@ use crate::clock::SharedClock;
 use crate::error::{Error, Result};
 use crate::store::{OpenStore, Store, StoreTx};
 use crate::types::{
-    BatchResult, ClaimSpec, EnqueueSlot, LockRef, Message, OutMessage, PeekOptions,
-    PurgeOptions, QueueConfig, QueueInfo, QueueKind, QueueStats, ReceiveOptions, RecoverTask,
-    RedriveOptions, RetentionDefaults, SendOptions, SeqNumber, Settlement,
+    BatchResult, ClaimSpec, EnqueueSlot, LockRef, Message, OutMessage, PeekOptions, PurgeOptions,
+    QueueConfig, QueueInfo, QueueKind, QueueStats, ReceiveOptions, RecoverTask, RedriveOptions,
+    RetentionDefaults, SendOptions, SeqNumber, Settlement,
 };
 
 /// Largest batch a single Receive may ask for.
@@ -308,7 +308,12 @@ impl<S: Store> Engine<S> {
     }
 
     /// Schedules one message for `at_ms`.
-    pub async fn schedule(&self, queue: &str, message: OutMessage, at_ms: i64) -> Result<SeqNumber> {
+    pub async fn schedule(
+        &self,
+        queue: &str,
+        message: OutMessage,
+        at_ms: i64,
+    ) -> Result<SeqNumber> {
         let options = SendOptions {
             scheduled_at_ms: Some(at_ms),
             ttl_ms: None,
@@ -323,7 +328,12 @@ impl<S: Store> Engine<S> {
         messages: Vec<OutMessage>,
         options: SendOptions,
     ) -> Result<Vec<EnqueueSlot>> {
-        validate_send(queue, &messages, &options, self.inner.options.max_message_bytes)?;
+        validate_send(
+            queue,
+            &messages,
+            &options,
+            self.inner.options.max_message_bytes,
+        )?;
         let _g = self.admit().await?;
         let slots = self
             .inner
@@ -389,7 +399,10 @@ impl<S: Store> Engine<S> {
             woken.borrow_and_update();
             let got = {
                 let _g = self.admit().await?;
-                self.inner.store.claim(queue.to_owned(), spec.clone()).await?
+                self.inner
+                    .store
+                    .claim(queue.to_owned(), spec.clone())
+                    .await?
             };
             let now = clock.now_ms();
             if !got.is_empty() || now >= deadline {
@@ -456,7 +469,12 @@ impl<S: Store> Engine<S> {
     }
 
     /// Abandons a message: back to active now, or after `delay_ms` (2.2).
-    pub async fn abandon(&self, queue: &str, lock: impl Into<LockRef>, delay_ms: i64) -> Result<()> {
+    pub async fn abandon(
+        &self,
+        queue: &str,
+        lock: impl Into<LockRef>,
+        delay_ms: i64,
+    ) -> Result<()> {
         if !(0..=7 * 24 * 3600 * 1000).contains(&delay_ms) {
             return Err(Error::invalid("delay_ms must be 0..=7 days"));
         }
@@ -684,9 +702,8 @@ impl<S: Store> Engine<S> {
         self.inner.closed.store(true, Ordering::Release);
         self.wake_receivers();
         let _all = self.inner.gate.write().await;
-        let handles: Vec<_> = std::mem::take(
-            &mut *self.inner.loops.lock().unwrap_or_else(|e| e.into_inner()),
-        );
+        let handles: Vec<_> =
+            std::mem::take(&mut *self.inner.loops.lock().unwrap_or_else(|e| e.into_inner()));
         for h in handles {
             h.abort();
         }

@@ -365,7 +365,8 @@ pub const DLQ_TOTALS: &str = "SELECT count(*), coalesce(sum(length(body)), 0) FR
  WHERE queue = :queue AND state = 'dead_lettered'";
 
 /// Counts of one queue in one state.
-pub const COUNT_STATE: &str = "SELECT count(*) FROM messages WHERE queue = :queue AND state = :state";
+pub const COUNT_STATE: &str =
+    "SELECT count(*) FROM messages WHERE queue = :queue AND state = :state";
 
 /// The oldest message still in play of a queue.
 pub const OLDEST_LIVE: &str = "SELECT min(enqueued_at) FROM messages

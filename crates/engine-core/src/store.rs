@@ -11,9 +11,9 @@ use std::future::Future;
 use crate::clock::SharedClock;
 use crate::error::{Error, Result};
 use crate::types::{
-    BatchResult, ClaimSpec, EnqueueSlot, LockRef, Message, OutMessage, PeekOptions,
-    PurgeOptions, QueueConfig, QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions,
-    SendOptions, SeqNumber, Settlement,
+    BatchResult, ClaimSpec, EnqueueSlot, LockRef, Message, OutMessage, PeekOptions, PurgeOptions,
+    QueueConfig, QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, SendOptions,
+    SeqNumber, Settlement,
 };
 
 /// The narrow boundary every backend implements.

@@ -9,13 +9,18 @@ use mqlite::{Engine, Error, OutMessage, QueueConfig};
 
 #[tokio::main]
 async fn main() -> mqlite::Result<()> {
-    let path = std::env::args().nth(1).unwrap_or_else(|| "outbox.db".to_owned());
+    let path = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "outbox.db".to_owned());
     let mq = Engine::open(&path).await?;
-    mq.create_queue("order-events", QueueConfig::default()).await?;
+    mq.create_queue("order-events", QueueConfig::default())
+        .await?;
     mq.tx(|tx| {
         tx.native()
             .sql()?
-            .execute_batch("CREATE TABLE IF NOT EXISTS orders(id INTEGER PRIMARY KEY, total INTEGER NOT NULL)")
+            .execute_batch(
+                "CREATE TABLE IF NOT EXISTS orders(id INTEGER PRIMARY KEY, total INTEGER NOT NULL)",
+            )
             .map_err(|e| Error::backend("sqlite", e))?;
         Ok::<_, Error>(())
     })
@@ -26,7 +31,10 @@ async fn main() -> mqlite::Result<()> {
         .tx(|tx| {
             tx.native()
                 .sql()?
-                .execute("INSERT OR REPLACE INTO orders(id, total) VALUES (42, 1999)", [])
+                .execute(
+                    "INSERT OR REPLACE INTO orders(id, total) VALUES (42, 1999)",
+                    [],
+                )
                 .map_err(|e| Error::backend("sqlite", e))?;
             tx.send("order-events", OutMessage::new(r#"{"order":42}"#))
         })

@@ -67,7 +67,10 @@ async fn main() -> mqlite::Result<()> {
 
     for attempt in 1..=2 {
         let m = mq.receive_one("jobs").await?.expect("the failing job");
-        println!("received #{} (delivery {attempt}); it fails, abandon", m.seq);
+        println!(
+            "received #{} (delivery {attempt}); it fails, abandon",
+            m.seq
+        );
         mq.abandon("jobs", &m, 0).await?;
     }
     let dead = mq
@@ -87,7 +90,10 @@ async fn main() -> mqlite::Result<()> {
             d.dead_letter_reason.as_deref().unwrap_or("")
         );
     }
-    let nothing_left = mq.receive("jobs", ReceiveOptions::default()).await?.is_empty();
+    let nothing_left = mq
+        .receive("jobs", ReceiveOptions::default())
+        .await?
+        .is_empty();
     let stats = mq.stats("jobs").await?;
     println!(
         "queue now: nothing left to receive ({nothing_left}), {} dead letter(s)",

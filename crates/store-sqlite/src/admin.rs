@@ -191,5 +191,11 @@ pub(crate) fn redrive(conn: &Connection, now: i64, queue: &str, o: &RedriveOptio
 pub(crate) fn purge(conn: &Connection, now: i64, queue: &str, o: &PurgeOptions) -> Result<u64> {
     load_queue(conn, queue)?;
     let limit = if o.max == 0 { i64::MAX } else { o.max as i64 };
-    delete_dead(conn, queue, now.saturating_sub(o.older_than_ms), limit, |_, _| true)
+    delete_dead(
+        conn,
+        queue,
+        now.saturating_sub(o.older_than_ms),
+        limit,
+        |_, _| true,
+    )
 }

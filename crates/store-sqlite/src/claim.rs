@@ -14,7 +14,12 @@ use crate::rows::{load_queue, message};
 use crate::settle::release_line;
 
 /// Claims up to `spec.max_messages` messages of `queue` within the surrounding transaction.
-pub(crate) fn claim(conn: &Connection, now: i64, queue: &str, spec: &ClaimSpec) -> Result<Vec<Message>> {
+pub(crate) fn claim(
+    conn: &Connection,
+    now: i64,
+    queue: &str,
+    spec: &ClaimSpec,
+) -> Result<Vec<Message>> {
     let cfg = load_queue(conn, queue)?;
     let mode_code = match spec.mode {
         ReceiveMode::PeekLock => 0i64,

@@ -15,12 +15,31 @@ pub(crate) struct FileLock {
     _file: File,
 }
 
+/// How many dangling symlinks in a row are followed by hand (Linux's own limit).
+const MAX_LINKS: usize = 40;
+
 /// The canonical path of a database file that may not exist yet: its directory is
 /// resolved (symlinks included) and, if the file exists, the file itself too.
 pub(crate) fn canonical_db_path(path: &Path) -> Result<PathBuf> {
-    if let Ok(p) = std::fs::canonicalize(path) {
-        return Ok(p);
+    let mut path = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        if let Ok(p) = std::fs::canonicalize(&path) {
+            return Ok(p);
+        }
+        // A symlink to a file not created yet names its target, where SQLite will create
+        // the database: canonicalize cannot follow it, so follow it by hand. Keying the
+        // lock on the link's own name would let a writer opening the target get in too.
+        match std::fs::read_link(&path) {
+            Ok(target) => {
+                path = match path.parent() {
+                    Some(dir) => dir.join(target),
+                    None => target,
+                }
+            }
+            Err(_) => break,
+        }
     }
+    let path = path.as_path();
     let name = path
         .file_name()
         .ok_or_else(|| Error::invalid(format!("{} is not a file path", path.display())))?;

@@ -63,7 +63,9 @@ pub(crate) fn queue_row(r: &Row<'_>, offset: usize) -> rusqlite::Result<(QueueKi
             default_ttl_ms: r.get(offset + 3)?,
             dead_letter_on_expire: r.get::<_, i64>(offset + 4)? != 0,
             dedup_window_ms: r.get(offset + 5)?,
-            ordering_mode: mode.parse().unwrap_or(mqlite_engine_core::OrderingMode::Standard),
+            ordering_mode: mode
+                .parse()
+                .unwrap_or(mqlite_engine_core::OrderingMode::Standard),
             dlq_max_age_ms: r.get(offset + 7)?,
             dlq_max_count: r.get(offset + 8)?,
             dlq_max_bytes: r.get(offset + 9)?,

@@ -19,7 +19,9 @@ enum Guard {
 /// Reads the guard token through a read-only connection, so a refused database is left
 /// byte-for-byte as it was.
 fn check_guard(path: &std::path::Path) -> Result<Guard> {
-    let exists = std::fs::metadata(path).map(|m| m.len() > 0).unwrap_or(false);
+    let exists = std::fs::metadata(path)
+        .map(|m| m.len() > 0)
+        .unwrap_or(false);
     if !exists {
         return Ok(Guard::Fresh);
     }
@@ -65,9 +67,7 @@ fn read_guard(conn: &Connection) -> Result<Guard> {
         )
         .map_err(|e| match e {
             // Not a database at all: refuse it as "not ours" rather than touch it.
-            rusqlite::Error::SqliteFailure(f, _)
-                if f.code == rusqlite::ErrorCode::NotADatabase =>
-            {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
                 not_ours(String::new())
             }
             e => db(e),

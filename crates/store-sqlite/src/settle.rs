@@ -4,9 +4,7 @@
 use rusqlite::{Connection, OptionalExtension, named_params};
 
 use mqlite_engine_core::sql;
-use mqlite_engine_core::{
-    BatchResult, Error, LockRef, RECEIPT_TTL_MS, Result, Settlement,
-};
+use mqlite_engine_core::{BatchResult, Error, LockRef, RECEIPT_TTL_MS, Result, Settlement};
 
 use crate::db;
 use crate::rows::load_queue;
@@ -155,7 +153,9 @@ pub(crate) fn renew_batch(
     }
     let mut stmt = conn.prepare(&text).map_err(db)?;
     let renewed: std::collections::HashMap<i64, i64> = stmt
-        .query_map(rusqlite::params_from_iter(params), |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_map(rusqlite::params_from_iter(params), |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .map_err(db)?
         .collect::<rusqlite::Result<_>>()
         .map_err(db)?;

@@ -103,7 +103,10 @@ fn expire(conn: &Connection, now: i64) -> Result<u64> {
             params.map_err(db)?;
         }
         total += rows.len() as u64;
-        release_lines(conn, rows.iter().map(|(_, q, l, _)| (q.as_str(), l.as_deref())))?;
+        release_lines(
+            conn,
+            rows.iter().map(|(_, q, l, _)| (q.as_str(), l.as_deref())),
+        )?;
     }
 }
 
@@ -132,7 +135,9 @@ fn retention(conn: &Connection, now: i64, defaults: RetentionDefaults) -> Result
             let (n, size): (i64, i64) = conn
                 .prepare_cached(sql::DLQ_TOTALS)
                 .map_err(db)?
-                .query_row(named_params! {":queue": queue}, |r| Ok((r.get(0)?, r.get(1)?)))
+                .query_row(named_params! {":queue": queue}, |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
                 .map_err(db)?;
             let (mut excess_n, mut excess_bytes) = (
                 if count > 0 { (n - count).max(0) } else { 0 },

@@ -24,6 +24,8 @@ pub enum Capability {
     FileLock,
     /// The store can be handed a database with a foreign schema token (10.2).
     SchemaGuard,
+    /// Statements run on a remote server and can be interrupted there (13.5).
+    RemoteCancel,
 }
 
 /// Opens stores for the TCK.
@@ -33,8 +35,11 @@ pub trait StoreFactory: Send + Sync + 'static {
 
     /// Opens the store kept in `dir` (a fresh, empty directory per case; opening the
     /// same directory again reopens the same database).
-    fn open(&self, dir: &Path, clock: SharedClock)
-    -> impl Future<Output = Result<Self::Store>> + Send;
+    fn open(
+        &self,
+        dir: &Path,
+        clock: SharedClock,
+    ) -> impl Future<Output = Result<Self::Store>> + Send;
 
     /// Why this store cannot offer `cap`, or None if it can.
     fn unsupported(&self, cap: Capability) -> Option<&'static str>;
@@ -42,6 +47,13 @@ pub trait StoreFactory: Send + Sync + 'static {
     /// Rewrites the schema guard token of the (closed) database in `dir` to `token`
     /// (only called when [`Capability::SchemaGuard`] is supported).
     fn set_schema_token(&self, dir: &Path, token: &str) -> Result<()>;
+
+    /// Inserts the application's own row `id` through the store's native transaction
+    /// handle (16.1, 16.2), creating the application's table if needed.
+    fn insert_business_row(tx: &mut <Self::Store as Store>::Tx<'_>, id: i64) -> Result<()>;
+
+    /// The ids of the application's rows, as seen inside the transaction, sorted.
+    fn business_rows(tx: &mut <Self::Store as Store>::Tx<'_>) -> Result<Vec<i64>>;
 }
 
 /// One case's world: the factory, a private directory and a manual clock.
@@ -60,7 +72,9 @@ pub const START_MS: i64 = 1_700_000_000_000;
 impl<F: StoreFactory> Ctx<F> {
     /// Opens the store of this case.
     pub async fn store(&self) -> Result<F::Store> {
-        self.factory.open(self.dir.path(), self.clock.shared()).await
+        self.factory
+            .open(self.dir.path(), self.clock.shared())
+            .await
     }
 
     /// Opens an engine with the background loops off: cases run sweeps explicitly.

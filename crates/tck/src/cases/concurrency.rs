@@ -12,9 +12,7 @@ use crate::harness::{Ctx, StoreFactory, TckResult};
 const Q: &str = "q";
 
 /// 14.1 Exclusive delivery under real parallelism: no two live leases on one message.
-pub async fn p14_1_exclusive_delivery_under_parallelism<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p14_1_exclusive_delivery_under_parallelism<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(600_000, 10)).await?;
     let n = 200;
     send_n(&mq, Q, "m", n).await?;
@@ -50,9 +48,7 @@ pub async fn p14_1_exclusive_delivery_under_parallelism<F: StoreFactory>(
 
 /// 14.2 The fence fences: after reassignment, the old holder's settles fail and the new
 /// holder's succeed, even when both race.
-pub async fn p14_2_fence_holds_under_parallel_settles<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p14_2_fence_holds_under_parallel_settles<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
     let n = 50;
     send_n(&mq, Q, "m", n).await?;
@@ -174,7 +170,9 @@ pub async fn p14_5_close_stops_admission_and_wakes_long_polls<F: StoreFactory>(
     let sends: Vec<_> = (0..20)
         .map(|i| {
             let mq = mq.clone();
-            tokio::spawn(async move { mq.send("other-or-q", OutMessage::new(format!("{i}"))).await })
+            tokio::spawn(
+                async move { mq.send("other-or-q", OutMessage::new(format!("{i}"))).await },
+            )
         })
         .collect();
     let committed = {
@@ -195,7 +193,10 @@ pub async fn p14_5_close_stops_admission_and_wakes_long_polls<F: StoreFactory>(
         }
     }
     let admitted = committed.await?;
-    assert!(matches!(mq.send(Q, OutMessage::new("late")).await, Err(Error::Closed)));
+    assert!(matches!(
+        mq.send(Q, OutMessage::new("late")).await,
+        Err(Error::Closed)
+    ));
     assert!(matches!(mq.receive_one(Q).await, Err(Error::Closed)));
     // The database is released: it reopens, with the admitted send in it if admitted.
     let mq = ctx.engine().await?;

@@ -20,8 +20,14 @@ pub async fn p6_1_delivery_bound_dead_letters<F: StoreFactory>(ctx: Ctx<F>) -> T
     }
     assert!(mq.receive_one(Q).await?.is_none(), "no fourth delivery");
     let all = peek_all(&mq, Q).await?;
-    assert_eq!((all[0].seq, all[0].state), (seq, MessageState::DeadLettered));
-    assert_eq!(all[0].dead_letter_reason.as_deref(), Some(REASON_MAX_DELIVERY));
+    assert_eq!(
+        (all[0].seq, all[0].state),
+        (seq, MessageState::DeadLettered)
+    );
+    assert_eq!(
+        all[0].dead_letter_reason.as_deref(),
+        Some(REASON_MAX_DELIVERY)
+    );
     assert_eq!(mq.stats(Q).await?.dead_lettered, 1);
     Ok(())
 }
@@ -69,7 +75,10 @@ pub async fn p6_2_redrive_purge_and_peek<F: StoreFactory>(ctx: Ctx<F>) -> TckRes
             },
         )
         .await?;
-    assert_eq!(from.iter().map(|m| m.seq).collect::<Vec<_>>(), seqs[2..4].to_vec());
+    assert_eq!(
+        from.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        seqs[2..4].to_vec()
+    );
     assert_eq!(receive_one(&mq, Q).await?.seq, live, "peek locked nothing");
 
     // Redrive: only the two oldest (older_than 2.5 s), then at most one.
@@ -85,7 +94,11 @@ pub async fn p6_2_redrive_purge_and_peek<F: StoreFactory>(ctx: Ctx<F>) -> TckRes
         .await?;
     assert_eq!(moved, 1);
     let m = receive_one(&mq, Q).await?;
-    assert_eq!((m.seq, m.delivery_count), (seqs[0], 1), "count reset by redrive");
+    assert_eq!(
+        (m.seq, m.delivery_count),
+        (seqs[0], 1),
+        "count reset by redrive"
+    );
     assert!(m.dead_letter_reason.is_none());
     let moved = mq
         .redrive(
@@ -110,7 +123,17 @@ pub async fn p6_2_redrive_purge_and_peek<F: StoreFactory>(ctx: Ctx<F>) -> TckRes
         .await?,
         0
     );
-    assert_eq!(mq.purge(Q, PurgeOptions { max: 1, older_than_ms: 0 }).await?, 1);
+    assert_eq!(
+        mq.purge(
+            Q,
+            PurgeOptions {
+                max: 1,
+                older_than_ms: 0
+            }
+        )
+        .await?,
+        1
+    );
     assert_eq!(mq.purge(Q, PurgeOptions::default()).await?, 1);
     let left = peek_all(&mq, Q).await?;
     assert!(left.iter().all(|m| m.state != MessageState::DeadLettered));

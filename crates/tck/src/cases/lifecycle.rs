@@ -42,7 +42,10 @@ pub async fn p1_1_receive_claims_oldest_eligible_with_fresh_token<F: StoreFactor
     ctx.clock.advance(5);
     let seqs = send_n(&mq, Q, "m", 3).await?;
     let first = receive_one(&mq, Q).await?;
-    assert_eq!(first.seq, seqs[0], "oldest eligible first, skipping expired {expired}");
+    assert_eq!(
+        first.seq, seqs[0],
+        "oldest eligible first, skipping expired {expired}"
+    );
     assert_eq!(first.body(), b"m-0");
     assert_eq!(first.state, MessageState::Locked);
     assert_eq!(first.locked_until_ms, ctx.clock.now() + 30_000);
@@ -72,11 +75,17 @@ pub async fn p1_2_locked_message_is_invisible_until_settled_or_expired<F: StoreF
     }
     ctx.clock.advance(9_999);
     mq.run_sweeps().await?;
-    assert!(mq.receive_one(Q).await?.is_none(), "lease still live at 9.999 s");
+    assert!(
+        mq.receive_one(Q).await?.is_none(),
+        "lease still live at 9.999 s"
+    );
     ctx.clock.advance(1);
     mq.run_sweeps().await?;
     let again = receive_one(&mq, Q).await?;
-    assert_eq!(again.seq, seq, "visible again once the lease expired and was reaped");
+    assert_eq!(
+        again.seq, seq,
+        "visible again once the lease expired and was reaped"
+    );
     assert_ne!(again.token(), m.token());
     mq.abandon(Q, &again, 0).await?;
     let third = receive_one(&mq, Q).await?;
@@ -92,7 +101,10 @@ pub async fn p1_3_every_claim_counts_a_delivery<F: StoreFactory>(ctx: Ctx<F>) ->
         let m = receive_one(&mq, Q).await?;
         assert_eq!(m.delivery_count, expected);
         let peeked = peek_all(&mq, Q).await?;
-        assert_eq!(peeked[0].delivery_count, expected, "counted in the stored row");
+        assert_eq!(
+            peeked[0].delivery_count, expected,
+            "counted in the stored row"
+        );
         if expected % 2 == 0 {
             mq.abandon(Q, &m, 0).await?;
         } else {
@@ -122,16 +134,17 @@ pub async fn p1_4_reaper_reactivates_or_dead_letters_expired_leases<F: StoreFact
     let dead = peek_all(&mq, Q).await?;
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].state, MessageState::DeadLettered);
-    assert_eq!(dead[0].dead_letter_reason.as_deref(), Some(REASON_MAX_DELIVERY));
+    assert_eq!(
+        dead[0].dead_letter_reason.as_deref(),
+        Some(REASON_MAX_DELIVERY)
+    );
     assert!(mq.receive_one(Q).await?.is_none());
     Ok(())
 }
 
 /// 1.5 The claim does not reclaim expired leases (the reaper does); an expired, unreaped
 /// lease is not handed out again by a claim.
-pub async fn p1_5_claim_never_reclaims_an_expired_lease<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p1_5_claim_never_reclaims_an_expired_lease<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
     mq.send(Q, OutMessage::new("x")).await?;
     let m = receive_one(&mq, Q).await?;
@@ -140,10 +153,7 @@ pub async fn p1_5_claim_never_reclaims_an_expired_lease<F: StoreFactory>(
         mq.receive_one(Q).await?.is_none(),
         "claim must not reclaim the expired lease itself"
     );
-    assert_eq!(
-        state_of(&mq, Q, m.seq).await?,
-        Some(MessageState::Locked)
-    );
+    assert_eq!(state_of(&mq, Q, m.seq).await?, Some(MessageState::Locked));
     mq.run_sweeps().await?;
     assert_eq!(receive_one(&mq, Q).await?.seq, m.seq);
     Ok(())

@@ -7,10 +7,17 @@ use mqlite_engine_core::{
 
 use crate::harness::{Capability, Case, StoreFactory};
 
+pub mod cancellation;
 pub mod concurrency;
 pub mod dead_letters;
+pub mod dedup;
+pub mod idempotency;
+pub mod integrity;
 pub mod lifecycle;
+pub mod ordering;
+pub mod outbox;
 pub mod recovery;
+pub mod retention;
 pub mod scheduling;
 pub mod settlement;
 pub mod storage;
@@ -53,18 +60,44 @@ register! {
     settlement::p2_8_renew_batch_fences_per_item_and_caps_at_512,
     settlement::p2_9_redelivery_fences_the_previous_holder,
     recovery::p3_1_open_reclaims_orphaned_leases [Reopen],
+    idempotency::p3_2_identical_settle_replays_success,
+    idempotency::p3_2_receipt_is_keyed_by_the_whole_request,
+    idempotency::p3_2_expired_receipt_never_replays,
+    idempotency::p3_2_replay_never_grants_a_new_effect,
+    idempotency::p3_3_retried_receive_attempt_replays,
+    integrity::p3_4_integrity_sweep,
+    dedup::p4_1_repeat_inside_window_collapses,
+    dedup::p4_2_single_send_conflict,
+    dedup::p4_3_batch_conflict_slot_is_zero,
+    dedup::p4_4_dedup_is_per_queue,
+    ordering::p5_1_standard_groups_are_fifo_and_parallel,
+    ordering::p5_2_group_fifo_requires_a_group,
+    ordering::p5_3_strict_fifo_one_in_flight,
+    ordering::p5_4_line_survives_lease_expiry,
+    ordering::p5_5_line_survives_backoff,
+    ordering::p5_6_claim_behind_a_blocked_backlog,
     dead_letters::p6_1_delivery_bound_dead_letters,
     dead_letters::p6_2_redrive_purge_and_peek,
     dead_letters::p6_2_redrive_to_target_queue,
     scheduling::p7_1_scheduled_hidden_until_due_and_cancellable,
     scheduling::p7_2_ttl_dead_letters_or_discards,
+    retention::p8_1_retention_drops_oldest_dead_letters_only,
+    retention::p8_2_no_bound_keeps_every_dead_letter,
+    retention::p8_3_queue_bound_resolves_against_engine_default,
     storage::p10_1_second_open_is_db_locked [FileLock],
     storage::p10_2_foreign_schema_token_is_refused [SchemaGuard],
+    cancellation::p13_1_cancelled_before_running_executes_nothing,
+    cancellation::p13_2_cancelled_while_waiting_for_the_writer_mutates_nothing,
+    cancellation::p13_3_database_usable_after_a_cancellation_storm,
+    cancellation::p13_4_cancelled_transaction_rolls_back,
+    cancellation::p13_5_remote_statements_can_be_cancelled [RemoteCancel],
     concurrency::p14_1_exclusive_delivery_under_parallelism,
     concurrency::p14_2_fence_holds_under_parallel_settles,
     concurrency::p14_3_completed_message_is_never_redelivered [Reopen],
     concurrency::p14_4_every_message_is_eventually_completed,
     concurrency::p14_5_close_stops_admission_and_wakes_long_polls [Reopen],
+    outbox::p16_1_outbox_commits_both_or_neither,
+    outbox::p16_2_native_handle_inside_the_transaction,
 }
 
 /// A queue configuration with this lock duration and delivery bound.

@@ -21,13 +21,28 @@ pub async fn p3_1_open_reclaims_orphaned_leases<F: StoreFactory>(ctx: Ctx<F>) ->
     let mq = ctx.engine().await?;
     let retry = peek_all(&mq, "retry").await?;
     assert_eq!((retry[0].seq, retry[0].state), (a, MessageState::Active));
-    assert_eq!(retry[0].delivery_count, 1, "no delivery counted by recovery");
+    assert_eq!(
+        retry[0].delivery_count, 1,
+        "no delivery counted by recovery"
+    );
     let last = peek_all(&mq, "last").await?;
-    assert_eq!((last[0].seq, last[0].state), (b, MessageState::DeadLettered));
-    assert_eq!(last[0].dead_letter_reason.as_deref(), Some(REASON_MAX_DELIVERY));
+    assert_eq!(
+        (last[0].seq, last[0].state),
+        (b, MessageState::DeadLettered)
+    );
+    assert_eq!(
+        last[0].dead_letter_reason.as_deref(),
+        Some(REASON_MAX_DELIVERY)
+    );
     // The orphaned tokens are fenced.
-    assert!(matches!(mq.complete("retry", &held_a).await, Err(Error::LockLost)));
-    assert!(matches!(mq.complete("last", &held_b).await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.complete("retry", &held_a).await,
+        Err(Error::LockLost)
+    ));
+    assert!(matches!(
+        mq.complete("last", &held_b).await,
+        Err(Error::LockLost)
+    ));
     let again = receive_one(&mq, "retry").await?;
     assert_eq!((again.seq, again.delivery_count), (a, 2));
     Ok(())

@@ -1,8 +1,6 @@
 //! Section 7: scheduling, deferral, TTL.
 
-use mqlite_engine_core::{
-    MessageState, OutMessage, QueueConfig, REASON_TTL_EXPIRED, SendOptions,
-};
+use mqlite_engine_core::{MessageState, OutMessage, QueueConfig, REASON_TTL_EXPIRED, SendOptions};
 
 use super::{config, peek_all, receive_one, state_of};
 use crate::harness::{Ctx, StoreFactory, TckResult};
@@ -31,7 +29,10 @@ pub async fn p7_1_scheduled_hidden_until_due_and_cancellable<F: StoreFactory>(
     assert_eq!(m.visible_at_ms, at);
     mq.abandon(Q, &m, 60_000).await?;
     assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Scheduled));
-    assert!(!mq.cancel(Q, seq).await?, "a backoff-parked redelivery is not cancellable");
+    assert!(
+        !mq.cancel(Q, seq).await?,
+        "a backoff-parked redelivery is not cancellable"
+    );
     assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Scheduled));
     assert!(!mq.cancel(Q, seq).await?);
     Ok(())
@@ -81,12 +82,26 @@ pub async fn p7_2_ttl_dead_letters_or_discards<F: StoreFactory>(ctx: Ctx<F>) -> 
     let all = peek_all(&mq, Q).await?;
     let state = |seq| all.iter().find(|m| m.seq == seq).map(|m| m.state);
     assert_eq!(state(active), Some(MessageState::DeadLettered));
-    assert_eq!(state(locked), Some(MessageState::DeadLettered), "even while locked");
-    assert_eq!(state(scheduled), Some(MessageState::Scheduled), "anchored at visible_at");
+    assert_eq!(
+        state(locked),
+        Some(MessageState::DeadLettered),
+        "even while locked"
+    );
+    assert_eq!(
+        state(scheduled),
+        Some(MessageState::Scheduled),
+        "anchored at visible_at"
+    );
     assert_eq!(state(forever), Some(MessageState::Active));
-    let reason = all.iter().find(|m| m.seq == active).and_then(|m| m.dead_letter_reason.clone());
+    let reason = all
+        .iter()
+        .find(|m| m.seq == active)
+        .and_then(|m| m.dead_letter_reason.clone());
     assert_eq!(reason.as_deref(), Some(REASON_TTL_EXPIRED));
-    assert!(peek_all(&mq, "drop").await?.is_empty(), "discarded, {discarded} gone");
+    assert!(
+        peek_all(&mq, "drop").await?.is_empty(),
+        "discarded, {discarded} gone"
+    );
 
     ctx.clock.advance(5_000);
     mq.run_sweeps().await?;

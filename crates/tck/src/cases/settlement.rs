@@ -57,7 +57,10 @@ pub async fn p2_2_abandon_at_the_bound_dead_letters<F: StoreFactory>(ctx: Ctx<F>
     let all = peek_all(&mq, Q).await?;
     assert_eq!(all[0].seq, seq);
     assert_eq!(all[0].state, MessageState::DeadLettered);
-    assert_eq!(all[0].dead_letter_reason.as_deref(), Some(REASON_MAX_DELIVERY));
+    assert_eq!(
+        all[0].dead_letter_reason.as_deref(),
+        Some(REASON_MAX_DELIVERY)
+    );
     Ok(())
 }
 
@@ -66,7 +69,8 @@ pub async fn p2_3_reject_dead_letters_with_reason<F: StoreFactory>(ctx: Ctx<F>) 
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     let seq = mq.send(Q, OutMessage::new("poison")).await?;
     let m = receive_one(&mq, Q).await?;
-    mq.reject(Q, &m, "BadFormat", "field total is missing").await?;
+    mq.reject(Q, &m, "BadFormat", "field total is missing")
+        .await?;
     let all = peek_all(&mq, Q).await?;
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].seq, seq);
@@ -104,7 +108,10 @@ pub async fn p2_4_defer_sets_aside_until_receive_deferred<F: StoreFactory>(
     assert_eq!(got[0].state, MessageState::Locked);
     assert_eq!(got[0].delivery_count, 2);
     assert_ne!(got[0].token(), m.token());
-    assert!(mq.receive_deferred(Q, &[seq]).await?.is_empty(), "now locked");
+    assert!(
+        mq.receive_deferred(Q, &[seq]).await?.is_empty(),
+        "now locked"
+    );
     mq.complete(Q, &got[0]).await?;
     assert_eq!(state_of(&mq, Q, seq).await?, None);
     Ok(())
@@ -126,7 +133,10 @@ pub async fn p2_5_renew_extends_never_revives_never_shortens<F: StoreFactory>(
     let until2 = mq.renew(Q, &m).await?;
     assert_eq!(until2, until, "never shortened");
     ctx.clock.advance(until - ctx.clock.now());
-    assert!(matches!(mq.renew(Q, &m).await, Err(Error::LockLost)), "never revived");
+    assert!(
+        matches!(mq.renew(Q, &m).await, Err(Error::LockLost)),
+        "never revived"
+    );
     assert_eq!(state_of(&mq, Q, m.seq).await?, Some(MessageState::Locked));
     Ok(())
 }
@@ -142,15 +152,24 @@ pub async fn p2_6_stale_token_is_lock_lost<F: StoreFactory>(ctx: Ctx<F>) -> TckR
         token: LockToken::random(),
     };
     assert!(matches!(mq.complete(Q, forged).await, Err(Error::LockLost)));
-    assert!(matches!(mq.abandon(Q, forged, 0).await, Err(Error::LockLost)));
-    assert!(matches!(mq.reject(Q, forged, "r", "d").await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.abandon(Q, forged, 0).await,
+        Err(Error::LockLost)
+    ));
+    assert!(matches!(
+        mq.reject(Q, forged, "r", "d").await,
+        Err(Error::LockLost)
+    ));
     assert!(matches!(mq.defer(Q, forged).await, Err(Error::LockLost)));
     assert!(matches!(mq.renew(Q, forged).await, Err(Error::LockLost)));
     let other_seq = LockRef {
         seq: mqlite_engine_core::SeqNumber(seq.0 + 1000),
         token: m.token(),
     };
-    assert!(matches!(mq.complete(Q, other_seq).await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.complete(Q, other_seq).await,
+        Err(Error::LockLost)
+    ));
     let all = peek_all(&mq, Q).await?;
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].state, MessageState::Locked, "nothing changed");
@@ -222,7 +241,10 @@ pub async fn p2_8_renew_batch_fences_per_item_and_caps_at_512<F: StoreFactory>(
     assert_eq!(results[1].locked_until_ms, 0);
     let stored: Vec<_> = peek_all(&mq, Q).await?;
     assert_eq!(stored[0].locked_until_ms, results[0].locked_until_ms);
-    assert_eq!(stored[1].locked_until_ms, got[1].locked_until_ms, "stale item unchanged");
+    assert_eq!(
+        stored[1].locked_until_ms, got[1].locked_until_ms,
+        "stale item unchanged"
+    );
     let too_many = vec![LockRef::from(&got[0]); 513];
     assert!(matches!(
         mq.renew_batch(Q, &too_many).await,
@@ -235,9 +257,7 @@ pub async fn p2_8_renew_batch_fences_per_item_and_caps_at_512<F: StoreFactory>(
 
 /// 2.9 After redelivery the previous holder's token is fenced: its settle is LockLost and
 /// the new holder's succeeds.
-pub async fn p2_9_redelivery_fences_the_previous_holder<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p2_9_redelivery_fences_the_previous_holder<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
     mq.send(Q, OutMessage::new("x")).await?;
     let old = receive_one(&mq, Q).await?;

@@ -46,7 +46,8 @@ pub async fn p10_2_foreign_schema_token_is_refused<F: StoreFactory>(ctx: Ctx<F>)
     let mq = ctx.engine_with_queue("q", QueueConfig::default()).await?;
     mq.send("q", OutMessage::new("kept")).await?;
     mq.close().await;
-    ctx.factory.set_schema_token(ctx.dir.path(), "someone-else/9")?;
+    ctx.factory
+        .set_schema_token(ctx.dir.path(), "someone-else/9")?;
     let before = snapshot(ctx.dir.path())?;
     match ctx.store().await {
         Err(Error::SchemaVersionMismatch { found, .. }) => assert_eq!(found, "someone-else/9"),
@@ -54,7 +55,13 @@ pub async fn p10_2_foreign_schema_token_is_refused<F: StoreFactory>(ctx: Ctx<F>)
         Ok(_) => return Err("a foreign schema was opened".into()),
     }
     let after = snapshot(ctx.dir.path())?;
-    assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>());
-    assert!(before == after, "the refused database is byte-for-byte unchanged");
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+    assert!(
+        before == after,
+        "the refused database is byte-for-byte unchanged"
+    );
     Ok(())
 }

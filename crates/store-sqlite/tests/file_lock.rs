@@ -1,0 +1,169 @@
+//! One writer per database file (promise 10.1): a second open, under any spelling of the
+//! path and from this process or another, fails fast with `DbLocked` until the first
+//! store closes.
+//!
+//! The cross-process case re-executes this test binary: `child_tries_to_open` does
+//! nothing in a normal run and, when `MQLITE_LOCK_CHILD_DB` is set, opens that path and
+//! prints one `CHILD_RESULT=...` line for the parent to read.
+
+use std::path::Path;
+use std::process::Command;
+
+use mqlite_engine_core::{Error, ManualClock, Store};
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
+
+const CHILD_ENV: &str = "MQLITE_LOCK_CHILD_DB";
+
+/// Held by every test that spawns a child and every test that needs a closed lock to be
+/// free at once. A spawned child holds a copy of each of this process's descriptors
+/// from fork until exec, and a `flock` belongs to the open file description, so a lock
+/// another test closes during that window stays held until the child execs: a reopen
+/// right then would see `DbLocked` spuriously. (The same is true of any application that
+/// forks while it closes a store.)
+static FORK_OR_RELEASE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn open(location: &Path) -> mqlite_engine_core::Result<SqliteStore> {
+    let clock = ManualClock::new(1_700_000_000_000).shared();
+    SqliteStore::open(SqliteOptions::new(location.to_str().expect("utf-8 path")).clock(clock)).await
+}
+
+/// Fails unless opening `location` is refused with `DbLocked`.
+async fn assert_locked(location: &Path) {
+    match open(location).await {
+        Err(Error::DbLocked { .. }) => {}
+        Err(other) => panic!("{}: expected DbLocked, got {other:?}", location.display()),
+        Ok(store) => {
+            store.close().await;
+            panic!(
+                "{}: a second writer opened a locked database",
+                location.display()
+            );
+        }
+    }
+}
+
+/// A second open of the same path in the same process is refused (10.1).
+#[tokio::test]
+async fn second_open_in_same_process_is_db_locked() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("mq.db");
+    let first = open(&path).await.expect("first open");
+    assert_locked(&path).await;
+    first.close().await;
+}
+
+/// Other spellings of the same file collide: `./`, a symlinked file, a symlinked
+/// directory (10.1).
+#[tokio::test]
+async fn other_spellings_of_the_path_are_db_locked() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let real_dir = dir.path().join("data");
+    std::fs::create_dir(&real_dir).expect("data dir");
+    let path = real_dir.join("mq.db");
+    let first = open(&path).await.expect("first open");
+
+    assert_locked(&real_dir.join(".").join("mq.db")).await;
+
+    let link = real_dir.join("link.db");
+    std::os::unix::fs::symlink(&path, &link).expect("file symlink");
+    assert_locked(&link).await;
+
+    let dir_link = dir.path().join("data-link");
+    std::os::unix::fs::symlink(&real_dir, &dir_link).expect("dir symlink");
+    assert_locked(&dir_link.join("mq.db")).await;
+
+    first.close().await;
+}
+
+/// A symlink made before the database exists still names the same database: whichever
+/// spelling opens first creates the file, and the other spelling must collide (10.1).
+#[tokio::test]
+async fn symlink_to_a_database_not_yet_created_is_db_locked() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("mq.db");
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&path, &link).expect("dangling symlink");
+
+    let first = open(&link).await.expect("open through the dangling link");
+    assert!(path.exists(), "opening through the link created the target");
+    assert_locked(&path).await;
+    first.close().await;
+}
+
+/// Once the holder closes, the database opens again (10.1).
+#[tokio::test]
+async fn open_succeeds_after_close() {
+    let _serial = FORK_OR_RELEASE.lock().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("mq.db");
+    let first = open(&path).await.expect("first open");
+    first.close().await;
+    let second = open(&path).await.expect("open after close");
+    second.close().await;
+}
+
+/// Runs this test binary as a child that tries to open `db`; returns its result line.
+async fn run_child(db: &Path) -> String {
+    let exe = std::env::current_exe().expect("current exe");
+    let db = db.to_owned();
+    // Waiting on a process blocks, so it happens off the executor.
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(exe)
+            .args([
+                "--exact",
+                "child_tries_to_open",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, &db)
+            .output()
+            .expect("run child")
+    })
+    .await
+    .expect("join child runner");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // libtest may print `test child_tries_to_open ... ` on the same line first.
+    let results: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.find("CHILD_RESULT=").map(|at| l[at..].trim_end()))
+        .collect();
+    assert!(
+        output.status.success() && results.len() == 1,
+        "the child should succeed and print one CHILD_RESULT line; status {}\n\
+         --- stdout\n{stdout}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    results[0].to_owned()
+}
+
+/// Another process is refused while this one holds the database, and opens it after
+/// this one closes (10.1).
+#[tokio::test]
+async fn another_process_is_db_locked_until_close() {
+    let _serial = FORK_OR_RELEASE.lock().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("mq.db");
+    let held = open(&path).await.expect("parent open");
+    assert_eq!(run_child(&path).await, "CHILD_RESULT=db_locked");
+    held.close().await;
+    assert_eq!(run_child(&path).await, "CHILD_RESULT=opened");
+}
+
+/// The child half of [`another_process_is_db_locked_until_close`]; inert in a normal run.
+#[tokio::test]
+async fn child_tries_to_open() {
+    let Some(db) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let line = match open(Path::new(&db)).await {
+        Ok(store) => {
+            store.close().await;
+            "opened".to_owned()
+        }
+        Err(Error::DbLocked { .. }) => "db_locked".to_owned(),
+        Err(other) => format!("error:{other}"),
+    };
+    // A line of its own: libtest has already printed `test child_tries_to_open ... `.
+    println!("\nCHILD_RESULT={line}");
+}

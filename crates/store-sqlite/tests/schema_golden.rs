@@ -1,0 +1,113 @@
+//! The whole DDL is pinned (promise 10.2): a layout change must be deliberate, show up in
+//! review as a diff of `tests/golden/schema.sql`, and come with a new schema token.
+//!
+//! Run with `MQLITE_BLESS=1` to rewrite the golden file from what a fresh store creates.
+
+use std::path::{Path, PathBuf};
+
+use mqlite_engine_core::{ManualClock, Store, sql};
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
+use rusqlite::Connection;
+
+fn golden_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/schema.sql")
+}
+
+/// Creates a fresh store at `dir/mq.db`, closes it, and returns the file's path.
+async fn fresh_database(dir: &Path) -> PathBuf {
+    let path = dir.join("mq.db");
+    let clock = ManualClock::new(1_700_000_000_000).shared();
+    let store =
+        SqliteStore::open(SqliteOptions::new(path.to_str().expect("utf-8 path")).clock(clock))
+            .await
+            .expect("open store");
+    store.close().await;
+    path
+}
+
+/// Every schema object outside SQLite's own, as (type, name, sql).
+fn schema_rows(path: &Path) -> Vec<(String, String, Option<String>)> {
+    let conn = Connection::open(path).expect("open with rusqlite");
+    let mut stmt = conn
+        .prepare(
+            "SELECT type, name, sql FROM sqlite_master \
+             WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name",
+        )
+        .expect("prepare");
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .expect("query")
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .expect("rows")
+}
+
+fn render(rows: &[(String, String, Option<String>)]) -> String {
+    let mut out = String::from(
+        "-- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.\n\
+         -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.\n",
+    );
+    for (kind, name, text) in rows {
+        out.push_str(&format!("\n-- {kind} {name}\n"));
+        match text {
+            Some(text) => out.push_str(&format!("{text};\n")),
+            None => out.push_str("-- (no sql)\n"),
+        }
+    }
+    out
+}
+
+/// A fresh database's DDL equals the checked-in golden file, byte for byte (10.2).
+#[tokio::test]
+async fn fresh_schema_matches_golden_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = fresh_database(dir.path()).await;
+    let actual = render(&schema_rows(&path));
+    let golden = golden_path();
+
+    if std::env::var_os("MQLITE_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&golden, &actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&golden).unwrap_or_else(|e| {
+        panic!(
+            "cannot read {}: {e}; run with MQLITE_BLESS=1 to create it",
+            golden.display()
+        )
+    });
+    assert!(
+        actual == expected,
+        "the schema differs from {}; if the change is deliberate, change \
+         sql::SCHEMA_TOKEN and rerun with MQLITE_BLESS=1.\n--- expected\n{expected}\n--- actual\n{actual}",
+        golden.display()
+    );
+}
+
+/// The database holds exactly the statements of `sql::SCHEMA`, verbatim, and nothing else.
+#[tokio::test]
+async fn fresh_schema_is_exactly_the_canonical_text() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = fresh_database(dir.path()).await;
+    let mut stored: Vec<String> = schema_rows(&path)
+        .into_iter()
+        .map(|(kind, name, text)| text.unwrap_or_else(|| panic!("{kind} {name} has no sql")))
+        .collect();
+    let mut canonical: Vec<String> = sql::SCHEMA.iter().map(|s| s.to_string()).collect();
+    stored.sort();
+    canonical.sort();
+    assert_eq!(stored, canonical);
+}
+
+/// The meta row carries this binary's schema token (10.2).
+#[tokio::test]
+async fn fresh_schema_carries_the_schema_token() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = fresh_database(dir.path()).await;
+    let conn = Connection::open(&path).expect("open with rusqlite");
+    let token: String = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_token'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("schema_token row");
+    assert_eq!(token, sql::SCHEMA_TOKEN);
+}

@@ -1,0 +1,215 @@
+//! Section 13: cancellation. In Rust, dropping a call's future is its cancellation.
+
+use std::future::Future;
+use std::pin::pin;
+
+use mqlite_engine_core::{Engine, Error, OutMessage, QueueConfig, Store};
+
+use super::peek_all;
+use crate::harness::{Ctx, StoreFactory, TckResult};
+
+const Q: &str = "q";
+
+/// Polls `fut` exactly once; returns its output if it finished, else drops it (the
+/// caller's cancellation).
+pub async fn poll_once<T>(fut: impl Future<Output = T>) -> Option<T> {
+    let mut fut = pin!(fut);
+    tokio::select! {
+        biased;
+        out = &mut fut => Some(out),
+        () = std::future::ready(()) => None,
+    }
+}
+
+/// Occupies the store's writer with an application transaction until `release` fires.
+async fn block_writer<S: Store>(
+    mq: &Engine<S>,
+) -> (
+    std::sync::mpsc::Sender<()>,
+    tokio::task::JoinHandle<mqlite_engine_core::Result<()>>,
+) {
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+    let blocker = {
+        let mq = mq.clone();
+        tokio::spawn(async move {
+            mq.tx(move |_tx| {
+                let _ = started_tx.send(());
+                // Waiting inside the writer thread is the point: it is busy.
+                let _ = release_rx.recv();
+                Ok::<_, Error>(())
+            })
+            .await
+        })
+    };
+    let _ = started_rx.await;
+    (release_tx, blocker)
+}
+
+/// 13.1 A call cancelled before it runs executes nothing.
+pub async fn p13_1_cancelled_before_running_executes_nothing<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
+    let never = mq.send(Q, OutMessage::new("never"));
+    drop(never);
+    let never_batch = mq.send_batch(Q, vec![OutMessage::new("never")]);
+    drop(never_batch);
+    assert!(peek_all(&mq, Q).await?.is_empty());
+    Ok(())
+}
+
+/// 13.2 Cancelling a call while it waits for the writer returns promptly and mutates
+/// nothing.
+pub async fn p13_2_cancelled_while_waiting_for_the_writer_mutates_nothing<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
+    let kept = mq.send(Q, OutMessage::new("kept")).await?;
+    let (release, blocker) = block_writer(&mq).await;
+    for i in 0..10 {
+        // Queued behind the busy writer, then dropped: the caller is gone.
+        assert!(
+            poll_once(mq.send(Q, OutMessage::new(format!("dropped-{i}"))))
+                .await
+                .is_none()
+        );
+    }
+    assert!(
+        poll_once(mq.create_queue("dropped-queue", QueueConfig::default()))
+            .await
+            .is_none()
+    );
+    assert!(poll_once(mq.receive_one(Q)).await.is_none());
+    release.send(())?;
+    blocker.await??;
+    let all = peek_all(&mq, Q).await?;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].seq, kept);
+    assert_eq!(
+        all[0].delivery_count, 0,
+        "the dropped receive claimed nothing"
+    );
+    assert!(
+        !mq.list_queues()
+            .await?
+            .iter()
+            .any(|q| q.name == "dropped-queue")
+    );
+    Ok(())
+}
+
+/// 13.3 A statement already executing finishes; the database stays usable after any
+/// storm of cancellations.
+pub async fn p13_3_database_usable_after_a_cancellation_storm<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
+    let mut acknowledged = 0usize;
+    let mut tasks = Vec::new();
+    for i in 0..200u32 {
+        let mq = mq.clone();
+        tasks.push(tokio::spawn(async move {
+            let fut = mq.send(Q, OutMessage::new(format!("storm-{i}")));
+            if i % 3 == 0 {
+                fut.await.map(|_| true)
+            } else {
+                Ok(poll_once(fut).await.is_some())
+            }
+        }));
+        if i % 7 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    for t in tasks {
+        if t.await?? {
+            acknowledged += 1;
+        }
+    }
+    let stored = peek_all(&mq, Q).await?;
+    assert!(
+        stored.len() >= acknowledged,
+        "every acknowledged send is stored"
+    );
+    assert!(stored.len() <= 200);
+    for m in &stored {
+        assert!(m.body().starts_with(b"storm-"), "no torn row");
+    }
+    let seq = mq.send(Q, OutMessage::new("after")).await?;
+    let got = mq.receive_one(Q).await?.ok_or("nothing to receive")?;
+    mq.complete(Q, &got).await?;
+    assert!(seq.0 > 0);
+    Ok(())
+}
+
+/// 13.4 Inside a transaction, cancellation stops the next statement and rolls the
+/// transaction back; abandoned work never commits.
+pub async fn p13_4_cancelled_transaction_rolls_back<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
+    let (inside_tx, inside_rx) = tokio::sync::oneshot::channel::<()>();
+    let (go_on_tx, go_on_rx) = std::sync::mpsc::channel::<()>();
+    let (result_tx, result_rx) = std::sync::mpsc::channel::<String>();
+    let fut = mq.tx(move |tx| {
+        tx.send(Q, OutMessage::new("first"))?;
+        let _ = inside_tx.send(());
+        let _ = go_on_rx.recv();
+        let next = tx.send(Q, OutMessage::new("second"));
+        let _ = result_tx.send(format!("{next:?}"));
+        next.map(|_| ())
+    });
+    let mut fut = Box::pin(fut);
+    tokio::select! {
+        biased;
+        _ = &mut fut => return Err("the transaction cannot finish before it is released".into()),
+        _ = inside_rx => {}
+    }
+    drop(fut);
+    go_on_tx.send(())?;
+    let next = tokio::task::spawn_blocking(move || result_rx.recv()).await??;
+    assert!(
+        next.contains("Cancelled"),
+        "the next statement is stopped: {next}"
+    );
+    assert!(peek_all(&mq, Q).await?.is_empty(), "rolled back");
+
+    // A callback that ignores the cancellation and returns Ok is rolled back too.
+    let (inside_tx, inside_rx) = tokio::sync::oneshot::channel::<()>();
+    let (go_on_tx, go_on_rx) = std::sync::mpsc::channel::<()>();
+    let fut = mq.tx(move |tx| {
+        tx.send(Q, OutMessage::new("stubborn"))?;
+        let _ = inside_tx.send(());
+        let _ = go_on_rx.recv();
+        Ok::<_, Error>(())
+    });
+    let mut fut = Box::pin(fut);
+    tokio::select! {
+        biased;
+        _ = &mut fut => return Err("the transaction cannot finish before it is released".into()),
+        _ = inside_rx => {}
+    }
+    drop(fut);
+    go_on_tx.send(())?;
+    // The writer is free once the next call is answered.
+    assert!(
+        peek_all(&mq, Q).await?.is_empty(),
+        "never commits abandoned work"
+    );
+    Ok(())
+}
+
+/// 13.5 Remote statements can be cancelled for real: a dropped remote call returns at
+/// once and the store stays usable (run only by stores with remote statements).
+pub async fn p13_5_remote_statements_can_be_cancelled<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
+    for i in 0..20 {
+        let dropped = poll_once(mq.send(Q, OutMessage::new(format!("dropped-{i}")))).await;
+        assert!(dropped.is_none() || dropped.is_some_and(|r| r.is_ok()));
+    }
+    let seq = mq.send(Q, OutMessage::new("after")).await?;
+    let stored = peek_all(&mq, Q).await?;
+    assert!(
+        stored.iter().any(|m| m.seq == seq),
+        "the store stays usable"
+    );
+    Ok(())
+}

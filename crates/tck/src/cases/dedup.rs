@@ -1,0 +1,114 @@
+//! Section 4: producer deduplication.
+
+use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, QueueConfig, SendOptions, SeqNumber};
+
+use super::peek_all;
+use crate::harness::{Ctx, StoreFactory, TckResult};
+
+const Q: &str = "q";
+
+fn windowed(ms: i64) -> QueueConfig {
+    QueueConfig {
+        dedup_window_ms: ms,
+        ..Default::default()
+    }
+}
+
+/// 4.1 Inside the window a repeated message_id (empty id: the body's SHA-256) collapses
+/// into the original and returns its sequence number; with the window at 0 the id is
+/// plain metadata.
+pub async fn p4_1_repeat_inside_window_collapses<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, windowed(60_000)).await?;
+    let a = mq.send(Q, OutMessage::new("one").with_id("x")).await?;
+    ctx.clock.advance(59_999);
+    assert_eq!(mq.send(Q, OutMessage::new("one").with_id("x")).await?, a);
+    let b = mq.send(Q, OutMessage::new("same body")).await?;
+    assert_eq!(
+        mq.send(Q, OutMessage::new("same body")).await?,
+        b,
+        "content key"
+    );
+    assert_eq!(
+        mq.send(Q, OutMessage::new("same body").with_id("")).await?,
+        b
+    );
+    assert_eq!(mq.stats(Q).await?.total, 2);
+    ctx.clock.advance(1);
+    let c = mq.send(Q, OutMessage::new("one").with_id("x")).await?;
+    assert!(c > a, "outside the window it is a new message");
+
+    mq.create_queue("plain", QueueConfig::default()).await?;
+    let p1 = mq
+        .send("plain", OutMessage::new("one").with_id("x"))
+        .await?;
+    let p2 = mq
+        .send("plain", OutMessage::new("one").with_id("x"))
+        .await?;
+    assert_ne!(p1, p2, "window 0: message_id is metadata");
+    let stored = peek_all(&mq, "plain").await?;
+    assert_eq!(stored[0].content.message_id.as_deref(), Some("x"));
+    Ok(())
+}
+
+/// 4.2 A single Send whose id repeats with another body fails with DedupConflict.
+pub async fn p4_2_single_send_conflict<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, windowed(60_000)).await?;
+    mq.send(Q, OutMessage::new("one").with_id("x")).await?;
+    match mq.send(Q, OutMessage::new("two").with_id("x")).await {
+        Err(Error::DedupConflict { message_id }) => assert_eq!(message_id, "x"),
+        other => return Err(format!("expected DedupConflict, got {other:?}").into()),
+    }
+    let stored = peek_all(&mq, Q).await?;
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].body(), b"one", "never a silent overwrite");
+    Ok(())
+}
+
+/// 4.3 In a multi-message Send a conflicting slot returns sequence number 0 and the rest
+/// commits.
+pub async fn p4_3_batch_conflict_slot_is_zero<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, windowed(60_000)).await?;
+    let a = mq.send(Q, OutMessage::new("one").with_id("x")).await?;
+    let seqs = mq
+        .send_batch(
+            Q,
+            vec![
+                OutMessage::new("new").with_id("y"),
+                OutMessage::new("two").with_id("x"),
+                OutMessage::new("one").with_id("x"),
+                OutMessage::new("new").with_id("y"),
+            ],
+        )
+        .await?;
+    assert_eq!(seqs[1], SeqNumber(0), "conflict slot");
+    assert_eq!(seqs[2], a, "duplicate slot");
+    assert_eq!(
+        seqs[3], seqs[0],
+        "a repeat inside the same batch collapses too"
+    );
+    assert!(seqs[0] > a);
+    let slots = mq
+        .send_batch_with(
+            Q,
+            vec![OutMessage::new("two").with_id("x")],
+            SendOptions::default(),
+        )
+        .await?;
+    assert_eq!(slots, vec![EnqueueSlot::Conflict]);
+    assert_eq!(mq.stats(Q).await?.total, 2);
+    Ok(())
+}
+
+/// 4.4 Dedup is per queue.
+pub async fn p4_4_dedup_is_per_queue<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, windowed(60_000)).await?;
+    mq.create_queue("other", windowed(60_000)).await?;
+    let a = mq.send(Q, OutMessage::new("one").with_id("x")).await?;
+    let b = mq
+        .send("other", OutMessage::new("two").with_id("x"))
+        .await?;
+    assert_ne!(a, b);
+    assert_eq!(mq.stats(Q).await?.total, 1);
+    assert_eq!(mq.stats("other").await?.total, 1);
+    Ok(())
+}

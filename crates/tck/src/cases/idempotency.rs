@@ -1,0 +1,164 @@
+//! Section 3 (3.2, 3.3): settlement receipts and receive attempts.
+
+use mqlite_engine_core::{
+    Error, LockRef, MessageState, OutMessage, RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions,
+};
+
+use super::{config, peek_all, receive_one, send_n, state_of};
+use crate::harness::{Ctx, StoreFactory, TckResult};
+
+const Q: &str = "q";
+
+/// 3.2 A retry of the identical settlement replays success; another verb with the same
+/// token is LockLost.
+pub async fn p3_2_identical_settle_replays_success<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    send_n(&mq, Q, "m", 4).await?;
+    let got = mq.receive(Q, ReceiveOptions::batch(4)).await?;
+    mq.complete(Q, &got[0]).await?;
+    mq.complete(Q, &got[0]).await?;
+    assert!(matches!(mq.defer(Q, &got[0]).await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.abandon(Q, &got[0], 0).await,
+        Err(Error::LockLost)
+    ));
+    mq.defer(Q, &got[1]).await?;
+    mq.defer(Q, &got[1]).await?;
+    mq.abandon(Q, &got[2], 250).await?;
+    mq.abandon(Q, &got[2], 250).await?;
+    mq.reject(Q, &got[3], "Bad", "why").await?;
+    mq.reject(Q, &got[3], "Bad", "why").await?;
+    let batch = mq.complete_batch(Q, &[LockRef::from(&got[0])]).await?;
+    assert!(batch[0].ok, "a batch item replays too");
+    Ok(())
+}
+
+/// 3.2 A receipt is keyed by the whole request: another message's sequence number, another
+/// verb, another delay, another reason or description is LockLost.
+pub async fn p3_2_receipt_is_keyed_by_the_whole_request<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    send_n(&mq, Q, "m", 3).await?;
+    let got = mq.receive(Q, ReceiveOptions::batch(3)).await?;
+    mq.complete(Q, &got[0]).await?;
+    let other_message = LockRef {
+        seq: got[1].seq,
+        token: got[0].token(),
+    };
+    assert!(matches!(
+        mq.complete(Q, other_message).await,
+        Err(Error::LockLost)
+    ));
+    assert_eq!(
+        state_of(&mq, Q, got[1].seq).await?,
+        Some(MessageState::Locked)
+    );
+    mq.abandon(Q, &got[1], 1_000).await?;
+    assert!(matches!(
+        mq.abandon(Q, &got[1], 2_000).await,
+        Err(Error::LockLost)
+    ));
+    assert!(matches!(
+        mq.abandon(Q, &got[1], 0).await,
+        Err(Error::LockLost)
+    ));
+    mq.reject(Q, &got[2], "R1", "D1").await?;
+    assert!(matches!(
+        mq.reject(Q, &got[2], "R2", "D1").await,
+        Err(Error::LockLost)
+    ));
+    assert!(matches!(
+        mq.reject(Q, &got[2], "R1", "D2").await,
+        Err(Error::LockLost)
+    ));
+    assert!(matches!(
+        mq.reject(Q, &got[2], "R1D", "1").await,
+        Err(Error::LockLost)
+    ));
+    mq.reject(Q, &got[2], "R1", "D1").await?;
+    Ok(())
+}
+
+/// 3.2 An expired receipt never replays (expiry is checked at statement time, before any
+/// janitor pass), and the janitor prunes it.
+pub async fn p3_2_expired_receipt_never_replays<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    mq.send(Q, OutMessage::new("x")).await?;
+    let m = receive_one(&mq, Q).await?;
+    mq.complete(Q, &m).await?;
+    ctx.clock.advance(RECEIPT_TTL_MS - 1);
+    mq.complete(Q, &m).await?;
+    ctx.clock.advance(1);
+    assert!(matches!(mq.complete(Q, &m).await, Err(Error::LockLost)));
+    let report = mq.run_sweeps().await?;
+    assert!(report.pruned >= 1, "the janitor prunes expired receipts");
+    Ok(())
+}
+
+/// 3.2 A replay never grants a new effect or renews a lease.
+pub async fn p3_2_replay_never_grants_a_new_effect<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(10_000, 10)).await?;
+    let seq = mq.send(Q, OutMessage::new("x")).await?;
+    let first = receive_one(&mq, Q).await?;
+    mq.abandon(Q, &first, 0).await?;
+    let second = receive_one(&mq, Q).await?;
+    mq.abandon(Q, &first, 0).await?;
+    let now = peek_all(&mq, Q).await?;
+    assert_eq!(
+        now[0].state,
+        MessageState::Locked,
+        "the replay did not abandon again"
+    );
+    assert_eq!(now[0].lock_token, Some(second.token()));
+    assert!(matches!(mq.renew(Q, &first).await, Err(Error::LockLost)));
+    // After the original lease has lapsed, the replay still answers, and still does nothing.
+    ctx.clock.advance(20_000);
+    mq.abandon(Q, &first, 0).await?;
+    assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Locked));
+    assert!(matches!(mq.renew(Q, &second).await, Err(Error::LockLost)));
+    Ok(())
+}
+
+/// 3.3 A Receive retried with the same attempt id replays the same messages with the same
+/// tokens, without claiming anew or counting another delivery.
+pub async fn p3_3_retried_receive_attempt_replays<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    send_n(&mq, Q, "m", 5).await?;
+    let opts = |id: &str, n, mode| ReceiveOptions {
+        max_messages: n,
+        attempt_id: Some(id.to_owned()),
+        mode,
+        ..Default::default()
+    };
+    let first = mq.receive(Q, opts("a1", 2, ReceiveMode::PeekLock)).await?;
+    let again = mq.receive(Q, opts("a1", 2, ReceiveMode::PeekLock)).await?;
+    assert_eq!(first, again, "same messages, same tokens");
+    let counts: Vec<_> = peek_all(&mq, Q)
+        .await?
+        .iter()
+        .map(|m| m.delivery_count)
+        .collect();
+    assert_eq!(
+        counts,
+        vec![1, 1, 0, 0, 0],
+        "no delivery counted by the replay"
+    );
+    let rad = mq
+        .receive(Q, opts("a2", 1, ReceiveMode::ReceiveAndDelete))
+        .await?;
+    let rad_again = mq
+        .receive(Q, opts("a2", 1, ReceiveMode::ReceiveAndDelete))
+        .await?;
+    assert_eq!(
+        rad, rad_again,
+        "receive-and-delete replays its deleted message"
+    );
+    let fresh = mq.receive(Q, opts("a3", 5, ReceiveMode::PeekLock)).await?;
+    assert_eq!(fresh.len(), 2, "another attempt claims anew");
+    assert_eq!(mq.stats(Q).await?.total, 4);
+    // Attempt records expire like receipts.
+    ctx.clock.advance(RECEIPT_TTL_MS);
+    mq.run_sweeps().await?;
+    let late = mq.receive(Q, opts("a1", 2, ReceiveMode::PeekLock)).await?;
+    assert_ne!(late, first, "an expired attempt claims anew");
+    Ok(())
+}

@@ -1,0 +1,117 @@
+//! Section 16: the transactional outbox (in_tx).
+
+use mqlite_engine_core::{Engine, Error, OutMessage, QueueConfig, StoreTx};
+
+use super::peek_all;
+use crate::harness::{Ctx, StoreFactory, TckResult};
+
+const Q: &str = "events";
+
+async fn business_rows<F: StoreFactory>(
+    mq: &Engine<F::Store>,
+) -> mqlite_engine_core::Result<Vec<i64>> {
+    mq.tx(|tx| F::business_rows(tx.native())).await
+}
+
+/// 16.1 The application's row and its message commit together on Ok, and neither
+/// survives an error, a panic or a cancellation before commit.
+pub async fn p16_1_outbox_commits_both_or_neither<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
+    let seq = mq
+        .tx(|tx| {
+            F::insert_business_row(tx.native(), 1)?;
+            tx.send(Q, OutMessage::new("order 1"))
+        })
+        .await?;
+    assert_eq!(business_rows::<F>(&mq).await?, vec![1]);
+    assert_eq!(peek_all(&mq, Q).await?[0].seq, seq);
+
+    // An error after both writes: neither.
+    let failed = mq
+        .tx(|tx| {
+            F::insert_business_row(tx.native(), 2)?;
+            tx.send(Q, OutMessage::new("order 2"))?;
+            Err::<(), _>(Error::invalid("payment declined"))
+        })
+        .await;
+    assert!(matches!(failed, Err(Error::InvalidArgument(_))));
+
+    // A panic after both writes: neither, and the panic reaches the caller.
+    let panicked = {
+        let mq = mq.clone();
+        tokio::spawn(async move {
+            mq.tx(|tx| {
+                F::insert_business_row(tx.native(), 3)?;
+                tx.send(Q, OutMessage::new("order 3"))?;
+                if tx.native().check_cancelled().is_ok() {
+                    panic!("the application's code panicked mid-transaction");
+                }
+                Ok::<_, Error>(())
+            })
+            .await
+        })
+        .await
+    };
+    assert!(
+        panicked.is_err_and(|e| e.is_panic()),
+        "the panic is re-raised"
+    );
+
+    // A cancellation before commit: neither.
+    let (inside_tx, inside_rx) = tokio::sync::oneshot::channel::<()>();
+    let (go_on_tx, go_on_rx) = std::sync::mpsc::channel::<()>();
+    let fut = mq.tx(move |tx| {
+        F::insert_business_row(tx.native(), 4)?;
+        tx.send(Q, OutMessage::new("order 4"))?;
+        let _ = inside_tx.send(());
+        let _ = go_on_rx.recv();
+        Ok::<_, Error>(())
+    });
+    let mut fut = Box::pin(fut);
+    tokio::select! {
+        biased;
+        _ = &mut fut => return Err("the transaction cannot finish before it is released".into()),
+        _ = inside_rx => {}
+    }
+    drop(fut);
+    go_on_tx.send(())?;
+
+    assert_eq!(
+        business_rows::<F>(&mq).await?,
+        vec![1],
+        "only the committed order"
+    );
+    let bodies: Vec<_> = peek_all(&mq, Q)
+        .await?
+        .into_iter()
+        .map(|m| m.content.body)
+        .collect();
+    assert_eq!(
+        bodies,
+        vec![b"order 1".to_vec()],
+        "only the committed event"
+    );
+    Ok(())
+}
+
+/// 16.2 The store's native handle works inside the transaction: the application's own
+/// table, read-your-writes before commit, and nothing visible after a rollback.
+pub async fn p16_2_native_handle_inside_the_transaction<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
+    let seen = mq
+        .tx(|tx| {
+            F::insert_business_row(tx.native(), 7)?;
+            F::insert_business_row(tx.native(), 5)?;
+            let rows = F::business_rows(tx.native())?;
+            tx.send(Q, OutMessage::new(format!("{rows:?}")))?;
+            Err::<(), _>(Error::invalid(format!("{rows:?}")))
+        })
+        .await;
+    match seen {
+        Err(Error::InvalidArgument(rows)) => assert_eq!(rows, "[5, 7]", "reads its own writes"),
+        other => return Err(format!("unexpected {other:?}").into()),
+    }
+    assert!(business_rows::<F>(&mq).await?.is_empty(), "rolled back");
+    assert!(peek_all(&mq, Q).await?.is_empty());
+    Ok(())
+}
