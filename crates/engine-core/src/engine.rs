@@ -685,10 +685,9 @@ impl<S: Store> Engine<S> {
                     let Some(inner) = weak.upgrade() else { return };
                     let engine = Engine { inner };
                     let mut report = SweepReport::default();
-                    match engine.run_loop_once(kind, &mut report).await {
-                        Err(Error::Closed) => return,
-                        // A failed pass is retried at the next tick; the data is unchanged.
-                        Err(_) | Ok(()) => {}
+                    // A failed pass is retried at the next tick; the data is unchanged.
+                    if let Err(Error::Closed) = engine.run_loop_once(kind, &mut report).await {
+                        return;
                     }
                     next = clock.now_ms() + interval;
                 }

@@ -364,13 +364,16 @@ pub const REDRIVE_ONE: &str = "UPDATE messages
 pub const DLQ_TOTALS: &str = "SELECT count(*), coalesce(sum(length(body)), 0) FROM messages
  WHERE queue = :queue AND state = 'dead_lettered'";
 
-/// Counts of one queue in one state.
-pub const COUNT_STATE: &str =
-    "SELECT count(*) FROM messages WHERE queue = :queue AND state = :state";
-
-/// The oldest message still in play of a queue.
-pub const OLDEST_LIVE: &str = "SELECT min(enqueued_at) FROM messages
- WHERE queue = :queue AND state <> 'dead_lettered'";
+/// Stats of one queue: rows in play, locked, deferred, scheduled, dead letters, and the
+/// oldest enqueue time in play. Each count names its state as a literal so that it walks
+/// that state's partial index (no scan of messages); active = in play - the others.
+pub const QUEUE_STATS: &str = "SELECT
+    (SELECT count(*) FROM messages WHERE queue = :queue AND state <> 'dead_lettered'),
+    (SELECT count(*) FROM messages WHERE queue = :queue AND state = 'locked'),
+    (SELECT count(*) FROM messages WHERE queue = :queue AND state = 'deferred'),
+    (SELECT count(*) FROM messages WHERE queue = :queue AND state = 'scheduled'),
+    (SELECT count(*) FROM messages WHERE queue = :queue AND state = 'dead_lettered'),
+    (SELECT min(enqueued_at) FROM messages WHERE queue = :queue AND state <> 'dead_lettered')";
 
 /// RenewBatch (2.5, 2.8) for `items` pairs, one statement: positional parameters are
 /// `?1` now, `?2` the lock duration, `?3` the queue, then (seq, token) pairs. A lease is

@@ -5,8 +5,8 @@ use rusqlite::{Connection, OptionalExtension, named_params};
 
 use mqlite_engine_core::sql;
 use mqlite_engine_core::{
-    Error, Message, MessageState, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueKind,
-    QueueStats, RedriveOptions, Result, SeqNumber,
+    Error, Message, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueKind, QueueStats,
+    RedriveOptions, Result, SeqNumber,
 };
 
 use crate::db;
@@ -123,32 +123,30 @@ pub(crate) fn peek(conn: &Connection, queue: &str, o: &PeekOptions) -> Result<Ve
 /// Counts per state.
 pub(crate) fn stats(conn: &Connection, now: i64, queue: &str) -> Result<QueueStats> {
     load_queue(conn, queue)?;
-    let count = |state: MessageState| -> Result<u64> {
-        conn.prepare_cached(sql::COUNT_STATE)
+    let (live, locked, deferred, scheduled, dead, oldest): (i64, i64, i64, i64, i64, Option<i64>) =
+        conn.prepare_cached(sql::QUEUE_STATS)
             .map_err(db)?
-            .query_row(
-                named_params! {":queue": queue, ":state": state.as_str()},
-                |r| r.get::<_, i64>(0),
-            )
-            .map(|n| n as u64)
-            .map_err(db)
-    };
-    let mut s = QueueStats {
-        active: count(MessageState::Active)?,
-        locked: count(MessageState::Locked)?,
-        deferred: count(MessageState::Deferred)?,
-        scheduled: count(MessageState::Scheduled)?,
-        dead_lettered: count(MessageState::DeadLettered)?,
-        ..Default::default()
-    };
-    s.total = s.active + s.locked + s.deferred + s.scheduled + s.dead_lettered;
-    let oldest: Option<i64> = conn
-        .prepare_cached(sql::OLDEST_LIVE)
-        .map_err(db)?
-        .query_row(named_params! {":queue": queue}, |r| r.get(0))
-        .map_err(db)?;
-    s.oldest_message_age_ms = oldest.map_or(0, |t| (now - t).max(0));
-    Ok(s)
+            .query_row(named_params! {":queue": queue}, |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .map_err(db)?;
+    let n = |v: i64| v.max(0) as u64;
+    Ok(QueueStats {
+        active: n(live - locked - deferred - scheduled),
+        locked: n(locked),
+        deferred: n(deferred),
+        scheduled: n(scheduled),
+        dead_lettered: n(dead),
+        total: n(live + dead),
+        oldest_message_age_ms: oldest.map_or(0, |t| (now - t).max(0)),
+    })
 }
 
 /// Moves dead letters back to active, count reset, optionally into another queue (6.2).

@@ -190,3 +190,43 @@ async fn scan_detector_sees_a_full_scan() {
         render(&aliased)
     );
 }
+
+no_scan! {
+    dlq_totals_does_not_scan => DLQ_TOTALS,
+    redrive_one_does_not_scan => REDRIVE_ONE,
+    delete_by_id_does_not_scan => DELETE_BY_ID,
+    queue_stats_does_not_scan => QUEUE_STATS,
+}
+
+/// The janitor's deletes seek their expiry indexes; none scans its table (3.2, 3.3, 4.1).
+#[tokio::test]
+async fn janitor_seeks_expiry_indexes() {
+    for (text, index) in sql::JANITOR.iter().zip([
+        "idx_receipt_expiry",
+        "idx_attempt_expiry",
+        "idx_dedup_expiry",
+    ]) {
+        let plan = plan_of(text).await;
+        assert!(
+            !plan.iter().any(|l| l.starts_with("SCAN")),
+            "janitor statement scans: {text}; plan:\n{}",
+            render(&plan)
+        );
+        assert_searches(text, &plan, index);
+    }
+}
+
+/// One claim statement serves every ordering mode: the mode is written into each row's
+/// `line` at enqueue (strict_fifo: one line per queue; standard and group_fifo: the group),
+/// so the plan pinned above is the plan of the claim on standard, group_fifo and
+/// strict_fifo queues alike. This pins that the claim text has no mode-dependent branch.
+#[tokio::test]
+async fn claim_text_is_the_same_for_every_ordering_mode() {
+    for mode in ["standard", "group_fifo", "strict_fifo"] {
+        assert!(
+            !sql::CLAIM.contains(mode),
+            "the claim must not branch on {mode}"
+        );
+    }
+    assert!(sql::CLAIM.contains("m.line IS NULL OR NOT ("));
+}

@@ -24,6 +24,9 @@ pub mod storage;
 
 macro_rules! register {
     ($( $module:ident :: $case:ident $([$($cap:ident),*])? ),* $(,)?) => {
+        /// The name of every case, in promise order.
+        pub const NAMES: &[&str] = &[$(stringify!($case)),*];
+
         /// Every case, in promise order, with the capabilities it needs.
         pub fn all<F: StoreFactory>() -> Vec<Case<F>> {
             vec![$(

@@ -1,0 +1,112 @@
+//! Claim latency behind a deep backlog (promises 1.5 and 5.6): one group's head is in
+//! flight and N of its successors wait behind it; every claim must find the next free
+//! message without walking those N rows.
+//!
+//! `cargo bench -p mqlite-benches --bench claim_backlog`
+
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use mqlite_engine_core::{Engine, EngineOptions, OutMessage, QueueConfig};
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
+
+const Q: &str = "bench";
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    engine: Engine<SqliteStore>,
+}
+
+/// A queue whose group "blocked" has its head locked and `backlog` messages behind it.
+async fn setup(backlog: usize, in_flight: bool) -> Setup {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bench.db").to_string_lossy().into_owned();
+    let store = SqliteStore::open(SqliteOptions::new(path)).await.expect("open");
+    let engine = Engine::with_store(
+        store,
+        EngineOptions {
+            background: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("engine");
+    let config = QueueConfig {
+        lock_duration_ms: 3_600_000,
+        ..Default::default()
+    };
+    engine.create_queue(Q, config).await.expect("queue");
+    let group = |i: usize| OutMessage::new(format!("blocked-{i}")).with_group("blocked");
+    engine.send(Q, group(0)).await.expect("head");
+    engine.receive_one(Q).await.expect("claim head").expect("the head");
+    for start in (0..backlog).step_by(1000) {
+        let batch = (start..(start + 1000).min(backlog)).map(|i| {
+            if in_flight {
+                OutMessage::new(format!("plain-{i}"))
+            } else {
+                group(i + 1)
+            }
+        });
+        engine.send_batch(Q, batch.collect()).await.expect("backlog");
+    }
+    if in_flight {
+        // The backlog itself is claimed: N live leases sit in front of the free messages.
+        loop {
+            let got = engine
+                .receive(Q, mqlite_engine_core::ReceiveOptions::batch(256))
+                .await
+                .expect("claim backlog");
+            if got.is_empty() {
+                break;
+            }
+        }
+    }
+    Setup { _dir: dir, engine }
+}
+
+async fn refill(engine: &Engine<SqliteStore>) {
+    let batch = (0..1000)
+        .map(|i| OutMessage::new(format!("free-{i}")).with_group(format!("g{}", i % 50)))
+        .collect();
+    engine.send_batch(Q, batch).await.expect("refill");
+}
+
+fn claim_behind_backlog(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut group = c.benchmark_group("claim_behind_backlog");
+    group.sample_size(30);
+    group.measurement_time(Duration::from_secs(5));
+    for (scenario, in_flight) in [("blocked_group", false), ("leases_in_flight", true)] {
+        for backlog in [20_000usize, 100_000] {
+            let setup = rt.block_on(setup(backlog, in_flight));
+            let engine = setup.engine.clone();
+            group.bench_with_input(BenchmarkId::new(scenario, backlog), &backlog, |b, _| {
+                b.iter_custom(|iters| {
+                    rt.block_on(async {
+                        let mut spent = Duration::ZERO;
+                        let mut left = 0u64;
+                        for _ in 0..iters {
+                            if left == 0 {
+                                refill(&engine).await;
+                                left = 1000;
+                            }
+                            let start = Instant::now();
+                            let m = engine.receive_one(Q).await.expect("claim");
+                            spent += start.elapsed();
+                            let m = m.expect("a free message");
+                            assert!(!m.body().starts_with(b"blocked"), "the line was jumped");
+                            engine.complete(Q, &m).await.expect("complete");
+                            left -= 1;
+                        }
+                        spent
+                    })
+                })
+            });
+            rt.block_on(setup.engine.close());
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, claim_behind_backlog);
+criterion_main!(benches);

@@ -1,0 +1,63 @@
+//! 10.4 Durability is a knob: `synchronous=NORMAL` by default, FULL through the open
+//! options or `MQLITE_SYNC=full`.
+
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+
+async fn synchronous_of(options: SqliteOptions) -> i64 {
+    let store = SqliteStore::open(options).await.expect("open");
+    let level = store.query_i64("PRAGMA synchronous").await.expect("pragma");
+    store_close(store).await;
+    level
+}
+
+async fn store_close(store: SqliteStore) {
+    use mqlite_engine_core::Store;
+    store.close().await;
+}
+
+/// NORMAL (1) by default, FULL (2) when the options ask, in WAL mode either way.
+#[tokio::test]
+async fn synchronous_normal_by_default_full_on_request() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("mq.db").to_string_lossy().into_owned();
+    let normal = SqliteOptions::new(path.clone()).synchronous(Synchronous::Normal);
+    assert_eq!(synchronous_of(normal).await, 1);
+    let full = SqliteOptions::new(path.clone()).synchronous(Synchronous::Full);
+    assert_eq!(synchronous_of(full).await, 2);
+    let store = SqliteStore::open(SqliteOptions::new(path)).await.expect("open");
+    let wal: i64 = store
+        .query_i64("SELECT count(*) FROM pragma_journal_mode WHERE journal_mode = 'wal'")
+        .await
+        .expect("journal mode");
+    assert_eq!(wal, 1, "WAL mode");
+    store_close(store).await;
+}
+
+/// `MQLITE_SYNC=full` selects FULL; anything else is the default.
+#[test]
+fn mqlite_sync_env_selects_full() {
+    // The environment is read in a child process: changing this process's environment
+    // would race with the other tests (and needs unsafe in edition 2024).
+    let exe = std::env::current_exe().expect("exe");
+    for (value, expected) in [("full", "Full"), ("FULL", "Full"), ("normal", "Normal"), ("x", "Normal")] {
+        let out = std::process::Command::new(&exe)
+            .args(["--exact", "print_sync_from_env", "--nocapture", "--test-threads=1"])
+            .env("MQLITE_SYNC", value)
+            .env("MQLITE_PRINT_SYNC", "1")
+            .output()
+            .expect("child");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains(&format!("SYNC={expected}")),
+            "MQLITE_SYNC={value} should give {expected}: {stdout}"
+        );
+    }
+}
+
+/// Helper run in a child process by `mqlite_sync_env_selects_full`.
+#[test]
+fn print_sync_from_env() {
+    if std::env::var_os("MQLITE_PRINT_SYNC").is_some() {
+        println!("SYNC={:?}", Synchronous::from_env());
+    }
+}
