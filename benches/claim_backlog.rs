@@ -21,7 +21,9 @@ struct Setup {
 async fn setup(backlog: usize, in_flight: bool) -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("bench.db").to_string_lossy().into_owned();
-    let store = SqliteStore::open(SqliteOptions::new(path)).await.expect("open");
+    let store = SqliteStore::open(SqliteOptions::new(path))
+        .await
+        .expect("open");
     let engine = Engine::with_store(
         store,
         EngineOptions {
@@ -38,7 +40,11 @@ async fn setup(backlog: usize, in_flight: bool) -> Setup {
     engine.create_queue(Q, config).await.expect("queue");
     let group = |i: usize| OutMessage::new(format!("blocked-{i}")).with_group("blocked");
     engine.send(Q, group(0)).await.expect("head");
-    engine.receive_one(Q).await.expect("claim head").expect("the head");
+    engine
+        .receive_one(Q)
+        .await
+        .expect("claim head")
+        .expect("the head");
     for start in (0..backlog).step_by(1000) {
         let batch = (start..(start + 1000).min(backlog)).map(|i| {
             if in_flight {
@@ -47,7 +53,10 @@ async fn setup(backlog: usize, in_flight: bool) -> Setup {
                 group(i + 1)
             }
         });
-        engine.send_batch(Q, batch.collect()).await.expect("backlog");
+        engine
+            .send_batch(Q, batch.collect())
+            .await
+            .expect("backlog");
     }
     if in_flight {
         // The backlog itself is claimed: N live leases sit in front of the free messages.

@@ -24,7 +24,9 @@ async fn synchronous_normal_by_default_full_on_request() {
     assert_eq!(synchronous_of(normal).await, 1);
     let full = SqliteOptions::new(path.clone()).synchronous(Synchronous::Full);
     assert_eq!(synchronous_of(full).await, 2);
-    let store = SqliteStore::open(SqliteOptions::new(path)).await.expect("open");
+    let store = SqliteStore::open(SqliteOptions::new(path))
+        .await
+        .expect("open");
     let wal: i64 = store
         .query_i64("SELECT count(*) FROM pragma_journal_mode WHERE journal_mode = 'wal'")
         .await
@@ -39,9 +41,19 @@ fn mqlite_sync_env_selects_full() {
     // The environment is read in a child process: changing this process's environment
     // would race with the other tests (and needs unsafe in edition 2024).
     let exe = std::env::current_exe().expect("exe");
-    for (value, expected) in [("full", "Full"), ("FULL", "Full"), ("normal", "Normal"), ("x", "Normal")] {
+    for (value, expected) in [
+        ("full", "Full"),
+        ("FULL", "Full"),
+        ("normal", "Normal"),
+        ("x", "Normal"),
+    ] {
         let out = std::process::Command::new(&exe)
-            .args(["--exact", "print_sync_from_env", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "print_sync_from_env",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("MQLITE_SYNC", value)
             .env("MQLITE_PRINT_SYNC", "1")
             .output()

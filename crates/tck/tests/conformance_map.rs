@@ -10,8 +10,7 @@ fn root() -> PathBuf {
 }
 
 fn read(path: &Path) -> String {
-    std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
 /// Promise numbers of the spec: lines `- N.M ...`.
@@ -33,8 +32,10 @@ fn map_rows() -> Vec<(String, String)> {
         .filter_map(|l| {
             let cells: Vec<&str> = l.split('|').map(str::trim).collect();
             // | # | promise | pinned by |  -> ["", "#", "promise", "pinned by", ""]
-            (cells.len() >= 5 && cells[1].contains('.') && cells[1].chars().all(|c| c.is_ascii_digit() || c == '.'))
-                .then(|| (cells[1].to_owned(), cells[3].to_owned()))
+            (cells.len() >= 5
+                && cells[1].contains('.')
+                && cells[1].chars().all(|c| c.is_ascii_digit() || c == '.'))
+            .then(|| (cells[1].to_owned(), cells[3].to_owned()))
         })
         .collect()
 }
@@ -47,9 +48,15 @@ fn backticked(cell: &str) -> Vec<&str> {
 fn every_promise_has_a_row() {
     let rows: BTreeSet<String> = map_rows().into_iter().map(|(n, _)| n).collect();
     let missing: Vec<_> = spec_numbers().difference(&rows).cloned().collect();
-    assert!(missing.is_empty(), "promises without a row in docs/conformance.md: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "promises without a row in docs/conformance.md: {missing:?}"
+    );
     let unknown: Vec<_> = rows.difference(&spec_numbers()).cloned().collect();
-    assert!(unknown.is_empty(), "rows for promises the spec does not have: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "rows for promises the spec does not have: {unknown:?}"
+    );
 }
 
 #[test]
@@ -58,7 +65,10 @@ fn every_named_test_exists() {
     for (number, cell) in map_rows() {
         let names = backticked(&cell);
         if names.is_empty() {
-            assert!(cell.contains("**gap**"), "{number}: no test and not marked as a gap");
+            assert!(
+                cell.contains("**gap**"),
+                "{number}: no test and not marked as a gap"
+            );
             continue;
         }
         for name in names {
@@ -91,6 +101,9 @@ fn every_named_test_exists() {
 fn every_tck_case_is_mapped() {
     let map = read(&root().join("docs/conformance.md"));
     for name in mqlite_tck::cases::NAMES {
-        assert!(map.contains(&format!("`{name}`")), "TCK case {name} is not in the map");
+        assert!(
+            map.contains(&format!("`{name}`")),
+            "TCK case {name} is not in the map"
+        );
     }
 }

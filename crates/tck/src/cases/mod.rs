@@ -14,6 +14,7 @@ pub mod dedup;
 pub mod idempotency;
 pub mod integrity;
 pub mod lifecycle;
+pub mod model;
 pub mod ordering;
 pub mod outbox;
 pub mod recovery;
@@ -69,6 +70,7 @@ register! {
     idempotency::p3_2_replay_never_grants_a_new_effect,
     idempotency::p3_3_retried_receive_attempt_replays,
     integrity::p3_4_integrity_sweep,
+    model::p3_4_store_matches_the_reference_model,
     dedup::p4_1_repeat_inside_window_collapses,
     dedup::p4_2_single_send_conflict,
     dedup::p4_3_batch_conflict_slot_is_zero,
