@@ -13,6 +13,8 @@ mod rows;
 mod schema;
 mod settle;
 mod sweeps;
+#[cfg(feature = "tck")]
+pub mod tck;
 mod tx;
 mod writer;
 

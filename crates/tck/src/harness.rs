@@ -54,6 +54,10 @@ pub trait StoreFactory: Send + Sync + 'static {
 
     /// The ids of the application's rows, as seen inside the transaction, sorted.
     fn business_rows(tx: &mut <Self::Store as Store>::Tx<'_>) -> Result<Vec<i64>>;
+
+    /// The store's own consistency check of the (closed) database in `dir` ("ok" when
+    /// sound), or None when the store has none.
+    fn integrity_check(&self, dir: &Path) -> Result<Option<String>>;
 }
 
 /// One case's world: the factory, a private directory and a manual clock.

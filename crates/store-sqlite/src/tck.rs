@@ -1,0 +1,93 @@
+//! The conformance kit's factory for the SQLite store (feature `tck`): the TCK, the
+//! crash-injection harness and the benches open SQLite stores through it.
+
+use std::path::{Path, PathBuf};
+
+use mqlite_engine_core::{Result, SharedClock};
+use mqlite_tck::{Capability, StoreFactory};
+
+use crate::{SqliteOptions, SqliteStore, SqliteTx, db};
+
+/// Opens `<dir>/mq.db`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SqliteFactory;
+
+impl SqliteFactory {
+    /// The database file in a case's directory.
+    pub fn db_path(dir: &Path) -> PathBuf {
+        dir.join("mq.db")
+    }
+}
+
+impl StoreFactory for SqliteFactory {
+    type Store = SqliteStore;
+
+    async fn open(&self, dir: &Path, clock: SharedClock) -> Result<SqliteStore> {
+        let path = Self::db_path(dir).to_string_lossy().into_owned();
+        SqliteStore::open(SqliteOptions::new(path).clock(clock)).await
+    }
+
+    fn unsupported(&self, cap: Capability) -> Option<&'static str> {
+        match cap {
+            Capability::RemoteCancel => {
+                Some("a local SQLite statement is never interrupted; it finishes (13.3)")
+            }
+            Capability::Reopen | Capability::FileLock | Capability::SchemaGuard => None,
+        }
+    }
+
+    fn set_schema_token(&self, dir: &Path, token: &str) -> Result<()> {
+        let conn = rusqlite::Connection::open(Self::db_path(dir)).map_err(db)?;
+        conn.execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'schema_token'",
+            [token],
+        )
+        .map_err(db)?;
+        Ok(())
+    }
+
+    fn insert_business_row(tx: &mut SqliteTx<'_>, id: i64) -> Result<()> {
+        let sql = tx.sql()?;
+        sql.execute(
+            "CREATE TABLE IF NOT EXISTS business (id INTEGER PRIMARY KEY) STRICT",
+            [],
+        )
+        .map_err(db)?;
+        sql.execute("INSERT INTO business (id) VALUES (?1)", [id])
+            .map_err(db)?;
+        Ok(())
+    }
+
+    fn business_rows(tx: &mut SqliteTx<'_>) -> Result<Vec<i64>> {
+        let sql = tx.sql()?;
+        let exists: bool = sql
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'business')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(db)?;
+        if !exists {
+            return Ok(Vec::new());
+        }
+        let mut stmt = sql
+            .prepare("SELECT id FROM business ORDER BY id")
+            .map_err(db)?;
+        stmt.query_map([], |r| r.get(0))
+            .map_err(db)?
+            .collect::<rusqlite::Result<Vec<i64>>>()
+            .map_err(db)
+    }
+
+    fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {
+        let conn = rusqlite::Connection::open_with_flags(
+            Self::db_path(dir),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .map_err(db)?;
+        let verdict: String = conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .map_err(db)?;
+        Ok(Some(verdict))
+    }
+}
