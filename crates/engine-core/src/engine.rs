@@ -361,7 +361,6 @@ impl<S: Store> Engine<S> {
                 let mut tx = EngineTx {
                     native,
                     max_message_bytes: max,
-                    sent: false,
                 };
                 f(&mut tx)
             })
@@ -736,7 +735,6 @@ impl Drop for Parked<'_> {
 pub struct EngineTx<'a, T: StoreTx> {
     native: &'a mut T,
     max_message_bytes: usize,
-    sent: bool,
 }
 
 impl<T: StoreTx> EngineTx<'_, T> {
@@ -761,7 +759,6 @@ impl<T: StoreTx> EngineTx<'_, T> {
     ) -> Result<Vec<EnqueueSlot>> {
         validate_send(queue, &messages, &options, self.max_message_bytes)?;
         self.native.check_cancelled()?;
-        self.sent = true;
         self.native.enqueue(queue, messages, options)
     }
 }

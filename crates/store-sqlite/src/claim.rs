@@ -66,7 +66,9 @@ pub(crate) fn claim(
         }
         out.push(m);
     }
-    if let Some(attempt) = &spec.attempt_id {
+    // An empty response claimed nothing, so a retry may claim anew; recording it would
+    // pin a long-polling attempt to "nothing" for the whole replay window.
+    if let Some(attempt) = spec.attempt_id.as_ref().filter(|_| !out.is_empty()) {
         conn.prepare_cached(sql::ATTEMPT_INSERT)
             .map_err(db)?
             .execute(named_params! {

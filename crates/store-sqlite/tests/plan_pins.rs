@@ -216,17 +216,66 @@ async fn janitor_seeks_expiry_indexes() {
     }
 }
 
-/// One claim statement serves every ordering mode: the mode is written into each row's
-/// `line` at enqueue (strict_fifo: one line per queue; standard and group_fifo: the group),
-/// so the plan pinned above is the plan of the claim on standard, group_fifo and
-/// strict_fifo queues alike. This pins that the claim text has no mode-dependent branch.
+/// The claim's plan, pinned per ordering mode: a queue of each mode holds a blocked
+/// backlog of 2,000 messages behind a locked head, `ANALYZE` gives the planner real
+/// statistics, and the claim still seeks `idx_msg_active` and one line index per probe.
+/// (One claim text serves every mode: the mode is written into each row's `line` at
+/// enqueue, so there is no mode-dependent branch to plan differently.)
 #[tokio::test]
-async fn claim_text_is_the_same_for_every_ordering_mode() {
-    for mode in ["standard", "group_fifo", "strict_fifo"] {
+async fn claim_plan_holds_for_every_ordering_mode_with_statistics() {
+    use mqlite_engine_core::{Engine, EngineOptions, OrderingMode, OutMessage, QueueConfig};
+    assert!(sql::CLAIM.contains("m.line IS NULL OR NOT ("));
+    for mode in [
+        OrderingMode::Standard,
+        OrderingMode::GroupFifo,
+        OrderingMode::StrictFifo,
+    ] {
         assert!(
-            !sql::CLAIM.contains(mode),
+            !sql::CLAIM.contains(mode.as_str()),
             "the claim must not branch on {mode}"
         );
+        let (dir, store) = open_store().await;
+        let options = EngineOptions {
+            background: false,
+            ..Default::default()
+        };
+        let mq = Engine::with_store(store, options).await.expect("engine");
+        let config = QueueConfig {
+            ordering_mode: mode,
+            ..Default::default()
+        };
+        mq.create_queue("q", config).await.expect("queue");
+        let grouped = |i: usize| OutMessage::new(format!("m{i}")).with_group("g");
+        mq.send("q", grouped(0)).await.expect("head");
+        mq.receive_one("q").await.expect("claim").expect("the head");
+        for chunk in 0..2 {
+            let batch = (0..1000).map(|i| grouped(chunk * 1000 + i + 1)).collect();
+            mq.send_batch("q", batch).await.expect("backlog");
+        }
+        // Statistics through a second connection; the store's connection replans.
+        let conn = rusqlite::Connection::open(dir.path().join("mq.db")).expect("connection");
+        conn.execute_batch("ANALYZE").expect("ANALYZE");
+        drop(conn);
+        let plan = mq.store().explain(sql::CLAIM).await.expect("plan");
+        assert_no_scan(&format!("CLAIM on {mode}"), &plan);
+        let candidate: Vec<&String> = plan.iter().filter(|l| l.starts_with("SEARCH m ")).collect();
+        assert!(
+            candidate.len() == 1 && uses_index(candidate[0], "idx_msg_active"),
+            "CLAIM on {mode} does not seek idx_msg_active; plan:\n{}",
+            render(&plan)
+        );
+        let probes: Vec<&String> = plan.iter().filter(|l| l.starts_with("SEARCH b ")).collect();
+        for (probe, index) in probes.iter().zip([
+            "idx_msg_line_locked",
+            "idx_msg_line_deferred",
+            "idx_msg_line_scheduled",
+        ]) {
+            assert!(
+                uses_index(probe, index),
+                "CLAIM on {mode}: probe {probe:?} should use {index}"
+            );
+        }
+        assert_eq!(probes.len(), 3, "CLAIM on {mode}; plan:\n{}", render(&plan));
+        mq.close().await;
     }
-    assert!(sql::CLAIM.contains("m.line IS NULL OR NOT ("));
 }

@@ -21,6 +21,39 @@ pub async fn poll_once<T>(fut: impl Future<Output = T>) -> Option<T> {
     }
 }
 
+/// Handed to a transaction body: [`Pause::here`] tells the test the body is inside the
+/// transaction, then blocks the writer thread until the test has dropped the call.
+pub struct Pause {
+    inside: tokio::sync::oneshot::Sender<()>,
+    go_on: std::sync::mpsc::Receiver<()>,
+}
+
+impl Pause {
+    /// Signals "inside" and waits until the caller is gone.
+    pub fn here(self) {
+        let _ = self.inside.send(());
+        let _ = self.go_on.recv();
+    }
+}
+
+/// Starts the call `start` builds, waits until its transaction body reaches
+/// [`Pause::here`], drops the call (the caller's cancellation), then lets the body go on.
+pub async fn cancel_at_pause<Fut: Future>(
+    start: impl FnOnce(Pause) -> Fut,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let (inside, inside_rx) = tokio::sync::oneshot::channel();
+    let (go_on_tx, go_on) = std::sync::mpsc::channel();
+    let mut fut = Box::pin(start(Pause { inside, go_on }));
+    tokio::select! {
+        biased;
+        _ = &mut fut => return Err("the transaction cannot finish before it is released".into()),
+        _ = inside_rx => {}
+    }
+    drop(fut);
+    go_on_tx.send(())?;
+    Ok(())
+}
+
 /// Occupies the store's writer with an application transaction until `release` fires.
 async fn block_writer<S: Store>(
     mq: &Engine<S>,
@@ -146,25 +179,17 @@ pub async fn p13_3_database_usable_after_a_cancellation_storm<F: StoreFactory>(
 /// transaction back; abandoned work never commits.
 pub async fn p13_4_cancelled_transaction_rolls_back<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
-    let (inside_tx, inside_rx) = tokio::sync::oneshot::channel::<()>();
-    let (go_on_tx, go_on_rx) = std::sync::mpsc::channel::<()>();
     let (result_tx, result_rx) = std::sync::mpsc::channel::<String>();
-    let fut = mq.tx(move |tx| {
-        tx.send(Q, OutMessage::new("first"))?;
-        let _ = inside_tx.send(());
-        let _ = go_on_rx.recv();
-        let next = tx.send(Q, OutMessage::new("second"));
-        let _ = result_tx.send(format!("{next:?}"));
-        next.map(|_| ())
-    });
-    let mut fut = Box::pin(fut);
-    tokio::select! {
-        biased;
-        _ = &mut fut => return Err("the transaction cannot finish before it is released".into()),
-        _ = inside_rx => {}
-    }
-    drop(fut);
-    go_on_tx.send(())?;
+    cancel_at_pause(|pause| {
+        mq.tx(move |tx| {
+            tx.send(Q, OutMessage::new("first"))?;
+            pause.here();
+            let next = tx.send(Q, OutMessage::new("second"));
+            let _ = result_tx.send(format!("{next:?}"));
+            next.map(|_| ())
+        })
+    })
+    .await?;
     let next = tokio::task::spawn_blocking(move || result_rx.recv()).await??;
     assert!(
         next.contains("Cancelled"),
@@ -173,22 +198,14 @@ pub async fn p13_4_cancelled_transaction_rolls_back<F: StoreFactory>(ctx: Ctx<F>
     assert!(peek_all(&mq, Q).await?.is_empty(), "rolled back");
 
     // A callback that ignores the cancellation and returns Ok is rolled back too.
-    let (inside_tx, inside_rx) = tokio::sync::oneshot::channel::<()>();
-    let (go_on_tx, go_on_rx) = std::sync::mpsc::channel::<()>();
-    let fut = mq.tx(move |tx| {
-        tx.send(Q, OutMessage::new("stubborn"))?;
-        let _ = inside_tx.send(());
-        let _ = go_on_rx.recv();
-        Ok::<_, Error>(())
-    });
-    let mut fut = Box::pin(fut);
-    tokio::select! {
-        biased;
-        _ = &mut fut => return Err("the transaction cannot finish before it is released".into()),
-        _ = inside_rx => {}
-    }
-    drop(fut);
-    go_on_tx.send(())?;
+    cancel_at_pause(|pause| {
+        mq.tx(move |tx| {
+            tx.send(Q, OutMessage::new("stubborn"))?;
+            pause.here();
+            Ok::<_, Error>(())
+        })
+    })
+    .await?;
     // The writer is free once the next call is answered.
     assert!(
         peek_all(&mq, Q).await?.is_empty(),

@@ -160,5 +160,17 @@ pub async fn p3_3_retried_receive_attempt_replays<F: StoreFactory>(ctx: Ctx<F>) 
     mq.run_sweeps().await?;
     let late = mq.receive(Q, opts("a1", 2, ReceiveMode::PeekLock)).await?;
     assert_ne!(late, first, "an expired attempt claims anew");
+    // An attempt that found nothing claimed nothing: its retry (a long-poll's next look,
+    // say) may claim what arrived since.
+    mq.create_queue("later", config(30_000, 10)).await?;
+    let none = mq
+        .receive("later", opts("w", 1, ReceiveMode::PeekLock))
+        .await?;
+    assert!(none.is_empty());
+    let seq = mq.send("later", OutMessage::new("arrived")).await?;
+    let got = mq
+        .receive("later", opts("w", 1, ReceiveMode::PeekLock))
+        .await?;
+    assert_eq!(got.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![seq]);
     Ok(())
 }

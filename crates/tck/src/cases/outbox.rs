@@ -2,6 +2,7 @@
 
 use mqlite_engine_core::{Engine, Error, OutMessage, QueueConfig, StoreTx};
 
+use super::cancellation::cancel_at_pause;
 use super::peek_all;
 use crate::harness::{Ctx, StoreFactory, TckResult};
 
@@ -58,23 +59,15 @@ pub async fn p16_1_outbox_commits_both_or_neither<F: StoreFactory>(ctx: Ctx<F>) 
     );
 
     // A cancellation before commit: neither.
-    let (inside_tx, inside_rx) = tokio::sync::oneshot::channel::<()>();
-    let (go_on_tx, go_on_rx) = std::sync::mpsc::channel::<()>();
-    let fut = mq.tx(move |tx| {
-        F::insert_business_row(tx.native(), 4)?;
-        tx.send(Q, OutMessage::new("order 4"))?;
-        let _ = inside_tx.send(());
-        let _ = go_on_rx.recv();
-        Ok::<_, Error>(())
-    });
-    let mut fut = Box::pin(fut);
-    tokio::select! {
-        biased;
-        _ = &mut fut => return Err("the transaction cannot finish before it is released".into()),
-        _ = inside_rx => {}
-    }
-    drop(fut);
-    go_on_tx.send(())?;
+    cancel_at_pause(|pause| {
+        mq.tx(move |tx| {
+            F::insert_business_row(tx.native(), 4)?;
+            tx.send(Q, OutMessage::new("order 4"))?;
+            pause.here();
+            Ok::<_, Error>(())
+        })
+    })
+    .await?;
 
     assert_eq!(
         business_rows::<F>(&mq).await?,
