@@ -13,10 +13,24 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
+/// The spec lives in `shared/` beside the checkout (`MQLITE_SHARED` names another place).
+fn spec_path() -> PathBuf {
+    let shared = std::env::var_os("MQLITE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("../shared"));
+    let spec = shared.join("spec/conformance.md");
+    assert!(
+        spec.is_file(),
+        "{} not found: the conformance spec is read from shared/ beside the checkout \
+         (set MQLITE_SHARED to its folder)",
+        spec.display()
+    );
+    spec
+}
+
 /// Promise numbers of the spec: lines `- N.M ...`.
 fn spec_numbers() -> BTreeSet<String> {
-    let spec = root().join("../shared/spec/conformance.md");
-    read(&spec)
+    read(&spec_path())
         .lines()
         .filter_map(|l| l.strip_prefix("- "))
         .filter_map(|l| l.split_whitespace().next())
