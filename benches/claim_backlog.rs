@@ -15,6 +15,8 @@ const Q: &str = "bench";
 struct Setup {
     _dir: tempfile::TempDir,
     engine: Engine<SqliteStore>,
+    /// The blocked line's head, claimed.
+    head: mqlite_engine_core::Message,
 }
 
 /// A queue whose group "blocked" has its head locked and `backlog` messages behind it.
@@ -40,7 +42,7 @@ async fn setup(backlog: usize, in_flight: bool) -> Setup {
     engine.create_queue(Q, config).await.expect("queue");
     let group = |i: usize| OutMessage::new(format!("blocked-{i}")).with_group("blocked");
     engine.send(Q, group(0)).await.expect("head");
-    engine
+    let head = engine
         .receive_one(Q)
         .await
         .expect("claim head")
@@ -70,7 +72,11 @@ async fn setup(backlog: usize, in_flight: bool) -> Setup {
             }
         }
     }
-    Setup { _dir: dir, engine }
+    Setup {
+        _dir: dir,
+        engine,
+        head,
+    }
 }
 
 async fn refill(engine: &Engine<SqliteStore>) {
@@ -117,5 +123,40 @@ fn claim_behind_backlog(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, claim_behind_backlog);
+/// Completing the head of a deep line promotes the next row (promise 5.6 from the other
+/// side): the cost must not grow with the N rows waiting in the line.
+fn complete_head_of_deep_line(c: &mut Criterion) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut group = c.benchmark_group("complete_head_of_deep_line");
+    group.sample_size(30);
+    group.measurement_time(Duration::from_secs(5));
+    for backlog in [20_000usize, 100_000] {
+        // setup() leaves the head locked and `backlog` rows waiting behind it.
+        let setup = rt.block_on(setup(backlog, false));
+        let engine = setup.engine.clone();
+        let mut head = Some(setup.head.clone());
+        group.bench_with_input(BenchmarkId::from_parameter(backlog), &backlog, |b, _| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let mut spent = Duration::ZERO;
+                    for _ in 0..iters {
+                        let m = head.take().expect("the line's head is claimed");
+                        let start = Instant::now();
+                        engine.complete(Q, &m).await.expect("complete");
+                        spent += start.elapsed();
+                        // Keep the line deep: one in at the tail for each one out.
+                        let tail = OutMessage::new("blocked-tail").with_group("blocked");
+                        engine.send(Q, tail).await.expect("refill");
+                        head = engine.receive_one(Q).await.expect("claim");
+                    }
+                    spent
+                })
+            })
+        });
+        rt.block_on(setup.engine.close());
+    }
+    group.finish();
+}
+
+criterion_group!(benches, claim_behind_backlog, complete_head_of_deep_line);
 criterion_main!(benches);

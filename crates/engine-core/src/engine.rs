@@ -238,28 +238,19 @@ impl<S: Store> Engine<S> {
         let _g = self.admit().await?;
         self.inner
             .store
-            .upsert_queue(name.to_owned(), QueueKind::Queue, config)
+            .upsert_queue(name.to_owned(), QueueKind::Queue, config, false)
             .await
     }
 
-    /// Updates a queue's configuration; `NotFound` if it does not exist.
+    /// Updates a queue's configuration; `NotFound` if it does not exist. The ordering
+    /// mode can change only while the queue holds no message in play.
     pub async fn update_queue(&self, name: &str, config: QueueConfig) -> Result<()> {
         validate_name(name)?;
         config.validate()?;
         let _g = self.admit().await?;
-        let exists = self
-            .inner
-            .store
-            .list_queues()
-            .await?
-            .iter()
-            .any(|q| q.name == name && q.kind == QueueKind::Queue);
-        if !exists {
-            return Err(Error::queue_not_found(name));
-        }
         self.inner
             .store
-            .upsert_queue(name.to_owned(), QueueKind::Queue, config)
+            .upsert_queue(name.to_owned(), QueueKind::Queue, config, true)
             .await
     }
 
@@ -677,8 +668,10 @@ impl<S: Store> Engine<S> {
             // the store go even if close was never called.
             let weak = Arc::downgrade(&self.inner);
             let clock = self.inner.clock.clone();
+            // The first deadline is read now, not when the task first runs, so a clock
+            // moved right after open still finds the loop due.
+            let mut next = clock.now_ms() + interval;
             handles.push(tokio::spawn(async move {
-                let mut next = clock.now_ms() + interval;
                 loop {
                     clock.sleep_until(next).await;
                     let Some(inner) = weak.upgrade() else { return };

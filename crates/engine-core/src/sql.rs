@@ -161,16 +161,15 @@ RETURNING id, delivery_count, lock_token, state, enqueued_at, expires_at, visibl
 pub const LINE_BUSY: &str = "SELECT EXISTS (SELECT 1 FROM messages
     WHERE queue = :queue AND line = :line AND state <> 'dead_lettered')";
 
-/// After a line's head leaves play (completed, dead-lettered, discarded), the oldest row
-/// still in play becomes the head — unless a head is still there.
+/// After a line's head leaves play (completed, dead-lettered, discarded, cancelled), the
+/// oldest row still in play becomes the head. Only a departing head calls this (every
+/// other row of its line waits), so it is one seek of `idx_msg_line`, never a walk of
+/// the line (5.6).
 pub const RELEASE_LINE: &str = "UPDATE messages SET waiting = 0
  WHERE id = (SELECT id FROM messages
               WHERE queue = :queue AND line = :line AND state <> 'dead_lettered'
               ORDER BY id LIMIT 1)
-   AND waiting = 1
-   AND NOT EXISTS (SELECT 1 FROM messages
-              WHERE queue = :queue AND line = :line AND state <> 'dead_lettered'
-                AND waiting = 0)";
+   AND waiting = 1";
 
 /// The reaper and the orphan sweep, first half (1.4, 3.1): expired leases at the
 /// delivery bound are dead-lettered. `:cutoff` is `now` for the reaper (equality at the
@@ -182,7 +181,7 @@ pub const REAP_TO_DLQ: &str = "UPDATE messages
        dead_lettered_at = :now, lock_token = NULL, locked_until = 0
  WHERE state = 'locked' AND locked_until <= :cutoff
    AND delivery_count >= (SELECT q.max_delivery_count FROM queues q WHERE q.name = messages.queue)
-RETURNING queue, line";
+RETURNING queue, line, waiting";
 
 /// The reaper, second half: the remaining expired leases go back to active.
 pub const REAP_TO_ACTIVE: &str = "UPDATE messages
@@ -194,7 +193,7 @@ pub const ACTIVATE_DUE: &str = "UPDATE messages SET state = 'active'
  WHERE state = 'scheduled' AND visible_at <= :now";
 
 /// TTL (7.2): expired rows not yet dead-lettered, found by `idx_msg_expiry`.
-pub const SELECT_EXPIRED: &str = "SELECT m.id, m.queue, m.line, q.dead_letter_on_expire
+pub const SELECT_EXPIRED: &str = "SELECT m.id, m.queue, m.line, m.waiting, q.dead_letter_on_expire
   FROM messages m JOIN queues q ON q.name = m.queue
  WHERE m.expires_at > 0 AND m.state <> 'dead_lettered' AND m.expires_at <= :now
  ORDER BY m.expires_at LIMIT 512";
@@ -237,6 +236,10 @@ ON CONFLICT (name) DO UPDATE SET
        dlq_max_count = excluded.dlq_max_count,
        dlq_max_bytes = excluded.dlq_max_bytes";
 
+/// Whether a queue holds a message in play (its ordering mode is then fixed).
+pub const QUEUE_IN_PLAY: &str = "SELECT EXISTS (SELECT 1 FROM messages
+    WHERE queue = :queue AND state <> 'dead_lettered')";
+
 /// Everything a queue owns, deleted with it (children first).
 pub const DELETE_QUEUE: &[&str] = &[
     "DELETE FROM messages WHERE queue = :name",
@@ -270,7 +273,7 @@ VALUES (:queue, :key, :hash, :seq, :expires_at)";
 pub const SETTLE_COMPLETE: &str = "DELETE FROM messages
  WHERE id = :seq AND queue = :queue AND lock_token = :token
    AND state = 'locked' AND locked_until > :now
-RETURNING line";
+RETURNING line, waiting";
 
 /// Abandon (2.2): back to active, parked in scheduled for a delay (holding its line), or
 /// dead-lettered at the delivery bound.
@@ -287,7 +290,7 @@ pub const SETTLE_ABANDON: &str = "UPDATE messages
        lock_token = NULL, locked_until = 0
  WHERE id = :seq AND queue = :queue AND lock_token = :token
    AND state = 'locked' AND locked_until > :now
-RETURNING line, state";
+RETURNING line, waiting, state";
 
 /// Reject (2.3): dead-lettered with the caller's reason.
 pub const SETTLE_REJECT: &str = "UPDATE messages
@@ -296,14 +299,14 @@ pub const SETTLE_REJECT: &str = "UPDATE messages
        lock_token = NULL, locked_until = 0
  WHERE id = :seq AND queue = :queue AND lock_token = :token
    AND state = 'locked' AND locked_until > :now
-RETURNING line, state";
+RETURNING line, waiting, state";
 
 /// Defer (2.4): set aside; it keeps its place at the head of its line.
 pub const SETTLE_DEFER: &str = "UPDATE messages
    SET state = 'deferred', lock_token = NULL, locked_until = 0
  WHERE id = :seq AND queue = :queue AND lock_token = :token
    AND state = 'locked' AND locked_until > :now
-RETURNING line, state";
+RETURNING line, waiting, state";
 
 /// A settlement receipt, written in the settlement's own transaction (3.2).
 pub const RECEIPT_INSERT: &str = "INSERT OR REPLACE INTO settlement_receipts
@@ -321,6 +324,7 @@ pub const CLAIM_DEFERRED: &str = "UPDATE messages
    SET state = 'locked', locked_until = :now + :lock_ms, lock_token = :token,
        delivery_count = delivery_count + 1
  WHERE id = :seq AND queue = :queue AND state = 'deferred'
+   AND (expires_at = 0 OR expires_at > :now)
 RETURNING id, delivery_count, lock_token, state, enqueued_at, expires_at, visible_at,
           locked_until, dead_letter_reason, dead_letter_description, body, message_id,
           group_id, subject, correlation_id, reply_to, content_type, properties";
@@ -329,7 +333,7 @@ RETURNING id, delivery_count, lock_token, state, enqueued_at, expires_at, visibl
 /// redelivery has a delivery count and stays.
 pub const CANCEL_SCHEDULED: &str = "DELETE FROM messages
  WHERE id = :seq AND queue = :queue AND state = 'scheduled' AND delivery_count = 0
-RETURNING line";
+RETURNING line, waiting";
 
 /// Receive attempt replay (3.3).
 pub const ATTEMPT_LOOKUP: &str = "SELECT mode, response FROM receive_attempts
@@ -384,6 +388,6 @@ pub fn renew_batch(items: usize) -> String {
         "UPDATE messages SET locked_until = max(locked_until, ?1 + ?2)
   WHERE queue = ?3 AND state = 'locked' AND locked_until > ?1
     AND (id, lock_token) IN (VALUES {pairs})
-RETURNING id, locked_until"
+RETURNING id, lock_token, locked_until"
     )
 }

@@ -31,15 +31,21 @@ pub trait Store: Send + Sync + Sized + 'static {
     /// The clock every statement reads.
     fn clock(&self) -> &SharedClock;
 
-    /// Creates a queue or updates its configuration (an upsert for the same name and kind).
+    /// Creates a queue or updates its configuration (an upsert for the same name and
+    /// kind); with `update_only`, a missing queue is `NotFound` and nothing is created.
     ///
     /// # Behavior
     /// - A name held by another kind is `NameConflict` and changes nothing (12.1).
+    /// - The ordering mode changes only while the queue has no message in play (active,
+    ///   locked, deferred, scheduled): rows are lined up by the mode at enqueue, so a
+    ///   change under them would break 5.1–5.3. Otherwise `InvalidArgument`.
+    /// - The existence check and the write are one transaction.
     fn upsert_queue(
         &self,
         name: String,
         kind: QueueKind,
         config: QueueConfig,
+        update_only: bool,
     ) -> impl Future<Output = Result<()>> + Send;
 
     /// Deletes a queue and every message and receipt it holds; false if it did not exist.

@@ -15,27 +15,47 @@ use crate::rows::{load_queue, message, queue_row};
 use crate::settle::release_line;
 use crate::sweeps::delete_dead;
 
-/// Creates or updates a queue; another kind under the name is NameConflict (12.1).
+/// Creates or updates a queue; another kind under the name is NameConflict (12.1); the
+/// ordering mode is fixed while messages are in play.
 pub(crate) fn upsert_queue(
     conn: &Connection,
     now: i64,
     name: &str,
     kind: QueueKind,
     cfg: &QueueConfig,
+    update_only: bool,
 ) -> Result<()> {
-    let existing: Option<String> = conn
-        .prepare_cached("SELECT kind FROM queues WHERE name = :name")
+    let existing: Option<(String, String)> = conn
+        .prepare_cached("SELECT kind, ordering_mode FROM queues WHERE name = :name")
         .map_err(db)?
-        .query_row(named_params! {":name": name}, |r| r.get(0))
+        .query_row(named_params! {":name": name}, |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .optional()
         .map_err(db)?;
-    if let Some(k) = existing
-        && k != kind.as_str()
-    {
-        return Err(Error::NameConflict {
-            name: name.to_owned(),
-            existing: k,
-        });
+    match existing {
+        None if update_only => return Err(Error::queue_not_found(name)),
+        None => {}
+        Some((k, _)) if k != kind.as_str() => {
+            return Err(Error::NameConflict {
+                name: name.to_owned(),
+                existing: k,
+            });
+        }
+        Some((_, mode)) if mode != cfg.ordering_mode.as_str() => {
+            let in_play: bool = conn
+                .prepare_cached(sql::QUEUE_IN_PLAY)
+                .map_err(db)?
+                .query_row(named_params! {":queue": name}, |r| r.get(0))
+                .map_err(db)?;
+            if in_play {
+                return Err(Error::invalid(format!(
+                    "the ordering mode of {name:?} can change only while it holds no \
+                     message in play (it is {mode})"
+                )));
+            }
+        }
+        Some(_) => {}
     }
     conn.prepare_cached(sql::UPSERT_QUEUE)
         .map_err(db)?
@@ -83,15 +103,17 @@ pub(crate) fn list_queues(conn: &Connection) -> Result<Vec<QueueInfo>> {
 /// Deletes a never-delivered scheduled message (7.1).
 pub(crate) fn cancel(conn: &Connection, queue: &str, seq: SeqNumber) -> Result<bool> {
     load_queue(conn, queue)?;
-    let line: Option<Option<String>> = conn
+    let gone: Option<(Option<String>, bool)> = conn
         .prepare_cached(sql::CANCEL_SCHEDULED)
         .map_err(db)?
-        .query_row(named_params! {":seq": seq.0, ":queue": queue}, |r| r.get(0))
+        .query_row(named_params! {":seq": seq.0, ":queue": queue}, |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .optional()
         .map_err(db)?;
-    match line {
-        Some(line) => {
-            release_line(conn, queue, line.as_deref())?;
+    match gone {
+        Some((line, waiting)) => {
+            release_line(conn, queue, line.as_deref(), !waiting)?;
             Ok(true)
         }
         None => Ok(false),
@@ -113,7 +135,13 @@ pub(crate) fn peek(conn: &Connection, queue: &str, o: &PeekOptions) -> Result<Ve
                 ":queue": queue, ":from": o.from_seq.map_or(0, |s| s.0),
                 ":state": o.state.map(|s| s.as_str()), ":max": o.max,
             },
-            message,
+            |r| {
+                // Browsing never hands out a lease's token: only the claimer holds it.
+                message(r).map(|m| Message {
+                    lock_token: None,
+                    ..m
+                })
+            },
         )
         .map_err(db)?
         .collect::<rusqlite::Result<_>>()

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, named_params};
 
 use mqlite_engine_core::sql;
 use mqlite_engine_core::{
-    ClaimSpec, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
+    ClaimSpec, Error, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
 };
 
 use crate::db;
@@ -35,7 +35,12 @@ pub(crate) fn claim(
             )
             .optional()
             .map_err(db)?;
-        if let Some((_, response)) = seen {
+        if let Some((mode, response)) = seen {
+            if mode != mode_code {
+                return Err(Error::invalid(
+                    "receive_attempt_id was used with another receive mode",
+                ));
+            }
             return Ok(mqlite_engine_core::codec::decode_messages(&response));
         }
     }
@@ -60,7 +65,8 @@ pub(crate) fn claim(
                 .map_err(db)?
                 .execute(named_params! {":id": m.seq.0})
                 .map_err(db)?;
-            release_line(conn, queue, line.as_deref())?;
+            // A claimed row is its line's head: the claim only picks `waiting = 0` rows.
+            release_line(conn, queue, line.as_deref(), true)?;
             m.lock_token = None;
             m.locked_until_ms = 0;
         }

@@ -205,9 +205,10 @@ impl Store for SqliteStore {
         name: String,
         kind: QueueKind,
         config: QueueConfig,
+        update_only: bool,
     ) -> impl Future<Output = Result<()>> + Send {
         self.writer
-            .run_tx(move |tx, now| admin::upsert_queue(tx, now, &name, kind, &config))
+            .run_tx(move |tx, now| admin::upsert_queue(tx, now, &name, kind, &config, update_only))
     }
 
     fn delete_queue(&self, name: String) -> impl Future<Output = Result<bool>> + Send {
@@ -253,8 +254,9 @@ impl Store for SqliteStore {
         queue: String,
         locks: Vec<LockRef>,
     ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send {
+        let clock = self.clock.clone();
         self.writer
-            .run_tx(move |tx, now| settle::complete_batch(tx, now, &queue, &locks))
+            .run_tx(move |tx, _| settle::complete_batch(tx, &clock, &queue, &locks))
     }
 
     fn renew_batch(

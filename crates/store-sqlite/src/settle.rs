@@ -4,14 +4,24 @@
 use rusqlite::{Connection, OptionalExtension, named_params};
 
 use mqlite_engine_core::sql;
-use mqlite_engine_core::{BatchResult, Error, LockRef, RECEIPT_TTL_MS, Result, Settlement};
+use mqlite_engine_core::{
+    BatchResult, Error, LockRef, RECEIPT_TTL_MS, Result, Settlement, SharedClock,
+};
 
 use crate::db;
 use crate::rows::load_queue;
 
-/// After a row of `line` left play, promotes the line's next row to head.
-pub(crate) fn release_line(conn: &Connection, queue: &str, line: Option<&str>) -> Result<()> {
-    let Some(line) = line else { return Ok(()) };
+/// After a row of `line` left play: if it was the line's head, the next row becomes the
+/// head. A departing row that was waiting changes nothing (the head is still there).
+pub(crate) fn release_line(
+    conn: &Connection,
+    queue: &str,
+    line: Option<&str>,
+    was_head: bool,
+) -> Result<()> {
+    let Some(line) = line.filter(|_| was_head) else {
+        return Ok(());
+    };
     conn.prepare_cached(sql::RELEASE_LINE)
         .map_err(db)?
         .execute(named_params! {":queue": queue, ":line": line})
@@ -30,14 +40,14 @@ pub(crate) fn settle(
     let cfg = load_queue(conn, queue)?;
     let token = lock.token.to_string();
     let seq = lock.seq.0;
-    // (line, new state) of the settled row, if the fence let the statement through.
-    let changed: Option<(Option<String>, String)> = match settlement {
+    // (line, waiting, new state) of the settled row, if the fence let it through.
+    let changed: Option<(Option<String>, bool, String)> = match settlement {
         Settlement::Complete => conn
             .prepare_cached(sql::SETTLE_COMPLETE)
             .map_err(db)?
             .query_row(
                 named_params! {":seq": seq, ":queue": queue, ":token": token, ":now": now},
-                |r| Ok((r.get(0)?, "completed".to_owned())),
+                |r| Ok((r.get(0)?, r.get(1)?, "completed".to_owned())),
             )
             .optional(),
         Settlement::Abandon { delay_ms } => conn
@@ -48,7 +58,7 @@ pub(crate) fn settle(
                     ":seq": seq, ":queue": queue, ":token": token, ":now": now,
                     ":delay_ms": delay_ms, ":max_dc": cfg.max_delivery_count,
                 },
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional(),
         Settlement::Reject {
@@ -62,7 +72,7 @@ pub(crate) fn settle(
                     ":seq": seq, ":queue": queue, ":token": token, ":now": now,
                     ":reason": reason, ":description": description,
                 },
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional(),
         Settlement::Defer => conn
@@ -70,7 +80,7 @@ pub(crate) fn settle(
             .map_err(db)?
             .query_row(
                 named_params! {":seq": seq, ":queue": queue, ":token": token, ":now": now},
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional(),
     }
@@ -78,9 +88,9 @@ pub(crate) fn settle(
     let op = settlement.op();
     let args = settlement.receipt_args();
     match changed {
-        Some((line, state)) => {
+        Some((line, waiting, state)) => {
             if state == "completed" || state == "dead_lettered" {
-                release_line(conn, queue, line.as_deref())?;
+                release_line(conn, queue, line.as_deref(), !waiting)?;
             }
             conn.prepare_cached(sql::RECEIPT_INSERT)
                 .map_err(db)?
@@ -109,16 +119,19 @@ pub(crate) fn settle(
 }
 
 /// Completes each item with its own fence; a stale item is ok = false (2.7).
+///
+/// Each item reads the clock afresh: a lease that lapses while the batch runs is expired
+/// for the items after that moment (2.6).
 pub(crate) fn complete_batch(
     conn: &Connection,
-    now: i64,
+    clock: &SharedClock,
     queue: &str,
     locks: &[LockRef],
 ) -> Result<Vec<BatchResult>> {
     load_queue(conn, queue)?;
     let mut out = Vec::with_capacity(locks.len());
     for lock in locks {
-        let ok = match settle(conn, now, queue, *lock, &Settlement::Complete) {
+        let ok = match settle(conn, clock.now_ms(), queue, *lock, &Settlement::Complete) {
             Ok(()) => true,
             Err(Error::LockLost) => false,
             Err(e) => return Err(e),
@@ -152,26 +165,24 @@ pub(crate) fn renew_batch(
         params.push(l.token.to_string().into());
     }
     let mut stmt = conn.prepare(&text).map_err(db)?;
-    let renewed: std::collections::HashMap<i64, i64> = stmt
+    let renewed: std::collections::HashMap<(i64, String), i64> = stmt
         .query_map(rusqlite::params_from_iter(params), |r| {
-            Ok((r.get(0)?, r.get(1)?))
+            Ok(((r.get(0)?, r.get(1)?), r.get(2)?))
         })
         .map_err(db)?
         .collect::<rusqlite::Result<_>>()
         .map_err(db)?;
+    // Keyed by (seq, token): an item with the right number and a wrong token is not ok,
+    // even when another item of the batch renewed that message (2.8).
     Ok(locks
         .iter()
-        .map(|l| match renewed.get(&l.seq.0) {
-            Some(until) => BatchResult {
+        .map(|l| {
+            let until = renewed.get(&(l.seq.0, l.token.to_string())).copied();
+            BatchResult {
                 seq: l.seq,
-                ok: true,
-                locked_until_ms: *until,
-            },
-            None => BatchResult {
-                seq: l.seq,
-                ok: false,
-                locked_until_ms: 0,
-            },
+                ok: until.is_some(),
+                locked_until_ms: until.unwrap_or(0),
+            }
         })
         .collect())
 }

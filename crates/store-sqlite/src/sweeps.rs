@@ -40,16 +40,20 @@ pub(crate) fn recover(conn: &Connection, now: i64, task: RecoverTask) -> Result<
 /// Leases with `locked_until <= cutoff` go back to active, or to the dead-letter state at
 /// the delivery bound; a dead-lettered head releases its line.
 fn reap(conn: &Connection, now: i64, cutoff: i64) -> Result<u64> {
-    let dead: Vec<(String, Option<String>)> = conn
+    let dead: Vec<(String, Option<String>, bool)> = conn
         .prepare_cached(sql::REAP_TO_DLQ)
         .map_err(db)?
         .query_map(named_params! {":now": now, ":cutoff": cutoff}, |r| {
-            Ok((r.get(0)?, r.get(1)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
         .map_err(db)?
         .collect::<rusqlite::Result<_>>()
         .map_err(db)?;
-    release_lines(conn, dead.iter().map(|(q, l)| (q.as_str(), l.as_deref())))?;
+    release_lines(
+        conn,
+        dead.iter()
+            .map(|(q, l, waiting)| (q.as_str(), l.as_deref(), !waiting)),
+    )?;
     let active = conn
         .prepare_cached(sql::REAP_TO_ACTIVE)
         .map_err(db)?
@@ -58,13 +62,17 @@ fn reap(conn: &Connection, now: i64, cutoff: i64) -> Result<u64> {
     Ok(dead.len() as u64 + active as u64)
 }
 
+/// Releases the lines whose head left play, each once.
 fn release_lines<'a>(
     conn: &Connection,
-    lines: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+    departed: impl Iterator<Item = (&'a str, Option<&'a str>, bool)>,
 ) -> Result<()> {
-    let distinct: HashSet<(&str, &str)> = lines.filter_map(|(q, l)| Some((q, l?))).collect();
-    for (queue, line) in distinct {
-        release_line(conn, queue, Some(line))?;
+    let heads: HashSet<(&str, &str)> = departed
+        .filter(|(_, _, was_head)| *was_head)
+        .filter_map(|(q, l, _)| Some((q, l?)))
+        .collect();
+    for (queue, line) in heads {
+        release_line(conn, queue, Some(line), true)?;
     }
     Ok(())
 }
@@ -73,11 +81,17 @@ fn release_lines<'a>(
 fn expire(conn: &Connection, now: i64) -> Result<u64> {
     let mut total = 0u64;
     loop {
-        let rows: Vec<(i64, String, Option<String>, bool)> = conn
+        let rows: Vec<Expired> = conn
             .prepare_cached(sql::SELECT_EXPIRED)
             .map_err(db)?
             .query_map(named_params! {":now": now}, |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, i64>(3)? != 0))
+                Ok(Expired {
+                    id: r.get(0)?,
+                    queue: r.get(1)?,
+                    line: r.get(2)?,
+                    was_head: !r.get::<_, bool>(3)?,
+                    to_dlq: r.get::<_, bool>(4)?,
+                })
             })
             .map_err(db)?
             .collect::<rusqlite::Result<_>>()
@@ -85,29 +99,34 @@ fn expire(conn: &Connection, now: i64) -> Result<u64> {
         if rows.is_empty() {
             return Ok(total);
         }
-        for (id, _, _, to_dlq) in &rows {
-            let text = if *to_dlq {
-                sql::EXPIRE_TO_DLQ
-            } else {
-                sql::DELETE_BY_ID
-            };
-            let params = if *to_dlq {
-                conn.prepare_cached(text)
+        for row in &rows {
+            if row.to_dlq {
+                conn.prepare_cached(sql::EXPIRE_TO_DLQ)
                     .map_err(db)?
-                    .execute(named_params! {":id": id, ":now": now})
+                    .execute(named_params! {":id": row.id, ":now": now})
             } else {
-                conn.prepare_cached(text)
+                conn.prepare_cached(sql::DELETE_BY_ID)
                     .map_err(db)?
-                    .execute(named_params! {":id": id})
-            };
-            params.map_err(db)?;
+                    .execute(named_params! {":id": row.id})
+            }
+            .map_err(db)?;
         }
         total += rows.len() as u64;
         release_lines(
             conn,
-            rows.iter().map(|(_, q, l, _)| (q.as_str(), l.as_deref())),
+            rows.iter()
+                .map(|r| (r.queue.as_str(), r.line.as_deref(), r.was_head)),
         )?;
     }
+}
+
+/// One row the TTL sweep found expired.
+struct Expired {
+    id: i64,
+    queue: String,
+    line: Option<String>,
+    was_head: bool,
+    to_dlq: bool,
 }
 
 /// Dead-letter retention (8.1–8.3): per queue, the oldest dead letters beyond the age,

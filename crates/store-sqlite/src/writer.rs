@@ -81,13 +81,22 @@ impl Writer {
         &self,
         f: impl FnOnce(&mut Connection, i64) -> Result<R> + Send + 'static,
     ) -> impl Future<Output = Result<R>> + Send + 'static {
+        self.run_watched(move |conn, now, _| f(conn, now))
+    }
+
+    /// As [`Writer::run`], and `f` may ask whether its caller is still there.
+    fn run_watched<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection, i64, &dyn Fn() -> bool) -> Result<R> + Send + 'static,
+    ) -> impl Future<Output = Result<R>> + Send + 'static {
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move |conn, clock| {
             if tx.is_closed() {
                 return;
             }
             let now = clock.now_ms();
-            let _ = tx.send(f(conn, now));
+            let out = f(conn, now, &|| tx.is_closed());
+            let _ = tx.send(out);
         });
         let submitted = self.submit(job);
         async move {
@@ -96,16 +105,22 @@ impl Writer {
         }
     }
 
-    /// Runs `f` inside one IMMEDIATE transaction on the writer thread; commits on Ok.
+    /// Runs `f` inside one IMMEDIATE transaction on the writer thread; commits on Ok,
+    /// unless the caller went away meanwhile: a statement already running finishes
+    /// (13.3), but work nobody will hear about is rolled back, never committed (13.4) —
+    /// a receive-and-delete whose caller is gone must not delete.
     pub(crate) fn run_tx<R: Send + 'static>(
         &self,
         f: impl FnOnce(&Transaction<'_>, i64) -> Result<R> + Send + 'static,
     ) -> impl Future<Output = Result<R>> + Send + 'static {
-        self.run(move |conn, now| {
+        self.run_watched(move |conn, now, gone| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(db)?;
             let out = f(&tx, now)?;
+            if gone() {
+                return Err(Error::Cancelled);
+            }
             tx.commit().map_err(db)?;
             Ok(out)
         })

@@ -148,8 +148,18 @@ fn run_case<F: StoreFactory>(factory: Arc<F>, run: CaseFn<F>) -> std::result::Re
         dir,
         clock: ManualClock::new(START_MS),
     };
-    rt.block_on(run(ctx))
-        .map_err(|e| Failed::from(format!("{e}")))
+    // A guard against a hung case, not a clock: every case drives a manual clock and
+    // finishes in seconds; one still running after this has deadlocked. Long runs (the
+    // model test with many cases) raise it with MQLITE_TCK_TIMEOUT_SECS.
+    let secs = std::env::var("MQLITE_TCK_TIMEOUT_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let limit = std::time::Duration::from_secs(secs);
+    match rt.block_on(async { tokio::time::timeout(limit, run(ctx)).await }) {
+        Ok(result) => result.map_err(|e| Failed::from(format!("{e}"))),
+        Err(_) => Err(Failed::from(format!("the case did not finish in {secs} s"))),
+    }
 }
 
 /// Runs every case against `factory`'s store as a test binary (`harness = false`).

@@ -79,16 +79,34 @@ async fn block_writer<S: Store>(
     (release_tx, blocker)
 }
 
-/// 13.1 A call cancelled before it runs executes nothing.
+/// 13.1 A call cancelled before it runs executes nothing — at the engine (a dropped
+/// call never reaches the store) and at the store boundary (a store that queues work as
+/// soon as it is called drops it unexecuted).
 pub async fn p13_1_cancelled_before_running_executes_nothing<F: StoreFactory>(
     ctx: Ctx<F>,
 ) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
-    let never = mq.send(Q, OutMessage::new("never"));
-    drop(never);
-    let never_batch = mq.send_batch(Q, vec![OutMessage::new("never")]);
-    drop(never_batch);
+    drop(mq.send(Q, OutMessage::new("never")));
+    drop(mq.send_batch(Q, vec![OutMessage::new("never")]));
+    let store = mq.store();
+    drop(store.enqueue(
+        Q.to_owned(),
+        vec![OutMessage::new("never")],
+        Default::default(),
+    ));
+    drop(store.upsert_queue(
+        "never-created".to_owned(),
+        mqlite_engine_core::QueueKind::Queue,
+        QueueConfig::default(),
+        false,
+    ));
     assert!(peek_all(&mq, Q).await?.is_empty());
+    assert!(
+        !mq.list_queues()
+            .await?
+            .iter()
+            .any(|q| q.name == "never-created")
+    );
     Ok(())
 }
 

@@ -108,8 +108,16 @@ pub async fn p3_2_replay_never_grants_a_new_effect<F: StoreFactory>(ctx: Ctx<F>)
         MessageState::Locked,
         "the replay did not abandon again"
     );
-    assert_eq!(now[0].lock_token, Some(second.token()));
+    assert_eq!(
+        now[0].locked_until_ms, second.locked_until_ms,
+        "the lease untouched"
+    );
+    assert!(
+        now[0].lock_token.is_none(),
+        "peek never reveals a lease's token"
+    );
     assert!(matches!(mq.renew(Q, &first).await, Err(Error::LockLost)));
+    mq.renew(Q, &second).await?;
     // After the original lease has lapsed, the replay still answers, and still does nothing.
     ctx.clock.advance(20_000);
     mq.abandon(Q, &first, 0).await?;
@@ -141,6 +149,13 @@ pub async fn p3_3_retried_receive_attempt_replays<F: StoreFactory>(ctx: Ctx<F>) 
         counts,
         vec![1, 1, 0, 0, 0],
         "no delivery counted by the replay"
+    );
+    let other_mode = mq
+        .receive(Q, opts("a1", 2, ReceiveMode::ReceiveAndDelete))
+        .await;
+    assert!(
+        matches!(other_mode, Err(Error::InvalidArgument(_))),
+        "an attempt id replays only the same kind of receive"
     );
     let rad = mq
         .receive(Q, opts("a2", 1, ReceiveMode::ReceiveAndDelete))

@@ -76,6 +76,8 @@ register! {
     dedup::p4_3_batch_conflict_slot_is_zero,
     dedup::p4_4_dedup_is_per_queue,
     ordering::p5_1_standard_groups_are_fifo_and_parallel,
+    ordering::p5_1_ordering_mode_changes_only_when_idle,
+    ordering::p5_1_every_exit_from_play_releases_the_line,
     ordering::p5_2_group_fifo_requires_a_group,
     ordering::p5_3_strict_fifo_one_in_flight,
     ordering::p5_4_line_survives_lease_expiry,

@@ -183,3 +183,138 @@ pub async fn p5_6_claim_behind_a_blocked_backlog<F: StoreFactory>(ctx: Ctx<F>) -
     assert_eq!(mq.stats(Q).await?.active, 20_000);
     Ok(())
 }
+
+/// 5.1–5.3 A queue's ordering mode changes only while it holds no message in play:
+/// messages are lined up by the mode they were sent under.
+pub async fn p5_1_ordering_mode_changes_only_when_idle<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx
+        .engine_with_queue(Q, mode(OrderingMode::Standard, 30_000, 10))
+        .await?;
+    mq.send(Q, OutMessage::new("u1")).await?;
+    let strict = mode(OrderingMode::StrictFifo, 30_000, 10);
+    assert!(matches!(
+        mq.update_queue(Q, strict.clone()).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        mq.create_queue(Q, strict.clone()).await,
+        Err(Error::InvalidArgument(_))
+    ));
+    // Other settings change freely.
+    mq.update_queue(Q, mode(OrderingMode::Standard, 10_000, 5))
+        .await?;
+    let m = receive_one(&mq, Q).await?;
+    mq.reject(Q, &m, "done", "").await?;
+    // Only a dead letter left: the queue is idle, the mode may change.
+    mq.update_queue(Q, strict).await?;
+    let info = mq.list_queues().await?;
+    assert_eq!(info[0].config.ordering_mode, OrderingMode::StrictFifo);
+    assert!(matches!(
+        mq.update_queue("missing", QueueConfig::default()).await,
+        Err(Error::NotFound { .. })
+    ));
+    Ok(())
+}
+
+/// 5.1–5.5 Every way a line's head leaves play lets the next message of the line go:
+/// reject, abandon at the bound, TTL (dead-lettered or discarded), cancel,
+/// receive-and-delete; and a dead letter redriven into a busy line waits its turn.
+pub async fn p5_1_every_exit_from_play_releases_the_line<F: StoreFactory>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    use mqlite_engine_core::{ReceiveMode, RedriveOptions, SendOptions};
+    let mq = ctx.engine().await?;
+    let queue = |name: &'static str, max: i64, expire_to_dlq: bool| {
+        let mq = mq.clone();
+        async move {
+            let config = QueueConfig {
+                max_delivery_count: max,
+                dead_letter_on_expire: expire_to_dlq,
+                ..mode(OrderingMode::GroupFifo, 30_000, max)
+            };
+            mq.create_queue(name, config).await
+        }
+    };
+    let next_of = |name: &'static str| {
+        let mq = mq.clone();
+        async move {
+            mq.receive(name, ReceiveOptions::batch(10))
+                .await
+                .map(|got| {
+                    got.iter()
+                        .map(|m| m.content.body.clone())
+                        .collect::<Vec<_>>()
+                })
+        }
+    };
+    let ttl = SendOptions {
+        scheduled_at_ms: None,
+        ttl_ms: Some(1_000),
+    };
+    let later = SendOptions {
+        scheduled_at_ms: Some(ctx.clock.now() + 3_600_000),
+        ttl_ms: None,
+    };
+    for (name, max, to_dlq) in [
+        ("reject", 10, true),
+        ("bound", 1, true),
+        ("ttl-dlq", 10, true),
+        ("ttl-drop", 10, false),
+        ("cancel", 10, true),
+        ("rad", 10, true),
+    ] {
+        queue(name, max, to_dlq).await?;
+    }
+    // Heads: two are received and settled out of play, two expire, one is scheduled
+    // and cancelled, one is received-and-deleted.
+    for name in ["reject", "bound", "rad"] {
+        mq.send(name, grouped("head", "G")).await?;
+    }
+    for name in ["ttl-dlq", "ttl-drop"] {
+        mq.send_with(name, grouped("head", "G"), ttl).await?;
+    }
+    let cancelled = mq.send_with("cancel", grouped("head", "G"), later).await?;
+    for name in ["reject", "bound", "ttl-dlq", "ttl-drop", "cancel", "rad"] {
+        mq.send(name, grouped("next", "G")).await?;
+    }
+    let head = receive_one(&mq, "reject").await?;
+    assert!(
+        next_of("reject").await?.is_empty(),
+        "next waits behind the head"
+    );
+    mq.reject("reject", &head, "r", "").await?;
+    let head = receive_one(&mq, "bound").await?;
+    mq.abandon("bound", &head, 0).await?;
+    assert!(mq.cancel("cancel", cancelled).await?);
+    let rad = mq
+        .receive(
+            "rad",
+            ReceiveOptions {
+                mode: ReceiveMode::ReceiveAndDelete,
+                ..Default::default()
+            },
+        )
+        .await?;
+    assert_eq!(rad[0].body(), b"head");
+    ctx.clock.advance(1_000);
+    mq.run_sweeps().await?;
+    for name in ["bound", "ttl-dlq", "ttl-drop", "cancel", "rad"] {
+        assert_eq!(
+            next_of(name).await?,
+            vec![b"next".to_vec()],
+            "{name}: the line moved on"
+        );
+    }
+    let in_flight = receive_one(&mq, "reject").await?;
+    assert_eq!(in_flight.body(), b"next", "reject: the line moved on");
+    // The rejected head, redriven while "next" is in flight, waits behind it.
+    let moved = mq.redrive("reject", RedriveOptions::default()).await?;
+    assert_eq!(moved, 1);
+    assert!(
+        next_of("reject").await?.is_empty(),
+        "a redriven row joins the line"
+    );
+    mq.complete("reject", &in_flight).await?;
+    assert_eq!(next_of("reject").await?, vec![b"head".to_vec()]);
+    Ok(())
+}

@@ -111,5 +111,23 @@ pub async fn p7_2_ttl_dead_letters_or_discards<F: StoreFactory>(ctx: Ctx<F>) -> 
         "a scheduled message expires at visible_at + ttl"
     );
     assert_eq!(receive_one(&mq, Q).await?.seq, forever);
+
+    // Straight from scheduled: a backoff that outlasts the TTL. The scheduler never
+    // activates it (not due), the TTL sweep dead-letters it where it is.
+    let parked = mq.send_with(Q, OutMessage::new("p"), ttl(2_000)).await?;
+    let m = receive_one(&mq, Q).await?;
+    assert_eq!(m.seq, parked);
+    mq.abandon(Q, &m, 60_000).await?;
+    ctx.clock.advance(2_000);
+    assert_eq!(
+        state_of(&mq, Q, parked).await?,
+        Some(MessageState::Scheduled)
+    );
+    mq.run_sweeps().await?;
+    assert_eq!(
+        state_of(&mq, Q, parked).await?,
+        Some(MessageState::DeadLettered),
+        "expired while scheduled"
+    );
     Ok(())
 }

@@ -245,6 +245,16 @@ pub async fn p2_8_renew_batch_fences_per_item_and_caps_at_512<F: StoreFactory>(
         stored[1].locked_until_ms, got[1].locked_until_ms,
         "stale item unchanged"
     );
+    // Fencing is per item: a forged token for a message another item renews is not ok.
+    let forged_twin = LockRef {
+        seq: got[0].seq,
+        token: LockToken::random(),
+    };
+    let twins = mq
+        .renew_batch(Q, &[LockRef::from(&got[0]), forged_twin])
+        .await?;
+    assert!(twins[0].ok && !twins[1].ok, "per-item fencing: {twins:?}");
+    assert_eq!(twins[1].locked_until_ms, 0);
     let too_many = vec![LockRef::from(&got[0]); 513];
     assert!(matches!(
         mq.renew_batch(Q, &too_many).await,
