@@ -214,6 +214,22 @@ pub const SELECT_QUEUE: &str = "SELECT kind, lock_duration_ms, max_delivery_coun
        dlq_max_age_ms, dlq_max_count, dlq_max_bytes
   FROM queues WHERE name = :name";
 
+/// The kind and ordering mode of a queue (the upsert's checks, 12.1 and 5.x).
+pub const SELECT_QUEUE_KIND: &str = "SELECT kind, ordering_mode FROM queues WHERE name = :name";
+
+/// Every queue's dead-letter bounds (retention, 8.1–8.3).
+pub const RETENTION_BOUNDS: &str =
+    "SELECT name, dlq_max_age_ms, dlq_max_count, dlq_max_bytes FROM queues";
+
+/// Browsing from a sequence number, optionally in one state (6.2).
+pub const PEEK: &str = "SELECT id, delivery_count, lock_token, state, enqueued_at,
+       expires_at, visible_at, locked_until, dead_letter_reason, dead_letter_description,
+       body, message_id, group_id, subject, correlation_id, reply_to, content_type,
+       properties
+  FROM messages
+ WHERE queue = :queue AND id >= :from AND (:state IS NULL OR state = :state)
+ ORDER BY id LIMIT :max";
+
 /// Every queue, by name.
 pub const LIST_QUEUES: &str = "SELECT name, kind, lock_duration_ms, max_delivery_count,
        default_ttl_ms, dead_letter_on_expire, dedup_window_ms, ordering_mode,
@@ -351,8 +367,9 @@ pub const JANITOR: &[&str] = &[
     "DELETE FROM dedup WHERE expires_at <= :now",
 ];
 
-/// Dead letters of a queue, oldest first, dead-lettered at or before `:cutoff`.
-pub const SELECT_DLQ: &str = "SELECT id, line, length(body) FROM messages
+/// Dead letters of a queue, oldest first, dead-lettered at or before `:cutoff`: id,
+/// group and body size (redrive, purge, retention; found by `idx_msg_dlq`).
+pub const SELECT_DLQ: &str = "SELECT id, group_id, length(body) FROM messages
  WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
  ORDER BY dead_lettered_at, id LIMIT :limit";
 

@@ -26,7 +26,7 @@ pub(crate) fn upsert_queue(
     update_only: bool,
 ) -> Result<()> {
     let existing: Option<(String, String)> = conn
-        .prepare_cached("SELECT kind, ordering_mode FROM queues WHERE name = :name")
+        .prepare_cached(sql::SELECT_QUEUE_KIND)
         .map_err(db)?
         .query_row(named_params! {":name": name}, |r| {
             Ok((r.get(0)?, r.get(1)?))
@@ -123,12 +123,7 @@ pub(crate) fn cancel(conn: &Connection, queue: &str, seq: SeqNumber) -> Result<b
 /// Browses without locking (6.2).
 pub(crate) fn peek(conn: &Connection, queue: &str, o: &PeekOptions) -> Result<Vec<Message>> {
     load_queue(conn, queue)?;
-    let text = format!(
-        "SELECT {} FROM messages WHERE queue = :queue AND id >= :from
-           AND (:state IS NULL OR state = :state) ORDER BY id LIMIT :max",
-        sql::MESSAGE_COLUMNS
-    );
-    conn.prepare_cached(&text)
+    conn.prepare_cached(sql::PEEK)
         .map_err(db)?
         .query_map(
             named_params! {
@@ -185,11 +180,7 @@ pub(crate) fn redrive(conn: &Connection, now: i64, queue: &str, o: &RedriveOptio
     let limit = if o.max == 0 { i64::MAX } else { o.max as i64 };
     let cutoff = now.saturating_sub(o.older_than_ms);
     let rows: Vec<(i64, Option<String>)> = conn
-        .prepare_cached(
-            "SELECT id, group_id FROM messages
-              WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
-              ORDER BY dead_lettered_at, id LIMIT :limit",
-        )
+        .prepare_cached(sql::SELECT_DLQ)
         .map_err(db)?
         .query_map(
             named_params! {":queue": queue, ":cutoff": cutoff, ":limit": limit},

@@ -133,7 +133,7 @@ struct Expired {
 /// count and byte bounds are deleted; nothing but dead letters is touched.
 fn retention(conn: &Connection, now: i64, defaults: RetentionDefaults) -> Result<u64> {
     let queues: Vec<(String, i64, i64, i64)> = conn
-        .prepare_cached("SELECT name, dlq_max_age_ms, dlq_max_count, dlq_max_bytes FROM queues")
+        .prepare_cached(sql::RETENTION_BOUNDS)
         .map_err(db)?
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .map_err(db)?
@@ -186,6 +186,7 @@ pub(crate) fn delete_dead(
     limit: i64,
     mut keep_going: impl FnMut(i64, i64) -> bool,
 ) -> Result<u64> {
+    // (id, group, body size)
     let rows: Vec<(i64, Option<String>, i64)> = conn
         .prepare_cached(sql::SELECT_DLQ)
         .map_err(db)?

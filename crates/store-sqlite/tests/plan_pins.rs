@@ -196,6 +196,8 @@ no_scan! {
     redrive_one_does_not_scan => REDRIVE_ONE,
     delete_by_id_does_not_scan => DELETE_BY_ID,
     queue_stats_does_not_scan => QUEUE_STATS,
+    queue_in_play_does_not_scan => QUEUE_IN_PLAY,
+    peek_does_not_scan => PEEK,
 }
 
 /// The janitor's deletes seek their expiry indexes; none scans its table (3.2, 3.3, 4.1).
