@@ -1,0 +1,211 @@
+//! Bad input gets a typed error, never a panic, and changes nothing.
+
+use mqlite::{
+    Engine, Error, LockRef, LockToken, OutMessage, PeekOptions, QueueConfig, ReceiveOptions,
+    SendOptions, SeqNumber,
+};
+
+async fn engine() -> Engine {
+    let mq = Engine::open(":memory:").await.expect("open");
+    mq.create_queue("q", QueueConfig::default())
+        .await
+        .expect("queue");
+    mq.send("q", OutMessage::new("kept")).await.expect("send");
+    mq
+}
+
+fn invalid<T: std::fmt::Debug>(r: Result<T, Error>) {
+    assert!(
+        matches!(r, Err(Error::InvalidArgument(_))),
+        "expected InvalidArgument, got {r:?}"
+    );
+}
+
+fn not_found<T: std::fmt::Debug>(r: Result<T, Error>) {
+    assert!(
+        matches!(r, Err(Error::NotFound { .. })),
+        "expected NotFound, got {r:?}"
+    );
+}
+
+#[tokio::test]
+async fn names_configs_and_limits_are_refused_with_typed_errors() {
+    let mq = engine().await;
+    for name in ["", "has space", "tab\there", &"x".repeat(257)] {
+        invalid(mq.create_queue(name, QueueConfig::default()).await);
+        invalid(mq.send(name, OutMessage::new("x")).await);
+    }
+    for config in [
+        QueueConfig {
+            lock_duration_ms: 0,
+            ..Default::default()
+        },
+        QueueConfig {
+            max_delivery_count: 0,
+            ..Default::default()
+        },
+        QueueConfig {
+            default_ttl_ms: -1,
+            ..Default::default()
+        },
+        QueueConfig {
+            dedup_window_ms: -5,
+            ..Default::default()
+        },
+    ] {
+        invalid(mq.create_queue("bad", config).await);
+    }
+    let big = OutMessage::new(vec![0u8; (1 << 20) + 1]);
+    assert!(matches!(
+        mq.send("q", big).await,
+        Err(Error::MessageTooLarge { size, limit }) if size == (1 << 20) + 1 && limit == 1 << 20
+    ));
+    invalid(mq.send_batch("q", vec![]).await);
+    invalid(mq.send_batch("q", vec![OutMessage::new("x"); 1001]).await);
+    let negative = |ttl, at| SendOptions {
+        ttl_ms: ttl,
+        scheduled_at_ms: at,
+    };
+    invalid(
+        mq.send_with("q", OutMessage::new("x"), negative(Some(-1), None))
+            .await,
+    );
+    invalid(
+        mq.send_with("q", OutMessage::new("x"), negative(None, Some(-1)))
+            .await,
+    );
+    invalid(
+        mq.send("q", OutMessage::new("x").with_id("bad\u{0}id"))
+            .await,
+    );
+    invalid(mq.receive("q", ReceiveOptions::batch(0)).await);
+    invalid(
+        mq.receive(
+            "q",
+            ReceiveOptions {
+                wait_ms: -1,
+                ..Default::default()
+            },
+        )
+        .await,
+    );
+    invalid(
+        mq.receive(
+            "q",
+            ReceiveOptions {
+                wait_ms: 20_001,
+                ..Default::default()
+            },
+        )
+        .await,
+    );
+    invalid(
+        mq.receive(
+            "q",
+            ReceiveOptions {
+                attempt_id: Some("a\nb".into()),
+                ..Default::default()
+            },
+        )
+        .await,
+    );
+    invalid(
+        mq.peek(
+            "q",
+            PeekOptions {
+                max: 0,
+                ..Default::default()
+            },
+        )
+        .await,
+    );
+    invalid(
+        mq.peek(
+            "q",
+            PeekOptions {
+                max: 1001,
+                ..Default::default()
+            },
+        )
+        .await,
+    );
+    let lock = LockRef {
+        seq: SeqNumber(1),
+        token: LockToken::random(),
+    };
+    invalid(mq.abandon("q", lock, -1).await);
+    invalid(mq.renew_batch("q", &[]).await);
+    invalid(mq.complete_batch("q", &[]).await);
+    invalid(mq.receive_deferred("q", &[]).await);
+    invalid(mq.reject("q", lock, &"r".repeat(5000), "").await);
+    invalid(
+        mq.redrive(
+            "q",
+            mqlite::RedriveOptions {
+                older_than_ms: -1,
+                ..Default::default()
+            },
+        )
+        .await,
+    );
+    invalid(
+        mq.purge(
+            "q",
+            mqlite::PurgeOptions {
+                older_than_ms: -1,
+                max: 0,
+            },
+        )
+        .await,
+    );
+    for text in [
+        "",
+        "xyz",
+        "0123456789abcdef0123456789abcdeg",
+        "+123456789abcdef0123456789abcdef",
+    ] {
+        invalid(text.parse::<LockToken>());
+    }
+    // Nothing changed.
+    let stats = mq.stats("q").await.expect("stats");
+    assert_eq!((stats.total, stats.active), (1, 1));
+    assert_eq!(mq.list_queues().await.expect("list").len(), 1);
+    mq.close().await;
+}
+
+#[tokio::test]
+async fn a_missing_queue_is_not_found_everywhere() {
+    let mq = engine().await;
+    let lock = LockRef {
+        seq: SeqNumber(1),
+        token: LockToken::random(),
+    };
+    not_found(mq.send("nope", OutMessage::new("x")).await);
+    not_found(mq.receive_one("nope").await);
+    not_found(mq.complete("nope", lock).await);
+    not_found(mq.renew("nope", lock).await);
+    not_found(mq.peek("nope", PeekOptions::default()).await);
+    not_found(mq.stats("nope").await);
+    not_found(mq.cancel("nope", SeqNumber(1)).await);
+    not_found(mq.redrive("nope", Default::default()).await);
+    not_found(
+        mq.redrive(
+            "q",
+            mqlite::RedriveOptions {
+                target: Some("nope".into()),
+                ..Default::default()
+            },
+        )
+        .await,
+    );
+    not_found(mq.purge("nope", Default::default()).await);
+    not_found(mq.update_queue("nope", QueueConfig::default()).await);
+    assert!(!mq.delete_queue("nope").await.expect("delete"));
+    assert!(mq.delete_queue("q").await.expect("delete"));
+    not_found(mq.stats("q").await);
+    mq.close().await;
+    assert!(matches!(
+        mq.send("q", OutMessage::new("x")).await,
+        Err(Error::Closed)
+    ));
+}
