@@ -124,17 +124,26 @@ pub const SCHEMA: &[&str] = &[
 ) STRICT",
 ];
 
+/// The message columns as a literal, so that every statement returning messages can
+/// splice them in with `concat!` and the decoder's order has one definition.
+macro_rules! message_columns {
+    () => {
+        "id, delivery_count, lock_token, state, enqueued_at, expires_at, visible_at, \
+         locked_until, dead_letter_reason, dead_letter_description, body, message_id, \
+         group_id, subject, correlation_id, reply_to, content_type, properties"
+    };
+}
+
 /// The columns every message read returns, in the order the stores decode them.
-pub const MESSAGE_COLUMNS: &str = "id, delivery_count, lock_token, state, enqueued_at, \
-     expires_at, visible_at, locked_until, dead_letter_reason, dead_letter_description, \
-     body, message_id, group_id, subject, correlation_id, reply_to, content_type, properties";
+pub const MESSAGE_COLUMNS: &str = message_columns!();
 
 /// The claim: one statement picks the eligible head and locks it (1.1–1.3, 5.1–5.5).
 ///
 /// The inner SELECT seeks `idx_msg_active`; the probes are one EXISTS per blocking state
 /// so that each matches its own partial index (5.6). The locked probe deliberately
 /// ignores `locked_until`: an expired but unreaped lease still holds its line (5.4).
-pub const CLAIM: &str = "UPDATE messages
+pub const CLAIM: &str = concat!(
+    "UPDATE messages
    SET state = 'locked',
        locked_until = :now + :lock_ms,
        lock_token = :token,
@@ -153,9 +162,10 @@ pub const CLAIM: &str = "UPDATE messages
                             AND b.line = m.line AND b.state = 'scheduled' AND b.id < m.id)))
         ORDER BY m.id ASC
         LIMIT 1)
-RETURNING id, delivery_count, lock_token, state, enqueued_at, expires_at, visible_at,
-          locked_until, dead_letter_reason, dead_letter_description, body, message_id,
-          group_id, subject, correlation_id, reply_to, content_type, properties, line";
+RETURNING ",
+    message_columns!(),
+    ", line"
+);
 
 /// Whether a line already has a row in play (a new message of that line waits).
 pub const LINE_BUSY: &str = "SELECT EXISTS (SELECT 1 FROM messages
@@ -222,13 +232,13 @@ pub const RETENTION_BOUNDS: &str =
     "SELECT name, dlq_max_age_ms, dlq_max_count, dlq_max_bytes FROM queues";
 
 /// Browsing from a sequence number, optionally in one state (6.2).
-pub const PEEK: &str = "SELECT id, delivery_count, lock_token, state, enqueued_at,
-       expires_at, visible_at, locked_until, dead_letter_reason, dead_letter_description,
-       body, message_id, group_id, subject, correlation_id, reply_to, content_type,
-       properties
-  FROM messages
+pub const PEEK: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages
  WHERE queue = :queue AND id >= :from AND (:state IS NULL OR state = :state)
- ORDER BY id LIMIT :max";
+ ORDER BY id LIMIT :max"
+);
 
 /// Every queue, by name.
 pub const LIST_QUEUES: &str = "SELECT name, kind, lock_duration_ms, max_delivery_count,
@@ -336,14 +346,15 @@ pub const RECEIPT_LOOKUP: &str = "SELECT EXISTS (SELECT 1 FROM settlement_receip
    AND args = :args AND expires_at > :now)";
 
 /// ReceiveDeferred (2.4): a deferred row, locked under a fresh token.
-pub const CLAIM_DEFERRED: &str = "UPDATE messages
+pub const CLAIM_DEFERRED: &str = concat!(
+    "UPDATE messages
    SET state = 'locked', locked_until = :now + :lock_ms, lock_token = :token,
        delivery_count = delivery_count + 1
  WHERE id = :seq AND queue = :queue AND state = 'deferred'
    AND (expires_at = 0 OR expires_at > :now)
-RETURNING id, delivery_count, lock_token, state, enqueued_at, expires_at, visible_at,
-          locked_until, dead_letter_reason, dead_letter_description, body, message_id,
-          group_id, subject, correlation_id, reply_to, content_type, properties";
+RETURNING ",
+    message_columns!()
+);
 
 /// Cancel (7.1): only a scheduled message that was never delivered; a backoff-parked
 /// redelivery has a delivery count and stays.
