@@ -625,13 +625,9 @@ impl<S: Store> Engine<S> {
         let _g = self.admit().await?;
         let store = &self.inner.store;
         match kind {
-            LoopKind::Reaper => report.reaped += store.recover(RecoverTask::Reaper).await?,
+            LoopKind::Reaper => report.reaped += self.recover_and_wake(RecoverTask::Reaper).await?,
             LoopKind::Scheduler => {
-                let n = store.recover(RecoverTask::Scheduler).await?;
-                report.activated += n;
-                if n > 0 {
-                    self.wake_receivers();
-                }
+                report.activated += self.recover_and_wake(RecoverTask::Scheduler).await?;
             }
             LoopKind::Ttl => report.expired += store.recover(RecoverTask::Ttl).await?,
             LoopKind::Janitor => {
@@ -640,12 +636,18 @@ impl<S: Store> Engine<S> {
                 report.pruned += store.recover(RecoverTask::Janitor).await?;
             }
         }
-        if kind == LoopKind::Reaper && report.reaped > 0 {
-            self.wake_receivers();
-        }
         let now = self.inner.clock.now_ms();
         self.inner.progress[kind.index()].send_modify(|t| *t = (*t).max(now));
         Ok(())
+    }
+
+    /// Runs a task that makes messages claimable again and wakes the long-polls if it did.
+    async fn recover_and_wake(&self, task: RecoverTask) -> Result<u64> {
+        let n = self.inner.store.recover(task).await?;
+        if n > 0 {
+            self.wake_receivers();
+        }
+        Ok(n)
     }
 
     /// Watches the clock time of the last completed pass of one background loop; tests
