@@ -78,27 +78,13 @@ async fn names_configs_and_limits_are_refused_with_typed_errors() {
         mq.send("q", OutMessage::new("x").with_id("bad\u{0}id"))
             .await,
     );
+    let waiting = |wait_ms| ReceiveOptions {
+        wait_ms,
+        ..Default::default()
+    };
     invalid(mq.receive("q", ReceiveOptions::batch(0)).await);
-    invalid(
-        mq.receive(
-            "q",
-            ReceiveOptions {
-                wait_ms: -1,
-                ..Default::default()
-            },
-        )
-        .await,
-    );
-    invalid(
-        mq.receive(
-            "q",
-            ReceiveOptions {
-                wait_ms: 20_001,
-                ..Default::default()
-            },
-        )
-        .await,
-    );
+    invalid(mq.receive("q", waiting(-1)).await);
+    invalid(mq.receive("q", waiting(20_001)).await);
     invalid(
         mq.receive(
             "q",
