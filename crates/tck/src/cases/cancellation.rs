@@ -88,6 +88,9 @@ pub async fn p13_1_cancelled_before_running_executes_nothing<F: StoreFactory>(
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     drop(mq.send(Q, OutMessage::new("never")));
     drop(mq.send_batch(Q, vec![OutMessage::new("never")]));
+    // A store may queue work the moment it is called: with the writer busy, the call is
+    // certainly dropped before its work could start.
+    let (release, blocker) = block_writer(&mq).await;
     let store = mq.store();
     drop(store.enqueue(
         Q.to_owned(),
@@ -100,6 +103,8 @@ pub async fn p13_1_cancelled_before_running_executes_nothing<F: StoreFactory>(
         QueueConfig::default(),
         false,
     ));
+    release.send(())?;
+    blocker.await??;
     assert!(peek_all(&mq, Q).await?.is_empty());
     assert!(
         !mq.list_queues()
