@@ -14,14 +14,6 @@ use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 
 const CHILD_ENV: &str = "MQLITE_LOCK_CHILD_DB";
 
-/// Held by every test that spawns a child and every test that needs a closed lock to be
-/// free at once. A spawned child holds a copy of each of this process's descriptors
-/// from fork until exec, and a `flock` belongs to the open file description, so a lock
-/// another test closes during that window stays held until the child execs: a reopen
-/// right then would see `DbLocked` spuriously. (The same is true of any application that
-/// forks while it closes a store.)
-static FORK_OR_RELEASE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 async fn open(location: &Path) -> mqlite_engine_core::Result<SqliteStore> {
     let clock = ManualClock::new(1_700_000_000_000).shared();
     SqliteStore::open(SqliteOptions::new(location.to_str().expect("utf-8 path")).clock(clock)).await
@@ -93,7 +85,6 @@ async fn symlink_to_a_database_not_yet_created_is_db_locked() {
 /// Once the holder closes, the database opens again (10.1).
 #[tokio::test]
 async fn open_succeeds_after_close() {
-    let _serial = FORK_OR_RELEASE.lock().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("mq.db");
     let first = open(&path).await.expect("first open");
@@ -141,7 +132,6 @@ async fn run_child(db: &Path) -> String {
 /// this one closes (10.1).
 #[tokio::test]
 async fn another_process_is_db_locked_until_close() {
-    let _serial = FORK_OR_RELEASE.lock().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("mq.db");
     let held = open(&path).await.expect("parent open");
