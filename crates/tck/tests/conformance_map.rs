@@ -1,6 +1,7 @@
-//! Keeps docs/conformance.md true: every promise number of the spec has a row, every
-//! row's TCK case exists and carries the row's number, every store-specific test named
-//! there exists, and a row without a test says "gap".
+//! Keeps docs/promises.md and docs/conformance.md true: the promise list is numbered
+//! consistently, every promise number has a row in the map, every row's TCK case exists
+//! and carries the row's number, every store-specific test named there exists, and a row
+//! without a test says "gap".
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,28 +14,23 @@ fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
-/// The spec lives in `shared/` beside the checkout (`MQLITE_SHARED` names another place).
-fn spec_path() -> PathBuf {
-    let shared = std::env::var_os("MQLITE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("../shared"));
-    let spec = shared.join("spec/conformance.md");
-    assert!(
-        spec.is_file(),
-        "{} not found: the conformance spec is read from shared/ beside the checkout \
-         (set MQLITE_SHARED to its folder)",
-        spec.display()
-    );
-    spec
+/// The promise list, kept in the repository so that a bare clone can check itself.
+fn promises() -> String {
+    read(&root().join("docs/promises.md"))
 }
 
-/// Promise numbers of the spec: lines `- N.M ...`.
-fn spec_numbers() -> BTreeSet<String> {
-    read(&spec_path())
+/// `N.M` with both parts numbers.
+fn is_promise_number(n: &str) -> bool {
+    n.split('.').count() == 2 && n.split('.').all(|p| p.parse::<u32>().is_ok())
+}
+
+/// Promise numbers of the list: lines `- N.M ...`.
+fn promise_numbers() -> BTreeSet<String> {
+    promises()
         .lines()
         .filter_map(|l| l.strip_prefix("- "))
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.split('.').count() == 2 && n.split('.').all(|p| p.parse::<u32>().is_ok()))
+        .filter(|n| is_promise_number(n))
         .map(str::to_owned)
         .collect()
 }
@@ -61,15 +57,15 @@ fn backticked(cell: &str) -> Vec<&str> {
 #[test]
 fn every_promise_has_a_row() {
     let rows: BTreeSet<String> = map_rows().into_iter().map(|(n, _)| n).collect();
-    let missing: Vec<_> = spec_numbers().difference(&rows).cloned().collect();
+    let missing: Vec<_> = promise_numbers().difference(&rows).cloned().collect();
     assert!(
         missing.is_empty(),
         "promises without a row in docs/conformance.md: {missing:?}"
     );
-    let unknown: Vec<_> = rows.difference(&spec_numbers()).cloned().collect();
+    let unknown: Vec<_> = rows.difference(&promise_numbers()).cloned().collect();
     assert!(
         unknown.is_empty(),
-        "rows for promises the spec does not have: {unknown:?}"
+        "rows for promises docs/promises.md does not have: {unknown:?}"
     );
 }
 
@@ -120,4 +116,48 @@ fn every_tck_case_is_mapped() {
             "TCK case {name} is not in the map"
         );
     }
+}
+
+#[test]
+fn promise_numbers_match_their_sections_and_are_unique() {
+    let text = promises();
+    let mut sections = BTreeSet::new();
+    let mut section: Option<u32> = None;
+    let mut seen = BTreeSet::new();
+    for (i, line) in text.lines().enumerate() {
+        let at = i + 1;
+        if let Some(heading) = line.strip_prefix("## ") {
+            let n = heading.split_whitespace().next().unwrap_or("");
+            let n: u32 = n
+                .parse()
+                .unwrap_or_else(|_| panic!("line {at}: section heading without a number: {line}"));
+            assert!(sections.insert(n), "line {at}: section {n} appears twice");
+            section = Some(n);
+            continue;
+        }
+        // A promise is a list item whose first word starts with a digit.
+        let Some(item) = line.strip_prefix("- ") else {
+            continue;
+        };
+        let number = item.split_whitespace().next().unwrap_or("");
+        if !number.starts_with(|c: char| c.is_ascii_digit()) {
+            continue;
+        }
+        assert!(
+            is_promise_number(number),
+            "line {at}: promise number {number} is not of the form N.M"
+        );
+        let (n, _) = number.split_once('.').expect("checked above");
+        let n: u32 = n.parse().expect("checked above");
+        assert_eq!(
+            section,
+            Some(n),
+            "line {at}: promise {number} is not under a `## {n} ` section heading"
+        );
+        assert!(
+            seen.insert(number.to_owned()),
+            "line {at}: promise {number} appears twice"
+        );
+    }
+    assert!(!seen.is_empty(), "docs/promises.md lists no promises");
 }
