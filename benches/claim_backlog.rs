@@ -2,28 +2,29 @@
 //! flight and N of its successors wait behind it; every claim must find the next free
 //! message without walking those N rows.
 //!
+//! Every registered store runs it (`mqlite-stores`), through the typed engine:
 //! `cargo bench -p mqlite-benches --bench claim_backlog`
 
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mqlite_engine_core::{Engine, EngineOptions, OutMessage, QueueConfig};
-use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
+use mqlite_engine_core::{Engine, EngineOptions, OutMessage, QueueConfig, Store, SystemClock};
+use mqlite_tck::{Access, Typed};
 
 const Q: &str = "bench";
 
-struct Setup {
+struct Setup<S: Store> {
     _dir: tempfile::TempDir,
-    engine: Engine<SqliteStore>,
+    engine: Engine<S>,
     /// The blocked line's head, claimed.
     head: mqlite_engine_core::Message,
 }
 
 /// A queue whose group "blocked" has its head locked and `backlog` messages behind it.
-async fn setup(backlog: usize, in_flight: bool) -> Setup {
+async fn setup<A: Access>(access: &A, backlog: usize, in_flight: bool) -> Setup<A::Store> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("bench.db").to_string_lossy().into_owned();
-    let store = SqliteStore::open(SqliteOptions::new(path))
+    let store = access
+        .open(dir.path(), SystemClock::shared())
         .await
         .expect("open");
     let engine = Engine::with_store(
@@ -79,7 +80,7 @@ async fn setup(backlog: usize, in_flight: bool) -> Setup {
     }
 }
 
-async fn refill(engine: &Engine<SqliteStore>) {
+async fn refill<S: Store>(engine: &Engine<S>) {
     let batch = (0..1000)
         .map(|i| OutMessage::new(format!("free-{i}")).with_group(format!("g{}", i % 50)))
         .collect();
@@ -87,13 +88,17 @@ async fn refill(engine: &Engine<SqliteStore>) {
 }
 
 fn claim_behind_backlog(c: &mut Criterion) {
+    mqlite_stores::with_each_store!(name, factory => claim_behind_backlog_on(c, name, &Typed(factory)));
+}
+
+fn claim_behind_backlog_on<A: Access>(c: &mut Criterion, store: &str, access: &A) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let mut group = c.benchmark_group("claim_behind_backlog");
+    let mut group = c.benchmark_group(format!("claim_behind_backlog/{store}"));
     group.sample_size(30);
     group.measurement_time(Duration::from_secs(5));
     for (scenario, in_flight) in [("blocked_group", false), ("leases_in_flight", true)] {
         for backlog in [20_000usize, 100_000] {
-            let setup = rt.block_on(setup(backlog, in_flight));
+            let setup = rt.block_on(setup(access, backlog, in_flight));
             let engine = setup.engine.clone();
             group.bench_with_input(BenchmarkId::new(scenario, backlog), &backlog, |b, _| {
                 b.iter_custom(|iters| {
@@ -126,13 +131,17 @@ fn claim_behind_backlog(c: &mut Criterion) {
 /// Completing the head of a deep line promotes the next row (promise 5.6 from the other
 /// side): the cost must not grow with the N rows waiting in the line.
 fn complete_head_of_deep_line(c: &mut Criterion) {
+    mqlite_stores::with_each_store!(name, factory => complete_head_on(c, name, &Typed(factory)));
+}
+
+fn complete_head_on<A: Access>(c: &mut Criterion, store: &str, access: &A) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
-    let mut group = c.benchmark_group("complete_head_of_deep_line");
+    let mut group = c.benchmark_group(format!("complete_head_of_deep_line/{store}"));
     group.sample_size(30);
     group.measurement_time(Duration::from_secs(5));
     for backlog in [20_000usize, 100_000] {
         // setup() leaves the head locked and `backlog` rows waiting behind it.
-        let setup = rt.block_on(setup(backlog, false));
+        let setup = rt.block_on(setup(access, backlog, false));
         let engine = setup.engine.clone();
         let mut head = Some(setup.head.clone());
         group.bench_with_input(BenchmarkId::from_parameter(backlog), &backlog, |b, _| {

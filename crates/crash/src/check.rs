@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use mqlite_engine_core::OutboxStore;
 use mqlite_engine_core::{
     MessageState, PeekOptions, REASON_MAX_DELIVERY, RecoverTask, Result, SeqNumber, Store,
     SystemClock,
@@ -192,7 +193,7 @@ pub async fn check<F: StoreFactory>(
         .count() as u64;
     // 15.1: business rows and outbox messages are equal sets.
     let rows: BTreeSet<i64> = store
-        .in_tx(|tx| F::business_rows(tx))
+        .in_tx(async |tx| F::business_rows(tx).await)
         .await?
         .into_iter()
         .collect();

@@ -15,8 +15,10 @@ use crate::worker::Mode;
 /// One kill loop's settings.
 #[derive(Debug, Clone)]
 pub struct LoopSpec {
-    /// The store's name in [`crate::LOCAL_STORES`].
+    /// The store's name in `mqlite_stores::STORES`.
     pub store: &'static str,
+    /// How the worker reaches it: "typed" or "dyn" (the run-time engine).
+    pub path: &'static str,
     /// The worker binary.
     pub worker: PathBuf,
     /// The store's directory (kept across kills).
@@ -75,6 +77,8 @@ fn spawn(spec: &LoopSpec, seed: u64) -> std::io::Result<Child> {
     let mut cmd = Command::new(&spec.worker);
     cmd.arg("--store")
         .arg(spec.store)
+        .arg("--path")
+        .arg(spec.path)
         .arg("--dir")
         .arg(&spec.dir)
         .arg("--mode")

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use mqlite_engine_core::{
     Engine, EngineOptions, Error, OutMessage, QueueConfig, ReceiveOptions, SystemClock,
 };
-use mqlite_tck::StoreFactory;
+use mqlite_tck::Access;
 use mqlite_tck::cases::integrity::Rng;
 
 use crate::{MAX_DELIVERY, OUTBOX, WORK};
@@ -55,8 +55,8 @@ impl Report {
 }
 
 /// Runs the workload until killed (or until an error, which exits non-zero).
-pub async fn run<F: StoreFactory>(factory: F, args: WorkerArgs) -> Result<(), Error> {
-    let store = factory.open(&args.dir, SystemClock::shared()).await?;
+pub async fn run<F: Access>(access: F, args: WorkerArgs) -> Result<(), Error> {
+    let store = access.open(&args.dir, SystemClock::shared()).await?;
     let mq = Engine::with_store(store, EngineOptions::default()).await?;
     let work = QueueConfig {
         max_delivery_count: MAX_DELIVERY,
@@ -66,7 +66,7 @@ pub async fn run<F: StoreFactory>(factory: F, args: WorkerArgs) -> Result<(), Er
     mq.create_queue(OUTBOX, QueueConfig::default()).await?;
     // Outbox ids continue from what is already committed.
     let mut next_id = mq
-        .tx(|tx| F::business_rows(tx.native()))
+        .tx_via::<F::Native, _, _>(async |tx| F::business_rows(tx.native()).await)
         .await?
         .last()
         .map_or(0, |id| id + 1);
@@ -117,18 +117,22 @@ pub async fn run<F: StoreFactory>(factory: F, args: WorkerArgs) -> Result<(), Er
         let stop_here = stop_after == Some(round);
         if args.torn {
             // The broken variant: two transactions, so a kill between them tears.
-            mq.tx(move |tx| F::insert_business_row(tx.native(), id))
-                .await?;
+            mq.tx_via::<F::Native, _, _>(async move |tx| {
+                F::insert_business_row(tx.native(), id).await
+            })
+            .await?;
             if stop_here {
                 report.line(format!("MIDTX {id}"));
                 std::future::pending::<()>().await;
             }
-            mq.tx(move |tx| tx.send(OUTBOX, OutMessage::new(format!("o-{id}"))))
-                .await?;
+            mq.tx_via::<F::Native, _, _>(async move |tx| {
+                tx.send(OUTBOX, OutMessage::new(format!("o-{id}"))).await
+            })
+            .await?;
         } else {
             let report_in_tx = report.clone();
-            mq.tx(move |tx| {
-                F::insert_business_row(tx.native(), id)?;
+            mq.tx_via::<F::Native, _, _>(async move |tx| {
+                F::insert_business_row(tx.native(), id).await?;
                 if stop_here {
                     // Hold the transaction open between its two writes until the kill.
                     report_in_tx.line(format!("MIDTX {id}"));
@@ -136,7 +140,7 @@ pub async fn run<F: StoreFactory>(factory: F, args: WorkerArgs) -> Result<(), Er
                         std::thread::park();
                     }
                 }
-                tx.send(OUTBOX, OutMessage::new(format!("o-{id}")))
+                tx.send(OUTBOX, OutMessage::new(format!("o-{id}"))).await
             })
             .await?;
         }

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use mqlite_crash::harness::{LoopSpec, Totals, run_loop};
 use mqlite_crash::worker::Mode;
-use mqlite_crash::{LOCAL_STORES, with_local_store};
+use mqlite_stores::{local_stores, with_store};
 
 fn worker() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_mqlite-crash-worker"))
@@ -26,10 +26,18 @@ fn kills() -> u32 {
         .unwrap_or(25)
 }
 
-fn run(store: &'static str, mode: Mode, kills: u32, torn: bool, seed: u64) -> Totals {
+fn run(
+    store: &'static str,
+    path: &'static str,
+    mode: Mode,
+    kills: u32,
+    torn: bool,
+    seed: u64,
+) -> Totals {
     let root = tempfile::tempdir().expect("tempdir");
     let spec = LoopSpec {
         store,
+        path,
         worker: worker(),
         dir: root.path().to_path_buf(),
         mode,
@@ -37,24 +45,25 @@ fn run(store: &'static str, mode: Mode, kills: u32, torn: bool, seed: u64) -> To
         torn,
         seed,
     };
-    with_local_store!(store, factory => run_loop(&factory, &spec))
+    with_store!(store, factory => run_loop(&factory, &spec))
         .expect("known store")
-        .unwrap_or_else(|e| panic!("{store} {mode:?}: harness failure: {e}"))
+        .unwrap_or_else(|e| panic!("{store} {path} {mode:?}: harness failure: {e}"))
 }
 
-/// 15.1–15.3 on every local store: coordinated and random kills, nothing lost, nothing
-/// torn, nothing left locked, no delivery over the bound, integrity ok.
+/// 15.1–15.3 on every local store, through the run-time (dyn) engine and the typed
+/// one: coordinated and random kills, nothing lost, nothing torn, nothing left locked,
+/// no delivery over the bound, integrity ok.
 #[test]
 fn every_local_store_survives_sigkill() {
     let total = kills();
     let coordinated = total.div_ceil(2);
-    for store in LOCAL_STORES {
+    for (store, path) in local_stores().flat_map(|s| [(s, "dyn"), (s, "typed")]) {
         for (mode, n) in [
             (Mode::Coordinated, coordinated),
             (Mode::Random, total - coordinated),
         ] {
-            let totals = run(store, mode, n, false, 0x0c0ffee ^ u64::from(n));
-            println!("crash {store} {mode:?}: {totals}");
+            let totals = run(store, path, mode, n, false, 0x0c0ffee ^ u64::from(n));
+            println!("crash {store} {path} {mode:?}: {totals}");
             assert_eq!(totals.kills, n);
             assert!(totals.acknowledged_sends > 0, "the worker made progress");
             assert!(
@@ -63,7 +72,7 @@ fn every_local_store_survives_sigkill() {
             );
             assert!(
                 totals.findings.clean(),
-                "{store} {mode:?}: {totals}; first finding at kill {:?}",
+                "{store} {path} {mode:?}: {totals}; first finding at kill {:?}",
                 totals.first_finding
             );
         }
@@ -75,8 +84,8 @@ fn every_local_store_survives_sigkill() {
 /// the tear.
 #[test]
 fn coordinated_mode_catches_a_torn_outbox() {
-    for store in LOCAL_STORES {
-        let totals = run(store, Mode::Coordinated, 3, true, 7);
+    for store in local_stores() {
+        let totals = run(store, "dyn", Mode::Coordinated, 3, true, 7);
         println!("crash {store} torn variant: {totals}");
         assert_eq!(
             totals.findings.torn, 3,

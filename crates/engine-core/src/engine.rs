@@ -8,9 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{RwLock, RwLockReadGuard, watch};
 use tokio::task::JoinHandle;
 
+use crate::access::{AccessKey, CreatedKey, Permission};
 use crate::clock::SharedClock;
 use crate::error::{Error, Result};
-use crate::store::{OpenStore, Store, StoreTx};
+use crate::store::{HasOutbox, OpenStore, OutboxStore, Ownership, Store, StoreStatus, StoreTx};
+use crate::topics::{Route, Subscription};
 use crate::types::{
     BatchResult, ClaimSpec, EnqueueSlot, LockRef, Message, OutMessage, PeekOptions, PurgeOptions,
     QueueConfig, QueueInfo, QueueKind, QueueStats, ReceiveOptions, RecoverTask, RedriveOptions,
@@ -172,11 +174,53 @@ impl<S: OpenStore> Engine<S> {
     }
 }
 
+impl<S: OutboxStore> Engine<S> {
+    /// Runs `f` in one store transaction: the application's own writes (through the
+    /// store's native handle, `tx.native()`) and every `tx.send` commit together or not
+    /// at all (16.1, 16.2). `f` is an async closure, so one shape fits a synchronous
+    /// native handle (rusqlite: just call it) and an asynchronous one (await it); it
+    /// runs where the store's handle lives (the SQLite store: its writer thread).
+    ///
+    /// ```no_run
+    /// # async fn demo(mq: mqlite_engine_core::Engine<impl mqlite_engine_core::OutboxStore>)
+    /// # -> mqlite_engine_core::Result<()> {
+    /// use mqlite_engine_core::OutMessage;
+    /// let seq = mq
+    ///     .tx(async |tx| {
+    ///         // tx.native() is the store's own transaction handle.
+    ///         tx.send("events", OutMessage::new("order 42")).await
+    ///     })
+    ///     .await?;
+    /// # let _ = seq; Ok(()) }
+    /// ```
+    pub async fn tx<R, E>(
+        &self,
+        f: impl for<'a, 'b, 't> AsyncFnOnce(&'a mut EngineTx<'b, S::Tx<'t>>) -> Result<R, E>
+        + Send
+        + 'static,
+    ) -> Result<R, E>
+    where
+        R: Send + 'static,
+        E: From<Error> + Send + 'static,
+    {
+        self.tx_via::<S, R, E>(f).await
+    }
+}
+
 impl<S: Store> Engine<S> {
     /// Starts an engine over an opened store: reclaims orphaned leases (3.1), then starts
     /// the background loops if the options ask for them.
+    ///
+    /// An opened store owns its data (a store that cannot take ownership fails to open
+    /// with `DbLocked`), and only its owner may treat every locked row as an orphan: for
+    /// a lease-owned store the epoch was taken before this runs, so a deposed owner's
+    /// live leases are never reset by a newcomer that did not win the lease.
     pub async fn with_store(store: S, options: EngineOptions) -> Result<Self> {
-        store.recover(RecoverTask::Orphans).await?;
+        match store.ownership() {
+            Ownership::Exclusive | Ownership::Lease { .. } => {
+                store.recover(RecoverTask::Orphans).await?;
+            }
+        }
         let clock = store.clock().clone();
         let now = clock.now_ms();
         let engine = Engine {
@@ -335,25 +379,33 @@ impl<S: Store> Engine<S> {
         Ok(slots)
     }
 
-    /// Runs `f` in one store transaction: the application's own writes (through the
-    /// store's native handle) and every send commit together or not at all (16.1, 16.2).
-    pub async fn tx<R, E, F>(&self, f: F) -> Result<R, E>
+    /// Runs `f` in one store transaction through the outbox of the concrete store `N`:
+    /// the application's own writes (through `N`'s native handle) and every send commit
+    /// together or not at all (16.1, 16.2). The typed engine calls this through
+    /// [`Engine::tx`]; the run-time engine (`Engine<DynStore>`) names the store it
+    /// expects, and gets `InvalidArgument` if it holds another.
+    pub async fn tx_via<N, R, E>(
+        &self,
+        f: impl for<'a, 'b, 't> AsyncFnOnce(&'a mut EngineTx<'b, N::Tx<'t>>) -> Result<R, E>
+        + Send
+        + 'static,
+    ) -> Result<R, E>
     where
-        F: for<'t> FnOnce(&mut EngineTx<'_, S::Tx<'t>>) -> Result<R, E> + Send + 'static,
+        S: HasOutbox<N>,
+        N: OutboxStore,
         R: Send + 'static,
         E: From<Error> + Send + 'static,
     {
         let _g = self.admit().await?;
+        let store = self.inner.store.outbox()?;
         let max = self.inner.options.max_message_bytes;
-        let out = self
-            .inner
-            .store
-            .in_tx(move |native| {
+        let out = store
+            .in_tx(async move |native: &mut N::Tx<'_>| {
                 let mut tx = EngineTx {
                     native,
                     max_message_bytes: max,
                 };
-                f(&mut tx)
+                f(&mut tx).await
             })
             .await;
         // A committed or rolled-back transaction may have sent; a spurious wake is cheap.
@@ -610,6 +662,186 @@ impl<S: Store> Engine<S> {
         self.inner.store.purge(queue.to_owned(), options).await
     }
 
+    // ----- topics and subscriptions ------------------------------------------------
+
+    /// Creates a topic (or keeps an existing one): a name that fans published messages
+    /// out to its subscriptions. A name held by a queue or subscription is
+    /// `NameConflict` (12.1).
+    pub async fn create_topic(&self, name: &str) -> Result<()> {
+        validate_name(name)?;
+        let _g = self.admit().await?;
+        self.inner
+            .store
+            .upsert_queue(
+                name.to_owned(),
+                QueueKind::Topic,
+                QueueConfig::default(),
+                false,
+            )
+            .await
+    }
+
+    /// Creates or updates a subscription of `topic` named `name`, backed by a queue of
+    /// that name with `config`. Only the empty filter (every message) is accepted until
+    /// filters arrive; a name held by a queue or topic is `NameConflict` (12.1).
+    pub async fn subscribe(
+        &self,
+        topic: &str,
+        name: &str,
+        filter: &str,
+        config: QueueConfig,
+    ) -> Result<()> {
+        validate_name(topic)?;
+        validate_name(name)?;
+        config.validate()?;
+        if !filter.trim().is_empty() {
+            return Err(Error::invalid(
+                "subscription filters are not supported yet: use the empty filter",
+            ));
+        }
+        let _g = self.admit().await?;
+        let subscription = Subscription {
+            topic: topic.to_owned(),
+            name: name.to_owned(),
+            filter: String::new(),
+        };
+        self.inner
+            .store
+            .upsert_subscription(subscription, config)
+            .await
+    }
+
+    /// Every subscription (of one topic, or of all), by topic then name.
+    pub async fn list_subscriptions(&self, topic: Option<&str>) -> Result<Vec<Subscription>> {
+        if let Some(t) = topic {
+            validate_name(t)?;
+        }
+        let _g = self.admit().await?;
+        self.inner
+            .store
+            .list_subscriptions(topic.map(str::to_owned))
+            .await
+    }
+
+    /// Publishes messages to a topic: one copy per subscription, all in one transaction
+    /// (11.2); a topic without subscriptions is a valid no-op (11.4). Returns, per
+    /// subscription, the subscription's name and what its queue did with each copy.
+    pub async fn publish(
+        &self,
+        topic: &str,
+        messages: Vec<OutMessage>,
+        options: SendOptions,
+    ) -> Result<Vec<(String, Vec<EnqueueSlot>)>> {
+        validate_send(
+            topic,
+            &messages,
+            &options,
+            self.inner.options.max_message_bytes,
+        )?;
+        let _g = self.admit().await?;
+        let store = &self.inner.store;
+        // Routing is decided here, once for every store: today every subscription takes
+        // every message (the empty filter); filters will choose per message.
+        let routes: Vec<Route> = store
+            .list_subscriptions(Some(topic.to_owned()))
+            .await?
+            .into_iter()
+            .map(|s| Route {
+                subscription: s.name,
+                messages: messages.clone(),
+            })
+            .collect();
+        let names: Vec<String> = routes.iter().map(|r| r.subscription.clone()).collect();
+        let slots = store.publish(topic.to_owned(), routes, options).await?;
+        self.wake_receivers();
+        Ok(names.into_iter().zip(slots).collect())
+    }
+
+    // ----- access keys --------------------------------------------------------------
+
+    /// Creates an access key with these permissions and returns its token, shown this
+    /// once: only the token's SHA-256 digest is stored (9.3). `id` is 32 lowercase hex
+    /// characters (None: a random one); a taken id is `KeyConflict`.
+    pub async fn create_key(
+        &self,
+        id: Option<&str>,
+        name: &str,
+        permissions: &[Permission],
+        expires_at_ms: i64,
+    ) -> Result<CreatedKey> {
+        let id = match id {
+            Some(id) => {
+                if id.len() != 32 || !id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                    return Err(Error::invalid(
+                        "an access key id is 32 lowercase hexadecimal characters",
+                    ));
+                }
+                id.to_owned()
+            }
+            None => crate::types::LockToken::random().to_string(),
+        };
+        validate_text("name", name)?;
+        if permissions.is_empty() {
+            return Err(Error::invalid(
+                "an access key needs at least one permission",
+            ));
+        }
+        if expires_at_ms < 0 {
+            return Err(Error::invalid("expires_at_ms must be >= 0"));
+        }
+        let mut permissions = permissions.to_vec();
+        permissions.sort();
+        permissions.dedup();
+        let secret = crate::types::LockToken::random_batch(2);
+        let token = format!("mqk_{}{}", secret[0], secret[1]);
+        let key = AccessKey {
+            id,
+            name: name.to_owned(),
+            digest: crate::dedup::body_digest(token.as_bytes()),
+            permissions,
+            created_at_ms: self.inner.clock.now_ms(),
+            expires_at_ms,
+            revoked_at_ms: 0,
+        };
+        let _g = self.admit().await?;
+        self.inner.store.create_key(key.clone()).await?;
+        Ok(CreatedKey { key, token })
+    }
+
+    /// Access keys by id, after `after_id`, at most `limit` (1..=1000).
+    pub async fn list_keys(&self, after_id: Option<&str>, limit: u32) -> Result<Vec<AccessKey>> {
+        if limit == 0 || limit > 1000 {
+            return Err(Error::invalid("limit must be 1..=1000"));
+        }
+        let _g = self.admit().await?;
+        self.inner
+            .store
+            .list_keys(after_id.map(str::to_owned), limit)
+            .await
+    }
+
+    /// Revokes an access key at once (9.3); idempotent. False if no such key.
+    pub async fn revoke_key(&self, id: &str) -> Result<bool> {
+        validate_text("id", id)?;
+        let _g = self.admit().await?;
+        self.inner.store.revoke_key(id.to_owned()).await
+    }
+
+    /// The live key a bearer token names: None for an unknown, revoked or expired one.
+    pub async fn authenticate(&self, token: &str) -> Result<Option<AccessKey>> {
+        let digest = crate::dedup::body_digest(token.as_bytes());
+        let _g = self.admit().await?;
+        let key = self.inner.store.key_by_digest(digest).await?;
+        let now = self.inner.clock.now_ms();
+        Ok(key.filter(|k| k.is_live(now)))
+    }
+
+    /// What the store says about itself: backend, location, schema token, counts.
+    pub async fn status(&self) -> Result<StoreStatus> {
+        let _g = self.admit().await?;
+        self.inner.store.status().await
+    }
+
     // ----- background ---------------------------------------------------------------
 
     /// Runs one pass of every background sweep now, in loop order.
@@ -739,14 +971,16 @@ impl<T: StoreTx> EngineTx<'_, T> {
     }
 
     /// Sends one message inside the transaction.
-    pub fn send(&mut self, queue: &str, message: OutMessage) -> Result<SeqNumber> {
+    pub async fn send(&mut self, queue: &str, message: OutMessage) -> Result<SeqNumber> {
         let id = message.message_id.clone();
-        let slots = self.send_batch_with(queue, vec![message], SendOptions::default())?;
+        let slots = self
+            .send_batch_with(queue, vec![message], SendOptions::default())
+            .await?;
         single_slot(&slots, id)
     }
 
     /// Sends a batch inside the transaction.
-    pub fn send_batch_with(
+    pub async fn send_batch_with(
         &mut self,
         queue: &str,
         messages: Vec<OutMessage>,
@@ -754,7 +988,7 @@ impl<T: StoreTx> EngineTx<'_, T> {
     ) -> Result<Vec<EnqueueSlot>> {
         validate_send(queue, &messages, &options, self.max_message_bytes)?;
         self.native.check_cancelled()?;
-        self.native.enqueue(queue, messages, options)
+        self.native.enqueue(queue, messages, options).await
     }
 }
 

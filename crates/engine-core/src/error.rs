@@ -76,11 +76,40 @@ pub enum Error {
         /// The configured limit.
         limit: usize,
     },
-    /// The storage backend failed.
-    #[error("{backend} backend error: {source}")]
+    /// An access key id is already taken (the wire's `key_conflict`).
+    #[error("access key {id:?} already exists")]
+    KeyConflict {
+        /// The id asked for.
+        id: String,
+    },
+    /// This engine no longer owns the store: another owner took it over with a higher
+    /// epoch, so this one's writes are refused and change nothing (a remote store's
+    /// ownership lease, see [`crate::Ownership`]).
+    #[error("the store is owned by another engine now (this owner's epoch {epoch} is stale)")]
+    Deposed {
+        /// The epoch this engine held.
+        epoch: u64,
+    },
+    /// A commit was sent but its fate is unknown (a remote store lost the connection
+    /// before the answer): the work may or may not have committed. Never reported as
+    /// success or as plain failure; retrying may repeat the effect (promise 10.3).
+    #[error("{backend}: the outcome of the commit is unknown")]
+    OutcomeUnknown {
+        /// Which backend.
+        backend: &'static str,
+        /// What was seen.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// The storage backend failed. The native error is the [`std::error::Error::source`];
+    /// it is not repeated in this message.
+    #[error("{backend} backend error")]
     Backend {
         /// Which backend ("sqlite", "libsql", "redb").
         backend: &'static str,
+        /// Whether the same call may succeed if retried (a dropped connection, an
+        /// overloaded server), as the backend classified it.
+        transient: bool,
         /// The native error.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
@@ -101,14 +130,78 @@ impl Error {
         }
     }
 
-    /// Wraps a native backend error.
+    /// Wraps a native backend error that a retry would not cure.
     pub fn backend(
         backend: &'static str,
         source: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {
         Error::Backend {
             backend,
+            transient: false,
             source: Box::new(source),
         }
+    }
+
+    /// Wraps a native backend error that a retry of the same call may cure (a remote
+    /// store's dropped connection, say), known not to have committed anything.
+    pub fn transient(
+        backend: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Backend {
+            backend,
+            transient: true,
+            source: Box::new(source),
+        }
+    }
+
+    /// Whether retrying the same call may succeed and cannot double its effect: only a
+    /// backend failure the backend classified as transient. `OutcomeUnknown` is not
+    /// transient (the first attempt may have committed), and neither is any refusal.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Backend {
+                transient: true,
+                ..
+            }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[derive(Debug)]
+    struct Native;
+    impl std::fmt::Display for Native {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("disk I/O error")
+        }
+    }
+    impl std::error::Error for Native {}
+
+    /// The backend's message is the source, said once: a reporter that walks the chain
+    /// prints "sqlite backend error: disk I/O error", not the native text twice.
+    #[test]
+    fn backend_display_does_not_repeat_its_source() {
+        let e = Error::backend("sqlite", Native);
+        assert_eq!(e.to_string(), "sqlite backend error");
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("disk I/O error"));
+    }
+
+    #[test]
+    fn only_transient_backend_errors_are_transient() {
+        assert!(Error::transient("libsql", Native).is_transient());
+        assert!(!Error::backend("sqlite", Native).is_transient());
+        let unknown = Error::OutcomeUnknown {
+            backend: "libsql",
+            source: Box::new(Native),
+        };
+        assert!(!unknown.is_transient());
+        assert!(!Error::LockLost.is_transient());
+        assert!(!Error::Closed.is_transient());
     }
 }

@@ -1,19 +1,27 @@
 //! The core of mqlite: domain types, the one error enum, the injectable clock, the
-//! [`Store`] boundary and the [`Engine`] public API that runs over any store.
-//!
-//! The canonical SQL text shared by the SQL stores lives in [`sql`].
+//! [`Store`] boundary (native, and [`DynStore`] for a store chosen at run time) and the
+//! [`Engine`] public API that runs over any store. No SQL lives here: the SQL stores
+//! share theirs in `mqlite-sql`.
 
+pub mod access;
+pub mod blocking;
 pub mod clock;
 pub mod codec;
 pub mod dedup;
+pub mod dyn_store;
 pub mod engine;
 pub mod error;
-pub mod sql;
 pub mod store;
+pub mod topics;
 pub mod types;
 
+pub use access::{AccessKey, CreatedKey, Permission};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use dyn_store::DynStore;
 pub use engine::{Engine, EngineOptions, EngineTx, LoopKind, SweepReport};
 pub use error::{Error, Result};
-pub use store::{OpenStore, Store, StoreTx};
+pub use store::{
+    HasOutbox, OpenStore, OutboxStore, Ownership, Store, StoreStatus, StoreTx, WorkStats,
+};
+pub use topics::{Route, Subscription};
 pub use types::*;

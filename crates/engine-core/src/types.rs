@@ -41,6 +41,20 @@ impl LockToken {
         LockToken(u128::from_be_bytes(buf))
     }
 
+    /// `n` fresh tokens from one read of the operating system's random source.
+    pub fn random_batch(n: usize) -> Vec<Self> {
+        let mut buf = vec![0u8; n * 16];
+        // As in `random`: a token that is not random would silently break fencing.
+        getrandom::fill(&mut buf).expect("the OS random source failed");
+        buf.chunks_exact(16)
+            .map(|c| {
+                let mut b = [0u8; 16];
+                b.copy_from_slice(c);
+                LockToken(u128::from_be_bytes(b))
+            })
+            .collect()
+    }
+
     /// The token's 128 bits.
     pub fn as_u128(&self) -> u128 {
         self.0

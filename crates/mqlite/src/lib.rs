@@ -11,11 +11,23 @@
 //! # Ok(()) }
 //! ```
 //!
-//! This facade re-exports the engine and the default SQLite store; other stores arrive
-//! behind cargo features.
+//! Two engines, one API:
+//! - [`Engine`] is typed over the SQLite store: no boxing, and the transactional outbox
+//!   ([`Engine::tx`](mqlite_engine_core::Engine::tx)) hands you the native rusqlite
+//!   transaction.
+//! - [`AnyEngine`] holds a store chosen at run time from a location ([`open`]): a file
+//!   path, `:memory:`, and later `redb:` and `libsql://` locations. Every queue
+//!   operation works the same; the outbox is reached by naming the concrete store
+//!   (`tx_via::<SqliteStore, _, _>`), since its native handle is the store's own type.
 
 pub use mqlite_engine_core::*;
+
+mod registry;
+pub use registry::{AnyEngine, Location, open, open_store, open_with};
+
+#[cfg(feature = "sqlite")]
 pub use mqlite_store_sqlite::{SqliteOptions, SqliteStore, SqliteTx, Synchronous, rusqlite};
 
 /// The engine over the default SQLite store.
+#[cfg(feature = "sqlite")]
 pub type Engine = mqlite_engine_core::Engine<SqliteStore>;

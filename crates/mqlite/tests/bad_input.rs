@@ -2,17 +2,43 @@
 
 use mqlite::{
     Engine, Error, LockRef, LockToken, OutMessage, PeekOptions, QueueConfig, ReceiveOptions,
-    SendOptions, SeqNumber,
+    SendOptions, SeqNumber, Store,
 };
 
-async fn engine() -> Engine {
-    let mq = Engine::open(":memory:").await.expect("open");
+/// Every test runs on the typed engine and on the run-time (dyn) one.
+macro_rules! both_engines {
+    ($($name:ident => $body:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn typed() {
+                let mq = mqlite::Engine::open(":memory:").await.expect("open");
+                super::$body(super::seeded(mq).await).await;
+            }
+
+            #[tokio::test]
+            async fn dyn_engine() {
+                let mq = mqlite::open(":memory:").await.expect("open");
+                super::$body(super::seeded(mq).await).await;
+            }
+        }
+    )*};
+}
+
+both_engines! {
+    names_configs_and_limits => names_configs_and_limits_are_refused_with_typed_errors,
+    missing_queue => a_missing_queue_is_not_found_everywhere,
+}
+
+async fn seeded<S: Store>(mq: mqlite::engine::Engine<S>) -> mqlite::engine::Engine<S> {
     mq.create_queue("q", QueueConfig::default())
         .await
         .expect("queue");
     mq.send("q", OutMessage::new("kept")).await.expect("send");
     mq
 }
+
+#[allow(dead_code)]
+type Typed = Engine;
 
 fn invalid<T: std::fmt::Debug>(r: Result<T, Error>) {
     assert!(
@@ -28,9 +54,9 @@ fn not_found<T: std::fmt::Debug>(r: Result<T, Error>) {
     );
 }
 
-#[tokio::test]
-async fn names_configs_and_limits_are_refused_with_typed_errors() {
-    let mq = engine().await;
+async fn names_configs_and_limits_are_refused_with_typed_errors<S: Store>(
+    mq: mqlite::engine::Engine<S>,
+) {
     for name in ["", "has space", "tab\there", &"x".repeat(257)] {
         invalid(mq.create_queue(name, QueueConfig::default()).await);
         invalid(mq.send(name, OutMessage::new("x")).await);
@@ -159,9 +185,7 @@ async fn names_configs_and_limits_are_refused_with_typed_errors() {
     mq.close().await;
 }
 
-#[tokio::test]
-async fn a_missing_queue_is_not_found_everywhere() {
-    let mq = engine().await;
+async fn a_missing_queue_is_not_found_everywhere<S: Store>(mq: mqlite::engine::Engine<S>) {
     let lock = LockRef {
         seq: SeqNumber(1),
         token: LockToken::random(),

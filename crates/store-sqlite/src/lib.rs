@@ -2,29 +2,30 @@
 //!
 //! One writer thread owns the connection and runs every statement (no lock contention,
 //! nothing blocking the async executor); the file is in WAL mode, `synchronous=NORMAL`
-//! by default and FULL on request; an advisory lock on `<db>.lock` keeps every other
-//! writer out (10.1). The SQL text is the canonical text of `mqlite_engine_core::sql`.
+//! by default and FULL on request; an advisory lock keeps every other writer out
+//! (10.1), which is also how this store owns its data ([`Ownership::Exclusive`]). The
+//! statements and the flows between them are `mqlite_sql`'s, shared with every SQL
+//! store; this crate supplies the connection, the thread and the lock.
 
-mod admin;
-mod claim;
-mod enqueue;
+mod exec;
 mod lock;
-mod rows;
 mod schema;
-mod settle;
-mod sweeps;
 #[cfg(feature = "tck")]
 pub mod tck;
 mod tx;
 mod writer;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
+use mqlite_engine_core::blocking::block_on;
 use mqlite_engine_core::{
-    BatchResult, ClaimSpec, EnqueueSlot, Error, LockRef, Message, OpenStore, OutMessage,
-    PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueKind, QueueStats, RecoverTask,
-    RedriveOptions, Result, SendOptions, SeqNumber, Settlement, SharedClock, Store, SystemClock,
+    AccessKey, BatchResult, ClaimSpec, EnqueueSlot, Error, LockRef, Message, OpenStore, OutMessage,
+    OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueKind,
+    QueueStats, RecoverTask, RedriveOptions, Result, Route, SendOptions, SeqNumber, Settlement,
+    SharedClock, Store, StoreStatus, Subscription, SystemClock, WorkStats,
 };
+use mqlite_sql as sql;
 
 pub use tx::SqliteTx;
 
@@ -32,6 +33,7 @@ pub use tx::SqliteTx;
 /// [`SqliteTx::sql`].
 pub use rusqlite;
 
+use exec::{Exec, WorkCounter};
 use schema::Location;
 use writer::Writer;
 
@@ -103,6 +105,7 @@ pub struct SqliteStore {
     writer: Writer,
     clock: SharedClock,
     path: Option<PathBuf>,
+    work: Arc<WorkCounter>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -143,6 +146,25 @@ impl SqliteStore {
             writer,
             clock: options.clock,
             path,
+            work: Arc::new(WorkCounter::default()),
+        })
+    }
+
+    /// Runs a shared flow in one IMMEDIATE transaction on the writer thread, with the
+    /// statement-time clock reading, counting its statements.
+    fn sql_tx<R, F>(&self, f: F) -> impl Future<Output = Result<R>> + Send + 'static
+    where
+        R: Send + 'static,
+        F: for<'a, 'c> AsyncFnOnce(&'a mut Exec<'c>, i64) -> Result<R> + Send + 'static,
+    {
+        let work = self.work.clone();
+        self.writer.run_tx(move |tx, now| {
+            let mut x = Exec {
+                conn: tx,
+                work: &work,
+            };
+            // The flows' futures are ready at once: rusqlite answers synchronously.
+            block_on(None, f(&mut x, now))
         })
     }
 
@@ -151,18 +173,28 @@ impl SqliteStore {
         self.path.as_deref()
     }
 
-    /// Runs `EXPLAIN QUERY PLAN` for `sql` on the writer's connection (plan pins).
-    /// Every named parameter is bound to NULL; only the plan matters.
-    pub async fn explain(&self, sql: &str) -> Result<Vec<String>> {
+    /// Runs `EXPLAIN QUERY PLAN` for `sql` on the writer's connection (plan pins), with
+    /// each named parameter bound by `bind` (a realistic value: the bundled SQLite keeps
+    /// STAT4 statistics, so a plan can depend on the values).
+    pub async fn explain(
+        &self,
+        sql: &str,
+        bind: impl Fn(&str) -> sql::Value + Send + 'static,
+    ) -> Result<Vec<String>> {
         let text = format!("EXPLAIN QUERY PLAN {sql}");
         self.writer
             .run(move |conn, _| {
                 let mut stmt = conn.prepare(&text).map_err(db)?;
-                // `query_map([])` would refuse a statement that has parameters; bind each
-                // to NULL by index and use the raw interface, which skips that check.
                 for i in 1..=stmt.parameter_count() {
-                    stmt.raw_bind_parameter(i, rusqlite::types::Null)
-                        .map_err(db)?;
+                    let name = stmt.parameter_name(i).unwrap_or_default().to_owned();
+                    match bind(&name) {
+                        sql::Value::Null => stmt.raw_bind_parameter(i, rusqlite::types::Null),
+                        sql::Value::Int(v) => stmt.raw_bind_parameter(i, v),
+                        sql::Value::Real(v) => stmt.raw_bind_parameter(i, v),
+                        sql::Value::Text(v) => stmt.raw_bind_parameter(i, v),
+                        sql::Value::Blob(v) => stmt.raw_bind_parameter(i, v),
+                    }
+                    .map_err(db)?;
                 }
                 let rows = stmt
                     .raw_query()
@@ -190,14 +222,22 @@ impl OpenStore for SqliteStore {
 }
 
 impl Store for SqliteStore {
-    type Tx<'t> = SqliteTx<'t>;
-
     fn backend(&self) -> &'static str {
         BACKEND
     }
 
     fn clock(&self) -> &SharedClock {
         &self.clock
+    }
+
+    fn ownership(&self) -> Ownership {
+        // A file is held under the one-writer lock from open to close; `:memory:` is
+        // private to this store.
+        Ownership::Exclusive
+    }
+
+    fn work(&self) -> Option<WorkStats> {
+        Some(self.work.get())
     }
 
     fn upsert_queue(
@@ -207,17 +247,17 @@ impl Store for SqliteStore {
         config: QueueConfig,
         update_only: bool,
     ) -> impl Future<Output = Result<()>> + Send {
-        self.writer
-            .run_tx(move |tx, now| admin::upsert_queue(tx, now, &name, kind, &config, update_only))
+        self.sql_tx(async move |x, now| {
+            sql::admin::upsert_queue(x, now, &name, kind, &config, update_only).await
+        })
     }
 
     fn delete_queue(&self, name: String) -> impl Future<Output = Result<bool>> + Send {
-        self.writer
-            .run_tx(move |tx, _| admin::delete_queue(tx, &name))
+        self.sql_tx(async move |x, _| sql::admin::delete_queue(x, &name).await)
     }
 
     fn list_queues(&self) -> impl Future<Output = Result<Vec<QueueInfo>>> + Send {
-        self.writer.run(|conn, _| admin::list_queues(conn))
+        self.sql_tx(async move |x, _| sql::admin::list_queues(x).await)
     }
 
     fn enqueue(
@@ -226,8 +266,9 @@ impl Store for SqliteStore {
         messages: Vec<OutMessage>,
         options: SendOptions,
     ) -> impl Future<Output = Result<Vec<EnqueueSlot>>> + Send {
-        self.writer
-            .run_tx(move |tx, now| enqueue::enqueue(tx, now, &queue, messages, options))
+        self.sql_tx(async move |x, now| {
+            sql::enqueue::enqueue(x, now, &queue, messages, options).await
+        })
     }
 
     fn claim(
@@ -235,8 +276,7 @@ impl Store for SqliteStore {
         queue: String,
         spec: ClaimSpec,
     ) -> impl Future<Output = Result<Vec<Message>>> + Send {
-        self.writer
-            .run_tx(move |tx, now| claim::claim(tx, now, &queue, &spec))
+        self.sql_tx(async move |x, now| sql::claim::claim(x, now, &queue, &spec).await)
     }
 
     fn settle(
@@ -245,8 +285,9 @@ impl Store for SqliteStore {
         lock: LockRef,
         settlement: Settlement,
     ) -> impl Future<Output = Result<()>> + Send {
-        self.writer
-            .run_tx(move |tx, now| settle::settle(tx, now, &queue, lock, &settlement))
+        self.sql_tx(async move |x, now| {
+            sql::settle::settle(x, now, &queue, lock, &settlement).await
+        })
     }
 
     fn complete_batch(
@@ -254,9 +295,7 @@ impl Store for SqliteStore {
         queue: String,
         locks: Vec<LockRef>,
     ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send {
-        let clock = self.clock.clone();
-        self.writer
-            .run_tx(move |tx, _| settle::complete_batch(tx, &clock, &queue, &locks))
+        self.sql_tx(async move |x, now| sql::settle::complete_batch(x, now, &queue, &locks).await)
     }
 
     fn renew_batch(
@@ -264,8 +303,7 @@ impl Store for SqliteStore {
         queue: String,
         locks: Vec<LockRef>,
     ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send {
-        self.writer
-            .run_tx(move |tx, now| settle::renew_batch(tx, now, &queue, &locks))
+        self.sql_tx(async move |x, now| sql::settle::renew_batch(x, now, &queue, &locks).await)
     }
 
     fn receive_deferred(
@@ -273,13 +311,11 @@ impl Store for SqliteStore {
         queue: String,
         seqs: Vec<SeqNumber>,
     ) -> impl Future<Output = Result<Vec<Message>>> + Send {
-        self.writer
-            .run_tx(move |tx, now| claim::receive_deferred(tx, now, &queue, &seqs))
+        self.sql_tx(async move |x, now| sql::claim::receive_deferred(x, now, &queue, &seqs).await)
     }
 
     fn cancel(&self, queue: String, seq: SeqNumber) -> impl Future<Output = Result<bool>> + Send {
-        self.writer
-            .run_tx(move |tx, _| admin::cancel(tx, &queue, seq))
+        self.sql_tx(async move |x, _| sql::admin::cancel(x, &queue, seq).await)
     }
 
     fn peek(
@@ -287,13 +323,11 @@ impl Store for SqliteStore {
         queue: String,
         options: PeekOptions,
     ) -> impl Future<Output = Result<Vec<Message>>> + Send {
-        self.writer
-            .run(move |conn, _| admin::peek(conn, &queue, &options))
+        self.sql_tx(async move |x, _| sql::admin::peek(x, &queue, &options).await)
     }
 
     fn stats(&self, queue: String) -> impl Future<Output = Result<QueueStats>> + Send {
-        self.writer
-            .run(move |conn, now| admin::stats(conn, now, &queue))
+        self.sql_tx(async move |x, now| sql::admin::stats(x, now, &queue).await)
     }
 
     fn redrive(
@@ -301,8 +335,7 @@ impl Store for SqliteStore {
         queue: String,
         options: RedriveOptions,
     ) -> impl Future<Output = Result<u64>> + Send {
-        self.writer
-            .run_tx(move |tx, now| admin::redrive(tx, now, &queue, &options))
+        self.sql_tx(async move |x, now| sql::admin::redrive(x, now, &queue, &options).await)
     }
 
     fn purge(
@@ -310,24 +343,108 @@ impl Store for SqliteStore {
         queue: String,
         options: PurgeOptions,
     ) -> impl Future<Output = Result<u64>> + Send {
-        self.writer
-            .run_tx(move |tx, now| admin::purge(tx, now, &queue, &options))
+        self.sql_tx(async move |x, now| sql::admin::purge(x, now, &queue, &options).await)
     }
 
     fn recover(&self, task: RecoverTask) -> impl Future<Output = Result<u64>> + Send {
-        self.writer
-            .run_tx(move |tx, now| sweeps::recover(tx, now, task))
+        self.sql_tx(async move |x, now| sql::sweeps::recover(x, now, task).await)
     }
+
+    fn create_key(&self, key: AccessKey) -> impl Future<Output = Result<()>> + Send {
+        self.sql_tx(async move |x, _| sql::keys::create_key(x, &key).await)
+    }
+
+    fn list_keys(
+        &self,
+        after_id: Option<String>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<AccessKey>>> + Send {
+        self.sql_tx(async move |x, _| sql::keys::list_keys(x, after_id.as_deref(), limit).await)
+    }
+
+    fn revoke_key(&self, id: String) -> impl Future<Output = Result<bool>> + Send {
+        self.sql_tx(async move |x, now| sql::keys::revoke_key(x, now, &id).await)
+    }
+
+    fn key_by_digest(
+        &self,
+        digest: String,
+    ) -> impl Future<Output = Result<Option<AccessKey>>> + Send {
+        self.sql_tx(async move |x, _| sql::keys::key_by_digest(x, &digest).await)
+    }
+
+    fn upsert_subscription(
+        &self,
+        subscription: Subscription,
+        config: QueueConfig,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.sql_tx(async move |x, now| {
+            sql::topics::upsert_subscription(x, now, &subscription, &config).await
+        })
+    }
+
+    fn list_subscriptions(
+        &self,
+        topic: Option<String>,
+    ) -> impl Future<Output = Result<Vec<Subscription>>> + Send {
+        self.sql_tx(async move |x, _| sql::topics::list_subscriptions(x, topic.as_deref()).await)
+    }
+
+    fn publish(
+        &self,
+        topic: String,
+        routes: Vec<Route>,
+        options: SendOptions,
+    ) -> impl Future<Output = Result<Vec<Vec<EnqueueSlot>>>> + Send {
+        self.sql_tx(async move |x, now| sql::topics::publish(x, now, &topic, routes, options).await)
+    }
+
+    fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
+        let location = self
+            .path
+            .as_ref()
+            .map_or_else(|| ":memory:".to_owned(), |p| p.display().to_string());
+        self.sql_tx(async move |x, _| {
+            let c = sql::admin::status(x).await?;
+            Ok(StoreStatus {
+                backend: BACKEND,
+                location,
+                remote: false,
+                schema_token: c.schema_token,
+                size_bytes: c.size_bytes,
+                queues: c.queues,
+                topics: c.topics,
+                subscriptions: c.subscriptions,
+            })
+        })
+    }
+
+    fn close(&self) -> impl Future<Output = ()> + Send {
+        self.writer.close()
+    }
+}
+
+impl OutboxStore for SqliteStore {
+    type Tx<'t> = SqliteTx<'t>;
 
     fn in_tx<R, E, F>(&self, f: F) -> impl Future<Output = Result<R, E>> + Send
     where
-        F: for<'t> FnOnce(&mut Self::Tx<'t>) -> Result<R, E> + Send + 'static,
+        F: for<'a, 't> AsyncFnOnce(&'a mut Self::Tx<'t>) -> Result<R, E> + Send + 'static,
         R: Send + 'static,
         E: From<Error> + Send + 'static,
     {
+        // The body may await tokio timers or channels: it runs on the writer thread
+        // inside the caller's runtime.
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let work = self.work.clone();
         self.writer.run_app_tx(move |tx, now, gone| {
-            let mut stx = SqliteTx { tx, now, gone };
-            let out = f(&mut stx)?;
+            let mut stx = SqliteTx {
+                tx,
+                now,
+                gone,
+                work: &work,
+            };
+            let out = block_on(runtime.as_ref(), f(&mut stx))?;
             // Cancelled before commit: dropping the transaction rolls it back (13.4, 16.1).
             if gone() {
                 return Err(E::from(Error::Cancelled));
@@ -335,9 +452,5 @@ impl Store for SqliteStore {
             stx.tx.commit().map_err(|e| E::from(db(e)))?;
             Ok(out)
         })
-    }
-
-    fn close(&self) -> impl Future<Output = ()> + Send {
-        self.writer.close()
     }
 }

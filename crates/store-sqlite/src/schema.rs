@@ -1,10 +1,10 @@
 //! Opening a database: the guard token check before any write (10.2), the pragmas, and
-//! the canonical schema from `mqlite_engine_core::sql` for a database that has none.
+//! the canonical schema from `mqlite_sql` for a database that has none.
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
-use mqlite_engine_core::sql::{SCHEMA, SCHEMA_TOKEN};
 use mqlite_engine_core::{Error, Result};
+use mqlite_sql::schema::{INSERT_TOKEN, SCHEMA, SCHEMA_TOKEN, SELECT_TOKEN};
 
 use crate::{Synchronous, db};
 
@@ -76,11 +76,7 @@ fn read_guard(conn: &Connection) -> Result<Guard> {
         return Ok(Guard::Fresh);
     }
     let token: Option<String> = conn
-        .query_row(
-            "SELECT value FROM meta WHERE key = 'schema_token'",
-            [],
-            |r| r.get(0),
-        )
+        .query_row(SELECT_TOKEN, [], |r| r.get(0))
         .optional()
         .map_err(db)?;
     match token {
@@ -121,8 +117,8 @@ pub(crate) fn open_connection(location: &Location, sync: Synchronous) -> Result<
             tx.execute(ddl, []).map_err(db)?;
         }
         tx.execute(
-            "INSERT INTO meta (key, value) VALUES ('schema_token', ?1)",
-            [SCHEMA_TOKEN],
+            INSERT_TOKEN,
+            rusqlite::named_params! {":token": SCHEMA_TOKEN},
         )
         .map_err(db)?;
     }

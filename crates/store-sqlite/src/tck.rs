@@ -1,12 +1,13 @@
-//! The conformance kit's factory for the SQLite store (feature `tck`): the TCK, the
-//! crash-injection harness and the benches open SQLite stores through it.
+//! The conformance kit's factory for the SQLite store (feature `tck`). It is registered
+//! once, in `mqlite-stores`, from where the TCK, the crash-injection harness and the
+//! benchmarks open SQLite stores.
 
 use std::path::{Path, PathBuf};
 
-use mqlite_engine_core::{Result, SharedClock};
+use mqlite_engine_core::{OutboxStore, Result, SharedClock};
 use mqlite_tck::{Capability, StoreFactory};
 
-use crate::{SqliteOptions, SqliteStore, SqliteTx, db};
+use crate::{SqliteOptions, SqliteStore, db};
 
 /// Opens `<dir>/mq.db`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -19,6 +20,10 @@ impl SqliteFactory {
     }
 }
 
+#[allow(
+    clippy::future_not_send,
+    reason = "runs on the writer thread, which owns the connection; never on the executor"
+)]
 impl StoreFactory for SqliteFactory {
     type Store = SqliteStore;
 
@@ -46,7 +51,10 @@ impl StoreFactory for SqliteFactory {
         Ok(())
     }
 
-    fn insert_business_row(tx: &mut SqliteTx<'_>, id: i64) -> Result<()> {
+    async fn insert_business_row(
+        tx: &mut <SqliteStore as OutboxStore>::Tx<'_>,
+        id: i64,
+    ) -> Result<()> {
         let sql = tx.sql()?;
         sql.execute(
             "CREATE TABLE IF NOT EXISTS business (id INTEGER PRIMARY KEY) STRICT",
@@ -58,7 +66,7 @@ impl StoreFactory for SqliteFactory {
         Ok(())
     }
 
-    fn business_rows(tx: &mut SqliteTx<'_>) -> Result<Vec<i64>> {
+    async fn business_rows(tx: &mut <SqliteStore as OutboxStore>::Tx<'_>) -> Result<Vec<i64>> {
         let sql = tx.sql()?;
         let exists: bool = sql
             .query_row(

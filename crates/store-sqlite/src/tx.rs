@@ -3,13 +3,17 @@
 
 use rusqlite::Transaction;
 
+use mqlite_engine_core::blocking::block_on;
 use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, Result, SendOptions, StoreTx};
+
+use crate::exec::{Exec, WorkCounter};
 
 /// The SQLite store's handle inside [`mqlite_engine_core::Engine::tx`].
 pub struct SqliteTx<'t> {
     pub(crate) tx: Transaction<'t>,
     pub(crate) now: i64,
     pub(crate) gone: &'t dyn Fn() -> bool,
+    pub(crate) work: &'t WorkCounter,
 }
 
 impl<'t> SqliteTx<'t> {
@@ -27,15 +31,27 @@ impl<'t> SqliteTx<'t> {
     }
 }
 
+#[allow(
+    clippy::future_not_send,
+    reason = "runs on the writer thread, which owns the connection; never on the executor"
+)]
 impl StoreTx for SqliteTx<'_> {
-    fn enqueue(
+    async fn enqueue(
         &mut self,
         queue: &str,
         messages: Vec<OutMessage>,
         options: SendOptions,
     ) -> Result<Vec<EnqueueSlot>> {
         self.check_cancelled()?;
-        crate::enqueue::enqueue(&self.tx, self.now, queue, messages, options)
+        let mut x = Exec {
+            conn: &self.tx,
+            work: self.work,
+        };
+        // Already on the writer thread: the flow answers at once.
+        block_on(
+            None,
+            mqlite_sql::enqueue::enqueue(&mut x, self.now, queue, messages, options),
+        )
     }
 
     fn check_cancelled(&self) -> Result<()> {

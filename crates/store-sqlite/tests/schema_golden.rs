@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use mqlite_engine_core::{ManualClock, Store, sql};
+use mqlite_engine_core::{ManualClock, Store};
+use mqlite_sql as sql;
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 use rusqlite::Connection;
 
@@ -40,11 +41,17 @@ fn schema_rows(path: &Path) -> Vec<(String, String, Option<String>)> {
         .expect("rows")
 }
 
+/// The line of the golden file that names the token its DDL belongs to.
+fn token_line(token: &str) -> String {
+    format!("-- schema token: {token}\n")
+}
+
 fn render(rows: &[(String, String, Option<String>)]) -> String {
     let mut out = String::from(
         "-- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.\n\
          -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.\n",
     );
+    out.push_str(&token_line(sql::SCHEMA_TOKEN));
     for (kind, name, text) in rows {
         out.push_str(&format!("\n-- {kind} {name}\n"));
         match text {
@@ -55,7 +62,19 @@ fn render(rows: &[(String, String, Option<String>)]) -> String {
     out
 }
 
-/// A fresh database's DDL equals the checked-in golden file, byte for byte (10.2).
+/// The golden text without its token line: the DDL alone.
+fn ddl_only(golden: &str) -> String {
+    golden
+        .lines()
+        .filter(|l| !l.starts_with("-- schema token: "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A fresh database's DDL equals the checked-in golden file, byte for byte, and the
+/// golden file names this binary's schema token (10.2). The two move together: a DDL
+/// change cannot be blessed under the token of the old DDL, so every layout change
+/// carries a new token and old files are refused, never misread.
 #[tokio::test]
 async fn fresh_schema_matches_golden_file() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -64,6 +83,15 @@ async fn fresh_schema_matches_golden_file() {
     let golden = golden_path();
 
     if std::env::var_os("MQLITE_BLESS").is_some_and(|v| v == "1") {
+        if let Ok(old) = std::fs::read_to_string(&golden) {
+            assert!(
+                ddl_only(&old) == ddl_only(&actual)
+                    || !old.contains(&token_line(sql::SCHEMA_TOKEN)),
+                "the DDL changed but sql::SCHEMA_TOKEN ({}) did not: change the token first, \
+                 then bless",
+                sql::SCHEMA_TOKEN
+            );
+        }
         std::fs::write(&golden, &actual).expect("write golden file");
         return;
     }
@@ -76,7 +104,7 @@ async fn fresh_schema_matches_golden_file() {
     assert!(
         actual == expected,
         "the schema differs from {}; if the change is deliberate, change \
-         sql::SCHEMA_TOKEN and rerun with MQLITE_BLESS=1.\n--- expected\n{expected}\n--- actual\n{actual}",
+         mqlite_sql::SCHEMA_TOKEN and rerun with MQLITE_BLESS=1.\n--- expected\n{expected}\n--- actual\n{actual}",
         golden.display()
     );
 }

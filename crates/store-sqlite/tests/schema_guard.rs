@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use mqlite_engine_core::{Error, ManualClock, Store, sql};
+use mqlite_engine_core::{Error, ManualClock, Store};
+use mqlite_sql as sql;
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 use rusqlite::Connection;
 

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
 use mqlite_engine_core::{
-    Engine, EngineOptions, ManualClock, QueueConfig, Result, SharedClock, Store,
+    DynStore, Engine, EngineOptions, HasOutbox, ManualClock, OutboxStore, QueueConfig, Result,
+    SharedClock, Store,
 };
 
 /// What a case returns: `Err` (or a panic) fails it.
@@ -28,10 +29,10 @@ pub enum Capability {
     RemoteCancel,
 }
 
-/// Opens stores for the TCK.
+/// Opens stores for the TCK: what a store crate implements to be graded.
 pub trait StoreFactory: Send + Sync + 'static {
-    /// The store under test.
-    type Store: Store;
+    /// The store under test (its concrete, typed form).
+    type Store: OutboxStore;
 
     /// Opens the store kept in `dir` (a fresh, empty directory per case; opening the
     /// same directory again reopens the same database).
@@ -50,19 +51,144 @@ pub trait StoreFactory: Send + Sync + 'static {
 
     /// Inserts the application's own row `id` through the store's native transaction
     /// handle (16.1, 16.2), creating the application's table if needed.
-    fn insert_business_row(tx: &mut <Self::Store as Store>::Tx<'_>, id: i64) -> Result<()>;
+    fn insert_business_row(
+        tx: &mut <Self::Store as OutboxStore>::Tx<'_>,
+        id: i64,
+    ) -> impl Future<Output = Result<()>>;
 
     /// The ids of the application's rows, as seen inside the transaction, sorted.
-    fn business_rows(tx: &mut <Self::Store as Store>::Tx<'_>) -> Result<Vec<i64>>;
+    fn business_rows(
+        tx: &mut <Self::Store as OutboxStore>::Tx<'_>,
+    ) -> impl Future<Output = Result<Vec<i64>>>;
 
     /// The store's own consistency check of the (closed) database in `dir` ("ok" when
     /// sound), or None when the store has none.
     fn integrity_check(&self, dir: &Path) -> Result<Option<String>>;
 }
 
+/// How a case reaches the store under test: through the typed engine
+/// (`Engine<SqliteStore>`, say: [`Typed`]) or the run-time one (`Engine<DynStore>`:
+/// [`Erased`]). Every case runs both ways.
+pub trait Access: Send + Sync + 'static {
+    /// The store crate's factory.
+    type Factory: StoreFactory;
+    /// What the engine holds.
+    type Store: Store + HasOutbox<Self::Native>;
+    /// The concrete store (whose outbox the cases use).
+    type Native: OutboxStore;
+
+    /// The factory.
+    fn factory(&self) -> &Self::Factory;
+
+    /// How this access path is named in test names ("typed", "dyn").
+    fn label(&self) -> &'static str;
+
+    /// Opens the store kept in `dir`, as the engine will hold it.
+    fn open(
+        &self,
+        dir: &Path,
+        clock: SharedClock,
+    ) -> impl Future<Output = Result<Self::Store>> + Send;
+
+    /// See [`StoreFactory::unsupported`].
+    fn unsupported(&self, cap: Capability) -> Option<&'static str> {
+        self.factory().unsupported(cap)
+    }
+
+    /// See [`StoreFactory::set_schema_token`].
+    fn set_schema_token(&self, dir: &Path, token: &str) -> Result<()> {
+        self.factory().set_schema_token(dir, token)
+    }
+
+    /// See [`StoreFactory::insert_business_row`].
+    fn insert_business_row(
+        tx: &mut <Self::Native as OutboxStore>::Tx<'_>,
+        id: i64,
+    ) -> impl Future<Output = Result<()>>;
+
+    /// See [`StoreFactory::business_rows`].
+    fn business_rows(
+        tx: &mut <Self::Native as OutboxStore>::Tx<'_>,
+    ) -> impl Future<Output = Result<Vec<i64>>>;
+}
+
+/// The typed path: the engine holds the concrete store.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Typed<F>(pub F);
+
+/// The run-time path: the engine holds a [`DynStore`] around the concrete store.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Erased<F>(pub F);
+
+impl<F: StoreFactory> Access for Typed<F> {
+    type Factory = F;
+    type Store = F::Store;
+    type Native = F::Store;
+
+    fn factory(&self) -> &F {
+        &self.0
+    }
+
+    fn label(&self) -> &'static str {
+        "typed"
+    }
+
+    fn open(
+        &self,
+        dir: &Path,
+        clock: SharedClock,
+    ) -> impl Future<Output = Result<F::Store>> + Send {
+        self.0.open(dir, clock)
+    }
+
+    fn insert_business_row(
+        tx: &mut <F::Store as OutboxStore>::Tx<'_>,
+        id: i64,
+    ) -> impl Future<Output = Result<()>> {
+        F::insert_business_row(tx, id)
+    }
+
+    fn business_rows(
+        tx: &mut <F::Store as OutboxStore>::Tx<'_>,
+    ) -> impl Future<Output = Result<Vec<i64>>> {
+        F::business_rows(tx)
+    }
+}
+
+impl<F: StoreFactory> Access for Erased<F> {
+    type Factory = F;
+    type Store = DynStore;
+    type Native = F::Store;
+
+    fn factory(&self) -> &F {
+        &self.0
+    }
+
+    fn label(&self) -> &'static str {
+        "dyn"
+    }
+
+    async fn open(&self, dir: &Path, clock: SharedClock) -> Result<DynStore> {
+        self.0.open(dir, clock).await.map(DynStore::new)
+    }
+
+    fn insert_business_row(
+        tx: &mut <F::Store as OutboxStore>::Tx<'_>,
+        id: i64,
+    ) -> impl Future<Output = Result<()>> {
+        F::insert_business_row(tx, id)
+    }
+
+    fn business_rows(
+        tx: &mut <F::Store as OutboxStore>::Tx<'_>,
+    ) -> impl Future<Output = Result<Vec<i64>>> {
+        F::business_rows(tx)
+    }
+}
+
 /// One case's world: the factory, a private directory and a manual clock.
-pub struct Ctx<F: StoreFactory> {
-    /// The store factory.
+pub struct Ctx<F: Access> {
+    /// The access path and its store factory.
     pub factory: Arc<F>,
     /// The case's private directory.
     pub dir: tempfile::TempDir,
@@ -73,7 +199,7 @@ pub struct Ctx<F: StoreFactory> {
 /// The epoch-ms reading every case's clock starts at.
 pub const START_MS: i64 = 1_700_000_000_000;
 
-impl<F: StoreFactory> Ctx<F> {
+impl<F: Access> Ctx<F> {
     /// Opens the store of this case.
     pub async fn store(&self) -> Result<F::Store> {
         self.factory
@@ -110,7 +236,7 @@ impl<F: StoreFactory> Ctx<F> {
 type CaseFn<F> = fn(Ctx<F>) -> Pin<Box<dyn Future<Output = TckResult>>>;
 
 /// One registered case.
-pub struct Case<F: StoreFactory> {
+pub struct Case<F: Access> {
     /// The test name (the promise number first).
     pub name: &'static str,
     /// Capabilities it needs.
@@ -119,24 +245,32 @@ pub struct Case<F: StoreFactory> {
     pub run: CaseFn<F>,
 }
 
-/// Every case as a libtest-mimic trial against `factory`'s store.
-pub fn trials<F: StoreFactory>(factory: F) -> Vec<Trial> {
-    let factory = Arc::new(factory);
-    crate::cases::all::<F>()
+/// Every case as a libtest-mimic trial against `factory`'s store, through the typed
+/// engine and through the run-time (dyn) one: `<store>::<typed|dyn>::<case>`.
+pub fn trials<F: StoreFactory + Clone>(store: &str, factory: F) -> Vec<Trial> {
+    let mut out = trials_via(store, Typed(factory.clone()));
+    out.extend(trials_via(store, Erased(factory)));
+    out
+}
+
+fn trials_via<A: Access>(store: &str, access: A) -> Vec<Trial> {
+    let access = Arc::new(access);
+    crate::cases::all::<A>()
         .into_iter()
         .map(|case| {
-            let factory = factory.clone();
-            Trial::ignorable_test(case.name, move || {
-                if let Some(reason) = case.needs.iter().find_map(|c| factory.unsupported(*c)) {
+            let access = access.clone();
+            let name = format!("{store}::{}::{}", access.label(), case.name);
+            Trial::ignorable_test(name, move || {
+                if let Some(reason) = case.needs.iter().find_map(|c| access.unsupported(*c)) {
                     return Ok(Completion::ignored_with(format!("skipped: {reason}")));
                 }
-                run_case(factory, case.run).map(|()| Completion::Completed)
+                run_case(access, case.run).map(|()| Completion::Completed)
             })
         })
         .collect()
 }
 
-fn run_case<F: StoreFactory>(factory: Arc<F>, run: CaseFn<F>) -> std::result::Result<(), Failed> {
+fn run_case<F: Access>(factory: Arc<F>, run: CaseFn<F>) -> std::result::Result<(), Failed> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -162,8 +296,9 @@ fn run_case<F: StoreFactory>(factory: Arc<F>, run: CaseFn<F>) -> std::result::Re
     }
 }
 
-/// Runs every case against `factory`'s store as a test binary (`harness = false`).
-pub fn run<F: StoreFactory>(factory: F) -> ! {
+/// Runs every case against `factory`'s store, both ways, as a test binary
+/// (`harness = false`): the entry point a store written outside this repository uses.
+pub fn run<F: StoreFactory + Clone>(store: &str, factory: F) -> ! {
     let args = Arguments::from_args();
-    libtest_mimic::run(&args, trials(factory)).exit()
+    libtest_mimic::run(&args, trials(store, factory)).exit()
 }

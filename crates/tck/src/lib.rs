@@ -3,8 +3,11 @@
 //! every store runs every case. A store's `tests/tck.rs` is a few lines:
 //!
 //! ```ignore
-//! fn main() { mqlite_tck::run(MyFactory) }
+//! fn main() { mqlite_tck::run("mystore", MyFactory) }
 //! ```
+//!
+//! Every case runs twice: through the typed engine (`Engine<MyStore>`) and through the
+//! run-time one (`Engine<DynStore>`), as [`Typed`] and [`Erased`] access paths.
 //!
 //! Every case drives a [`ManualClock`]; none sleeps. A case a store cannot run is
 //! reported as ignored with its reason, never passed.
@@ -12,6 +15,8 @@
 pub mod cases;
 mod harness;
 
-pub use harness::{Capability, Case, Ctx, START_MS, StoreFactory, TckResult, run, trials};
+pub use harness::{
+    Access, Capability, Case, Ctx, Erased, START_MS, StoreFactory, TckResult, Typed, run, trials,
+};
 
 pub use mqlite_engine_core::ManualClock;

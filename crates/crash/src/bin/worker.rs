@@ -1,14 +1,17 @@
-//! The crash-injection worker: `mqlite-crash-worker --store sqlite --dir DIR --mode
-//! coordinated|random --seed N [--torn]`. It runs until it is killed.
+//! The crash-injection worker: `mqlite-crash-worker --store sqlite --path typed|dyn
+//! --dir DIR --mode coordinated|random --seed N [--torn]`. It runs until it is killed.
 
 use mqlite_crash::worker::{Mode, WorkerArgs, run};
+use mqlite_tck::{Erased, Typed};
 
-fn parse() -> Result<(String, WorkerArgs), String> {
+fn parse() -> Result<(String, String, WorkerArgs), String> {
     let mut args = std::env::args().skip(1);
     let (mut store, mut dir, mut mode, mut seed, mut torn) = (None, None, None, 1u64, false);
+    let mut path = "dyn".to_owned();
     while let Some(a) = args.next() {
         match a.as_str() {
             "--store" => store = args.next(),
+            "--path" => path = args.next().ok_or("--path needs typed or dyn")?,
             "--dir" => dir = args.next().map(std::path::PathBuf::from),
             "--mode" => {
                 mode = match args.next().as_deref() {
@@ -33,11 +36,11 @@ fn parse() -> Result<(String, WorkerArgs), String> {
         seed,
         torn,
     };
-    Ok((store.ok_or("--store is required")?, args))
+    Ok((store.ok_or("--store is required")?, path, args))
 }
 
 fn main() {
-    let (store, args) = match parse() {
+    let (store, path, args) = match parse() {
         Ok(v) => v,
         Err(e) => {
             eprintln!("mqlite-crash-worker: {e}");
@@ -45,8 +48,12 @@ fn main() {
         }
     };
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let result = mqlite_crash::with_local_store!(store.as_str(), factory => {
-        rt.block_on(run(factory, args)).map_err(|e| e.to_string())
+    let result = mqlite_stores::with_store!(store.as_str(), factory => {
+        match path.as_str() {
+            "typed" => rt.block_on(run(Typed(factory), args)).map_err(|e| e.to_string()),
+            "dyn" => rt.block_on(run(Erased(factory), args)).map_err(|e| e.to_string()),
+            other => Err(format!("unknown --path {other:?} (typed or dyn)")),
+        }
     });
     if let Err(e) = result.and_then(|r| r) {
         eprintln!("mqlite-crash-worker: {e}");

@@ -1,5 +1,6 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
+-- schema token: mqlite-rs/2
 
 -- index idx_attempt_expiry
 CREATE INDEX idx_attempt_expiry ON receive_attempts(expires_at);
@@ -34,8 +35,14 @@ CREATE INDEX idx_msg_line_locked ON messages(queue, line, id) WHERE state = 'loc
 -- index idx_msg_line_scheduled
 CREATE INDEX idx_msg_line_scheduled ON messages(queue, line, id) WHERE state = 'scheduled';
 
+-- index idx_msg_queue
+CREATE INDEX idx_msg_queue ON messages(queue, id);
+
 -- index idx_receipt_expiry
 CREATE INDEX idx_receipt_expiry ON settlement_receipts(expires_at);
+
+-- index idx_sub_topic
+CREATE INDEX idx_sub_topic ON subscriptions(topic, name);
 
 -- table access_keys
 CREATE TABLE access_keys (

@@ -6,7 +6,7 @@ use std::pin::pin;
 use mqlite_engine_core::{Engine, Error, OutMessage, QueueConfig, Store};
 
 use super::peek_all;
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "q";
 
@@ -55,8 +55,8 @@ pub async fn cancel_at_pause<Fut: Future>(
 }
 
 /// Occupies the store's writer with an application transaction until `release` fires.
-async fn block_writer<S: Store>(
-    mq: &Engine<S>,
+async fn block_writer<F: Access>(
+    mq: &Engine<F::Store>,
 ) -> (
     std::sync::mpsc::Sender<()>,
     tokio::task::JoinHandle<mqlite_engine_core::Result<()>>,
@@ -66,7 +66,7 @@ async fn block_writer<S: Store>(
     let blocker = {
         let mq = mq.clone();
         tokio::spawn(async move {
-            mq.tx(move |_tx| {
+            mq.tx_via::<F::Native, _, _>(async move |_tx| {
                 let _ = started_tx.send(());
                 // Waiting inside the writer thread is the point: it is busy.
                 let _ = release_rx.recv();
@@ -82,15 +82,13 @@ async fn block_writer<S: Store>(
 /// 13.1 A call cancelled before it runs executes nothing — at the engine (a dropped
 /// call never reaches the store) and at the store boundary (a store that queues work as
 /// soon as it is called drops it unexecuted).
-pub async fn p13_1_cancelled_before_running_executes_nothing<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p13_1_cancelled_before_running_executes_nothing<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     drop(mq.send(Q, OutMessage::new("never")));
     drop(mq.send_batch(Q, vec![OutMessage::new("never")]));
     // A store may queue work the moment it is called: with the writer busy, the call is
     // certainly dropped before its work could start.
-    let (release, blocker) = block_writer(&mq).await;
+    let (release, blocker) = block_writer::<F>(&mq).await;
     let store = mq.store();
     drop(store.enqueue(
         Q.to_owned(),
@@ -117,12 +115,12 @@ pub async fn p13_1_cancelled_before_running_executes_nothing<F: StoreFactory>(
 
 /// 13.2 Cancelling a call while it waits for the writer returns promptly and mutates
 /// nothing.
-pub async fn p13_2_cancelled_while_waiting_for_the_writer_mutates_nothing<F: StoreFactory>(
+pub async fn p13_2_cancelled_while_waiting_for_the_writer_mutates_nothing<F: Access>(
     ctx: Ctx<F>,
 ) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     let kept = mq.send(Q, OutMessage::new("kept")).await?;
-    let (release, blocker) = block_writer(&mq).await;
+    let (release, blocker) = block_writer::<F>(&mq).await;
     for i in 0..10 {
         // Queued behind the busy writer, then dropped: the caller is gone.
         assert!(
@@ -157,9 +155,7 @@ pub async fn p13_2_cancelled_while_waiting_for_the_writer_mutates_nothing<F: Sto
 
 /// 13.3 A statement already executing finishes; the database stays usable after any
 /// storm of cancellations.
-pub async fn p13_3_database_usable_after_a_cancellation_storm<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p13_3_database_usable_after_a_cancellation_storm<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     let mut acknowledged = 0usize;
     let mut tasks = Vec::new();
@@ -200,14 +196,14 @@ pub async fn p13_3_database_usable_after_a_cancellation_storm<F: StoreFactory>(
 
 /// 13.4 Inside a transaction, cancellation stops the next statement and rolls the
 /// transaction back; abandoned work never commits.
-pub async fn p13_4_cancelled_transaction_rolls_back<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p13_4_cancelled_transaction_rolls_back<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     let (result_tx, result_rx) = std::sync::mpsc::channel::<String>();
     cancel_at_pause(|pause| {
-        mq.tx(move |tx| {
-            tx.send(Q, OutMessage::new("first"))?;
+        mq.tx_via::<F::Native, _, _>(async move |tx| {
+            tx.send(Q, OutMessage::new("first")).await?;
             pause.here();
-            let next = tx.send(Q, OutMessage::new("second"));
+            let next = tx.send(Q, OutMessage::new("second")).await;
             let _ = result_tx.send(format!("{next:?}"));
             next.map(|_| ())
         })
@@ -222,8 +218,8 @@ pub async fn p13_4_cancelled_transaction_rolls_back<F: StoreFactory>(ctx: Ctx<F>
 
     // A callback that ignores the cancellation and returns Ok is rolled back too.
     cancel_at_pause(|pause| {
-        mq.tx(move |tx| {
-            tx.send(Q, OutMessage::new("stubborn"))?;
+        mq.tx_via::<F::Native, _, _>(async move |tx| {
+            tx.send(Q, OutMessage::new("stubborn")).await?;
             pause.here();
             Ok::<_, Error>(())
         })
@@ -239,7 +235,7 @@ pub async fn p13_4_cancelled_transaction_rolls_back<F: StoreFactory>(ctx: Ctx<F>
 
 /// 13.5 Remote statements can be cancelled for real: a dropped remote call returns at
 /// once and the store stays usable (run only by stores with remote statements).
-pub async fn p13_5_remote_statements_can_be_cancelled<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p13_5_remote_statements_can_be_cancelled<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     for i in 0..20 {
         let dropped = poll_once(mq.send(Q, OutMessage::new(format!("dropped-{i}")))).await;

@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 use mqlite_engine_core::{Error, LockRef, OutMessage, ReceiveOptions};
 
 use super::{config, peek_all, receive_one, send_n};
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "q";
 
 /// 14.1 Exclusive delivery under real parallelism: no two live leases on one message.
-pub async fn p14_1_exclusive_delivery_under_parallelism<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p14_1_exclusive_delivery_under_parallelism<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(600_000, 10)).await?;
     let n = 200;
     send_n(&mq, Q, "m", n).await?;
@@ -48,7 +48,7 @@ pub async fn p14_1_exclusive_delivery_under_parallelism<F: StoreFactory>(ctx: Ct
 
 /// 14.2 The fence fences: after reassignment, the old holder's settles fail and the new
 /// holder's succeed, even when both race.
-pub async fn p14_2_fence_holds_under_parallel_settles<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p14_2_fence_holds_under_parallel_settles<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
     let n = 50;
     send_n(&mq, Q, "m", n).await?;
@@ -80,9 +80,7 @@ pub async fn p14_2_fence_holds_under_parallel_settles<F: StoreFactory>(ctx: Ctx<
 }
 
 /// 14.3 A completed message is never delivered again, across sweeps and reopen.
-pub async fn p14_3_completed_message_is_never_redelivered<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p14_3_completed_message_is_never_redelivered<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
     let seqs = send_n(&mq, Q, "m", 3).await?;
     let m = receive_one(&mq, Q).await?;
@@ -103,9 +101,7 @@ pub async fn p14_3_completed_message_is_never_redelivered<F: StoreFactory>(
 
 /// 14.4 Every message sent is eventually completed, with consumers that abandon and let
 /// leases lapse along the way.
-pub async fn p14_4_every_message_is_eventually_completed<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p14_4_every_message_is_eventually_completed<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(1_000, 1_000)).await?;
     let n = 300;
     let sent: HashSet<_> = send_n(&mq, Q, "m", n).await?.into_iter().collect();
@@ -148,9 +144,7 @@ pub async fn p14_4_every_message_is_eventually_completed<F: StoreFactory>(
 
 /// 14.5 Close stops admission first (later work is Closed), wakes long-polling receivers
 /// with Closed, lets admitted work finish, and then releases the database.
-pub async fn p14_5_close_stops_admission_and_wakes_long_polls<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p14_5_close_stops_admission_and_wakes_long_polls<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     let waiter = {
         let mq = mq.clone();

@@ -5,12 +5,12 @@ use mqlite_engine_core::{
 };
 
 use super::{config, peek_all, receive_one, send_n};
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "q";
 
 /// 6.1 Reaching max_delivery_count dead-letters with reason MaxDeliveryCountExceeded.
-pub async fn p6_1_delivery_bound_dead_letters<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p6_1_delivery_bound_dead_letters<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 3)).await?;
     let seq = mq.send(Q, OutMessage::new("x")).await?;
     for n in 1..=3 {
@@ -32,7 +32,7 @@ pub async fn p6_1_delivery_bound_dead_letters<F: StoreFactory>(ctx: Ctx<F>) -> T
     Ok(())
 }
 
-async fn dead_letter_n<F: StoreFactory>(
+async fn dead_letter_n<F: Access>(
     ctx: &Ctx<F>,
     mq: &mqlite_engine_core::Engine<F::Store>,
     n: usize,
@@ -50,7 +50,7 @@ async fn dead_letter_n<F: StoreFactory>(
 /// 6.2 Redrive moves dead letters back to active with delivery_count reset, bounded by
 /// max and older_than; Purge deletes them, bounded by max and older_than; Peek browses
 /// any state without locking.
-pub async fn p6_2_redrive_purge_and_peek<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p6_2_redrive_purge_and_peek<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 5)).await?;
     let seqs = dead_letter_n(&ctx, &mq, 4).await?;
     let live = mq.send(Q, OutMessage::new("live")).await?;
@@ -142,7 +142,7 @@ pub async fn p6_2_redrive_purge_and_peek<F: StoreFactory>(ctx: Ctx<F>) -> TckRes
 }
 
 /// 6.2 Redrive to a target queue moves the dead letters there, active, count reset.
-pub async fn p6_2_redrive_to_target_queue<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p6_2_redrive_to_target_queue<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 5)).await?;
     mq.create_queue("target", config(30_000, 5)).await?;
     let seqs = dead_letter_n(&ctx, &mq, 2).await?;

@@ -3,7 +3,7 @@
 use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, QueueConfig, SendOptions, SeqNumber};
 
 use super::peek_all;
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "q";
 
@@ -17,7 +17,7 @@ fn windowed(ms: i64) -> QueueConfig {
 /// 4.1 Inside the window a repeated message_id (empty id: the body's SHA-256) collapses
 /// into the original and returns its sequence number; with the window at 0 the id is
 /// plain metadata.
-pub async fn p4_1_repeat_inside_window_collapses<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p4_1_repeat_inside_window_collapses<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, windowed(60_000)).await?;
     let a = mq.send(Q, OutMessage::new("one").with_id("x")).await?;
     ctx.clock.advance(59_999);
@@ -51,7 +51,7 @@ pub async fn p4_1_repeat_inside_window_collapses<F: StoreFactory>(ctx: Ctx<F>) -
 }
 
 /// 4.2 A single Send whose id repeats with another body fails with DedupConflict.
-pub async fn p4_2_single_send_conflict<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p4_2_single_send_conflict<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, windowed(60_000)).await?;
     mq.send(Q, OutMessage::new("one").with_id("x")).await?;
     match mq.send(Q, OutMessage::new("two").with_id("x")).await {
@@ -66,7 +66,7 @@ pub async fn p4_2_single_send_conflict<F: StoreFactory>(ctx: Ctx<F>) -> TckResul
 
 /// 4.3 In a multi-message Send a conflicting slot returns sequence number 0 and the rest
 /// commits.
-pub async fn p4_3_batch_conflict_slot_is_zero<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p4_3_batch_conflict_slot_is_zero<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, windowed(60_000)).await?;
     let a = mq.send(Q, OutMessage::new("one").with_id("x")).await?;
     let seqs = mq
@@ -100,7 +100,7 @@ pub async fn p4_3_batch_conflict_slot_is_zero<F: StoreFactory>(ctx: Ctx<F>) -> T
 }
 
 /// 4.4 Dedup is per queue.
-pub async fn p4_4_dedup_is_per_queue<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p4_4_dedup_is_per_queue<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, windowed(60_000)).await?;
     mq.create_queue("other", windowed(60_000)).await?;
     let a = mq.send(Q, OutMessage::new("one").with_id("x")).await?;

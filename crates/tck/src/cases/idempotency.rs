@@ -5,13 +5,13 @@ use mqlite_engine_core::{
 };
 
 use super::{config, peek_all, receive_one, send_n, state_of};
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "q";
 
 /// 3.2 A retry of the identical settlement replays success; another verb with the same
 /// token is LockLost.
-pub async fn p3_2_identical_settle_replays_success<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p3_2_identical_settle_replays_success<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     send_n(&mq, Q, "m", 4).await?;
     let got = mq.receive(Q, ReceiveOptions::batch(4)).await?;
@@ -35,7 +35,7 @@ pub async fn p3_2_identical_settle_replays_success<F: StoreFactory>(ctx: Ctx<F>)
 
 /// 3.2 A receipt is keyed by the whole request: another message's sequence number, another
 /// verb, another delay, another reason or description is LockLost.
-pub async fn p3_2_receipt_is_keyed_by_the_whole_request<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p3_2_receipt_is_keyed_by_the_whole_request<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     send_n(&mq, Q, "m", 3).await?;
     let got = mq.receive(Q, ReceiveOptions::batch(3)).await?;
@@ -80,7 +80,7 @@ pub async fn p3_2_receipt_is_keyed_by_the_whole_request<F: StoreFactory>(ctx: Ct
 
 /// 3.2 An expired receipt never replays (expiry is checked at statement time, before any
 /// janitor pass), and the janitor prunes it.
-pub async fn p3_2_expired_receipt_never_replays<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p3_2_expired_receipt_never_replays<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     mq.send(Q, OutMessage::new("x")).await?;
     let m = receive_one(&mq, Q).await?;
@@ -95,7 +95,7 @@ pub async fn p3_2_expired_receipt_never_replays<F: StoreFactory>(ctx: Ctx<F>) ->
 }
 
 /// 3.2 A replay never grants a new effect or renews a lease.
-pub async fn p3_2_replay_never_grants_a_new_effect<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p3_2_replay_never_grants_a_new_effect<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(10_000, 10)).await?;
     let seq = mq.send(Q, OutMessage::new("x")).await?;
     let first = receive_one(&mq, Q).await?;
@@ -128,7 +128,7 @@ pub async fn p3_2_replay_never_grants_a_new_effect<F: StoreFactory>(ctx: Ctx<F>)
 
 /// 3.3 A Receive retried with the same attempt id replays the same messages with the same
 /// tokens, without claiming anew or counting another delivery.
-pub async fn p3_3_retried_receive_attempt_replays<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p3_3_retried_receive_attempt_replays<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     send_n(&mq, Q, "m", 5).await?;
     let opts = |id: &str, n, mode| ReceiveOptions {

@@ -8,7 +8,7 @@ use mqlite_engine_core::dedup::body_digest;
 use mqlite_engine_core::{Error, OutMessage, ReceiveOptions, SeqNumber};
 
 use super::config;
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "q";
 
@@ -40,7 +40,7 @@ impl Rng {
 /// 3.4 Integrity: N messages with hashed random bodies, consumed concurrently with
 /// abandons, expiries and redeliveries, are each delivered, intact, and never more often
 /// than the delivery bound.
-pub async fn p3_4_integrity_sweep<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p3_4_integrity_sweep<F: Access>(ctx: Ctx<F>) -> TckResult {
     let bound = 8;
     let mq = ctx.engine_with_queue(Q, config(1_000, bound)).await?;
     let seed = std::env::var("MQLITE_TCK_SEED")

@@ -8,13 +8,13 @@ use mqlite_engine_core::{
 };
 
 use super::{config, peek_all, receive_one, send_n, state_of};
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "q";
 
 /// 1.1 Receive claims the oldest eligible message, locks it for the lock duration and
 /// returns a fresh 128-bit random token.
-pub async fn p1_1_receive_claims_oldest_eligible_with_fresh_token<F: StoreFactory>(
+pub async fn p1_1_receive_claims_oldest_eligible_with_fresh_token<F: Access>(
     ctx: Ctx<F>,
 ) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
@@ -63,7 +63,7 @@ pub async fn p1_1_receive_claims_oldest_eligible_with_fresh_token<F: StoreFactor
 }
 
 /// 1.2 A locked message is invisible to every other Receive until settled or expired.
-pub async fn p1_2_locked_message_is_invisible_until_settled_or_expired<F: StoreFactory>(
+pub async fn p1_2_locked_message_is_invisible_until_settled_or_expired<F: Access>(
     ctx: Ctx<F>,
 ) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(10_000, 10)).await?;
@@ -94,7 +94,7 @@ pub async fn p1_2_locked_message_is_invisible_until_settled_or_expired<F: StoreF
 }
 
 /// 1.3 Every claim increments delivery_count inside the claim itself.
-pub async fn p1_3_every_claim_counts_a_delivery<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p1_3_every_claim_counts_a_delivery<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(10_000, 10)).await?;
     mq.send(Q, OutMessage::new("x")).await?;
     for expected in 1..=4 {
@@ -117,7 +117,7 @@ pub async fn p1_3_every_claim_counts_a_delivery<F: StoreFactory>(ctx: Ctx<F>) ->
 
 /// 1.4 An expired lease is returned to active by the reaper, or dead-lettered with
 /// MaxDeliveryCountExceeded once delivery_count >= max_delivery_count.
-pub async fn p1_4_reaper_reactivates_or_dead_letters_expired_leases<F: StoreFactory>(
+pub async fn p1_4_reaper_reactivates_or_dead_letters_expired_leases<F: Access>(
     ctx: Ctx<F>,
 ) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(1_000, 2)).await?;
@@ -144,7 +144,7 @@ pub async fn p1_4_reaper_reactivates_or_dead_letters_expired_leases<F: StoreFact
 
 /// 1.5 The claim does not reclaim expired leases (the reaper does); an expired, unreaped
 /// lease is not handed out again by a claim.
-pub async fn p1_5_claim_never_reclaims_an_expired_lease<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p1_5_claim_never_reclaims_an_expired_lease<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
     mq.send(Q, OutMessage::new("x")).await?;
     let m = receive_one(&mq, Q).await?;
@@ -160,7 +160,7 @@ pub async fn p1_5_claim_never_reclaims_an_expired_lease<F: StoreFactory>(ctx: Ct
 }
 
 /// 1.6 A batch Receive of N claims up to N messages, oldest first, in one transaction.
-pub async fn p1_6_batch_receive_claims_oldest_n<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p1_6_batch_receive_claims_oldest_n<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     let seqs = send_n(&mq, Q, "m", 5).await?;
     let batch = mq.receive(Q, ReceiveOptions::batch(3)).await?;
@@ -180,7 +180,7 @@ pub async fn p1_6_batch_receive_claims_oldest_n<F: StoreFactory>(ctx: Ctx<F>) ->
 
 /// 1.7 Receive-and-delete removes the rows in the claim's transaction: no token, zero
 /// locked_until.
-pub async fn p1_7_receive_and_delete_grants_no_lease<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p1_7_receive_and_delete_grants_no_lease<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     send_n(&mq, Q, "m", 3).await?;
     let got = mq
@@ -209,7 +209,7 @@ pub async fn p1_7_receive_and_delete_grants_no_lease<F: StoreFactory>(ctx: Ctx<F
 
 /// 1.8 Long-poll: a Receive with a wait time returns as soon as a send makes a message
 /// eligible.
-pub async fn p1_8_long_poll_wakes_on_send<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p1_8_long_poll_wakes_on_send<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     let waiter = {
         let mq = mq.clone();
@@ -234,7 +234,7 @@ pub async fn p1_8_long_poll_wakes_on_send<F: StoreFactory>(ctx: Ctx<F>) -> TckRe
 }
 
 /// 1.8 Long-poll: with nothing to receive, the wait returns empty at its deadline.
-pub async fn p1_8_long_poll_returns_empty_at_deadline<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p1_8_long_poll_returns_empty_at_deadline<F: Access>(ctx: Ctx<F>) -> TckResult {
     // No periodic re-check inside the wait: only a send or the deadline can end it.
     let mq = ctx
         .engine_with(mqlite_engine_core::EngineOptions {
@@ -274,9 +274,7 @@ pub async fn p1_8_long_poll_returns_empty_at_deadline<F: StoreFactory>(ctx: Ctx<
 
 /// 1.4 The background reaper runs on the injected clock: moving a manual clock past a
 /// lease lets the loop reclaim it, with no sleeping anywhere.
-pub async fn p1_4_background_reaper_follows_the_manual_clock<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p1_4_background_reaper_follows_the_manual_clock<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx
         .engine_with(mqlite_engine_core::EngineOptions::default())
         .await?;

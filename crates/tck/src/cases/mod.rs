@@ -5,7 +5,7 @@ use mqlite_engine_core::{
     Engine, Message, MessageState, OutMessage, PeekOptions, QueueConfig, Result, SeqNumber, Store,
 };
 
-use crate::harness::{Capability, Case, StoreFactory};
+use crate::harness::{Access, Capability, Case};
 
 pub mod cancellation;
 pub mod concurrency;
@@ -29,7 +29,7 @@ macro_rules! register {
         pub const NAMES: &[&str] = &[$(stringify!($case)),*];
 
         /// Every case, in promise order, with the capabilities it needs.
-        pub fn all<F: StoreFactory>() -> Vec<Case<F>> {
+        pub fn all<F: Access>() -> Vec<Case<F>> {
             vec![$(
                 Case {
                     name: stringify!($case),

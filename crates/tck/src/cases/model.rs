@@ -19,7 +19,7 @@ use mqlite_engine_core::{
     PeekOptions, QueueConfig, ReceiveOptions, SeqNumber,
 };
 
-use crate::harness::{Ctx, START_MS, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, START_MS, TckResult};
 
 const Q: &str = "model";
 const LOCK_MS: i64 = 5_000;
@@ -159,7 +159,7 @@ fn lost<T: std::fmt::Debug>(r: &Result<T, Error>) -> bool {
     matches!(r, Err(Error::LockLost))
 }
 
-async fn open<F: StoreFactory>(
+async fn open<F: Access>(
     factory: &F,
     dir: &std::path::Path,
     clock: &ManualClock,
@@ -179,7 +179,7 @@ async fn open<F: StoreFactory>(
     .map_err(|e| fail(format!("engine: {e}")))
 }
 
-async fn check_run<F: StoreFactory>(
+async fn check_run<F: Access>(
     factory: &F,
     dir: &std::path::Path,
     ops: &[Op],
@@ -401,7 +401,7 @@ async fn check_run<F: StoreFactory>(
 
 /// 3.4 Model-based: random operation sequences give the same observable results on the
 /// store as on the in-memory reference model.
-pub async fn p3_4_store_matches_the_reference_model<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p3_4_store_matches_the_reference_model<F: Access>(ctx: Ctx<F>) -> TckResult {
     let cases = std::env::var("MQLITE_MODEL_CASES")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -5,7 +5,7 @@ use mqlite_engine_core::{
 };
 
 use super::{receive_one, state_of};
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "q";
 
@@ -36,7 +36,7 @@ async fn seqs_of<S: mqlite_engine_core::Store>(
 
 /// 5.1 standard: a group is FIFO among itself, groups run in parallel, ungrouped
 /// messages are unordered.
-pub async fn p5_1_standard_groups_are_fifo_and_parallel<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p5_1_standard_groups_are_fifo_and_parallel<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx
         .engine_with_queue(Q, mode(OrderingMode::Standard, 30_000, 10))
         .await?;
@@ -58,7 +58,7 @@ pub async fn p5_1_standard_groups_are_fifo_and_parallel<F: StoreFactory>(ctx: Ct
 }
 
 /// 5.2 group_fifo: as standard, and a send without group_id is GroupRequired.
-pub async fn p5_2_group_fifo_requires_a_group<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p5_2_group_fifo_requires_a_group<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx
         .engine_with_queue(Q, mode(OrderingMode::GroupFifo, 30_000, 10))
         .await?;
@@ -80,7 +80,7 @@ pub async fn p5_2_group_fifo_requires_a_group<F: StoreFactory>(ctx: Ctx<F>) -> T
 
 /// 5.3 strict_fifo: one line for the whole queue, at most one message in flight; a
 /// deferred head holds the whole queue.
-pub async fn p5_3_strict_fifo_one_in_flight<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p5_3_strict_fifo_one_in_flight<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx
         .engine_with_queue(Q, mode(OrderingMode::StrictFifo, 30_000, 10))
         .await?;
@@ -109,7 +109,7 @@ pub async fn p5_3_strict_fifo_one_in_flight<F: StoreFactory>(ctx: Ctx<F>) -> Tck
 /// 5.4 The line survives lease expiry: an expired, unreaped lease still blocks its
 /// group; after the reaper the head is redelivered first, or dead-lettered, which
 /// unblocks the group.
-pub async fn p5_4_line_survives_lease_expiry<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p5_4_line_survives_lease_expiry<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx
         .engine_with_queue(Q, mode(OrderingMode::GroupFifo, 1_000, 2))
         .await?;
@@ -141,7 +141,7 @@ pub async fn p5_4_line_survives_lease_expiry<F: StoreFactory>(ctx: Ctx<F>) -> Tc
 
 /// 5.5 The line survives a backoff: an Abandon with delay keeps successors behind the
 /// parked head until it is redelivered.
-pub async fn p5_5_line_survives_backoff<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p5_5_line_survives_backoff<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx
         .engine_with_queue(Q, mode(OrderingMode::Standard, 30_000, 10))
         .await?;
@@ -166,7 +166,7 @@ pub async fn p5_5_line_survives_backoff<F: StoreFactory>(ctx: Ctx<F>) -> TckResu
 
 /// 5.6 A claim behind a 20,000-message blocked group backlog finds the next eligible
 /// message (its speed is pinned by the plan tests and the benchmark, not here).
-pub async fn p5_6_claim_behind_a_blocked_backlog<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p5_6_claim_behind_a_blocked_backlog<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx
         .engine_with_queue(Q, mode(OrderingMode::Standard, 30_000, 10))
         .await?;
@@ -186,7 +186,7 @@ pub async fn p5_6_claim_behind_a_blocked_backlog<F: StoreFactory>(ctx: Ctx<F>) -
 
 /// 5.1–5.3 A queue's ordering mode changes only while it holds no message in play:
 /// messages are lined up by the mode they were sent under.
-pub async fn p5_1_ordering_mode_changes_only_when_idle<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p5_1_ordering_mode_changes_only_when_idle<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx
         .engine_with_queue(Q, mode(OrderingMode::Standard, 30_000, 10))
         .await?;
@@ -219,9 +219,7 @@ pub async fn p5_1_ordering_mode_changes_only_when_idle<F: StoreFactory>(ctx: Ctx
 /// 5.1–5.5 Every way a line's head leaves play lets the next message of the line go:
 /// reject, abandon at the bound, TTL (dead-lettered or discarded), cancel,
 /// receive-and-delete; and a dead letter redriven into a busy line waits its turn.
-pub async fn p5_1_every_exit_from_play_releases_the_line<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p5_1_every_exit_from_play_releases_the_line<F: Access>(ctx: Ctx<F>) -> TckResult {
     use mqlite_engine_core::{ReceiveMode, RedriveOptions, SendOptions};
     let mq = ctx.engine().await?;
     let queue = |name: &'static str, max: i64, expire_to_dlq: bool| {

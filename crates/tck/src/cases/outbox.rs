@@ -4,24 +4,23 @@ use mqlite_engine_core::{Engine, Error, OutMessage, QueueConfig, StoreTx};
 
 use super::cancellation::cancel_at_pause;
 use super::peek_all;
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "events";
 
-async fn business_rows<F: StoreFactory>(
-    mq: &Engine<F::Store>,
-) -> mqlite_engine_core::Result<Vec<i64>> {
-    mq.tx(|tx| F::business_rows(tx.native())).await
+async fn business_rows<F: Access>(mq: &Engine<F::Store>) -> mqlite_engine_core::Result<Vec<i64>> {
+    mq.tx_via::<F::Native, _, _>(async |tx| F::business_rows(tx.native()).await)
+        .await
 }
 
 /// 16.1 The application's row and its message commit together on Ok, and neither
 /// survives an error, a panic or a cancellation before commit.
-pub async fn p16_1_outbox_commits_both_or_neither<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p16_1_outbox_commits_both_or_neither<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     let seq = mq
-        .tx(|tx| {
-            F::insert_business_row(tx.native(), 1)?;
-            tx.send(Q, OutMessage::new("order 1"))
+        .tx_via::<F::Native, _, _>(async |tx| {
+            F::insert_business_row(tx.native(), 1).await?;
+            tx.send(Q, OutMessage::new("order 1")).await
         })
         .await?;
     assert_eq!(business_rows::<F>(&mq).await?, vec![1]);
@@ -29,9 +28,9 @@ pub async fn p16_1_outbox_commits_both_or_neither<F: StoreFactory>(ctx: Ctx<F>) 
 
     // An error after both writes: neither.
     let failed = mq
-        .tx(|tx| {
-            F::insert_business_row(tx.native(), 2)?;
-            tx.send(Q, OutMessage::new("order 2"))?;
+        .tx_via::<F::Native, _, _>(async |tx| {
+            F::insert_business_row(tx.native(), 2).await?;
+            tx.send(Q, OutMessage::new("order 2")).await?;
             Err::<(), _>(Error::invalid("payment declined"))
         })
         .await;
@@ -41,9 +40,9 @@ pub async fn p16_1_outbox_commits_both_or_neither<F: StoreFactory>(ctx: Ctx<F>) 
     let panicked = {
         let mq = mq.clone();
         tokio::spawn(async move {
-            mq.tx(|tx| {
-                F::insert_business_row(tx.native(), 3)?;
-                tx.send(Q, OutMessage::new("order 3"))?;
+            mq.tx_via::<F::Native, _, _>(async |tx| {
+                F::insert_business_row(tx.native(), 3).await?;
+                tx.send(Q, OutMessage::new("order 3")).await?;
                 if tx.native().check_cancelled().is_ok() {
                     panic!("the application's code panicked mid-transaction");
                 }
@@ -60,9 +59,9 @@ pub async fn p16_1_outbox_commits_both_or_neither<F: StoreFactory>(ctx: Ctx<F>) 
 
     // A cancellation before commit: neither.
     cancel_at_pause(|pause| {
-        mq.tx(move |tx| {
-            F::insert_business_row(tx.native(), 4)?;
-            tx.send(Q, OutMessage::new("order 4"))?;
+        mq.tx_via::<F::Native, _, _>(async move |tx| {
+            F::insert_business_row(tx.native(), 4).await?;
+            tx.send(Q, OutMessage::new("order 4")).await?;
             pause.here();
             Ok::<_, Error>(())
         })
@@ -89,14 +88,14 @@ pub async fn p16_1_outbox_commits_both_or_neither<F: StoreFactory>(ctx: Ctx<F>) 
 
 /// 16.2 The store's native handle works inside the transaction: the application's own
 /// table, read-your-writes before commit, and nothing visible after a rollback.
-pub async fn p16_2_native_handle_inside_the_transaction<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p16_2_native_handle_inside_the_transaction<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     let seen = mq
-        .tx(|tx| {
-            F::insert_business_row(tx.native(), 7)?;
-            F::insert_business_row(tx.native(), 5)?;
-            let rows = F::business_rows(tx.native())?;
-            tx.send(Q, OutMessage::new(format!("{rows:?}")))?;
+        .tx_via::<F::Native, _, _>(async |tx| {
+            F::insert_business_row(tx.native(), 7).await?;
+            F::insert_business_row(tx.native(), 5).await?;
+            let rows = F::business_rows(tx.native()).await?;
+            tx.send(Q, OutMessage::new(format!("{rows:?}"))).await?;
             Err::<(), _>(Error::invalid(format!("{rows:?}")))
         })
         .await;

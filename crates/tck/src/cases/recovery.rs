@@ -3,11 +3,11 @@
 use mqlite_engine_core::{Error, MessageState, OutMessage, REASON_MAX_DELIVERY};
 
 use super::{config, peek_all, receive_one};
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 /// 3.1 Open reclaims every orphaned locked row under the reaper's rule: active, or
 /// dead-lettered at the limit; a crash never buys an extra delivery.
-pub async fn p3_1_open_reclaims_orphaned_leases<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p3_1_open_reclaims_orphaned_leases<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine().await?;
     mq.create_queue("retry", config(60_000, 3)).await?;
     mq.create_queue("last", config(60_000, 1)).await?;

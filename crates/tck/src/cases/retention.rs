@@ -5,7 +5,7 @@ use mqlite_engine_core::{
 };
 
 use super::{peek_all, receive_one};
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 async fn dead_letter<S: Store>(
     mq: &Engine<S>,
@@ -32,9 +32,7 @@ fn dead_seqs(all: &[mqlite_engine_core::Message]) -> Vec<mqlite_engine_core::Seq
 
 /// 8.1 With a bound set (age, count, bytes), the sweep drops the oldest dead letters
 /// first and touches nothing but dead letters.
-pub async fn p8_1_retention_drops_oldest_dead_letters_only<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p8_1_retention_drops_oldest_dead_letters_only<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine().await?;
     let bounded = |age, count, bytes| QueueConfig {
         dlq_max_age_ms: age,
@@ -86,7 +84,7 @@ pub async fn p8_1_retention_drops_oldest_dead_letters_only<F: StoreFactory>(
 }
 
 /// 8.2 With no bound (the default) nothing is auto-deleted.
-pub async fn p8_2_no_bound_keeps_every_dead_letter<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p8_2_no_bound_keeps_every_dead_letter<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue("q", QueueConfig::default()).await?;
     for i in 0..5 {
         dead_letter(&mq, "q", &format!("d{i}")).await?;
@@ -100,9 +98,7 @@ pub async fn p8_2_no_bound_keeps_every_dead_letter<F: StoreFactory>(ctx: Ctx<F>)
 
 /// 8.3 A queue's bound resolves against the engine default: 0 inherits, > 0 overrides,
 /// < 0 is explicitly unbounded.
-pub async fn p8_3_queue_bound_resolves_against_engine_default<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p8_3_queue_bound_resolves_against_engine_default<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx
         .engine_with(EngineOptions {
             background: false,

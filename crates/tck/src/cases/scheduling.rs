@@ -3,15 +3,13 @@
 use mqlite_engine_core::{MessageState, OutMessage, QueueConfig, REASON_TTL_EXPIRED, SendOptions};
 
 use super::{config, peek_all, receive_one, state_of};
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "q";
 
 /// 7.1 A scheduled message stays hidden until its time, then becomes active; Cancel
 /// deletes a scheduled message never delivered, but not a backoff-parked redelivery.
-pub async fn p7_1_scheduled_hidden_until_due_and_cancellable<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p7_1_scheduled_hidden_until_due_and_cancellable<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     let at = ctx.clock.now() + 10_000;
     let seq = mq.schedule(Q, OutMessage::new("later"), at).await?;
@@ -41,7 +39,7 @@ pub async fn p7_1_scheduled_hidden_until_due_and_cancellable<F: StoreFactory>(
 /// 7.2 TTL, anchored at visible_at: an expired message, from any non-terminal state
 /// including scheduled, is dead-lettered when dead_letter_on_expire (the default), else
 /// discarded.
-pub async fn p7_2_ttl_dead_letters_or_discards<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p7_2_ttl_dead_letters_or_discards<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     mq.create_queue(
         "drop",

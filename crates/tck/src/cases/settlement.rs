@@ -5,12 +5,12 @@ use mqlite_engine_core::{
 };
 
 use super::{config, peek_all, receive_one, send_n, state_of};
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "q";
 
 /// 2.1 Complete deletes the message.
-pub async fn p2_1_complete_deletes<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p2_1_complete_deletes<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     let seqs = send_n(&mq, Q, "m", 2).await?;
     let m = receive_one(&mq, Q).await?;
@@ -24,9 +24,7 @@ pub async fn p2_1_complete_deletes<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
 
 /// 2.2 Abandon returns the message to active; with a delay it parks in scheduled until
 /// the delay lapses.
-pub async fn p2_2_abandon_reactivates_or_parks_with_delay<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p2_2_abandon_reactivates_or_parks_with_delay<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     let seq = mq.send(Q, OutMessage::new("x")).await?;
     let m = receive_one(&mq, Q).await?;
@@ -47,7 +45,7 @@ pub async fn p2_2_abandon_reactivates_or_parks_with_delay<F: StoreFactory>(
 }
 
 /// 2.2 Abandon at the delivery bound dead-letters the message.
-pub async fn p2_2_abandon_at_the_bound_dead_letters<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p2_2_abandon_at_the_bound_dead_letters<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 2)).await?;
     let seq = mq.send(Q, OutMessage::new("x")).await?;
     let m = receive_one(&mq, Q).await?;
@@ -65,7 +63,7 @@ pub async fn p2_2_abandon_at_the_bound_dead_letters<F: StoreFactory>(ctx: Ctx<F>
 }
 
 /// 2.3 Reject dead-letters the message with the caller's reason and description.
-pub async fn p2_3_reject_dead_letters_with_reason<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p2_3_reject_dead_letters_with_reason<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     let seq = mq.send(Q, OutMessage::new("poison")).await?;
     let m = receive_one(&mq, Q).await?;
@@ -87,9 +85,7 @@ pub async fn p2_3_reject_dead_letters_with_reason<F: StoreFactory>(ctx: Ctx<F>) 
 
 /// 2.4 Defer sets the message aside; only ReceiveDeferred returns it, and the reaper
 /// never reclaims it.
-pub async fn p2_4_defer_sets_aside_until_receive_deferred<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p2_4_defer_sets_aside_until_receive_deferred<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
     let seq = mq.send(Q, OutMessage::new("later")).await?;
     let m = receive_one(&mq, Q).await?;
@@ -119,9 +115,7 @@ pub async fn p2_4_defer_sets_aside_until_receive_deferred<F: StoreFactory>(
 
 /// 2.5 Renew extends a live lease by the lock duration; it never revives an expired
 /// lease and never shortens one.
-pub async fn p2_5_renew_extends_never_revives_never_shortens<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p2_5_renew_extends_never_revives_never_shortens<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(10_000, 10)).await?;
     mq.send(Q, OutMessage::new("x")).await?;
     let m = receive_one(&mq, Q).await?;
@@ -143,7 +137,7 @@ pub async fn p2_5_renew_extends_never_revives_never_shortens<F: StoreFactory>(
 
 /// 2.6 A settlement with a token that is not the current one is LockLost and changes
 /// nothing.
-pub async fn p2_6_stale_token_is_lock_lost<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p2_6_stale_token_is_lock_lost<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     let seq = mq.send(Q, OutMessage::new("x")).await?;
     let m = receive_one(&mq, Q).await?;
@@ -183,7 +177,7 @@ pub async fn p2_6_stale_token_is_lock_lost<F: StoreFactory>(ctx: Ctx<F>) -> TckR
 
 /// 2.6 The lease is checked at statement time: `locked_until == now` is already expired,
 /// even before the reaper has run.
-pub async fn p2_6_lease_deadline_equality_is_expired<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p2_6_lease_deadline_equality_is_expired<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(5_000, 10)).await?;
     mq.send(Q, OutMessage::new("x")).await?;
     let m = receive_one(&mq, Q).await?;
@@ -199,7 +193,7 @@ pub async fn p2_6_lease_deadline_equality_is_expired<F: StoreFactory>(ctx: Ctx<F
 
 /// 2.7 CompleteBatch settles many in one transaction with per-item fencing; a stale item
 /// reports ok = false and never fails the batch.
-pub async fn p2_7_complete_batch_fences_per_item<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p2_7_complete_batch_fences_per_item<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     send_n(&mq, Q, "m", 4).await?;
     let got = mq.receive(Q, ReceiveOptions::batch(3)).await?;
@@ -222,9 +216,7 @@ pub async fn p2_7_complete_batch_fences_per_item<F: StoreFactory>(ctx: Ctx<F>) -
 
 /// 2.8 RenewBatch renews up to 512 leases with per-item fencing and reports each
 /// committed locked_until; more than 512 is InvalidArgument.
-pub async fn p2_8_renew_batch_fences_per_item_and_caps_at_512<F: StoreFactory>(
-    ctx: Ctx<F>,
-) -> TckResult {
+pub async fn p2_8_renew_batch_fences_per_item_and_caps_at_512<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(10_000, 10)).await?;
     send_n(&mq, Q, "m", 3).await?;
     let got = mq.receive(Q, ReceiveOptions::batch(3)).await?;
@@ -267,7 +259,7 @@ pub async fn p2_8_renew_batch_fences_per_item_and_caps_at_512<F: StoreFactory>(
 
 /// 2.9 After redelivery the previous holder's token is fenced: its settle is LockLost and
 /// the new holder's succeeds.
-pub async fn p2_9_redelivery_fences_the_previous_holder<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p2_9_redelivery_fences_the_previous_holder<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
     mq.send(Q, OutMessage::new("x")).await?;
     let old = receive_one(&mq, Q).await?;

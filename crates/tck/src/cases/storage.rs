@@ -6,11 +6,11 @@ use std::path::Path;
 use mqlite_engine_core::{Error, OutMessage, QueueConfig};
 
 use super::receive_one;
-use crate::harness::{Ctx, StoreFactory, TckResult};
+use crate::harness::{Access, Ctx, TckResult};
 
 /// 10.1 One writer per database: a second open in the same process fails fast with
 /// DbLocked, and succeeds once the first is closed.
-pub async fn p10_1_second_open_is_db_locked<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p10_1_second_open_is_db_locked<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue("q", QueueConfig::default()).await?;
     mq.send("q", OutMessage::new("kept")).await?;
     match ctx.store().await {
@@ -42,7 +42,7 @@ fn snapshot(dir: &Path) -> std::io::Result<BTreeMap<String, Vec<u8>>> {
 
 /// 10.2 Open refuses a database whose schema guard token differs from the binary's, and
 /// writes nothing to it.
-pub async fn p10_2_foreign_schema_token_is_refused<F: StoreFactory>(ctx: Ctx<F>) -> TckResult {
+pub async fn p10_2_foreign_schema_token_is_refused<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue("q", QueueConfig::default()).await?;
     mq.send("q", OutMessage::new("kept")).await?;
     mq.close().await;

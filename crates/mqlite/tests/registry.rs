@@ -1,0 +1,105 @@
+//! Stores opened by location through the registry: the run-time engine works end to
+//! end, and a location the registry cannot serve fails with a message that says what
+//! to do.
+
+use mqlite::{Error, Location, OutMessage, QueueConfig, SqliteStore, Store};
+
+/// A file path, `sqlite:` and `:memory:` open the SQLite store behind the run-time
+/// engine, which runs the whole send / receive / complete cycle, and the outbox by
+/// naming the concrete store.
+#[tokio::test]
+async fn locations_open_the_sqlite_store_at_run_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("mq.db").to_string_lossy().into_owned();
+    let other = dir.path().join("other.db").to_string_lossy().into_owned();
+    for location in [
+        file.clone(),
+        format!("sqlite:{other}"),
+        ":memory:".to_owned(),
+    ] {
+        let mq = mqlite::open(&location).await.expect("open by location");
+        assert_eq!(mq.store().backend(), "sqlite", "{location}");
+        mq.create_queue("q", QueueConfig::default())
+            .await
+            .expect("queue");
+        let seq = mq
+            .tx_via::<SqliteStore, _, _>(async |tx| {
+                tx.native()
+                    .sql()?
+                    .execute_batch("CREATE TABLE IF NOT EXISTS t(x INTEGER)")
+                    .map_err(|e| Error::backend("sqlite", e))?;
+                tx.send("q", OutMessage::new("in the outbox")).await
+            })
+            .await
+            .expect("outbox through the run-time engine");
+        let m = mq
+            .receive_one("q")
+            .await
+            .expect("receive")
+            .expect("a message");
+        assert_eq!((m.seq, m.body()), (seq, &b"in the outbox"[..]));
+        mq.complete("q", &m).await.expect("complete");
+        let status = mq.status().await.expect("status");
+        assert_eq!(status.schema_token, mqlite_sql_token());
+        mq.close().await;
+    }
+    // The file location names the same database as its `sqlite:` spelling would.
+    let again = mqlite::open(&format!("sqlite://{file}"))
+        .await
+        .expect("reopen");
+    assert_eq!(again.list_queues().await.expect("list").len(), 1);
+    again.close().await;
+}
+
+fn mqlite_sql_token() -> String {
+    // The token the store reports is the one the file carries; a fresh file carries
+    // this binary's.
+    "mqlite-rs/2".to_owned()
+}
+
+/// An unknown scheme is refused before anything is touched, with the forms understood.
+#[tokio::test]
+async fn unknown_scheme_says_what_to_do() {
+    for location in ["postgres://db.example/q", "s3:bucket/q", ""] {
+        match mqlite::open(location).await {
+            Err(Error::InvalidArgument(msg)) => {
+                assert!(msg.contains("file path"), "{location}: {msg}");
+                assert!(msg.contains(":memory:"), "{location}: {msg}");
+            }
+            other => panic!("{location}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+}
+
+/// Locations of stores this version does not include name the store and the way out.
+#[tokio::test]
+async fn planned_stores_are_named_not_guessed() {
+    for (location, store) in [
+        ("redb:/tmp/q.redb", "redb"),
+        ("libsql://db.example", "libSQL"),
+        ("https://db.example", "libSQL"),
+    ] {
+        match mqlite::open(location).await {
+            Err(Error::InvalidArgument(msg)) => assert!(msg.contains(store), "{msg}"),
+            other => panic!("{location}: expected InvalidArgument, got {other:?}"),
+        }
+    }
+}
+
+/// The parser keeps paths paths: a drive letter, a relative path, a path with a colon
+/// after a slash.
+#[test]
+fn paths_without_a_scheme_are_sqlite_files() {
+    for (location, expected) in [
+        ("app.db", Location::Sqlite("app.db".into())),
+        (
+            "C:\\data\\app.db",
+            Location::Sqlite("C:\\data\\app.db".into()),
+        ),
+        ("./dir/a:b.db", Location::Sqlite("./dir/a:b.db".into())),
+        ("sqlite:app.db", Location::Sqlite("app.db".into())),
+        ("redb:q.redb", Location::Redb("q.redb".into())),
+    ] {
+        assert_eq!(Location::parse(location).expect(location), expected);
+    }
+}

@@ -1,0 +1,374 @@
+//! Queue administration and the admin reads: upsert/delete/list, cancel, peek, stats,
+//! redrive, purge and status (6.2, 7.1, 12.1).
+
+use std::collections::BTreeSet;
+
+use mqlite_engine_core::{
+    Error, Message, OrderingMode, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueKind,
+    QueueStats, RedriveOptions, Result, SeqNumber,
+};
+use serde_json::json;
+
+use crate::exec::{SqlExec, Value};
+use crate::line::{Departed, busy_lines, line_of, waiting_flags};
+use crate::rows::{load_queue, message, queue_row};
+use crate::sweeps::DLQ_OLDEST;
+
+/// The kind and ordering mode of a name (the upsert's checks, 12.1 and 5.x).
+pub const SELECT_QUEUE_KIND: &str = "SELECT kind, ordering_mode FROM queues WHERE name = :name";
+
+/// Create-or-update of a queue (the kind was checked first: 12.1).
+pub const UPSERT_QUEUE: &str = "INSERT INTO queues (name, kind, lock_duration_ms,
+       max_delivery_count, default_ttl_ms, dead_letter_on_expire, dedup_window_ms,
+       ordering_mode, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, created_at)
+VALUES (:name, :kind, :lock_ms, :max_dc, :ttl, :dloe, :dedup, :mode, :age, :count, :bytes, :now)
+ON CONFLICT (name) DO UPDATE SET
+       lock_duration_ms = excluded.lock_duration_ms,
+       max_delivery_count = excluded.max_delivery_count,
+       default_ttl_ms = excluded.default_ttl_ms,
+       dead_letter_on_expire = excluded.dead_letter_on_expire,
+       dedup_window_ms = excluded.dedup_window_ms,
+       ordering_mode = excluded.ordering_mode,
+       dlq_max_age_ms = excluded.dlq_max_age_ms,
+       dlq_max_count = excluded.dlq_max_count,
+       dlq_max_bytes = excluded.dlq_max_bytes";
+
+/// Whether a queue holds a message in play (its ordering mode is then fixed).
+pub const QUEUE_IN_PLAY: &str = "SELECT EXISTS (SELECT 1 FROM messages
+    WHERE queue = :queue AND state <> 'dead_lettered')";
+
+/// Everything a name owns, deleted with it (children first). Messages go by
+/// `idx_msg_queue`; a topic's subscriptions by `idx_sub_topic`.
+pub const DELETE_QUEUE: &[&str] = &[
+    "DELETE FROM messages WHERE queue = :name",
+    "DELETE FROM dedup WHERE queue = :name",
+    "DELETE FROM settlement_receipts WHERE queue = :name",
+    "DELETE FROM receive_attempts WHERE queue = :name",
+    "DELETE FROM subscriptions WHERE name = :name OR topic = :name",
+    "DELETE FROM queues WHERE name = :name",
+];
+
+/// Every queue, by name.
+pub const LIST_QUEUES: &str = concat!(
+    "SELECT name, ",
+    queue_columns!(),
+    " FROM queues ORDER BY name"
+);
+
+/// Cancel (7.1): only a scheduled message that was never delivered; a backoff-parked
+/// redelivery has a delivery count and stays.
+pub const CANCEL_SCHEDULED: &str = "DELETE FROM messages
+ WHERE id = :seq AND queue = :queue AND state = 'scheduled' AND delivery_count = 0
+RETURNING line, waiting";
+
+/// Browsing from a sequence number, optionally in one state (6.2): a seek of
+/// `idx_msg_queue`, never a walk of other queues' rows.
+pub const PEEK: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    " FROM messages
+ WHERE queue = :queue AND id >= :from AND (:state IS NULL OR state = :state)
+ ORDER BY id LIMIT :max"
+);
+
+/// Stats of one queue: rows in play, locked, deferred, scheduled, dead letters, and the
+/// oldest enqueue time in play. Each count names its state as a literal so that it walks
+/// that state's partial index; active = in play - the others.
+pub const QUEUE_STATS: &str = "SELECT
+    (SELECT count(*) FROM messages WHERE queue = :queue AND state <> 'dead_lettered'),
+    (SELECT count(*) FROM messages WHERE queue = :queue AND state = 'locked'),
+    (SELECT count(*) FROM messages WHERE queue = :queue AND state = 'deferred'),
+    (SELECT count(*) FROM messages WHERE queue = :queue AND state = 'scheduled'),
+    (SELECT count(*) FROM messages WHERE queue = :queue AND state = 'dead_lettered'),
+    (SELECT min(enqueued_at) FROM messages WHERE queue = :queue AND state <> 'dead_lettered')";
+
+/// Redrive (6.2, 5.8): each `{id, line, waiting}` of `:items` back to active in
+/// `:target`, count reset, TTL cleared, in its target line, in one statement.
+pub const REDRIVE_MANY: &str = "UPDATE messages
+   SET queue = :target, state = 'active', line = j.value ->> 'line',
+       waiting = j.value ->> 'waiting', delivery_count = 0, dead_letter_reason = NULL,
+       dead_letter_description = NULL, dead_lettered_at = 0, visible_at = :now,
+       expires_at = 0, lock_token = NULL, locked_until = 0
+  FROM json_each(:items) j
+ WHERE messages.id = j.value ->> 'id' AND messages.state = 'dead_lettered'";
+
+/// Purge (6.2): the oldest dead letters, bounded by age and count, in one statement.
+pub const PURGE: &str = "DELETE FROM messages WHERE id IN (
+    SELECT id FROM messages
+     WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
+     ORDER BY dead_lettered_at, id LIMIT :limit)";
+
+/// Status: the guard token, the counts of names and the size of the data. The admin
+/// tables are small; nothing here walks messages.
+pub const STATUS: &str = "SELECT
+    (SELECT value FROM meta WHERE key = 'schema_token'),
+    (SELECT count(*) FROM queues WHERE kind = 'queue'),
+    (SELECT count(*) FROM queues WHERE kind = 'topic'),
+    (SELECT count(*) FROM subscriptions),
+    (SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size())";
+
+/// Creates or updates a name of `kind`; another kind under the name is NameConflict
+/// (12.1); the ordering mode is fixed while messages are in play.
+pub async fn upsert_queue<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    name: &str,
+    kind: QueueKind,
+    cfg: &QueueConfig,
+    update_only: bool,
+) -> Result<()> {
+    let existing = x
+        .query(SELECT_QUEUE_KIND, &[(":name", Value::from(name))])
+        .await?;
+    match existing.first() {
+        None if update_only => return Err(Error::queue_not_found(name)),
+        None => {}
+        Some(r) => {
+            let (k, mode) = (r.text(0)?, r.text(1)?);
+            if k != kind.as_str() {
+                return Err(Error::NameConflict {
+                    name: name.to_owned(),
+                    existing: k,
+                });
+            }
+            if mode != cfg.ordering_mode.as_str() {
+                let in_play = x
+                    .query(QUEUE_IN_PLAY, &[(":queue", Value::from(name))])
+                    .await?;
+                if in_play
+                    .first()
+                    .map(|r| r.flag(0))
+                    .transpose()?
+                    .unwrap_or(false)
+                {
+                    return Err(Error::invalid(format!(
+                        "the ordering mode of {name:?} can change only while it holds no \
+                         message in play (it is {mode})"
+                    )));
+                }
+            }
+        }
+    }
+    x.execute(
+        UPSERT_QUEUE,
+        &[
+            (":name", Value::from(name)),
+            (":kind", Value::from(kind.as_str())),
+            (":lock_ms", Value::from(cfg.lock_duration_ms)),
+            (":max_dc", Value::from(cfg.max_delivery_count)),
+            (":ttl", Value::from(cfg.default_ttl_ms)),
+            (":dloe", Value::from(cfg.dead_letter_on_expire)),
+            (":dedup", Value::from(cfg.dedup_window_ms)),
+            (":mode", Value::from(cfg.ordering_mode.as_str())),
+            (":age", Value::from(cfg.dlq_max_age_ms)),
+            (":count", Value::from(cfg.dlq_max_count)),
+            (":bytes", Value::from(cfg.dlq_max_bytes)),
+            (":now", Value::from(now)),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Deletes a name and everything it owns.
+pub async fn delete_queue<X: SqlExec>(x: &mut X, name: &str) -> Result<bool> {
+    let mut last = 0;
+    for text in DELETE_QUEUE {
+        last = x
+            .execute(text, &[(":name", Value::from(name))])
+            .await?
+            .changes;
+    }
+    Ok(last > 0)
+}
+
+/// Every name, by name.
+pub async fn list_queues<X: SqlExec>(x: &mut X) -> Result<Vec<QueueInfo>> {
+    x.query(LIST_QUEUES, &[])
+        .await?
+        .iter()
+        .map(|r| {
+            let (kind, config) = queue_row(r, 1)?;
+            Ok(QueueInfo {
+                name: r.text(0)?,
+                kind,
+                config,
+            })
+        })
+        .collect()
+}
+
+/// Deletes a never-delivered scheduled message (7.1).
+pub async fn cancel<X: SqlExec>(x: &mut X, queue: &str, seq: SeqNumber) -> Result<bool> {
+    load_queue(x, queue).await?;
+    let gone = x
+        .query(
+            CANCEL_SCHEDULED,
+            &[(":seq", Value::from(seq.0)), (":queue", Value::from(queue))],
+        )
+        .await?;
+    match gone.first() {
+        Some(r) => {
+            let mut departed = Departed::default();
+            departed.add(queue, r.opt_text(0)?, !r.flag(1)?);
+            departed.release(x).await?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// Browses without locking (6.2); never hands out a lease's token.
+pub async fn peek<X: SqlExec>(x: &mut X, queue: &str, o: &PeekOptions) -> Result<Vec<Message>> {
+    load_queue(x, queue).await?;
+    x.query(
+        PEEK,
+        &[
+            (":queue", Value::from(queue)),
+            (":from", Value::from(o.from_seq.map_or(0, |s| s.0))),
+            (":state", Value::from(o.state.map(|s| s.as_str()))),
+            (":max", Value::from(i64::from(o.max))),
+        ],
+    )
+    .await?
+    .iter()
+    .map(|r| {
+        message(r, 0).map(|m| Message {
+            lock_token: None,
+            ..m
+        })
+    })
+    .collect()
+}
+
+/// Counts per state.
+pub async fn stats<X: SqlExec>(x: &mut X, now: i64, queue: &str) -> Result<QueueStats> {
+    load_queue(x, queue).await?;
+    let rows = x
+        .query(QUEUE_STATS, &[(":queue", Value::from(queue))])
+        .await?;
+    let r = rows.first().ok_or_else(|| Error::queue_not_found(queue))?;
+    let (live, locked, deferred, scheduled, dead) =
+        (r.int(0)?, r.int(1)?, r.int(2)?, r.int(3)?, r.int(4)?);
+    let oldest = r.opt_int(5)?;
+    let n = |v: i64| v.max(0) as u64;
+    Ok(QueueStats {
+        active: n(live - locked - deferred - scheduled),
+        locked: n(locked),
+        deferred: n(deferred),
+        scheduled: n(scheduled),
+        dead_lettered: n(dead),
+        total: n(live + dead),
+        oldest_message_age_ms: oldest.map_or(0, |t| (now - t).max(0)),
+    })
+}
+
+/// Moves dead letters back to active, count reset, optionally into another queue (6.2),
+/// each into its target line by the line rule (5.8, 5.9).
+pub async fn redrive<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    o: &RedriveOptions,
+) -> Result<u64> {
+    load_queue(x, queue).await?;
+    let target = o.target.as_deref().unwrap_or(queue);
+    let target_cfg = load_queue(x, target).await?;
+    let limit = if o.max == 0 { i64::MAX } else { o.max as i64 };
+    let rows = x
+        .query(
+            DLQ_OLDEST,
+            &[
+                (":queue", Value::from(queue)),
+                (":cutoff", Value::from(now.saturating_sub(o.older_than_ms))),
+                (":limit", Value::from(limit)),
+            ],
+        )
+        .await?;
+    let mut picked: Vec<(i64, Option<String>)> = rows
+        .iter()
+        .map(|r| Ok((r.int(0)?, r.opt_text(1)?)))
+        .collect::<Result<_>>()?;
+    if picked.is_empty() {
+        return Ok(0);
+    }
+    if target_cfg.ordering_mode == OrderingMode::GroupFifo
+        && picked
+            .iter()
+            .any(|(_, g)| g.as_deref().is_none_or(str::is_empty))
+    {
+        return Err(Error::GroupRequired {
+            queue: target.to_owned(),
+        });
+    }
+    // A line's order is sequence order: among the redriven members of one idle line,
+    // the oldest becomes its head.
+    picked.sort_by_key(|(id, _)| *id);
+    let lines: Vec<Option<String>> = picked
+        .iter()
+        .map(|(_, g)| line_of(target_cfg.ordering_mode, g.as_deref()))
+        .collect();
+    let distinct: BTreeSet<String> = lines.iter().flatten().cloned().collect();
+    let busy = busy_lines(x, target, &distinct).await?;
+    let waiting = waiting_flags(&lines, &busy);
+    let items = serde_json::Value::from_iter(picked.iter().zip(lines.iter().zip(&waiting)).map(
+        |((id, _), (line, waits))| json!({"id": id, "line": line, "waiting": i64::from(*waits)}),
+    ));
+    Ok(x.execute(
+        REDRIVE_MANY,
+        &[
+            (":target", Value::from(target)),
+            (":now", Value::from(now)),
+            (":items", Value::from(items.to_string())),
+        ],
+    )
+    .await?
+    .changes)
+}
+
+/// Deletes dead letters, bounded by max and age (6.2).
+pub async fn purge<X: SqlExec>(x: &mut X, now: i64, queue: &str, o: &PurgeOptions) -> Result<u64> {
+    load_queue(x, queue).await?;
+    let limit = if o.max == 0 { i64::MAX } else { o.max as i64 };
+    Ok(x.execute(
+        PURGE,
+        &[
+            (":queue", Value::from(queue)),
+            (":cutoff", Value::from(now.saturating_sub(o.older_than_ms))),
+            (":limit", Value::from(limit)),
+        ],
+    )
+    .await?
+    .changes)
+}
+
+/// What [`status`] reads: the token, the counts and the size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusCounts {
+    /// The schema guard token.
+    pub schema_token: String,
+    /// Queues.
+    pub queues: u64,
+    /// Topics.
+    pub topics: u64,
+    /// Subscriptions.
+    pub subscriptions: u64,
+    /// Bytes of the database.
+    pub size_bytes: Option<u64>,
+}
+
+/// The store's self-description, in one statement.
+pub async fn status<X: SqlExec>(x: &mut X) -> Result<StatusCounts> {
+    let rows = x.query(STATUS, &[]).await?;
+    let r = rows
+        .first()
+        .ok_or_else(|| Error::invalid("status returned no row"))?;
+    let n = |v: i64| v.max(0) as u64;
+    Ok(StatusCounts {
+        schema_token: r.opt_text(0)?.unwrap_or_default(),
+        queues: n(r.int(1)?),
+        topics: n(r.int(2)?),
+        subscriptions: n(r.int(3)?),
+        size_bytes: r.opt_int(4)?.map(n),
+    })
+}

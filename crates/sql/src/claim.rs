@@ -1,0 +1,308 @@
+//! Claiming (1.1–1.7, 3.3, 5.1–5.5): peek-lock is ONE statement for the whole batch —
+//! pick the eligible heads, lock each under its own token, return them — and
+//! receive-and-delete a fixed handful; the receive-attempt record makes a retried
+//! receive replay instead of claiming anew.
+
+use std::collections::{BTreeMap, HashMap};
+
+use mqlite_engine_core::codec::{decode_messages, encode_messages};
+use mqlite_engine_core::{
+    ClaimSpec, Error, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
+};
+use serde_json::json;
+
+use crate::exec::{SqlExec, Value};
+use crate::line::Departed;
+use crate::rows::{MESSAGE_WIDTH, load_queue, message};
+
+/// Peek-lock claim of up to `:max` heads in one statement. `picked` is materialized
+/// once (the heads seek `idx_msg_active`, 5.6), numbered in sequence order, and row k
+/// takes the k-th token of `:tokens` (a JSON array of fresh tokens from the operating
+/// system's random source): one statement however many it claims (1.6).
+pub const CLAIM: &str = concat!(
+    "WITH picked AS MATERIALIZED (
+    SELECT id AS pid, row_number() OVER (ORDER BY id) - 1 AS k FROM (",
+    pick_heads!(),
+    "))
+UPDATE messages
+   SET state = 'locked',
+       locked_until = :now + :lock_ms,
+       lock_token = json_extract(:tokens, '$[' || picked.k || ']'),
+       delivery_count = delivery_count + 1
+  FROM picked
+ WHERE messages.id = picked.pid
+RETURNING ",
+    message_columns!()
+);
+
+/// Receive-and-delete, first step: the eligible heads themselves, with their lines.
+pub const PICK_HEADS: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    ", line FROM messages WHERE id IN (",
+    pick_heads!(),
+    ")"
+);
+
+/// Receive-and-delete, second step: for each `{line, head}` of `:lines`, up to `:max`
+/// other members of the line still in play, in sequence order (one seek of
+/// `idx_msg_line` each). Nothing stays in flight in this mode, so when a head is taken
+/// its line's next head (the oldest remaining member) may follow in the same batch,
+/// while each is active, visible and unexpired.
+pub const LINE_SUCCESSORS: &str = concat!(
+    "SELECT ",
+    message_columns!(),
+    ", line FROM messages WHERE id IN (
+    SELECT s.id FROM json_each(:lines) j JOIN messages s
+        ON s.id IN (SELECT x.id FROM messages x
+                     WHERE x.queue = :queue AND x.line = j.value ->> 'line'
+                       AND x.state <> 'dead_lettered' AND x.id <> j.value ->> 'head'
+                     ORDER BY x.id LIMIT :max))"
+);
+
+/// Deletes the rows whose ids are in `:ids` (receive-and-delete).
+pub const DELETE_IDS: &str = "DELETE FROM messages WHERE id IN (SELECT value FROM json_each(:ids))";
+
+/// ReceiveDeferred (2.4): deferred, unexpired rows of `:seqs`, locked under the tokens of
+/// `:tokens` by position, in one statement.
+pub const CLAIM_DEFERRED: &str = concat!(
+    "WITH picked AS MATERIALIZED (
+    SELECT j.value AS pid, j.key AS k FROM json_each(:seqs) j)
+UPDATE messages
+   SET state = 'locked', locked_until = :now + :lock_ms,
+       lock_token = json_extract(:tokens, '$[' || picked.k || ']'),
+       delivery_count = delivery_count + 1
+  FROM picked
+ WHERE messages.id = picked.pid AND messages.queue = :queue
+   AND messages.state = 'deferred'
+   AND (messages.expires_at = 0 OR messages.expires_at > :now)
+RETURNING ",
+    message_columns!()
+);
+
+/// Receive attempt replay (3.3).
+pub const ATTEMPT_LOOKUP: &str = "SELECT mode, response FROM receive_attempts
+ WHERE queue = :queue AND attempt_id = :attempt AND expires_at > :now";
+
+/// Receive attempt record, in the claim's transaction (3.3).
+pub const ATTEMPT_INSERT: &str = "INSERT OR REPLACE INTO receive_attempts
+       (queue, attempt_id, mode, response, expires_at)
+VALUES (:queue, :attempt, :mode, :response, :expires_at)";
+
+fn tokens_json(tokens: &[LockToken]) -> String {
+    serde_json::Value::from_iter(
+        tokens
+            .iter()
+            .map(|t| serde_json::Value::from(t.to_string())),
+    )
+    .to_string()
+}
+
+/// Claims up to `spec.max_messages` messages of `queue` within the surrounding
+/// transaction.
+pub async fn claim<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    spec: &ClaimSpec,
+) -> Result<Vec<Message>> {
+    let cfg = load_queue(x, queue).await?;
+    let mode_code = match spec.mode {
+        ReceiveMode::PeekLock => 0i64,
+        ReceiveMode::ReceiveAndDelete => 1,
+    };
+    if let Some(attempt) = &spec.attempt_id {
+        let seen = x
+            .query(
+                ATTEMPT_LOOKUP,
+                &[
+                    (":queue", Value::from(queue)),
+                    (":attempt", Value::from(attempt.as_str())),
+                    (":now", Value::from(now)),
+                ],
+            )
+            .await?;
+        if let Some(r) = seen.first() {
+            if r.int(0)? != mode_code {
+                return Err(Error::invalid(
+                    "receive_attempt_id was used with another receive mode",
+                ));
+            }
+            return Ok(decode_messages(&r.blob(1)?));
+        }
+    }
+    let max = i64::from(spec.max_messages);
+    let out = match spec.mode {
+        ReceiveMode::PeekLock => {
+            let tokens = LockToken::random_batch(spec.max_messages as usize);
+            let rows = x
+                .query(
+                    CLAIM,
+                    &[
+                        (":queue", Value::from(queue)),
+                        (":now", Value::from(now)),
+                        (":max", Value::from(max)),
+                        (":lock_ms", Value::from(cfg.lock_duration_ms)),
+                        (":tokens", Value::from(tokens_json(&tokens))),
+                    ],
+                )
+                .await?;
+            let mut out = rows
+                .iter()
+                .map(|r| message(r, 0))
+                .collect::<Result<Vec<_>>>()?;
+            out.sort_by_key(|m| m.seq);
+            out
+        }
+        ReceiveMode::ReceiveAndDelete => receive_and_delete(x, now, queue, max).await?,
+    };
+    // An empty response claimed nothing, so a retry may claim anew; recording it would
+    // pin a long-polling attempt to "nothing" for the whole replay window.
+    if let Some(attempt) = spec.attempt_id.as_ref().filter(|_| !out.is_empty()) {
+        x.execute(
+            ATTEMPT_INSERT,
+            &[
+                (":queue", Value::from(queue)),
+                (":attempt", Value::from(attempt.as_str())),
+                (":mode", Value::from(mode_code)),
+                (":response", Value::from(encode_messages(&out))),
+                (
+                    ":expires_at",
+                    Value::from(now.saturating_add(RECEIPT_TTL_MS)),
+                ),
+            ],
+        )
+        .await?;
+    }
+    Ok(out)
+}
+
+/// Receive-and-delete: the heads, then each head's line in order while its members are
+/// claimable, the oldest `max` of all that, deleted in one statement; the lines they
+/// left get their next heads (1.7). Five statements, whatever `max` is.
+async fn receive_and_delete<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    max: i64,
+) -> Result<Vec<Message>> {
+    let base = [
+        (":queue", Value::from(queue)),
+        (":now", Value::from(now)),
+        (":max", Value::from(max)),
+    ];
+    let heads = x.query(PICK_HEADS, &base).await?;
+    // One chain per head: the head, then (for a line) the members that would become head
+    // after it, oldest first, while claimable.
+    let mut chains: Vec<(Option<String>, std::collections::VecDeque<Message>)> = heads
+        .iter()
+        .map(|r| Ok((r.opt_text(MESSAGE_WIDTH)?, [message(r, 0)?].into())))
+        .collect::<Result<_>>()?;
+    let lines: Vec<serde_json::Value> = chains
+        .iter()
+        .filter_map(|(line, chain)| {
+            line.as_ref()
+                .map(|l| json!({"line": l, "head": chain[0].seq.0}))
+        })
+        .collect();
+    if !lines.is_empty() {
+        let rows = x
+            .query(
+                LINE_SUCCESSORS,
+                &[
+                    (":queue", Value::from(queue)),
+                    (":max", Value::from(max)),
+                    (
+                        ":lines",
+                        Value::from(serde_json::Value::from(lines).to_string()),
+                    ),
+                ],
+            )
+            .await?;
+        let mut by_line: BTreeMap<String, Vec<Message>> = BTreeMap::new();
+        for r in &rows {
+            if let Some(line) = r.opt_text(MESSAGE_WIDTH)? {
+                by_line.entry(line).or_default().push(message(r, 0)?);
+            }
+        }
+        let claimable = |m: &Message| {
+            m.state == mqlite_engine_core::MessageState::Active
+                && m.visible_at_ms <= now
+                && (m.expires_at_ms == 0 || m.expires_at_ms > now)
+        };
+        for (line, chain) in &mut chains {
+            if let Some(mut members) = line.as_ref().and_then(|l| by_line.remove(l)) {
+                members.sort_by_key(|m| m.seq);
+                chain.extend(members.into_iter().take_while(claimable));
+            }
+        }
+    }
+    // The same order as claiming one at a time: always the oldest claimable front.
+    let limit = usize::try_from(max).unwrap_or(usize::MAX);
+    let mut taken: Vec<(Message, Option<String>)> = Vec::new();
+    while taken.len() < limit {
+        let Some((line, chain)) = chains
+            .iter_mut()
+            .filter(|(_, c)| !c.is_empty())
+            .min_by_key(|(_, c)| c[0].seq)
+        else {
+            break;
+        };
+        if let Some(m) = chain.pop_front() {
+            taken.push((m, line.clone()));
+        }
+    }
+    if taken.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids =
+        serde_json::Value::from_iter(taken.iter().map(|(m, _)| serde_json::Value::from(m.seq.0)));
+    x.execute(DELETE_IDS, &[(":ids", Value::from(ids.to_string()))])
+        .await?;
+    let mut departed = Departed::default();
+    for (_, line) in &taken {
+        departed.add(queue, line.clone(), true);
+    }
+    departed.release(x).await?;
+    Ok(taken
+        .into_iter()
+        .map(|(mut m, _)| {
+            // Counted by this claim (1.3); deleted in its transaction, so no lease.
+            m.delivery_count += 1;
+            m.state = mqlite_engine_core::MessageState::Locked;
+            m.lock_token = None;
+            m.locked_until_ms = 0;
+            m
+        })
+        .collect())
+}
+
+/// Locks deferred messages by sequence number under fresh tokens (2.4), in request
+/// order.
+pub async fn receive_deferred<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    seqs: &[SeqNumber],
+) -> Result<Vec<Message>> {
+    let cfg = load_queue(x, queue).await?;
+    let tokens = LockToken::random_batch(seqs.len());
+    let json = serde_json::Value::from_iter(seqs.iter().map(|s| serde_json::Value::from(s.0)));
+    let rows = x
+        .query(
+            CLAIM_DEFERRED,
+            &[
+                (":queue", Value::from(queue)),
+                (":now", Value::from(now)),
+                (":lock_ms", Value::from(cfg.lock_duration_ms)),
+                (":seqs", Value::from(json.to_string())),
+                (":tokens", Value::from(tokens_json(&tokens))),
+            ],
+        )
+        .await?;
+    let mut got: HashMap<SeqNumber, Message> = rows
+        .iter()
+        .map(|r| message(r, 0).map(|m| (m.seq, m)))
+        .collect::<Result<_>>()?;
+    Ok(seqs.iter().filter_map(|s| got.remove(s)).collect())
+}

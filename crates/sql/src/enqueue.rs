@@ -1,0 +1,258 @@
+//! Enqueue (G1, 4.1–4.4, 5.1, 5.2, 7.1, 7.2): the whole batch in a fixed number of
+//! statements — the queue, one dedup lookup, one busy-line lookup, one INSERT of every
+//! row from a JSON array, one INSERT of every dedup entry — inside the caller's
+//! transaction.
+
+use std::collections::{BTreeSet, HashMap};
+
+use mqlite_engine_core::dedup::dedup_key;
+use mqlite_engine_core::{
+    EnqueueSlot, Error, MessageState, OrderingMode, OutMessage, Result, SendOptions, SeqNumber,
+};
+use serde_json::json;
+
+use crate::exec::{SqlExec, Value};
+use crate::line::{busy_lines, line_of, waiting_flags};
+use crate::rows::{encode_properties, hex, load_queue};
+
+/// Live dedup entries for the keys of `:keys` (a JSON array), one primary-key seek each
+/// (4.1).
+pub const DEDUP_LOOKUP: &str = "SELECT d.dedup_key, d.seq, d.body_hash FROM dedup d
+ WHERE d.queue = :queue AND d.expires_at > :now
+   AND d.dedup_key IN (SELECT value FROM json_each(:keys))";
+
+/// Every row of the batch from one JSON array, in array order, so that sequence numbers
+/// increase in batch order (G1) and are contiguous: the caller derives them from
+/// `last_insert_rowid()` (one writer, one statement), with no RETURNING.
+pub const INSERT_MESSAGES: &str = "INSERT INTO messages (queue, state, line, waiting,
+       enqueued_at, visible_at, expires_at, body, message_id, group_id, subject,
+       correlation_id, reply_to, content_type, properties)
+SELECT :queue, :state, j.value ->> 'line', j.value ->> 'waiting', :now, :visible_at,
+       :expires_at, coalesce(unhex(j.value ->> 'body'), X''), j.value ->> 'message_id',
+       j.value ->> 'group_id', j.value ->> 'subject', j.value ->> 'correlation_id',
+       j.value ->> 'reply_to', j.value ->> 'content_type', j.value ->> 'properties'
+  FROM json_each(:batch) j ORDER BY j.key";
+
+/// The dedup entries of the fresh rows (an expired entry for a key is replaced).
+pub const DEDUP_INSERT: &str = "INSERT OR REPLACE INTO dedup
+       (queue, dedup_key, body_hash, seq, expires_at)
+SELECT :queue, j.value ->> 'key', j.value ->> 'hash', j.value ->> 'seq', :expires_at
+  FROM json_each(:entries) j";
+
+/// A JSON batch longer than this is split: SQLite refuses a string longer than its
+/// length limit (one billion bytes by default), and hex doubles a body. Below it, a
+/// send is one INSERT however many messages it holds.
+pub const MAX_BATCH_JSON_BYTES: usize = 256 << 20;
+
+/// What became of one message before the insert.
+enum Plan {
+    Insert {
+        key: Option<(String, String)>,
+    },
+    Duplicate(SeqNumber),
+    /// A repeat of the message at this index of the same batch.
+    DuplicateOf(usize),
+    Conflict,
+}
+
+/// Stores `messages` in `queue` within the surrounding transaction.
+pub async fn enqueue<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    messages: Vec<OutMessage>,
+    options: SendOptions,
+) -> Result<Vec<EnqueueSlot>> {
+    let cfg = load_queue(x, queue).await?;
+    if cfg.ordering_mode == OrderingMode::GroupFifo
+        && messages
+            .iter()
+            .any(|m| m.group_id.as_deref().is_none_or(str::is_empty))
+    {
+        return Err(Error::GroupRequired {
+            queue: queue.to_owned(),
+        });
+    }
+    let visible_at = options.scheduled_at_ms.unwrap_or(now).max(0);
+    let state = if visible_at > now {
+        MessageState::Scheduled
+    } else {
+        MessageState::Active
+    };
+    let ttl = options.ttl_ms.unwrap_or(cfg.default_ttl_ms);
+    let expires_at = if ttl > 0 {
+        visible_at.saturating_add(ttl)
+    } else {
+        0
+    };
+
+    // Dedup (4.1–4.3): against live entries, then against earlier slots of this batch.
+    let keys: Vec<Option<(String, String)>> = messages
+        .iter()
+        .map(|m| (cfg.dedup_window_ms > 0).then(|| dedup_key(m)))
+        .collect();
+    let seen = live_entries(x, now, queue, &keys).await?;
+    let mut first: HashMap<&str, (usize, &str)> = HashMap::new();
+    let plans: Vec<Plan> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, key)| match key {
+            None => Plan::Insert { key: None },
+            Some((k, hash)) => match (seen.get(k), first.get(k.as_str())) {
+                (Some((seq, h)), _) if h == hash => Plan::Duplicate(*seq),
+                (Some(_), _) => Plan::Conflict,
+                (None, Some((j, h))) if h == hash => Plan::DuplicateOf(*j),
+                (None, Some(_)) => Plan::Conflict,
+                (None, None) => {
+                    first.insert(k, (i, hash));
+                    Plan::Insert {
+                        key: Some((k.clone(), hash.clone())),
+                    }
+                }
+            },
+        })
+        .collect();
+
+    // Lines (5.1): each fresh row waits if its line is busy or an earlier row of this
+    // batch joined it first.
+    let fresh: Vec<usize> = (0..messages.len())
+        .filter(|i| matches!(plans[*i], Plan::Insert { .. }))
+        .collect();
+    let lines: Vec<Option<String>> = fresh
+        .iter()
+        .map(|i| line_of(cfg.ordering_mode, messages[*i].group_id.as_deref()))
+        .collect();
+    let distinct: BTreeSet<String> = lines.iter().flatten().cloned().collect();
+    let busy = busy_lines(x, queue, &distinct).await?;
+    let waiting = waiting_flags(&lines, &busy);
+
+    let mut seqs: HashMap<usize, SeqNumber> = HashMap::new();
+    let mut chunk: Vec<serde_json::Value> = Vec::new();
+    let mut chunk_index: Vec<usize> = Vec::new();
+    let mut chunk_bytes = 0usize;
+    let params = |batch: String| {
+        vec![
+            (":queue", Value::from(queue)),
+            (":state", Value::from(state.as_str())),
+            (":now", Value::from(now)),
+            (":visible_at", Value::from(visible_at)),
+            (":expires_at", Value::from(expires_at)),
+            (":batch", Value::from(batch)),
+        ]
+    };
+    for (pos, i) in fresh.iter().enumerate() {
+        let m = &messages[*i];
+        let row = json!({
+            "line": lines[pos],
+            "waiting": i64::from(waiting[pos]),
+            "body": hex(&m.body),
+            "message_id": m.message_id,
+            "group_id": m.group_id.as_deref().filter(|g| !g.is_empty()),
+            "subject": m.subject,
+            "correlation_id": m.correlation_id,
+            "reply_to": m.reply_to,
+            "content_type": m.content_type,
+            "properties": encode_properties(&m.properties),
+        });
+        let size = m.body.len() * 2 + 256;
+        if !chunk.is_empty() && chunk_bytes + size > MAX_BATCH_JSON_BYTES {
+            insert_chunk(x, &params, &mut chunk, &mut chunk_index, &mut seqs).await?;
+            chunk_bytes = 0;
+        }
+        chunk.push(row);
+        chunk_index.push(*i);
+        chunk_bytes += size;
+    }
+    insert_chunk(x, &params, &mut chunk, &mut chunk_index, &mut seqs).await?;
+
+    let entries: Vec<serde_json::Value> = fresh
+        .iter()
+        .filter_map(|i| match &plans[*i] {
+            Plan::Insert { key: Some((k, h)) } => {
+                Some(json!({"key": k, "hash": h, "seq": seqs[i].0}))
+            }
+            _ => None,
+        })
+        .collect();
+    if !entries.is_empty() {
+        x.execute(
+            DEDUP_INSERT,
+            &[
+                (":queue", Value::from(queue)),
+                (
+                    ":entries",
+                    Value::from(serde_json::Value::from(entries).to_string()),
+                ),
+                (
+                    ":expires_at",
+                    Value::from(now.saturating_add(cfg.dedup_window_ms)),
+                ),
+            ],
+        )
+        .await?;
+    }
+    Ok(plans
+        .iter()
+        .enumerate()
+        .map(|(i, plan)| match plan {
+            Plan::Insert { .. } => EnqueueSlot::Enqueued(seqs[&i]),
+            Plan::Duplicate(seq) => EnqueueSlot::Duplicate(*seq),
+            Plan::DuplicateOf(j) => EnqueueSlot::Duplicate(seqs[j]),
+            Plan::Conflict => EnqueueSlot::Conflict,
+        })
+        .collect())
+}
+
+/// The live dedup entries for the keys among `keys`: key -> (seq, body hash).
+async fn live_entries<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    keys: &[Option<(String, String)>],
+) -> Result<HashMap<String, (SeqNumber, String)>> {
+    let distinct: BTreeSet<&str> = keys.iter().flatten().map(|(k, _)| k.as_str()).collect();
+    if distinct.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let json = serde_json::Value::from_iter(distinct.into_iter().map(serde_json::Value::from));
+    x.query(
+        DEDUP_LOOKUP,
+        &[
+            (":queue", Value::from(queue)),
+            (":now", Value::from(now)),
+            (":keys", Value::from(json.to_string())),
+        ],
+    )
+    .await?
+    .iter()
+    .map(|r| Ok((r.text(0)?, (SeqNumber(r.int(1)?), r.text(2)?))))
+    .collect()
+}
+
+/// Inserts the rows gathered so far and maps their batch indexes to sequence numbers.
+async fn insert_chunk<X: SqlExec>(
+    x: &mut X,
+    params: &dyn Fn(String) -> Vec<(&'static str, Value)>,
+    chunk: &mut Vec<serde_json::Value>,
+    index: &mut Vec<usize>,
+    seqs: &mut HashMap<usize, SeqNumber>,
+) -> Result<()> {
+    if chunk.is_empty() {
+        return Ok(());
+    }
+    let batch = serde_json::Value::from(std::mem::take(chunk)).to_string();
+    let done = x.execute(INSERT_MESSAGES, &params(batch)).await?;
+    let n = index.len() as i64;
+    if done.changes != n as u64 {
+        return Err(Error::backend(
+            "sql",
+            crate::exec::CorruptRow(format!("inserted {} rows of {n}", done.changes)),
+        ));
+    }
+    // One statement on the one writer: the ids are contiguous and end at the last one.
+    let first = done.last_insert_rowid - n + 1;
+    for (k, i) in std::mem::take(index).into_iter().enumerate() {
+        seqs.insert(i, SeqNumber(first + k as i64));
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! The one seam between the shared flows and a SQL driver: [`SqlExec`] runs a statement
+//! with named parameters. The flows are async so that a remote driver (libsql) awaits its
+//! round trips; a local driver (rusqlite) answers at once, and its writer thread drives
+//! the flow with `mqlite_engine_core::blocking::block_on`.
+
+use std::future::Future;
+
+use mqlite_engine_core::{Error, Result};
+
+/// A SQL value as bound and as read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// NULL.
+    Null,
+    /// An INTEGER.
+    Int(i64),
+    /// A REAL (read only: mqlite writes none).
+    Real(f64),
+    /// A TEXT.
+    Text(String),
+    /// A BLOB.
+    Blob(Vec<u8>),
+}
+
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::Int(v)
+    }
+}
+
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Int(i64::from(v))
+    }
+}
+
+impl From<&str> for Value {
+    fn from(v: &str) -> Self {
+        Value::Text(v.to_owned())
+    }
+}
+
+impl From<String> for Value {
+    fn from(v: String) -> Self {
+        Value::Text(v)
+    }
+}
+
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Self {
+        Value::Blob(v)
+    }
+}
+
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(Value::Null, Into::into)
+    }
+}
+
+/// Named parameters: `(":name", value)`.
+pub type Params<'a> = &'a [(&'static str, Value)];
+
+/// What a write statement did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Executed {
+    /// Rows changed.
+    pub changes: u64,
+    /// The rowid of the last row inserted by this connection.
+    pub last_insert_rowid: i64,
+}
+
+/// A row as read, column by column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row(pub Vec<Value>);
+
+/// A value that is not what the schema promises: the data is damaged or foreign.
+#[derive(Debug)]
+pub struct CorruptRow(pub String);
+
+impl std::fmt::Display for CorruptRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unexpected value in a row: {}", self.0)
+    }
+}
+
+impl std::error::Error for CorruptRow {}
+
+fn corrupt(what: String) -> Error {
+    Error::backend("sql", CorruptRow(what))
+}
+
+impl Row {
+    fn get(&self, i: usize) -> Result<&Value> {
+        self.0
+            .get(i)
+            .ok_or_else(|| corrupt(format!("column {i} missing")))
+    }
+
+    /// An INTEGER column.
+    pub fn int(&self, i: usize) -> Result<i64> {
+        match self.get(i)? {
+            Value::Int(v) => Ok(*v),
+            other => Err(corrupt(format!(
+                "column {i}: expected an integer, got {other:?}"
+            ))),
+        }
+    }
+
+    /// An INTEGER column that may be NULL.
+    pub fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+        match self.get(i)? {
+            Value::Null => Ok(None),
+            _ => self.int(i).map(Some),
+        }
+    }
+
+    /// A 0/1 INTEGER column.
+    pub fn flag(&self, i: usize) -> Result<bool> {
+        self.int(i).map(|v| v != 0)
+    }
+
+    /// A TEXT column.
+    pub fn text(&self, i: usize) -> Result<String> {
+        match self.get(i)? {
+            Value::Text(v) => Ok(v.clone()),
+            other => Err(corrupt(format!("column {i}: expected text, got {other:?}"))),
+        }
+    }
+
+    /// A TEXT column that may be NULL.
+    pub fn opt_text(&self, i: usize) -> Result<Option<String>> {
+        match self.get(i)? {
+            Value::Null => Ok(None),
+            _ => self.text(i).map(Some),
+        }
+    }
+
+    /// A BLOB column.
+    pub fn blob(&self, i: usize) -> Result<Vec<u8>> {
+        match self.get(i)? {
+            Value::Blob(v) => Ok(v.clone()),
+            other => Err(corrupt(format!(
+                "column {i}: expected a blob, got {other:?}"
+            ))),
+        }
+    }
+}
+
+/// Runs statements inside the surrounding transaction: the driver's side of the flows.
+///
+/// Statement texts are `'static` so a driver can cache prepared statements by them.
+/// Every parameter the text names must be bound, and no other.
+pub trait SqlExec {
+    /// Runs a statement and returns its rows.
+    fn query(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> impl Future<Output = Result<Vec<Row>>>;
+
+    /// Runs a statement for its effect.
+    fn execute(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> impl Future<Output = Result<Executed>>;
+}

@@ -1,0 +1,143 @@
+//! What mqlite's SQL stores share: the canonical schema and its guard token, every
+//! statement, and the operation flows between statements, written once over the
+//! [`SqlExec`] seam so that the local SQLite store and the remote libSQL store run the
+//! same operations.
+//!
+//! Each statement's comment names the promise it keeps and why it is shaped as it is.
+//! Every operation costs a fixed, small number of statements, independent of its batch
+//! size: batches travel as one JSON array parameter (`json_each`), bodies as hex inside
+//! it. [`STATEMENTS`] lists every statement for the stores' plan-pinning tests.
+//!
+//! The flows are generic over the driver, so their futures are `Send` exactly when the
+//! driver's are (auto traits leak through the concrete driver's futures): a remote
+//! driver with `Send` futures awaits them on the executor, and the rusqlite driver,
+//! whose connection is not `Sync`, drives them on its own writer thread. Hence
+//! `clippy::future_not_send` is allowed here and nowhere else.
+#![allow(clippy::future_not_send)]
+
+/// The message columns as a literal, so that every statement returning messages can
+/// splice them in with `concat!` and [`rows::message`]'s order has one definition.
+macro_rules! message_columns {
+    () => {
+        "id, delivery_count, lock_token, state, enqueued_at, expires_at, visible_at, \
+         locked_until, dead_letter_reason, dead_letter_description, body, message_id, \
+         group_id, subject, correlation_id, reply_to, content_type, properties"
+    };
+}
+
+/// The queue columns [`rows::queue_row`] decodes, in its order.
+macro_rules! queue_columns {
+    () => {
+        "kind, lock_duration_ms, max_delivery_count, default_ttl_ms, dead_letter_on_expire, \
+         dedup_window_ms, ordering_mode, dlq_max_age_ms, dlq_max_count, dlq_max_bytes"
+    };
+}
+
+/// The settlement fence (2.6): the row is locked, in this queue, under a live lease at
+/// statement time (equality at the deadline is already expired). The token is matched
+/// next to it, per statement.
+macro_rules! fence {
+    () => {
+        "queue = :queue AND state = 'locked' AND locked_until > :now"
+    };
+}
+
+/// The eligible heads of a queue, oldest first, at most `:max` (1.1, 5.1–5.5): active,
+/// visible, unexpired, `waiting = 0` (so the seek of `idx_msg_active` never walks a
+/// blocked backlog, 5.6), and — the same rule from the other side — no older member of
+/// its line locked, deferred or parked: one EXISTS per blocking state so that each
+/// matches its own partial index. The locked probe ignores `locked_until`: an expired
+/// but unreaped lease still holds its line (5.4).
+macro_rules! pick_heads {
+    () => {
+        "SELECT m.id FROM messages m
+        WHERE m.queue = :queue AND m.state = 'active' AND m.waiting = 0
+          AND m.visible_at <= :now
+          AND (m.expires_at = 0 OR m.expires_at > :now)
+          AND (m.line IS NULL OR NOT (
+                  EXISTS (SELECT 1 FROM messages b WHERE b.queue = m.queue
+                            AND b.line = m.line AND b.state = 'locked' AND b.id < m.id)
+               OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = m.queue
+                            AND b.line = m.line AND b.state = 'deferred' AND b.id < m.id)
+               OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = m.queue
+                            AND b.line = m.line AND b.state = 'scheduled' AND b.id < m.id)))
+        ORDER BY m.id LIMIT :max"
+    };
+}
+
+pub mod admin;
+pub mod claim;
+pub mod enqueue;
+pub mod exec;
+pub mod keys;
+pub mod line;
+pub mod rows;
+pub mod schema;
+pub mod settle;
+pub mod sweeps;
+pub mod topics;
+
+pub use exec::{Executed, Params, Row, SqlExec, Value};
+pub use schema::{SCHEMA, SCHEMA_TOKEN};
+
+/// Every statement the flows run, by name, for the plan pins.
+pub const STATEMENTS: &[(&str, &str)] = &[
+    ("SELECT_QUEUE", rows::SELECT_QUEUE),
+    ("DEDUP_LOOKUP", enqueue::DEDUP_LOOKUP),
+    ("DEDUP_INSERT", enqueue::DEDUP_INSERT),
+    ("INSERT_MESSAGES", enqueue::INSERT_MESSAGES),
+    ("BUSY_LINES", line::BUSY_LINES),
+    ("RELEASE_LINES", line::RELEASE_LINES),
+    ("CLAIM", claim::CLAIM),
+    ("PICK_HEADS", claim::PICK_HEADS),
+    ("LINE_SUCCESSORS", claim::LINE_SUCCESSORS),
+    ("DELETE_IDS", claim::DELETE_IDS),
+    ("CLAIM_DEFERRED", claim::CLAIM_DEFERRED),
+    ("ATTEMPT_LOOKUP", claim::ATTEMPT_LOOKUP),
+    ("ATTEMPT_INSERT", claim::ATTEMPT_INSERT),
+    ("SETTLE_COMPLETE", settle::SETTLE_COMPLETE),
+    ("SETTLE_ABANDON", settle::SETTLE_ABANDON),
+    ("SETTLE_REJECT", settle::SETTLE_REJECT),
+    ("SETTLE_DEFER", settle::SETTLE_DEFER),
+    ("COMPLETE_MANY", settle::COMPLETE_MANY),
+    ("RENEW_MANY", settle::RENEW_MANY),
+    ("RECEIPT_INSERT", settle::RECEIPT_INSERT),
+    ("RECEIPT_LOOKUP", settle::RECEIPT_LOOKUP),
+    ("REAP_TO_DLQ", sweeps::REAP_TO_DLQ),
+    ("REAP_TO_ACTIVE", sweeps::REAP_TO_ACTIVE),
+    ("ACTIVATE_DUE", sweeps::ACTIVATE_DUE),
+    ("EXPIRE_TO_DLQ", sweeps::EXPIRE_TO_DLQ),
+    ("EXPIRE_DISCARD", sweeps::EXPIRE_DISCARD),
+    ("RETENTION_BOUNDS", sweeps::RETENTION_BOUNDS),
+    ("DLQ_OLDEST", sweeps::DLQ_OLDEST),
+    ("DLQ_TOTALS", sweeps::DLQ_TOTALS),
+    ("JANITOR_RECEIPTS", sweeps::JANITOR[0]),
+    ("JANITOR_ATTEMPTS", sweeps::JANITOR[1]),
+    ("JANITOR_DEDUP", sweeps::JANITOR[2]),
+    ("SELECT_QUEUE_KIND", admin::SELECT_QUEUE_KIND),
+    ("UPSERT_QUEUE", admin::UPSERT_QUEUE),
+    ("QUEUE_IN_PLAY", admin::QUEUE_IN_PLAY),
+    ("DELETE_QUEUE_MESSAGES", admin::DELETE_QUEUE[0]),
+    ("DELETE_QUEUE_DEDUP", admin::DELETE_QUEUE[1]),
+    ("DELETE_QUEUE_RECEIPTS", admin::DELETE_QUEUE[2]),
+    ("DELETE_QUEUE_ATTEMPTS", admin::DELETE_QUEUE[3]),
+    ("DELETE_QUEUE_SUBSCRIPTIONS", admin::DELETE_QUEUE[4]),
+    ("DELETE_QUEUE_ROW", admin::DELETE_QUEUE[5]),
+    ("LIST_QUEUES", admin::LIST_QUEUES),
+    ("CANCEL_SCHEDULED", admin::CANCEL_SCHEDULED),
+    ("PEEK", admin::PEEK),
+    ("QUEUE_STATS", admin::QUEUE_STATS),
+    ("REDRIVE_MANY", admin::REDRIVE_MANY),
+    ("PURGE", admin::PURGE),
+    ("KEY_EXISTS", keys::KEY_EXISTS),
+    ("KEY_INSERT", keys::KEY_INSERT),
+    ("KEY_LIST", keys::KEY_LIST),
+    ("KEY_REVOKE", keys::KEY_REVOKE),
+    ("KEY_BY_ID", keys::KEY_BY_ID),
+    ("KEY_BY_DIGEST", keys::KEY_BY_DIGEST),
+    ("SUB_SELECT", topics::SUB_SELECT),
+    ("SUB_UPSERT", topics::SUB_UPSERT),
+    ("SUB_LIST_ALL", topics::SUB_LIST_ALL),
+    ("SUB_LIST_TOPIC", topics::SUB_LIST_TOPIC),
+    ("STATUS", admin::STATUS),
+];

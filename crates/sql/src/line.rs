@@ -1,0 +1,102 @@
+//! The line rule (see `mqlite_engine_core::store`), in SQL: which line a message joins,
+//! whether it waits, and who becomes head when a head leaves play. One module, so the
+//! rule's three moving parts cannot drift apart.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use mqlite_engine_core::{OrderingMode, Result};
+
+use crate::exec::{SqlExec, Value};
+
+/// The line of a message with `group` on a queue of `mode`: the group on standard and
+/// group_fifo, `''` (one line for the queue) on strict_fifo, none when ungrouped.
+pub fn line_of(mode: OrderingMode, group: Option<&str>) -> Option<String> {
+    match mode {
+        OrderingMode::StrictFifo => Some(String::new()),
+        OrderingMode::Standard | OrderingMode::GroupFifo => {
+            group.filter(|g| !g.is_empty()).map(str::to_owned)
+        }
+    }
+}
+
+/// Which of the `:lines` (a JSON array of line names) already have a member in play in
+/// `:queue`: a newcomer to such a line waits. One seek of `idx_msg_line` per line.
+pub const BUSY_LINES: &str = "SELECT j.value FROM json_each(:lines) j
+ WHERE EXISTS (SELECT 1 FROM messages m WHERE m.queue = :queue AND m.line = j.value
+                 AND m.state <> 'dead_lettered')";
+
+/// After heads left play: for each `{queue, line}` of `:lines`, the oldest member still
+/// in play becomes the head. Only a departing head calls for this (every other member
+/// waits), so it is one seek of `idx_msg_line` per line, never a walk of the line (5.6).
+pub const RELEASE_LINES: &str = "UPDATE messages SET waiting = 0
+ WHERE waiting = 1 AND id IN (
+       SELECT (SELECT x.id FROM messages x
+                WHERE x.queue = j.value ->> 'queue' AND x.line = j.value ->> 'line'
+                  AND x.state <> 'dead_lettered'
+                ORDER BY x.id LIMIT 1)
+         FROM json_each(:lines) j)";
+
+/// The lines among `lines` that already have a member in play in `queue`.
+pub async fn busy_lines<X: SqlExec>(
+    x: &mut X,
+    queue: &str,
+    lines: &BTreeSet<String>,
+) -> Result<HashSet<String>> {
+    if lines.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let json =
+        serde_json::Value::from_iter(lines.iter().map(|l| serde_json::Value::from(l.as_str())));
+    x.query(
+        BUSY_LINES,
+        &[
+            (":lines", Value::from(json.to_string())),
+            (":queue", Value::from(queue)),
+        ],
+    )
+    .await?
+    .iter()
+    .map(|r| r.text(0))
+    .collect()
+}
+
+/// Whether each of `lines` (in the order the messages take their sequence numbers)
+/// waits: its line is busy already, or an earlier one of these joined it first.
+pub fn waiting_flags(lines: &[Option<String>], busy: &HashSet<String>) -> Vec<bool> {
+    let mut seen: HashSet<&str> = HashSet::new();
+    lines
+        .iter()
+        .map(|line| match line {
+            None => false,
+            Some(l) => busy.contains(l) || !seen.insert(l.as_str()),
+        })
+        .collect()
+}
+
+/// Rows that left play: (queue, line, was the head).
+#[derive(Debug, Default)]
+pub struct Departed(BTreeMap<(String, String), ()>);
+
+impl Departed {
+    /// Notes a row that left play; only a departing head frees its line.
+    pub fn add(&mut self, queue: &str, line: Option<String>, was_head: bool) {
+        if let (Some(line), true) = (line, was_head) {
+            self.0.insert((queue.to_owned(), line), ());
+        }
+    }
+
+    /// Promotes the next head of every line a head left, in one statement.
+    pub async fn release<X: SqlExec>(self, x: &mut X) -> Result<()> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        let json = serde_json::Value::from_iter(
+            self.0
+                .keys()
+                .map(|(q, l)| serde_json::json!({"queue": q, "line": l})),
+        );
+        x.execute(RELEASE_LINES, &[(":lines", Value::from(json.to_string()))])
+            .await?;
+        Ok(())
+    }
+}

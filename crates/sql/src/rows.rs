@@ -1,0 +1,117 @@
+//! Decoding rows into domain types, and the queue read every operation starts with.
+
+use std::collections::BTreeMap;
+
+use mqlite_engine_core::{
+    Error, LockToken, Message, MessageState, OrderingMode, OutMessage, QueueConfig, QueueKind,
+    Result, SeqNumber,
+};
+
+use crate::exec::{Row, SqlExec, Value};
+
+/// How many columns [`message`] reads (`message_columns!`).
+pub const MESSAGE_WIDTH: usize = 18;
+
+/// Decodes the columns of `message_columns!` starting at `at`.
+pub fn message(r: &Row, at: usize) -> Result<Message> {
+    let properties = r.opt_text(at + 17)?;
+    Ok(Message {
+        seq: SeqNumber(r.int(at)?),
+        delivery_count: r.int(at + 1)?,
+        lock_token: r
+            .opt_text(at + 2)?
+            .map(|t| t.parse::<LockToken>())
+            .transpose()?,
+        state: r.text(at + 3)?.parse::<MessageState>()?,
+        enqueued_at_ms: r.int(at + 4)?,
+        expires_at_ms: r.int(at + 5)?,
+        visible_at_ms: r.int(at + 6)?,
+        locked_until_ms: r.int(at + 7)?,
+        dead_letter_reason: r.opt_text(at + 8)?,
+        dead_letter_description: r.opt_text(at + 9)?,
+        content: OutMessage {
+            body: r.blob(at + 10)?,
+            message_id: r.opt_text(at + 11)?,
+            group_id: r.opt_text(at + 12)?,
+            subject: r.opt_text(at + 13)?,
+            correlation_id: r.opt_text(at + 14)?,
+            reply_to: r.opt_text(at + 15)?,
+            content_type: r.opt_text(at + 16)?,
+            properties: match properties {
+                None => BTreeMap::new(),
+                Some(p) => serde_json::from_str(&p)
+                    .map_err(|e| Error::backend("sql", crate::exec::CorruptRow(e.to_string())))?,
+            },
+        },
+    })
+}
+
+/// Properties as stored: a JSON object, NULL when there are none.
+pub fn encode_properties(p: &BTreeMap<String, String>) -> Option<String> {
+    (!p.is_empty()).then(|| {
+        serde_json::Value::from_iter(
+            p.iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str()))),
+        )
+        .to_string()
+    })
+}
+
+/// A queue's kind and configuration from the columns of `queue_columns!` at `at`.
+pub fn queue_row(r: &Row, at: usize) -> Result<(QueueKind, QueueConfig)> {
+    Ok((
+        r.text(at)?.parse()?,
+        QueueConfig {
+            lock_duration_ms: r.int(at + 1)?,
+            max_delivery_count: r.int(at + 2)?,
+            default_ttl_ms: r.int(at + 3)?,
+            dead_letter_on_expire: r.flag(at + 4)?,
+            dedup_window_ms: r.int(at + 5)?,
+            ordering_mode: r.text(at + 6)?.parse::<OrderingMode>()?,
+            dlq_max_age_ms: r.int(at + 7)?,
+            dlq_max_count: r.int(at + 8)?,
+            dlq_max_bytes: r.int(at + 9)?,
+        },
+    ))
+}
+
+/// A queue's kind and configuration, by name.
+pub const SELECT_QUEUE: &str = concat!(
+    "SELECT ",
+    queue_columns!(),
+    " FROM queues WHERE name = :name"
+);
+
+/// The kind and configuration of an existing name, or `NotFound`.
+pub async fn load_any<X: SqlExec>(x: &mut X, name: &str) -> Result<(QueueKind, QueueConfig)> {
+    let rows = x
+        .query(SELECT_QUEUE, &[(":name", Value::from(name))])
+        .await?;
+    match rows.first() {
+        Some(r) => queue_row(r, 0),
+        None => Err(Error::queue_not_found(name)),
+    }
+}
+
+/// The configuration of a queue that holds messages (a queue or a subscription's
+/// backing queue); a topic holds none and is refused.
+pub async fn load_queue<X: SqlExec>(x: &mut X, name: &str) -> Result<QueueConfig> {
+    match load_any(x, name).await? {
+        (QueueKind::Topic, _) => Err(Error::invalid(format!(
+            "{name:?} is a topic: publish to it, receive from its subscriptions"
+        ))),
+        (_, config) => Ok(config),
+    }
+}
+
+/// Lowercase hex of bytes (bodies travel inside JSON batches as hex; SQL `unhex`
+/// restores them).
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
+}

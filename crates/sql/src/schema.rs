@@ -1,0 +1,131 @@
+//! The canonical DDL and its guard token (10.2).
+
+/// The schema guard token stored in `meta`. Open refuses any other (10.2); an
+/// incompatible layout change must change this token, never migrate in place. The
+/// golden test of the SQLite store holds the two together.
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/2";
+
+/// The eight STRICT tables and their indexes, in creation order.
+///
+/// `messages.line` is a message's ordering line (see the line rule in
+/// `mqlite_engine_core::store`): its group id on standard and group_fifo queues, `''`
+/// (one line for the whole queue) on strict_fifo, NULL when unordered.
+/// `messages.waiting` is 1 while an older message of the same line is still in play;
+/// only the line's head has 0, so a claim never walks a blocked backlog (5.6).
+pub const SCHEMA: &[&str] = &[
+    "CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) STRICT",
+    "CREATE TABLE queues (
+    name                  TEXT PRIMARY KEY,
+    kind                  TEXT NOT NULL DEFAULT 'queue'
+                              CHECK (kind IN ('queue','topic','subscription')),
+    lock_duration_ms      INTEGER NOT NULL CHECK (lock_duration_ms > 0),
+    max_delivery_count    INTEGER NOT NULL CHECK (max_delivery_count > 0),
+    default_ttl_ms        INTEGER NOT NULL DEFAULT 0,
+    dead_letter_on_expire INTEGER NOT NULL DEFAULT 1 CHECK (dead_letter_on_expire IN (0,1)),
+    dedup_window_ms       INTEGER NOT NULL DEFAULT 0,
+    ordering_mode         TEXT NOT NULL DEFAULT 'standard'
+                              CHECK (ordering_mode IN ('standard','group_fifo','strict_fifo')),
+    dlq_max_age_ms        INTEGER NOT NULL DEFAULT 0,
+    dlq_max_count         INTEGER NOT NULL DEFAULT 0,
+    dlq_max_bytes         INTEGER NOT NULL DEFAULT 0,
+    created_at            INTEGER NOT NULL
+) STRICT",
+    "CREATE TABLE subscriptions (
+    name       TEXT PRIMARY KEY REFERENCES queues(name) ON DELETE CASCADE,
+    topic      TEXT NOT NULL REFERENCES queues(name) ON DELETE CASCADE,
+    filter     TEXT NOT NULL DEFAULT '',
+    created_at INTEGER NOT NULL
+) STRICT",
+    // A topic's subscriptions, for publish and for deleting a topic.
+    "CREATE INDEX idx_sub_topic ON subscriptions(topic, name)",
+    "CREATE TABLE messages (
+    id                      INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue                   TEXT NOT NULL REFERENCES queues(name) ON DELETE CASCADE,
+    state                   TEXT NOT NULL DEFAULT 'active'
+                                CHECK (state IN ('active','locked','deferred',
+                                                 'scheduled','completed','dead_lettered')),
+    line                    TEXT,
+    waiting                 INTEGER NOT NULL DEFAULT 0 CHECK (waiting IN (0,1)),
+    enqueued_at             INTEGER NOT NULL,
+    visible_at              INTEGER NOT NULL DEFAULT 0,
+    locked_until            INTEGER NOT NULL DEFAULT 0,
+    lock_token              TEXT,
+    delivery_count          INTEGER NOT NULL DEFAULT 0,
+    expires_at              INTEGER NOT NULL DEFAULT 0,
+    dead_lettered_at        INTEGER NOT NULL DEFAULT 0,
+    body                    BLOB NOT NULL,
+    message_id              TEXT,
+    group_id                TEXT,
+    subject                 TEXT,
+    correlation_id          TEXT,
+    reply_to                TEXT,
+    content_type            TEXT,
+    properties              TEXT,
+    dead_letter_reason      TEXT,
+    dead_letter_description TEXT
+) STRICT",
+    // Every message of a queue by sequence number: Peek in any state, deleting a queue.
+    "CREATE INDEX idx_msg_queue ON messages(queue, id)",
+    // The claim seeks this index: only claimable-shaped rows live in it (1.5).
+    "CREATE INDEX idx_msg_active ON messages(queue, id) WHERE state = 'active' AND waiting = 0",
+    // One index per blocking state for the head-of-line probes (5.6).
+    "CREATE INDEX idx_msg_line_locked ON messages(queue, line, id) WHERE state = 'locked'",
+    "CREATE INDEX idx_msg_line_deferred ON messages(queue, line, id) WHERE state = 'deferred'",
+    "CREATE INDEX idx_msg_line_scheduled ON messages(queue, line, id) WHERE state = 'scheduled'",
+    // Every row still in play per line: who waits behind whom.
+    "CREATE INDEX idx_msg_line ON messages(queue, line, id) WHERE state <> 'dead_lettered'",
+    // The reaper: leases by expiry.
+    "CREATE INDEX idx_msg_lease ON messages(locked_until) WHERE state = 'locked'",
+    // The scheduler: scheduled rows by due time.
+    "CREATE INDEX idx_msg_due ON messages(visible_at) WHERE state = 'scheduled'",
+    // The TTL sweep: deadlines of rows not yet dead-lettered.
+    "CREATE INDEX idx_msg_expiry ON messages(expires_at) WHERE expires_at > 0 AND state <> 'dead_lettered'",
+    // Dead letters per queue, oldest first (redrive, purge, retention).
+    "CREATE INDEX idx_msg_dlq ON messages(queue, dead_lettered_at, id) WHERE state = 'dead_lettered'",
+    "CREATE TABLE dedup (
+    queue      TEXT NOT NULL,
+    dedup_key  TEXT NOT NULL,
+    body_hash  TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (queue, dedup_key)
+) STRICT, WITHOUT ROWID",
+    "CREATE INDEX idx_dedup_expiry ON dedup(expires_at)",
+    "CREATE TABLE settlement_receipts (
+    queue      TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    lock_token TEXT NOT NULL,
+    op         TEXT NOT NULL,
+    args       TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (queue, seq, lock_token, op, args)
+) STRICT, WITHOUT ROWID",
+    "CREATE INDEX idx_receipt_expiry ON settlement_receipts(expires_at)",
+    "CREATE TABLE receive_attempts (
+    queue      TEXT NOT NULL,
+    attempt_id TEXT NOT NULL,
+    mode       INTEGER NOT NULL,
+    response   BLOB NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (queue, attempt_id)
+) STRICT, WITHOUT ROWID",
+    "CREATE INDEX idx_attempt_expiry ON receive_attempts(expires_at)",
+    "CREATE TABLE access_keys (
+    id          TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    digest      TEXT NOT NULL UNIQUE,
+    permissions TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    expires_at  INTEGER NOT NULL DEFAULT 0,
+    revoked_at  INTEGER NOT NULL DEFAULT 0
+) STRICT",
+];
+
+/// Reads the guard token of an opened database (`None`: no `meta` table or no token).
+pub const SELECT_TOKEN: &str = "SELECT value FROM meta WHERE key = 'schema_token'";
+
+/// Records the guard token in a freshly created schema.
+pub const INSERT_TOKEN: &str = "INSERT INTO meta (key, value) VALUES ('schema_token', :token)";

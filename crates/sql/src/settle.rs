@@ -1,0 +1,296 @@
+//! Settlement (2.1–2.9, 3.2): one fenced statement per verb (per batch, for Complete
+//! and Renew), the receipts written in the same transaction, and the receipt replay for
+//! a retried identical request.
+
+use std::collections::{HashMap, HashSet};
+
+use mqlite_engine_core::{BatchResult, Error, LockRef, RECEIPT_TTL_MS, Result, Settlement};
+use serde_json::json;
+
+use crate::exec::{Row, SqlExec, Value};
+use crate::line::Departed;
+use crate::rows::load_queue;
+
+/// Complete (2.1): the fence and the token at statement time; the row is deleted.
+pub const SETTLE_COMPLETE: &str = concat!(
+    "DELETE FROM messages WHERE id = :seq AND lock_token = :token AND ",
+    fence!(),
+    " RETURNING line, waiting, 'completed'"
+);
+
+/// Abandon (2.2): back to active, parked in scheduled for a delay (holding its line), or
+/// dead-lettered at the delivery bound.
+pub const SETTLE_ABANDON: &str = concat!(
+    "UPDATE messages
+   SET state = CASE WHEN delivery_count >= :max_dc THEN 'dead_lettered'
+                    WHEN :delay_ms > 0 THEN 'scheduled' ELSE 'active' END,
+       visible_at = CASE WHEN :delay_ms > 0 THEN :now + :delay_ms ELSE visible_at END,
+       dead_letter_reason = CASE WHEN delivery_count >= :max_dc
+                    THEN 'MaxDeliveryCountExceeded' ELSE dead_letter_reason END,
+       dead_letter_description = CASE WHEN delivery_count >= :max_dc
+                    THEN 'abandoned on the final allowed delivery'
+                    ELSE dead_letter_description END,
+       dead_lettered_at = CASE WHEN delivery_count >= :max_dc THEN :now ELSE 0 END,
+       lock_token = NULL, locked_until = 0
+ WHERE id = :seq AND lock_token = :token AND ",
+    fence!(),
+    " RETURNING line, waiting, state"
+);
+
+/// Reject (2.3): dead-lettered with the caller's reason.
+pub const SETTLE_REJECT: &str = concat!(
+    "UPDATE messages
+   SET state = 'dead_lettered', dead_letter_reason = :reason,
+       dead_letter_description = :description, dead_lettered_at = :now,
+       lock_token = NULL, locked_until = 0
+ WHERE id = :seq AND lock_token = :token AND ",
+    fence!(),
+    " RETURNING line, waiting, state"
+);
+
+/// Defer (2.4): set aside; it keeps its place at the head of its line.
+pub const SETTLE_DEFER: &str = concat!(
+    "UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0
+ WHERE id = :seq AND lock_token = :token AND ",
+    fence!(),
+    " RETURNING line, waiting, state"
+);
+
+/// CompleteBatch (2.7): every item of `:items` (`{seq, token}`) whose fence holds is
+/// deleted, in one statement; each row is found by its id, and the token must be one
+/// presented for that id.
+pub const COMPLETE_MANY: &str = concat!(
+    "DELETE FROM messages
+ WHERE id IN (SELECT j.value ->> 'seq' FROM json_each(:items) j)
+   AND lock_token IN (SELECT j.value ->> 'token' FROM json_each(:items) j
+                       WHERE j.value ->> 'seq' = messages.id)
+   AND ",
+    fence!(),
+    " RETURNING id, lock_token, line, waiting"
+);
+
+/// RenewBatch (2.5, 2.8) in one statement: each live lease of `:items` with its current
+/// token is extended to `max(locked_until, now + lock)`: never revived, never shortened.
+pub const RENEW_MANY: &str = concat!(
+    "UPDATE messages SET locked_until = max(locked_until, :now + :lock_ms)
+ WHERE id IN (SELECT j.value ->> 'seq' FROM json_each(:items) j)
+   AND lock_token IN (SELECT j.value ->> 'token' FROM json_each(:items) j
+                       WHERE j.value ->> 'seq' = messages.id)
+   AND ",
+    fence!(),
+    " RETURNING id, lock_token, locked_until"
+);
+
+/// Receipts of settlements that took effect (3.2), `{seq, token}` items of one operation
+/// and its arguments, in the settlement's own transaction.
+pub const RECEIPT_INSERT: &str = "INSERT OR REPLACE INTO settlement_receipts
+       (queue, seq, lock_token, op, args, expires_at)
+SELECT :queue, j.value ->> 'seq', j.value ->> 'token', :op, :args, :expires_at
+  FROM json_each(:items) j";
+
+/// Which of `:items` have a live receipt of the identical request: expiry is checked
+/// here, at statement time, not by the janitor (3.2). One primary-key seek per item.
+pub const RECEIPT_LOOKUP: &str = "SELECT r.seq, r.lock_token FROM json_each(:items) j
+  JOIN settlement_receipts r
+    ON r.queue = :queue AND r.seq = j.value ->> 'seq' AND r.lock_token = j.value ->> 'token'
+   AND r.op = :op AND r.args = :args
+ WHERE r.expires_at > :now";
+
+fn items_json(locks: &[LockRef]) -> String {
+    serde_json::Value::from_iter(
+        locks
+            .iter()
+            .map(|l| json!({"seq": l.seq.0, "token": l.token.to_string()})),
+    )
+    .to_string()
+}
+
+/// The (seq, token) pairs of rows a statement returned in its first two columns.
+fn pairs(rows: &[Row]) -> Result<HashSet<(i64, String)>> {
+    rows.iter().map(|r| Ok((r.int(0)?, r.text(1)?))).collect()
+}
+
+async fn write_receipts<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    settlement: &Settlement,
+    done: &[LockRef],
+) -> Result<()> {
+    if done.is_empty() {
+        return Ok(());
+    }
+    x.execute(
+        RECEIPT_INSERT,
+        &[
+            (":queue", Value::from(queue)),
+            (":op", Value::from(settlement.op())),
+            (":args", Value::from(settlement.receipt_args())),
+            (
+                ":expires_at",
+                Value::from(now.saturating_add(RECEIPT_TTL_MS)),
+            ),
+            (":items", Value::from(items_json(done))),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Which of `missed` replay an earlier identical request (3.2).
+async fn replays<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    settlement: &Settlement,
+    missed: &[LockRef],
+) -> Result<HashSet<(i64, String)>> {
+    if missed.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let rows = x
+        .query(
+            RECEIPT_LOOKUP,
+            &[
+                (":queue", Value::from(queue)),
+                (":op", Value::from(settlement.op())),
+                (":args", Value::from(settlement.receipt_args())),
+                (":now", Value::from(now)),
+                (":items", Value::from(items_json(missed))),
+            ],
+        )
+        .await?;
+    pairs(&rows)
+}
+
+/// Settles one message within the surrounding transaction.
+pub async fn settle<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    lock: LockRef,
+    settlement: &Settlement,
+) -> Result<()> {
+    let cfg = load_queue(x, queue).await?;
+    let mut params = vec![
+        (":seq", Value::from(lock.seq.0)),
+        (":queue", Value::from(queue)),
+        (":token", Value::from(lock.token.to_string())),
+        (":now", Value::from(now)),
+    ];
+    let text = match settlement {
+        Settlement::Complete => SETTLE_COMPLETE,
+        Settlement::Abandon { delay_ms } => {
+            params.push((":delay_ms", Value::from(*delay_ms)));
+            params.push((":max_dc", Value::from(cfg.max_delivery_count)));
+            SETTLE_ABANDON
+        }
+        Settlement::Reject {
+            reason,
+            description,
+        } => {
+            params.push((":reason", Value::from(reason.as_str())));
+            params.push((":description", Value::from(description.as_str())));
+            SETTLE_REJECT
+        }
+        Settlement::Defer => SETTLE_DEFER,
+    };
+    let changed = x.query(text, &params).await?;
+    match changed.first() {
+        Some(r) => {
+            let state = r.text(2)?;
+            if state == "completed" || state == "dead_lettered" {
+                let mut departed = Departed::default();
+                departed.add(queue, r.opt_text(0)?, !r.flag(1)?);
+                departed.release(x).await?;
+            }
+            write_receipts(x, now, queue, settlement, &[lock]).await
+        }
+        None => {
+            let replay = replays(x, now, queue, settlement, &[lock]).await?;
+            if replay.is_empty() {
+                Err(Error::LockLost)
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Completes each item under its own fence, in a fixed number of statements; a stale
+/// item is ok = false and never fails the batch (2.7).
+pub async fn complete_batch<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    locks: &[LockRef],
+) -> Result<Vec<BatchResult>> {
+    load_queue(x, queue).await?;
+    let rows = x
+        .query(
+            COMPLETE_MANY,
+            &[
+                (":queue", Value::from(queue)),
+                (":now", Value::from(now)),
+                (":items", Value::from(items_json(locks))),
+            ],
+        )
+        .await?;
+    let completed = pairs(&rows)?;
+    let mut departed = Departed::default();
+    for r in &rows {
+        departed.add(queue, r.opt_text(2)?, !r.flag(3)?);
+    }
+    departed.release(x).await?;
+    let key = |l: &LockRef| (l.seq.0, l.token.to_string());
+    let (done, missed): (Vec<LockRef>, Vec<LockRef>) =
+        locks.iter().partition(|l| completed.contains(&key(l)));
+    write_receipts(x, now, queue, &Settlement::Complete, &done).await?;
+    let replayed = replays(x, now, queue, &Settlement::Complete, &missed).await?;
+    Ok(locks
+        .iter()
+        .map(|l| BatchResult {
+            seq: l.seq,
+            ok: completed.contains(&key(l)) || replayed.contains(&key(l)),
+            locked_until_ms: 0,
+        })
+        .collect())
+}
+
+/// Renews live leases in one statement (2.5, 2.8).
+pub async fn renew_batch<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    locks: &[LockRef],
+) -> Result<Vec<BatchResult>> {
+    let cfg = load_queue(x, queue).await?;
+    let rows = x
+        .query(
+            RENEW_MANY,
+            &[
+                (":queue", Value::from(queue)),
+                (":now", Value::from(now)),
+                (":lock_ms", Value::from(cfg.lock_duration_ms)),
+                (":items", Value::from(items_json(locks))),
+            ],
+        )
+        .await?;
+    // Keyed by (seq, token): an item with the right number and a wrong token is not ok,
+    // even when another item of the batch renewed that message (2.8).
+    let renewed: HashMap<(i64, String), i64> = rows
+        .iter()
+        .map(|r| Ok(((r.int(0)?, r.text(1)?), r.int(2)?)))
+        .collect::<Result<_>>()?;
+    Ok(locks
+        .iter()
+        .map(|l| {
+            let until = renewed.get(&(l.seq.0, l.token.to_string())).copied();
+            BatchResult {
+                seq: l.seq,
+                ok: until.is_some(),
+                locked_until_ms: until.unwrap_or(0),
+            }
+        })
+        .collect())
+}

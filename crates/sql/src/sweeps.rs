@@ -1,0 +1,198 @@
+//! The recovery tasks behind the background loops (1.4, 3.1, 7.1, 7.2, 8.1–8.3, 3.2):
+//! each is a few set-based statements over a partial index, in one transaction.
+
+use mqlite_engine_core::{RecoverTask, Result, RetentionDefaults};
+
+use crate::exec::{Row, SqlExec, Value};
+use crate::line::Departed;
+
+/// The reaper and the orphan sweep, first half (1.4, 3.1): expired leases at the
+/// delivery bound are dead-lettered. `:cutoff` is `now` for the reaper (equality at the
+/// deadline is already expired) and the largest integer at open, where every lock is an
+/// orphan. Found by `idx_msg_lease`.
+pub const REAP_TO_DLQ: &str = "UPDATE messages
+   SET state = 'dead_lettered', dead_letter_reason = 'MaxDeliveryCountExceeded',
+       dead_letter_description = 'the lease expired on the final allowed delivery',
+       dead_lettered_at = :now, lock_token = NULL, locked_until = 0
+ WHERE state = 'locked' AND locked_until <= :cutoff
+   AND delivery_count >= (SELECT q.max_delivery_count FROM queues q WHERE q.name = messages.queue)
+RETURNING queue, line, waiting";
+
+/// The reaper, second half: the remaining expired leases go back to active.
+pub const REAP_TO_ACTIVE: &str = "UPDATE messages
+   SET state = 'active', lock_token = NULL, locked_until = 0
+ WHERE state = 'locked' AND locked_until <= :cutoff";
+
+/// The scheduler (7.1): due rows, found by `idx_msg_due`, become active.
+pub const ACTIVATE_DUE: &str = "UPDATE messages SET state = 'active'
+ WHERE state = 'scheduled' AND visible_at <= :now";
+
+/// TTL (7.2), dead-letter branch: expired rows of queues that dead-letter on expiry,
+/// found by `idx_msg_expiry`.
+pub const EXPIRE_TO_DLQ: &str = "UPDATE messages
+   SET state = 'dead_lettered', dead_letter_reason = 'TTLExpiredException',
+       dead_letter_description = 'the message expired before it was completed',
+       dead_lettered_at = :now, lock_token = NULL, locked_until = 0
+ WHERE expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= :now
+   AND (SELECT q.dead_letter_on_expire FROM queues q WHERE q.name = messages.queue) = 1
+RETURNING queue, line, waiting";
+
+/// TTL, discard branch: the same rows of queues that discard on expiry.
+pub const EXPIRE_DISCARD: &str = "DELETE FROM messages
+ WHERE expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= :now
+   AND (SELECT q.dead_letter_on_expire FROM queues q WHERE q.name = messages.queue) = 0
+RETURNING queue, line, waiting";
+
+/// Every queue's dead-letter bounds (retention, 8.1–8.3).
+pub const RETENTION_BOUNDS: &str =
+    "SELECT name, dlq_max_age_ms, dlq_max_count, dlq_max_bytes FROM queues";
+
+/// A queue's dead letters, oldest first, dead-lettered at or before `:cutoff`: id,
+/// group, body size and dead-lettering time (redrive, retention; found by
+/// `idx_msg_dlq`).
+pub const DLQ_OLDEST: &str = "SELECT id, group_id, length(body), dead_lettered_at FROM messages
+ WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
+ ORDER BY dead_lettered_at, id LIMIT :limit";
+
+/// Dead-letter count and bytes of a queue (retention, 8.1).
+pub const DLQ_TOTALS: &str = "SELECT count(*), coalesce(sum(length(body)), 0) FROM messages
+ WHERE queue = :queue AND state = 'dead_lettered'";
+
+/// The janitor: expired receipts, attempts and dedup entries, each by its expiry index.
+pub const JANITOR: &[&str] = &[
+    "DELETE FROM settlement_receipts WHERE expires_at <= :now",
+    "DELETE FROM receive_attempts WHERE expires_at <= :now",
+    "DELETE FROM dedup WHERE expires_at <= :now",
+];
+
+/// Runs one recovery task within the surrounding transaction.
+pub async fn recover<X: SqlExec>(x: &mut X, now: i64, task: RecoverTask) -> Result<u64> {
+    match task {
+        RecoverTask::Orphans => reap(x, now, i64::MAX).await,
+        RecoverTask::Reaper => reap(x, now, now).await,
+        RecoverTask::Scheduler => Ok(x
+            .execute(ACTIVATE_DUE, &[(":now", Value::from(now))])
+            .await?
+            .changes),
+        RecoverTask::Ttl => expire(x, now).await,
+        RecoverTask::Retention(defaults) => retention(x, now, defaults).await,
+        RecoverTask::Janitor => {
+            let mut n = 0;
+            for text in JANITOR {
+                n += x
+                    .execute(text, &[(":now", Value::from(now))])
+                    .await?
+                    .changes;
+            }
+            Ok(n)
+        }
+    }
+}
+
+/// Notes the departures a `RETURNING queue, line, waiting` statement reported.
+fn departures(rows: &[Row], departed: &mut Departed) -> Result<()> {
+    for r in rows {
+        departed.add(&r.text(0)?, r.opt_text(1)?, !r.flag(2)?);
+    }
+    Ok(())
+}
+
+/// Leases with `locked_until <= cutoff` go back to active, or to the dead-letter state at
+/// the delivery bound; a dead-lettered head releases its line.
+async fn reap<X: SqlExec>(x: &mut X, now: i64, cutoff: i64) -> Result<u64> {
+    let dead = x
+        .query(
+            REAP_TO_DLQ,
+            &[(":now", Value::from(now)), (":cutoff", Value::from(cutoff))],
+        )
+        .await?;
+    let mut departed = Departed::default();
+    departures(&dead, &mut departed)?;
+    departed.release(x).await?;
+    let active = x
+        .execute(REAP_TO_ACTIVE, &[(":cutoff", Value::from(cutoff))])
+        .await?
+        .changes;
+    Ok(dead.len() as u64 + active)
+}
+
+/// Expired rows are dead-lettered or discarded per their queue (7.2).
+async fn expire<X: SqlExec>(x: &mut X, now: i64) -> Result<u64> {
+    let mut departed = Departed::default();
+    let mut total = 0u64;
+    for text in [EXPIRE_TO_DLQ, EXPIRE_DISCARD] {
+        let rows = x.query(text, &[(":now", Value::from(now))]).await?;
+        total += rows.len() as u64;
+        departures(&rows, &mut departed)?;
+    }
+    departed.release(x).await?;
+    Ok(total)
+}
+
+/// Dead-letter retention (8.1–8.3): per queue, the oldest dead letters beyond the age,
+/// count and byte bounds are deleted; nothing but dead letters is touched.
+async fn retention<X: SqlExec>(x: &mut X, now: i64, defaults: RetentionDefaults) -> Result<u64> {
+    let queues = x.query(RETENTION_BOUNDS, &[]).await?;
+    let mut doomed: Vec<i64> = Vec::new();
+    for q in &queues {
+        let queue = q.text(0)?;
+        let age = RetentionDefaults::resolve(q.int(1)?, defaults.max_age_ms);
+        let count = RetentionDefaults::resolve(q.int(2)?, defaults.max_count);
+        let bytes = RetentionDefaults::resolve(q.int(3)?, defaults.max_bytes);
+        if age == 0 && count == 0 && bytes == 0 {
+            continue;
+        }
+        let totals = x
+            .query(DLQ_TOTALS, &[(":queue", Value::from(queue.as_str()))])
+            .await?;
+        let (mut n, mut size) = match totals.first() {
+            Some(r) => (r.int(0)?, r.int(1)?),
+            None => (0, 0),
+        };
+        if n == 0 {
+            continue;
+        }
+        // Oldest first: everything past the age bound, then more while over count or
+        // bytes.
+        let age_cutoff = if age > 0 {
+            now.saturating_sub(age)
+        } else {
+            i64::MIN
+        };
+        let oldest = x
+            .query(
+                DLQ_OLDEST,
+                &[
+                    (":queue", Value::from(queue.as_str())),
+                    (":cutoff", Value::from(i64::MAX)),
+                    (":limit", Value::from(n)),
+                ],
+            )
+            .await?;
+        for r in &oldest {
+            let (id, len, at) = (r.int(0)?, r.int(2)?, r.int(3)?);
+            let over = at <= age_cutoff || (count > 0 && n > count) || (bytes > 0 && size > bytes);
+            if !over {
+                break;
+            }
+            doomed.push(id);
+            n -= 1;
+            size -= len;
+        }
+    }
+    delete_ids(x, &doomed).await
+}
+
+/// Deletes these rows (dead letters only ever), in one statement.
+pub async fn delete_ids<X: SqlExec>(x: &mut X, ids: &[i64]) -> Result<u64> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let json = serde_json::Value::from_iter(ids.iter().copied().map(serde_json::Value::from));
+    Ok(x.execute(
+        crate::claim::DELETE_IDS,
+        &[(":ids", Value::from(json.to_string()))],
+    )
+    .await?
+    .changes)
+}

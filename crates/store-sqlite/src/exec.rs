@@ -1,0 +1,124 @@
+//! The rusqlite side of `mqlite_sql::SqlExec`: named parameters bound by name, prepared
+//! statements cached by their text, every statement counted with the virtual-machine
+//! steps it took (the store's [`WorkStats`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, StatementStatus};
+
+use mqlite_engine_core::{Error, Result, WorkStats};
+use mqlite_sql::{Executed, Params, Row, SqlExec, Value};
+
+use crate::db;
+
+/// Statements and steps since open, shared by the store and its writer thread.
+#[derive(Debug, Default)]
+pub(crate) struct WorkCounter {
+    statements: AtomicU64,
+    visits: AtomicU64,
+}
+
+impl WorkCounter {
+    fn record(&self, steps: i32) {
+        self.statements.fetch_add(1, Ordering::Relaxed);
+        self.visits
+            .fetch_add(u64::try_from(steps).unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// The totals so far.
+    pub(crate) fn get(&self) -> WorkStats {
+        WorkStats {
+            statements: self.statements.load(Ordering::Relaxed),
+            visits: self.visits.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Runs the shared flows' statements on one connection (inside the caller's
+/// transaction).
+pub(crate) struct Exec<'c> {
+    pub(crate) conn: &'c Connection,
+    pub(crate) work: &'c WorkCounter,
+}
+
+fn bind(stmt: &mut rusqlite::Statement<'_>, sql: &str, params: Params<'_>) -> Result<()> {
+    if stmt.parameter_count() != params.len() {
+        return Err(Error::invalid(format!(
+            "statement takes {} parameters, {} given: {sql}",
+            stmt.parameter_count(),
+            params.len()
+        )));
+    }
+    for (name, value) in params {
+        let index = stmt
+            .parameter_index(name)
+            .map_err(db)?
+            .ok_or_else(|| Error::invalid(format!("no parameter {name} in: {sql}")))?;
+        match value {
+            Value::Null => stmt.raw_bind_parameter(index, rusqlite::types::Null),
+            Value::Int(v) => stmt.raw_bind_parameter(index, v),
+            Value::Real(v) => stmt.raw_bind_parameter(index, v),
+            Value::Text(v) => stmt.raw_bind_parameter(index, v),
+            Value::Blob(v) => stmt.raw_bind_parameter(index, v),
+        }
+        .map_err(db)?;
+    }
+    Ok(())
+}
+
+fn value(v: ValueRef<'_>) -> Value {
+    match v {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Int(i),
+        ValueRef::Real(f) => Value::Real(f),
+        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+    }
+}
+
+impl Exec<'_> {
+    fn query_now(&self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(db)?;
+        bind(&mut stmt, sql, params)?;
+        let width = stmt.column_count();
+        let mut out = Vec::new();
+        {
+            let mut rows = stmt.raw_query();
+            while let Some(r) = rows.next().map_err(db)? {
+                let mut cols = Vec::with_capacity(width);
+                for i in 0..width {
+                    cols.push(value(r.get_ref(i).map_err(db)?));
+                }
+                out.push(Row(cols));
+            }
+        }
+        self.work.record(stmt.reset_status(StatementStatus::VmStep));
+        Ok(out)
+    }
+
+    fn execute_now(&self, sql: &'static str, params: Params<'_>) -> Result<Executed> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(db)?;
+        bind(&mut stmt, sql, params)?;
+        let changes = stmt.raw_execute().map_err(db)? as u64;
+        self.work.record(stmt.reset_status(StatementStatus::VmStep));
+        Ok(Executed {
+            changes,
+            last_insert_rowid: self.conn.last_insert_rowid(),
+        })
+    }
+}
+
+#[allow(
+    clippy::future_not_send,
+    reason = "runs on the writer thread, which owns the connection; never on the executor"
+)]
+impl SqlExec for Exec<'_> {
+    async fn query(&mut self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>> {
+        self.query_now(sql, params)
+    }
+
+    async fn execute(&mut self, sql: &'static str, params: Params<'_>) -> Result<Executed> {
+        self.execute_now(sql, params)
+    }
+}
