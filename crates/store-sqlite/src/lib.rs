@@ -2,8 +2,9 @@
 //!
 //! One writer thread owns the connection and runs every statement (no lock contention,
 //! nothing blocking the async executor); the file is in WAL mode, `synchronous=NORMAL`
-//! by default and FULL on request; an advisory lock on `<db>.lock` keeps every other
-//! writer out (10.1). The SQL text is the canonical text of `mqlite_engine_core::sql`.
+//! by default and FULL on request; advisory locks on `<db>.lock` and on a rendezvous
+//! file named after the database's inode keep every other writer out, whatever name it
+//! uses (10.1). The SQL text is the canonical text of `mqlite_engine_core::sql`.
 
 mod admin;
 mod claim;
