@@ -2,9 +2,10 @@
 //!
 //! One writer thread owns the connection and runs every statement (no lock contention,
 //! nothing blocking the async executor); the file is in WAL mode, `synchronous=NORMAL`
-//! by default and FULL on request; an advisory lock keeps every other writer out
-//! (10.1), which is also how this store owns its data ([`Ownership::Exclusive`]). The
-//! statements and the flows between them are `mqlite_sql`'s, shared with every SQL
+//! by default and FULL on request; advisory locks on `<db>.lock` and on a rendezvous
+//! file named after the database's inode keep every other writer out, whatever name it
+//! uses (10.1), which is also how this store owns its data ([`Ownership::Exclusive`]).
+//! The statements and the flows between them are `mqlite_sql`'s, shared with every SQL
 //! store; this crate supplies the connection, the thread and the lock.
 
 mod exec;

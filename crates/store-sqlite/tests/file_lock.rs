@@ -2,9 +2,10 @@
 //! path and from this process or another, fails fast with `DbLocked` until the first
 //! store closes.
 //!
-//! The cross-process case re-executes this test binary: `child_tries_to_open` does
-//! nothing in a normal run and, when `MQLITE_LOCK_CHILD_DB` is set, opens that path and
-//! prints one `CHILD_RESULT=...` line for the parent to read.
+//! The cross-process cases re-execute this test binary with `--ignored --exact
+//! child_tries_to_open`: that entry point is `#[ignore]`d in a normal run and, in the
+//! child, opens the path in `MQLITE_LOCK_CHILD_DB` and prints one `CHILD_RESULT=...` line
+//! for the parent to assert.
 
 use std::path::Path;
 use std::process::Command;
@@ -82,6 +83,40 @@ async fn symlink_to_a_database_not_yet_created_is_db_locked() {
     first.close().await;
 }
 
+/// A hard link is another name for the same file, in the same directory or another: it
+/// collides (10.1). Without that, SQLite would open the file a second time under another
+/// name, with its own `-wal` file.
+#[tokio::test]
+async fn hard_link_in_same_process_is_db_locked() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (path, link) = hard_linked_pair(dir.path()).await;
+
+    let first = open(&path).await.expect("first open");
+    assert_locked(&link).await;
+    first.close().await;
+
+    // The other way round: the link opens first, the original name is refused.
+    let first = open(&link).await.expect("open through the hard link");
+    assert_locked(&path).await;
+    first.close().await;
+}
+
+/// Creates a database at `<dir>/a/mq.db` and a hard link to it at `<dir>/b/link.db`.
+async fn hard_linked_pair(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    for sub in ["a", "b"] {
+        std::fs::create_dir(dir.join(sub)).expect("sub dir");
+    }
+    let path = dir.join("a").join("mq.db");
+    open(&path)
+        .await
+        .expect("create the database")
+        .close()
+        .await;
+    let link = dir.join("b").join("link.db");
+    std::fs::hard_link(&path, &link).expect("hard link");
+    (path, link)
+}
+
 /// Once the holder closes, the database opens again (10.1).
 #[tokio::test]
 async fn open_succeeds_after_close() {
@@ -101,6 +136,7 @@ async fn run_child(db: &Path) -> String {
     let output = tokio::task::spawn_blocking(move || {
         Command::new(exe)
             .args([
+                "--ignored",
                 "--exact",
                 "child_tries_to_open",
                 "--nocapture",
@@ -119,8 +155,8 @@ async fn run_child(db: &Path) -> String {
         .filter_map(|l| l.find("CHILD_RESULT=").map(|at| l[at..].trim_end()))
         .collect();
     assert!(
-        output.status.success() && results.len() == 1,
-        "the child should succeed and print one CHILD_RESULT line; status {}\n\
+        output.status.success() && results.len() == 1 && stdout.contains("1 passed"),
+        "the child should run one test, pass and print one CHILD_RESULT line; status {}\n\
          --- stdout\n{stdout}\n--- stderr\n{}",
         output.status,
         String::from_utf8_lossy(&output.stderr)
@@ -140,12 +176,25 @@ async fn another_process_is_db_locked_until_close() {
     assert_eq!(run_child(&path).await, "CHILD_RESULT=opened");
 }
 
-/// The child half of [`another_process_is_db_locked_until_close`]; inert in a normal run.
+/// Another process opening a hard link to the database is refused too, and opens it
+/// after this one closes (10.1): the two names would otherwise give two `-wal` files.
 #[tokio::test]
+async fn hard_link_in_another_process_is_db_locked_until_close() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (path, link) = hard_linked_pair(dir.path()).await;
+    let held = open(&path).await.expect("parent open");
+    assert_eq!(run_child(&link).await, "CHILD_RESULT=db_locked");
+    held.close().await;
+    assert_eq!(run_child(&link).await, "CHILD_RESULT=opened");
+}
+
+/// The child half of the cross-process tests, run only by [`run_child`]: it opens the
+/// database named by `MQLITE_LOCK_CHILD_DB` and prints what happened.
+#[tokio::test]
+#[ignore = "the child half of the cross-process tests; run_child runs it"]
 async fn child_tries_to_open() {
-    let Some(db) = std::env::var_os(CHILD_ENV) else {
-        return;
-    };
+    let db = std::env::var_os(CHILD_ENV)
+        .unwrap_or_else(|| panic!("run by run_child, with {CHILD_ENV} set to the database"));
     let line = match open(Path::new(&db)).await {
         Ok(store) => {
             store.close().await;
