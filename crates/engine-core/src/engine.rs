@@ -645,7 +645,9 @@ impl<S: Store> Engine<S> {
                 self.inner.store.redrive(queue.to_owned(), slice).await?
             };
             moved += n;
-            if n < remaining {
+            // Done: the dead letters ran out, or the max is reached (no wait for a
+            // slice that would move nothing).
+            if n < remaining || (options.max != 0 && moved >= options.max) {
                 return Ok(moved);
             }
             self.inner.clock.sleep_until(started + 1000).await;

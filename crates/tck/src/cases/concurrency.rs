@@ -4,10 +4,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use mqlite_engine_core::{Error, LockRef, OutMessage, ReceiveOptions};
+use mqlite_engine_core::{Error, LockRef, OutMessage, ReceiveOptions, SeqNumber};
 
+use super::cancellation::poll_once;
 use super::{config, peek_all, receive_one, send_n};
-use crate::harness::{Access, Ctx, TckResult};
+use crate::harness::{Access, Capability, Ctx, TckResult};
 
 const Q: &str = "q";
 
@@ -142,10 +143,14 @@ pub async fn p14_4_every_message_is_eventually_completed<F: Access>(ctx: Ctx<F>)
     Ok(())
 }
 
-/// 14.5 Close stops admission first (later work is Closed), wakes long-polling receivers
-/// with Closed, lets admitted work finish, and then releases the database.
+/// 14.5 Close stops admission first (later work is Closed, even while admitted work
+/// still runs), wakes long-polling receivers with Closed, lets admitted work finish, and
+/// only then releases the database. Sends racing the close are each either committed
+/// (and present after reopen) or refused with Closed (and absent).
 pub async fn p14_5_close_stops_admission_and_wakes_long_polls<F: Access>(ctx: Ctx<F>) -> TckResult {
+    const OTHER: &str = "other";
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    mq.create_queue(OTHER, config(30_000, 10)).await?;
     let waiter = {
         let mq = mq.clone();
         tokio::spawn(async move {
@@ -160,50 +165,112 @@ pub async fn p14_5_close_stops_admission_and_wakes_long_polls<F: Access>(ctx: Ct
         })
     };
     mq.long_poll_waiters().wait_for(|n| *n >= 1).await?;
-    // Admitted sends racing the close either commit fully or are refused with Closed.
-    let sends: Vec<_> = (0..20)
+
+    // Admitted work in flight: a transaction that has sent and holds the writer until
+    // the case lets it go.
+    let (inside_tx, inside) = tokio::sync::oneshot::channel::<()>();
+    let (go_on, go_on_rx) = std::sync::mpsc::channel::<()>();
+    let admitted = {
+        let mq = mq.clone();
+        tokio::spawn(async move {
+            mq.tx_via::<F::Native, _, _>(async move |tx| {
+                let seq = tx.send(Q, OutMessage::new("admitted")).await?;
+                let _ = inside_tx.send(());
+                // Blocking the writer thread is the point: the work is still running.
+                let _ = go_on_rx.recv();
+                Ok::<_, Error>(seq)
+            })
+            .await
+        })
+    };
+    inside.await?;
+
+    // Sends racing the close, to both queues.
+    let racing: Vec<_> = (0..20)
         .map(|i| {
+            let queue = if i % 2 == 0 { Q } else { OTHER };
+            let body = format!("race-{i}");
             let mq = mq.clone();
-            tokio::spawn(
-                async move { mq.send("other-or-q", OutMessage::new(format!("{i}"))).await },
-            )
+            let send = {
+                let body = body.clone();
+                tokio::spawn(async move { mq.send(queue, OutMessage::new(body)).await })
+            };
+            (queue, body, send)
         })
         .collect();
-    let committed = {
-        let mq = mq.clone();
-        tokio::spawn(async move { mq.send(Q, OutMessage::new("admitted")).await })
-    };
-    mq.close().await;
+
+    let mut closing = Box::pin(mq.close());
+    tokio::select! {
+        biased;
+        () = &mut closing => {
+            return Err("close finished while admitted work was still running".into());
+        }
+        () = std::future::ready(()) => {}
+    }
     assert!(mq.is_closed());
+    // Admission stopped first: while the admitted transaction still runs, new work is
+    // refused at once (not queued behind the close) and the long-poll is woken with
+    // Closed.
+    assert!(
+        matches!(
+            poll_once(mq.send(Q, OutMessage::new("late"))).await,
+            Some(Err(Error::Closed))
+        ),
+        "a send after close is refused at once"
+    );
+    assert!(
+        matches!(poll_once(mq.receive_one(Q)).await, Some(Err(Error::Closed))),
+        "a receive after close is refused at once"
+    );
     match waiter.await? {
         Err(Error::Closed) => {}
-        Ok(got) if got.len() == 1 => {} // it claimed the admitted send before close
         other => return Err(format!("long-poll should end with Closed, got {other:?}").into()),
     }
-    for s in sends {
-        match s.await? {
-            Err(Error::Closed) | Err(Error::NotFound { .. }) => {}
-            other => return Err(format!("unexpected {other:?}").into()),
+    assert!(
+        !admitted.is_finished(),
+        "the admitted work is still running"
+    );
+    if ctx.factory.unsupported(Capability::FileLock).is_none() {
+        match ctx.store().await {
+            Err(Error::DbLocked { .. }) => {}
+            Err(e) => return Err(format!("expected DbLocked while closing, got {e}").into()),
+            Ok(_) => return Err("the database was released before admitted work finished".into()),
         }
     }
-    let admitted = committed.await?;
+    go_on.send(())?;
+    closing.await;
+    let admitted = admitted
+        .await?
+        .map_err(|e| format!("the admitted transaction must commit, got {e}"))?;
+
+    let mut expected: HashMap<(&str, Vec<u8>), SeqNumber> = HashMap::new();
+    expected.insert((Q, b"admitted".to_vec()), admitted);
+    let mut refused = 0;
+    for (queue, body, send) in racing {
+        match send.await? {
+            Ok(seq) => {
+                expected.insert((queue, body.into_bytes()), seq);
+            }
+            Err(Error::Closed) => refused += 1,
+            Err(e) => return Err(format!("a racing send is committed or Closed, got {e}").into()),
+        }
+    }
     assert!(matches!(
-        mq.send(Q, OutMessage::new("late")).await,
+        mq.send(OTHER, OutMessage::new("late")).await,
         Err(Error::Closed)
     ));
-    assert!(matches!(mq.receive_one(Q).await, Err(Error::Closed)));
-    // The database is released: it reopens, with the admitted send in it if admitted.
+
+    // The database is released: it reopens holding exactly the committed sends.
     let mq = ctx.engine().await?;
-    let bodies: Vec<Vec<u8>> = peek_all(&mq, Q)
-        .await?
-        .into_iter()
-        .map(|m| m.content.body)
-        .collect();
-    match admitted {
-        Ok(_) => assert!(bodies.contains(&b"admitted".to_vec())),
-        Err(Error::Closed) => assert!(!bodies.contains(&b"admitted".to_vec())),
-        Err(e) => return Err(e.into()),
+    let mut found = HashMap::new();
+    for queue in [Q, OTHER] {
+        for m in peek_all(&mq, queue).await? {
+            found.insert((queue, m.content.body), m.seq);
+        }
     }
-    assert!(!bodies.contains(&b"late".to_vec()));
+    assert_eq!(
+        found, expected,
+        "committed sends present, refused ones ({refused}) and late ones absent"
+    );
     Ok(())
 }

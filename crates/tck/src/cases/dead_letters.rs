@@ -1,10 +1,15 @@
 //! Section 6: dead letters.
 
-use mqlite_engine_core::{
-    MessageState, OutMessage, PeekOptions, PurgeOptions, REASON_MAX_DELIVERY, RedriveOptions,
-};
+use std::sync::Arc;
 
-use super::{config, peek_all, receive_one, send_n};
+use mqlite_engine_core::clock::BoxFuture;
+use mqlite_engine_core::{
+    Clock, Engine, EngineOptions, Error, ManualClock, MessageState, OutMessage, PeekOptions,
+    PurgeOptions, REASON_MAX_DELIVERY, RedriveOptions, SeqNumber, Store,
+};
+use tokio::sync::watch;
+
+use super::{config, peek_all, receive_one, send_n, state_of};
 use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "q";
@@ -34,13 +39,23 @@ pub async fn p6_1_delivery_bound_dead_letters<F: Access>(ctx: Ctx<F>) -> TckResu
 
 async fn dead_letter_n<F: Access>(
     ctx: &Ctx<F>,
-    mq: &mqlite_engine_core::Engine<F::Store>,
+    mq: &Engine<F::Store>,
     n: usize,
-) -> Result<Vec<mqlite_engine_core::SeqNumber>, Box<dyn std::error::Error>> {
-    let seqs = send_n(mq, Q, "dead", n).await?;
+) -> Result<Vec<SeqNumber>, Box<dyn std::error::Error>> {
+    dead_letter_n_in(ctx, mq, Q, n).await
+}
+
+/// Sends `n` messages to `queue` and dead-letters each, a clock second apart.
+async fn dead_letter_n_in<F: Access>(
+    ctx: &Ctx<F>,
+    mq: &Engine<F::Store>,
+    queue: &str,
+    n: usize,
+) -> Result<Vec<SeqNumber>, Box<dyn std::error::Error>> {
+    let seqs = send_n(mq, queue, "dead", n).await?;
     for _ in 0..n {
-        let m = receive_one(mq, Q).await?;
-        mq.reject(Q, &m, "Test", "").await?;
+        let m = receive_one(mq, queue).await?;
+        mq.reject(queue, &m, "Test", "").await?;
         // Spread the dead-lettering times so age bounds can tell them apart.
         ctx.clock.advance(1_000);
     }
@@ -110,6 +125,14 @@ pub async fn p6_2_redrive_purge_and_peek<F: Access>(ctx: Ctx<F>) -> TckResult {
         )
         .await?;
     assert_eq!(moved, 1, "only seqs[1] is old enough");
+    assert_eq!(state_of(&mq, Q, seqs[1]).await?, Some(MessageState::Active));
+    for young in &seqs[2..] {
+        assert_eq!(
+            state_of(&mq, Q, *young).await?,
+            Some(MessageState::DeadLettered),
+            "{young} is younger than older_than"
+        );
+    }
 
     // Purge: bounded by age, then by max, then all.
     assert_eq!(
@@ -134,14 +157,20 @@ pub async fn p6_2_redrive_purge_and_peek<F: Access>(ctx: Ctx<F>) -> TckResult {
         .await?,
         1
     );
+    assert_eq!(mq.stats(Q).await?.dead_lettered, 1);
     assert_eq!(mq.purge(Q, PurgeOptions::default()).await?, 1);
     let left = peek_all(&mq, Q).await?;
     assert!(left.iter().all(|m| m.state != MessageState::DeadLettered));
-    assert_eq!(left.len(), 3, "purge touched only dead letters");
+    assert_eq!(
+        left.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        vec![seqs[0], seqs[1], live],
+        "purge touched only dead letters"
+    );
     Ok(())
 }
 
-/// 6.2 Redrive to a target queue moves the dead letters there, active, count reset.
+/// 6.2 Redrive to a target queue moves the dead letters there, active, count reset; a
+/// missing target is NotFound and moves nothing.
 pub async fn p6_2_redrive_to_target_queue<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 5)).await?;
     mq.create_queue("target", config(30_000, 5)).await?;
@@ -157,19 +186,199 @@ pub async fn p6_2_redrive_to_target_queue<F: Access>(ctx: Ctx<F>) -> TckResult {
         .await?;
     assert_eq!(moved, 2);
     assert!(peek_all(&mq, Q).await?.is_empty());
+    let there = peek_all(&mq, "target").await?;
+    assert_eq!(there.iter().map(|m| m.seq).collect::<Vec<_>>(), seqs);
+    for m in &there {
+        assert_eq!(m.state, MessageState::Active);
+        assert_eq!(m.delivery_count, 0, "count reset");
+        assert!(m.dead_letter_reason.is_none() && m.dead_letter_description.is_none());
+    }
     let m = receive_one(&mq, "target").await?;
     assert_eq!((m.seq, m.delivery_count), (seqs[0], 1));
-    assert!(
-        mq.redrive(
+
+    let stay = dead_letter_n(&ctx, &mq, 1).await?;
+    let missing = mq
+        .redrive(
             Q,
             RedriveOptions {
                 target: Some("missing".into()),
                 ..Default::default()
-            }
+            },
         )
-        .await
-        .is_err(),
-        "a missing target is refused"
+        .await;
+    assert!(
+        matches!(missing, Err(Error::NotFound { .. })),
+        "a missing target is NotFound, got {missing:?}"
+    );
+    assert_eq!(
+        state_of(&mq, Q, stay[0]).await?,
+        Some(MessageState::DeadLettered),
+        "and nothing moved"
+    );
+    Ok(())
+}
+
+/// The case's manual clock, recording every deadline something parks on. With the
+/// background loops off, the only sleeper is a rate-bounded redrive, which parks after
+/// each slice: a new deadline tells the case, without sleeping or polling, that a slice
+/// has run and when the next may.
+#[derive(Debug)]
+struct ParkingClock {
+    time: ManualClock,
+    parked: watch::Sender<Vec<i64>>,
+}
+
+impl Clock for ParkingClock {
+    fn now_ms(&self) -> i64 {
+        self.time.now()
+    }
+
+    fn sleep_until(&self, deadline_ms: i64) -> BoxFuture<'static, ()> {
+        self.parked.send_modify(|d| d.push(deadline_ms));
+        Clock::sleep_until(&self.time, deadline_ms)
+    }
+}
+
+/// Waits until the redrive `task` has parked `n` times on the clock and returns the
+/// deadline of the n-th park; fails if the redrive finished instead (it never waited).
+async fn park<T: std::fmt::Debug>(
+    parked: &mut watch::Receiver<Vec<i64>>,
+    n: usize,
+    task: &mut tokio::task::JoinHandle<T>,
+) -> Result<i64, Box<dyn std::error::Error>> {
+    tokio::select! {
+        biased;
+        waiting = parked.wait_for(|d| d.len() >= n) => {
+            waiting?;
+        }
+        done = task => {
+            return Err(format!("the redrive finished without waiting for the clock: {done:?}").into());
+        }
+    }
+    Ok(parked.borrow()[n - 1])
+}
+
+/// Dead-lettered and active sequence numbers of a queue.
+async fn dead_and_active<S: Store>(
+    mq: &Engine<S>,
+    queue: &str,
+) -> mqlite_engine_core::Result<(Vec<SeqNumber>, Vec<SeqNumber>)> {
+    let all = peek_all(mq, queue).await?;
+    let of = |state| {
+        all.iter()
+            .filter(|m| m.state == state)
+            .map(|m| m.seq)
+            .collect::<Vec<_>>()
+    };
+    Ok((of(MessageState::DeadLettered), of(MessageState::Active)))
+}
+
+/// 6.2 Redrive's rate bounds the moves per second of the engine's clock: 7 dead letters
+/// at 3 per second move oldest first in slices of 3, 3 and 1, a clock second apart, and
+/// with max 5 no more than 5 move however long the clock runs.
+pub async fn p6_2_redrive_rate_bounds_moves_per_second<F: Access>(ctx: Ctx<F>) -> TckResult {
+    let clock = Arc::new(ParkingClock {
+        time: ctx.clock.clone(),
+        parked: watch::Sender::new(Vec::new()),
+    });
+    let mut parked = clock.parked.subscribe();
+    let store = ctx.factory.open(ctx.dir.path(), clock.clone()).await?;
+    let mq = Engine::with_store(
+        store,
+        EngineOptions {
+            background: false,
+            ..Default::default()
+        },
+    )
+    .await?;
+    mq.create_queue(Q, config(30_000, 5)).await?;
+    mq.create_queue("capped", config(30_000, 5)).await?;
+    let seqs = dead_letter_n(&ctx, &mq, 7).await?;
+    let capped = dead_letter_n_in(&ctx, &mq, "capped", 7).await?;
+    let redrive = |queue: &'static str, max| {
+        let mq = mq.clone();
+        tokio::spawn(async move {
+            let options = RedriveOptions {
+                max,
+                rate_per_sec: 3,
+                ..Default::default()
+            };
+            mq.redrive(queue, options).await
+        })
+    };
+    assert!(parked.borrow().is_empty());
+
+    // Slice 1 at t0: the three oldest move, then the redrive waits for the next second.
+    let t0 = ctx.clock.now();
+    let mut task = redrive(Q, 0);
+    let first = park(&mut parked, 1, &mut task).await?;
+    assert!(first >= t0 + 1_000, "the next slice waits a clock second");
+    assert_eq!(
+        dead_and_active(&mq, Q).await?,
+        (seqs[3..].to_vec(), seqs[..3].to_vec())
+    );
+    // Still inside the first second: nothing more moves.
+    ctx.clock.set(first - 1);
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(mq.stats(Q).await?.dead_lettered, 4);
+    assert_eq!(parked.borrow().len(), 1);
+    assert!(!task.is_finished());
+
+    // Slice 2 a second later: three more.
+    ctx.clock.set(first);
+    let second = park(&mut parked, 2, &mut task).await?;
+    assert!(second >= first + 1_000, "one slice per clock second");
+    assert_eq!(
+        dead_and_active(&mq, Q).await?,
+        (seqs[6..].to_vec(), seqs[..6].to_vec())
+    );
+
+    // Slice 3: the last one, fewer than the rate, ends the redrive.
+    ctx.clock.set(second);
+    assert_eq!(task.await??, 7);
+    assert_eq!(parked.borrow().len(), 2, "three slices, two waits");
+    let all = peek_all(&mq, Q).await?;
+    assert_eq!(all.iter().map(|m| m.seq).collect::<Vec<_>>(), seqs);
+    for m in &all {
+        assert_eq!((m.state, m.delivery_count), (MessageState::Active, 0));
+    }
+
+    // max still bounds the total: 3, then 2, then nothing more, however long it runs.
+    let mut task = redrive("capped", 5);
+    let third = park(&mut parked, 3, &mut task).await?;
+    assert_eq!(
+        dead_and_active(&mq, "capped").await?,
+        (capped[3..].to_vec(), capped[..3].to_vec())
+    );
+    ctx.clock.set(third);
+    let finished = tokio::select! {
+        moved = &mut task => Some(moved??),
+        waiting = parked.wait_for(|d| d.len() >= 4) => {
+            waiting?;
+            None
+        }
+    };
+    let moved = match finished {
+        Some(moved) => moved,
+        None => {
+            // The redrive may wait once more before it sees that max is reached.
+            let next = parked.borrow()[3];
+            assert_eq!(mq.stats("capped").await?.dead_lettered, 2);
+            ctx.clock.set(next);
+            task.await??
+        }
+    };
+    assert_eq!(moved, 5);
+    ctx.clock.advance(10_000);
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        dead_and_active(&mq, "capped").await?,
+        (capped[5..].to_vec(), capped[..5].to_vec()),
+        "max bounds the total"
     );
     Ok(())
 }

@@ -29,7 +29,27 @@ pub async fn p3_2_identical_settle_replays_success<F: Access>(ctx: Ctx<F>) -> Tc
     mq.reject(Q, &got[3], "Bad", "why").await?;
     mq.reject(Q, &got[3], "Bad", "why").await?;
     let batch = mq.complete_batch(Q, &[LockRef::from(&got[0])]).await?;
+    assert_eq!(batch.len(), 1);
     assert!(batch[0].ok, "a batch item replays too");
+    // Each settlement took effect once; the replays changed nothing.
+    let all = peek_all(&mq, Q).await?;
+    let states: Vec<_> = all.iter().map(|m| (m.seq, m.state)).collect();
+    assert_eq!(
+        states,
+        vec![
+            (got[1].seq, MessageState::Deferred),
+            (got[2].seq, MessageState::Scheduled),
+            (got[3].seq, MessageState::DeadLettered),
+        ]
+    );
+    assert_eq!(
+        (
+            all[2].dead_letter_reason.as_deref(),
+            all[2].dead_letter_description.as_deref()
+        ),
+        (Some("Bad"), Some("why"))
+    );
+    assert_eq!(all[1].delivery_count, 1, "abandoned once, not twice");
     Ok(())
 }
 
@@ -174,7 +194,15 @@ pub async fn p3_3_retried_receive_attempt_replays<F: Access>(ctx: Ctx<F>) -> Tck
     ctx.clock.advance(RECEIPT_TTL_MS);
     mq.run_sweeps().await?;
     let late = mq.receive(Q, opts("a1", 2, ReceiveMode::PeekLock)).await?;
-    assert_ne!(late, first, "an expired attempt claims anew");
+    assert_eq!(
+        late.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        first.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        "an expired attempt claims anew: the reaped messages, oldest first"
+    );
+    for (l, f) in late.iter().zip(&first) {
+        assert_ne!(l.token(), f.token(), "a fresh claim, not a replay");
+        assert_eq!(l.delivery_count, 2, "the new claim counts a delivery");
+    }
     // An attempt that found nothing claimed nothing: its retry (a long-poll's next look,
     // say) may claim what arrived since.
     mq.create_queue("later", config(30_000, 10)).await?;

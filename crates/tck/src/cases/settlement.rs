@@ -191,12 +191,15 @@ pub async fn p2_6_lease_deadline_equality_is_expired<F: Access>(ctx: Ctx<F>) -> 
     Ok(())
 }
 
-/// 2.7 CompleteBatch settles many in one transaction with per-item fencing; a stale item
-/// reports ok = false and never fails the batch.
+/// 2.7 CompleteBatch settles many in one transaction with per-item fencing and
+/// idempotency; a stale item reports ok = false, changes nothing and never fails the
+/// batch.
 pub async fn p2_7_complete_batch_fences_per_item<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
-    send_n(&mq, Q, "m", 4).await?;
+    let seqs = send_n(&mq, Q, "m", 4).await?;
+    let fourth = seqs[3];
     let got = mq.receive(Q, ReceiveOptions::batch(3)).await?;
+    assert_eq!(got.len(), 3);
     let stale = LockRef {
         seq: got[2].seq,
         token: LockToken::random(),
@@ -209,8 +212,22 @@ pub async fn p2_7_complete_batch_fences_per_item<F: Access>(ctx: Ctx<F>) -> TckR
         vec![(got[0].seq, true), (got[1].seq, true), (got[2].seq, false)]
     );
     let left: Vec<_> = peek_all(&mq, Q).await?.iter().map(|m| m.seq).collect();
-    assert_eq!(left.len(), 2);
-    assert!(left.contains(&got[2].seq));
+    assert_eq!(left, vec![got[2].seq, fourth]);
+    assert_eq!(
+        state_of(&mq, Q, got[2].seq).await?,
+        Some(MessageState::Locked),
+        "the stale item changed nothing"
+    );
+    assert_eq!(state_of(&mq, Q, fourth).await?, Some(MessageState::Active));
+    // The same batch again: the settled items replay, the stale one is still not ok.
+    let again = mq.complete_batch(Q, &items).await?;
+    assert_eq!(
+        again.iter().map(|r| (r.seq, r.ok)).collect::<Vec<_>>(),
+        oks,
+        "per-item idempotency"
+    );
+    mq.complete(Q, &got[2]).await?;
+    assert_eq!(state_of(&mq, Q, got[2].seq).await?, None);
     Ok(())
 }
 
@@ -231,8 +248,10 @@ pub async fn p2_8_renew_batch_fences_per_item_and_caps_at_512<F: Access>(ctx: Ct
     assert!(results[0].ok && !results[1].ok && results[2].ok);
     assert_eq!(results[0].locked_until_ms, ctx.clock.now() + 10_000);
     assert_eq!(results[1].locked_until_ms, 0);
+    assert_eq!(results[2].locked_until_ms, ctx.clock.now() + 10_000);
     let stored: Vec<_> = peek_all(&mq, Q).await?;
     assert_eq!(stored[0].locked_until_ms, results[0].locked_until_ms);
+    assert_eq!(stored[2].locked_until_ms, results[2].locked_until_ms);
     assert_eq!(
         stored[1].locked_until_ms, got[1].locked_until_ms,
         "stale item unchanged"
@@ -253,7 +272,12 @@ pub async fn p2_8_renew_batch_fences_per_item_and_caps_at_512<F: Access>(ctx: Ct
         Err(Error::InvalidArgument(_))
     ));
     let at_cap = vec![LockRef::from(&got[0]); 512];
-    assert_eq!(mq.renew_batch(Q, &at_cap).await?.len(), 512);
+    let renewed = mq.renew_batch(Q, &at_cap).await?;
+    assert_eq!(renewed.len(), 512);
+    assert!(
+        renewed.iter().all(|r| r.ok && r.seq == got[0].seq),
+        "512 is within the cap: every item renewed"
+    );
     Ok(())
 }
 
