@@ -37,7 +37,10 @@ impl StoreFactory for SqliteFactory {
             Capability::RemoteCancel => {
                 Some("a local SQLite statement is never interrupted; it finishes (13.3)")
             }
-            Capability::Reopen | Capability::FileLock | Capability::SchemaGuard => None,
+            Capability::Reopen
+            | Capability::FileLock
+            | Capability::SchemaGuard
+            | Capability::WorkCounter => None,
         }
     }
 

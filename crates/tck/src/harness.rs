@@ -27,6 +27,9 @@ pub enum Capability {
     SchemaGuard,
     /// Statements run on a remote server and can be interrupted there (13.5).
     RemoteCancel,
+    /// The store counts the rows or index entries an operation visits (`Store::work`),
+    /// so cost pins (1.5, 5.6) run on it.
+    WorkCounter,
 }
 
 /// Opens stores for the TCK: what a store crate implements to be graded.

@@ -112,3 +112,37 @@ pub async fn p4_4_dedup_is_per_queue<F: Access>(ctx: Ctx<F>) -> TckResult {
     assert_eq!(mq.stats("other").await?.total, 1);
     Ok(())
 }
+
+/// 4.1–4.3 A repeated id inside one batch collapses into its first occurrence (the same
+/// sequence number); the same id with another body in the batch is a conflict slot.
+pub async fn p4_1_repeat_inside_one_batch_collapses<F: Access>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, windowed(60_000)).await?;
+    let slots = mq
+        .send_batch(
+            Q,
+            vec![
+                OutMessage::new("a").with_id("x"),
+                OutMessage::new("b").with_id("y"),
+                OutMessage::new("a").with_id("x"),
+                OutMessage::new("other").with_id("x"),
+                OutMessage::new("same body, no id"),
+                OutMessage::new("same body, no id"),
+            ],
+        )
+        .await?;
+    assert_eq!(slots[2], slots[0], "a repeat collapses into the first");
+    assert_eq!(
+        slots[3],
+        SeqNumber(0),
+        "another body under the id is a conflict"
+    );
+    assert_eq!(slots[5], slots[4], "no id: the body's digest keys it");
+    assert!(slots[0] < slots[1] && slots[1] < slots[4]);
+    assert_eq!(mq.stats(Q).await?.total, 3, "three rows stored");
+    // The window holds across calls too.
+    assert_eq!(
+        mq.send(Q, OutMessage::new("a").with_id("x")).await?,
+        slots[0]
+    );
+    Ok(())
+}

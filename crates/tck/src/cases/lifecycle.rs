@@ -290,3 +290,52 @@ pub async fn p1_4_background_reaper_follows_the_manual_clock<F: Access>(ctx: Ctx
     mq.close().await;
     Ok(())
 }
+
+/// 1.7 Receive-and-delete leaves nothing in flight, so one batch drains a FIFO line in
+/// order: the head, then each next member, while each is eligible.
+pub async fn p1_7_receive_and_delete_drains_a_line_in_order<F: Access>(ctx: Ctx<F>) -> TckResult {
+    use mqlite_engine_core::{OrderingMode, QueueConfig, ReceiveMode, SendOptions};
+    let mq = ctx.engine().await?;
+    let strict = QueueConfig {
+        ordering_mode: OrderingMode::StrictFifo,
+        ..Default::default()
+    };
+    mq.create_queue(Q, strict).await?;
+    let seqs = send_n(&mq, Q, "m", 5).await?;
+    let parked = SendOptions {
+        scheduled_at_ms: Some(ctx.clock.now() + 1_000),
+        ttl_ms: None,
+    };
+    let late = mq.send_with(Q, OutMessage::new("later"), parked).await?;
+    let after = mq.send(Q, OutMessage::new("after")).await?;
+    let rad = |n| ReceiveOptions {
+        max_messages: n,
+        mode: ReceiveMode::ReceiveAndDelete,
+        ..Default::default()
+    };
+    let got = mq.receive(Q, rad(3)).await?;
+    assert_eq!(
+        got.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        seqs[..3].to_vec()
+    );
+    assert!(
+        got.iter()
+            .all(|m| m.lock_token.is_none() && m.locked_until_ms == 0)
+    );
+    assert!(got.iter().all(|m| m.delivery_count == 1));
+    let got = mq.receive(Q, rad(10)).await?;
+    assert_eq!(
+        got.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        seqs[3..].to_vec(),
+        "the line stops at its scheduled member"
+    );
+    ctx.clock.advance(1_000);
+    mq.run_sweeps().await?;
+    let got = mq.receive(Q, rad(10)).await?;
+    assert_eq!(
+        got.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        vec![late, after]
+    );
+    assert_eq!(mq.stats(Q).await?.total, 0);
+    Ok(())
+}

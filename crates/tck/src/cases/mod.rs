@@ -7,6 +7,7 @@ use mqlite_engine_core::{
 
 use crate::harness::{Access, Capability, Case};
 
+pub mod access;
 pub mod cancellation;
 pub mod concurrency;
 pub mod dead_letters;
@@ -22,6 +23,7 @@ pub mod retention;
 pub mod scheduling;
 pub mod settlement;
 pub mod storage;
+pub mod topics;
 
 macro_rules! register {
     ($( $module:ident :: $case:ident $([$($cap:ident),*])? ),* $(,)?) => {
@@ -50,6 +52,7 @@ register! {
     lifecycle::p1_5_claim_never_reclaims_an_expired_lease,
     lifecycle::p1_6_batch_receive_claims_oldest_n,
     lifecycle::p1_7_receive_and_delete_grants_no_lease,
+    lifecycle::p1_7_receive_and_delete_drains_a_line_in_order,
     lifecycle::p1_8_long_poll_wakes_on_send,
     lifecycle::p1_8_long_poll_returns_empty_at_deadline,
     settlement::p2_1_complete_deletes,
@@ -72,17 +75,23 @@ register! {
     integrity::p3_4_integrity_sweep,
     model::p3_4_store_matches_the_reference_model,
     dedup::p4_1_repeat_inside_window_collapses,
+    dedup::p4_1_repeat_inside_one_batch_collapses,
     dedup::p4_2_single_send_conflict,
     dedup::p4_3_batch_conflict_slot_is_zero,
     dedup::p4_4_dedup_is_per_queue,
     ordering::p5_1_standard_groups_are_fifo_and_parallel,
     ordering::p5_1_ordering_mode_changes_only_when_idle,
     ordering::p5_1_every_exit_from_play_releases_the_line,
+    ordering::p5_1_a_batch_lines_up_behind_itself,
     ordering::p5_2_group_fifo_requires_a_group,
     ordering::p5_3_strict_fifo_one_in_flight,
     ordering::p5_4_line_survives_lease_expiry,
     ordering::p5_5_line_survives_backoff,
     ordering::p5_6_claim_behind_a_blocked_backlog,
+    ordering::p5_6_claim_work_is_flat_in_the_backlog [WorkCounter],
+    ordering::p5_7_scheduled_at_send_holds_its_line,
+    ordering::p5_8_redrive_rejoins_its_line_by_sequence,
+    ordering::p5_9_redrive_into_group_fifo_needs_a_group,
     dead_letters::p6_1_delivery_bound_dead_letters,
     dead_letters::p6_2_redrive_purge_and_peek,
     dead_letters::p6_2_redrive_to_target_queue,
@@ -92,8 +101,13 @@ register! {
     retention::p8_1_retention_drops_oldest_dead_letters_only,
     retention::p8_2_no_bound_keeps_every_dead_letter,
     retention::p8_3_queue_bound_resolves_against_engine_default,
+    access::p9_3_access_keys_are_digests_and_revoke_at_once,
     storage::p10_1_second_open_is_db_locked [FileLock],
     storage::p10_2_foreign_schema_token_is_refused [SchemaGuard],
+    storage::p10_5_status_describes_the_store,
+    topics::p11_2_publish_copies_to_every_subscription,
+    topics::p11_4_publish_that_routes_nowhere_is_a_no_op,
+    topics::p12_1_one_namespace_and_a_failed_creation_leaves_nothing,
     cancellation::p13_1_cancelled_before_running_executes_nothing,
     cancellation::p13_2_cancelled_while_waiting_for_the_writer_mutates_nothing,
     cancellation::p13_3_database_usable_after_a_cancellation_storm,

@@ -316,3 +316,195 @@ pub async fn p5_1_every_exit_from_play_releases_the_line<F: Access>(ctx: Ctx<F>)
     assert_eq!(next_of("reject").await?, vec![b"head".to_vec()]);
     Ok(())
 }
+
+/// 5.1 Two messages of one group sent in one batch line up behind each other, in batch
+/// order; a group already in play holds both.
+pub async fn p5_1_a_batch_lines_up_behind_itself<F: Access>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx
+        .engine_with_queue(Q, mode(OrderingMode::Standard, 30_000, 10))
+        .await?;
+    let seqs = mq
+        .send_batch(
+            Q,
+            vec![
+                grouped("a1", "A"),
+                grouped("b1", "B"),
+                grouped("a2", "A"),
+                grouped("a3", "A"),
+            ],
+        )
+        .await?;
+    assert!(
+        seqs.windows(2).all(|w| w[0] < w[1]),
+        "batch order: {seqs:?}"
+    );
+    let first = mq.receive(Q, ReceiveOptions::batch(10)).await?;
+    assert_eq!(
+        first.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        vec![seqs[0], seqs[1]],
+        "one head per group"
+    );
+    mq.complete(Q, &first[0]).await?;
+    assert_eq!(seqs_of(&mq, 10).await?, vec![seqs[2]], "a2 follows a1");
+    // A batch into a line already in play waits behind it entirely.
+    let more = mq
+        .send_batch(Q, vec![grouped("b2", "B"), grouped("b3", "B")])
+        .await?;
+    assert!(
+        seqs_of(&mq, 10).await?.is_empty(),
+        "B's head is still locked"
+    );
+    mq.complete(Q, &first[1]).await?;
+    assert_eq!(seqs_of(&mq, 10).await?, vec![more[0]]);
+    Ok(())
+}
+
+/// 5.7 A message scheduled at send time holds its group's line until it is due,
+/// delivered and settled: later messages of the group wait; other groups flow.
+pub async fn p5_7_scheduled_at_send_holds_its_line<F: Access>(ctx: Ctx<F>) -> TckResult {
+    use mqlite_engine_core::SendOptions;
+    let mq = ctx
+        .engine_with_queue(Q, mode(OrderingMode::Standard, 30_000, 10))
+        .await?;
+    let later = SendOptions {
+        scheduled_at_ms: Some(ctx.clock.now() + 60_000),
+        ttl_ms: None,
+    };
+    let s = mq.send_with(Q, grouped("tomorrow", "A"), later).await?;
+    let a2 = mq.send(Q, grouped("a2", "A")).await?;
+    let b1 = mq.send(Q, grouped("b1", "B")).await?;
+    let b = mq.receive(Q, ReceiveOptions::batch(10)).await?;
+    assert_eq!(
+        b.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        vec![b1],
+        "A waits for its scheduled head; B flows"
+    );
+    mq.complete(Q, &b[0]).await?;
+    ctx.clock.advance(60_000);
+    mq.run_sweeps().await?;
+    let due = receive_one(&mq, Q).await?;
+    assert_eq!(due.seq, s, "the scheduled head is delivered first once due");
+    assert!(
+        seqs_of(&mq, 10).await?.is_empty(),
+        "a2 waits while the head is locked"
+    );
+    mq.complete(Q, &due).await?;
+    assert_eq!(seqs_of(&mq, 10).await?, vec![a2]);
+    Ok(())
+}
+
+/// 5.8 A redriven dead letter re-enters its line by its sequence number: it never
+/// preempts the current head, and it goes ahead of younger members that still wait.
+pub async fn p5_8_redrive_rejoins_its_line_by_sequence<F: Access>(ctx: Ctx<F>) -> TckResult {
+    use mqlite_engine_core::RedriveOptions;
+    let mq = ctx
+        .engine_with_queue(Q, mode(OrderingMode::Standard, 30_000, 10))
+        .await?;
+    let old = mq.send(Q, grouped("old", "A")).await?;
+    let m = receive_one(&mq, Q).await?;
+    mq.reject(Q, &m, "poison", "").await?;
+    let head = mq.send(Q, grouped("head", "A")).await?;
+    let waiting = mq.send(Q, grouped("waiting", "A")).await?;
+    let claimed = receive_one(&mq, Q).await?;
+    assert_eq!(claimed.seq, head);
+    assert_eq!(mq.redrive(Q, RedriveOptions::default()).await?, 1);
+    assert!(
+        seqs_of(&mq, 10).await?.is_empty(),
+        "the redriven message does not preempt the locked head"
+    );
+    mq.complete(Q, &claimed).await?;
+    assert_eq!(
+        seqs_of(&mq, 10).await?,
+        vec![old],
+        "then it goes ahead of the younger member that waited"
+    );
+    assert_eq!(state_of(&mq, Q, waiting).await?, Some(MessageState::Active));
+    Ok(())
+}
+
+/// 5.9 Redrive into a group_fifo queue of a dead letter without a group is GroupRequired
+/// for the whole call, and nothing moves.
+pub async fn p5_9_redrive_into_group_fifo_needs_a_group<F: Access>(ctx: Ctx<F>) -> TckResult {
+    use mqlite_engine_core::RedriveOptions;
+    let mq = ctx
+        .engine_with_queue(Q, mode(OrderingMode::Standard, 30_000, 10))
+        .await?;
+    mq.create_queue("fifo", mode(OrderingMode::GroupFifo, 30_000, 10))
+        .await?;
+    let grouped_dead = mq.send(Q, grouped("g", "A")).await?;
+    let plain_dead = mq.send(Q, OutMessage::new("no group")).await?;
+    for _ in 0..2 {
+        let m = receive_one(&mq, Q).await?;
+        mq.reject(Q, &m, "r", "").await?;
+    }
+    let to_fifo = RedriveOptions {
+        target: Some("fifo".into()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        mq.redrive(Q, to_fifo.clone()).await,
+        Err(Error::GroupRequired { .. })
+    ));
+    for seq in [grouped_dead, plain_dead] {
+        assert_eq!(
+            state_of(&mq, Q, seq).await?,
+            Some(MessageState::DeadLettered)
+        );
+    }
+    assert_eq!(mq.stats("fifo").await?.total, 0, "nothing moved");
+    // Only the grouped one: it moves.
+    let one = RedriveOptions { max: 1, ..to_fifo };
+    assert_eq!(mq.redrive(Q, one).await?, 1);
+    assert_eq!(receive_one(&mq, "fifo").await?.seq, grouped_dead);
+    Ok(())
+}
+
+/// 5.6 (and 1.5) The work of a claim does not grow with a blocked backlog or with
+/// expired leases: the store's work counter (rows or index entries visited) reads the
+/// same for a claim behind 100 and behind 2,000 blocked messages and beside as many
+/// expired, unreaped leases. Stores that cannot count skip it ([`WorkCounter`]).
+///
+/// [`WorkCounter`]: crate::Capability::WorkCounter
+pub async fn p5_6_claim_work_is_flat_in_the_backlog<F: Access>(ctx: Ctx<F>) -> TckResult {
+    use mqlite_engine_core::Store;
+    let mut visits = Vec::new();
+    for (round, backlog) in [100usize, 2_000].into_iter().enumerate() {
+        let mq = ctx.engine().await?;
+        let q = format!("q{round}");
+        mq.create_queue(&q, mode(OrderingMode::Standard, 1_000, 10))
+            .await?;
+        // A blocked group: its head locked, `backlog` members waiting.
+        mq.send(&q, grouped("head", "A")).await?;
+        mq.receive(&q, ReceiveOptions::batch(1)).await?;
+        for chunk in (0..backlog).step_by(500) {
+            let batch = (chunk..(chunk + 500).min(backlog))
+                .map(|i| grouped(&format!("a{i}"), "A"))
+                .collect();
+            mq.send_batch(&q, batch).await?;
+        }
+        // As many leases, expired and not yet reaped.
+        for chunk in (0..backlog).step_by(500) {
+            let batch = (chunk..(chunk + 500).min(backlog))
+                .map(|i| OutMessage::new(format!("l{i}")))
+                .collect();
+            mq.send_batch(&q, batch).await?;
+        }
+        while !mq.receive(&q, ReceiveOptions::batch(256)).await?.is_empty() {}
+        ctx.clock.advance(1_000);
+        let free = mq.send(&q, grouped("free", "B")).await?;
+        let before = mq
+            .store()
+            .work()
+            .ok_or("the store claims a work counter but reports none")?;
+        let got = mq.receive(&q, ReceiveOptions::batch(1)).await?;
+        let spent = mq.store().work().unwrap_or_default() - before;
+        assert_eq!(got.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![free]);
+        visits.push(spent.visits);
+        mq.close().await;
+    }
+    assert!(
+        visits[1] <= visits[0] + visits[0] / 10,
+        "claim work grew with the backlog: {visits:?} (visits behind 100 vs 2,000)"
+    );
+    Ok(())
+}

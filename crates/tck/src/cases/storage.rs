@@ -65,3 +65,23 @@ pub async fn p10_2_foreign_schema_token_is_refused<F: Access>(ctx: Ctx<F>) -> Tc
     );
     Ok(())
 }
+
+/// 10.5 Status names the backend, a location that holds no secret, the schema token
+/// of the data, and the counts of queues, topics and subscriptions.
+pub async fn p10_5_status_describes_the_store<F: Access>(ctx: Ctx<F>) -> TckResult {
+    use mqlite_engine_core::Store;
+    let mq = ctx.engine_with_queue("q", QueueConfig::default()).await?;
+    mq.create_queue("r", QueueConfig::default()).await?;
+    mq.create_topic("t").await?;
+    mq.subscribe("t", "s", "", QueueConfig::default()).await?;
+    let status = mq.status().await?;
+    assert_eq!(status.backend, mq.store().backend());
+    assert!(!status.schema_token.is_empty());
+    assert!(!status.location.is_empty());
+    assert!(!status.location.contains("token") && !status.location.contains('@'));
+    assert_eq!(
+        (status.queues, status.topics, status.subscriptions),
+        (2, 1, 1)
+    );
+    Ok(())
+}
