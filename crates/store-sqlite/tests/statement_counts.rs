@@ -1,0 +1,163 @@
+//! Every operation costs a fixed number of statements, whatever its batch size
+//! (promise 1.6, and the reason a remote store can be fast at all: each statement is a
+//! round trip there). The store counts the statements it runs (`Store::work`); this
+//! test reads the count around receive at N = 1, 64 and 256 (peek-lock and
+//! receive-and-delete) and around send, complete_batch and renew_batch at N = 1, 64 and
+//! 512, and fails if the count grows with N.
+
+use mqlite_engine_core::{
+    Engine, EngineOptions, LockRef, ManualClock, OrderingMode, OutMessage, QueueConfig,
+    ReceiveMode, ReceiveOptions, Store,
+};
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
+
+async fn engine(dir: &tempfile::TempDir) -> Engine<SqliteStore> {
+    let path = dir.path().join("mq.db").to_string_lossy().into_owned();
+    let clock = ManualClock::new(1_700_000_000_000).shared();
+    let store = SqliteStore::open(SqliteOptions::new(path).clock(clock))
+        .await
+        .expect("open");
+    let options = EngineOptions {
+        background: false,
+        ..Default::default()
+    };
+    Engine::with_store(store, options).await.expect("engine")
+}
+
+/// Statements the store ran during `op`.
+async fn statements<T>(mq: &Engine<SqliteStore>, op: impl Future<Output = T>) -> (u64, T) {
+    let before = mq
+        .store()
+        .work()
+        .expect("the SQLite store counts")
+        .statements;
+    let out = op.await;
+    let after = mq
+        .store()
+        .work()
+        .expect("the SQLite store counts")
+        .statements;
+    (after - before, out)
+}
+
+/// A message in its own group with an id: every step of a send is exercised (dedup
+/// lookup and insert, busy lines, the insert).
+fn message(i: usize) -> OutMessage {
+    OutMessage::new(format!("body-{i}"))
+        .with_id(format!("id-{i}"))
+        .with_group(format!("g{}", i % 7))
+}
+
+/// The count at every N is at most the count at the smallest N (a step that only some
+/// items need, such as promoting a line's next head, may be skipped) and small.
+fn assert_flat(what: &str, counts: &[(usize, u64)]) {
+    println!("{what}: (N, statements) = {counts:?}");
+    let first = counts[0].1;
+    assert!(
+        counts.iter().all(|(_, c)| *c <= first),
+        "{what}: statements per operation grow with N: {counts:?}"
+    );
+    assert!(
+        first <= 8,
+        "{what}: {first} statements is not a small fixed number"
+    );
+}
+
+#[tokio::test]
+async fn statements_per_operation_do_not_grow_with_batch_size() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = engine(&dir).await;
+    let config = QueueConfig {
+        dedup_window_ms: 60_000,
+        ..Default::default()
+    };
+    mq.create_queue("q", config).await.expect("queue");
+
+    let mut sends = Vec::new();
+    let mut next = 0usize;
+    for n in [1usize, 64, 512] {
+        let batch = (next..next + n).map(message).collect();
+        next += n;
+        let (count, seqs) = statements(&mq, mq.send_batch("q", batch)).await;
+        assert_eq!(seqs.expect("send").len(), n);
+        sends.push((n, count));
+    }
+    assert_flat("send_batch", &sends);
+
+    // Ungrouped messages so that a claim can take N at once.
+    for round in 0..3 {
+        // Distinct bodies: the queue's dedup window keys id-less messages by body.
+        let batch = (0..300)
+            .map(|i| OutMessage::new(format!("free-{round}-{i}")))
+            .collect();
+        mq.send_batch("q", batch).await.expect("backlog");
+    }
+    let mut receives = Vec::new();
+    let mut held = Vec::new();
+    for n in [1u32, 64, 256] {
+        let (count, got) = statements(&mq, mq.receive("q", ReceiveOptions::batch(n))).await;
+        let got = got.expect("receive");
+        assert_eq!(got.len(), n as usize);
+        receives.push((n as usize, count));
+        held.push(got);
+    }
+    assert_flat("receive (peek-lock)", &receives);
+
+    let mut renews = Vec::new();
+    let mut completes = Vec::new();
+    // 1, 64 and 256 held; a batch of 512 renews and completes two receives' worth.
+    let more = mq
+        .receive("q", ReceiveOptions::batch(256))
+        .await
+        .expect("more");
+    let all: Vec<LockRef> = held
+        .iter()
+        .flatten()
+        .chain(&more)
+        .map(LockRef::from)
+        .collect();
+    for (n, locks) in [(1, &all[..1]), (64, &all[1..65]), (512, &all[65..577])] {
+        let (count, r) = statements(&mq, mq.renew_batch("q", locks)).await;
+        assert!(r.expect("renew").iter().all(|r| r.ok));
+        renews.push((n, count));
+        let (count, r) = statements(&mq, mq.complete_batch("q", locks)).await;
+        assert!(r.expect("complete").iter().all(|r| r.ok));
+        completes.push((n, count));
+    }
+    assert_flat("renew_batch", &renews);
+    assert_flat("complete_batch", &completes);
+    mq.close().await;
+}
+
+/// Receive-and-delete drains a FIFO line in order, and still at a fixed cost.
+#[tokio::test]
+async fn receive_and_delete_does_not_grow_with_batch_size() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = engine(&dir).await;
+    let strict = QueueConfig {
+        ordering_mode: OrderingMode::StrictFifo,
+        ..Default::default()
+    };
+    mq.create_queue("line", strict).await.expect("queue");
+    let batch = (0..400).map(|i| OutMessage::new(format!("m{i}"))).collect();
+    mq.send_batch("line", batch).await.expect("send");
+    let mut counts = Vec::new();
+    let mut last = None;
+    for n in [1u32, 64, 256] {
+        let options = ReceiveOptions {
+            max_messages: n,
+            mode: ReceiveMode::ReceiveAndDelete,
+            ..Default::default()
+        };
+        let (count, got) = statements(&mq, mq.receive("line", options)).await;
+        let got = got.expect("receive");
+        assert_eq!(got.len(), n as usize, "the whole line, in one batch");
+        for m in &got {
+            assert!(last < Some(m.seq), "in order");
+            last = Some(m.seq);
+        }
+        counts.push((n as usize, count));
+    }
+    assert_flat("receive (receive-and-delete)", &counts);
+    mq.close().await;
+}
