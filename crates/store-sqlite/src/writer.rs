@@ -26,6 +26,10 @@ enum Command {
 pub(crate) struct Writer {
     jobs: Mutex<Option<mpsc::Sender<Command>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The writer thread's id: a job submitted from the writer thread itself (an
+    /// application's transaction body calling the engine instead of its `tx`) would wait
+    /// for the job that is running it, forever.
+    thread_id: std::thread::ThreadId,
 }
 
 impl Writer {
@@ -62,11 +66,18 @@ impl Writer {
         ready_rx.await.map_err(|_| Error::Closed)??;
         Ok(Writer {
             jobs: Mutex::new(Some(jobs_tx)),
+            thread_id: thread.thread().id(),
             thread: Mutex::new(Some(thread)),
         })
     }
 
     fn submit(&self, job: Job) -> Result<()> {
+        if std::thread::current().id() == self.thread_id {
+            return Err(Error::invalid(
+                "the store was called from inside its own transaction body: use the \
+                 transaction's handle (tx.send), not the engine, until the body returns",
+            ));
+        }
         let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         match jobs.as_ref() {
             Some(tx) => tx.send(Command::Run(job)).map_err(|_| Error::Closed),

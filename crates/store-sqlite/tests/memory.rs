@@ -99,3 +99,36 @@ async fn two_memory_stores_are_independent() {
     first.close().await;
     second.close().await;
 }
+
+/// Calling the engine from inside a transaction body (instead of `tx.send`) would wait
+/// for the transaction that is running it; it is refused at once with a message that
+/// says what to do, and the transaction goes on.
+#[tokio::test]
+async fn engine_calls_inside_a_transaction_body_are_refused_not_deadlocked() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let engine = memory_engine(&clock).await;
+    engine
+        .create_queue("jobs", QueueConfig::default())
+        .await
+        .expect("create queue");
+    let inner = engine.clone();
+    let (refused, seq) = engine
+        .tx(async move |tx| {
+            let refused = inner.send("jobs", OutMessage::new(b"wrong".to_vec())).await;
+            let seq = tx.send("jobs", OutMessage::new(b"right".to_vec())).await?;
+            Ok::<_, Error>((refused, seq))
+        })
+        .await
+        .expect("the transaction itself commits");
+    match refused {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("tx.send"), "{msg}"),
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+    let got = engine
+        .receive_one("jobs")
+        .await
+        .expect("receive")
+        .expect("one");
+    assert_eq!((got.seq, got.body()), (seq, &b"right"[..]));
+    engine.close().await;
+}
