@@ -9,7 +9,7 @@ use mqlite_engine_core::{
 };
 use serde_json::json;
 
-use crate::exec::{SqlExec, Value};
+use crate::exec::{SqlExec, Value, exists};
 use crate::line::{Departed, busy_lines, line_of, waiting_flags};
 use crate::rows::{load_queue, message, queue_row};
 use crate::sweeps::DLQ_OLDEST;
@@ -131,21 +131,13 @@ pub async fn upsert_queue<X: SqlExec>(
                     existing: k,
                 });
             }
-            if mode != cfg.ordering_mode.as_str() {
-                let in_play = x
-                    .query(QUEUE_IN_PLAY, &[(":queue", Value::from(name))])
-                    .await?;
-                if in_play
-                    .first()
-                    .map(|r| r.flag(0))
-                    .transpose()?
-                    .unwrap_or(false)
-                {
-                    return Err(Error::invalid(format!(
-                        "the ordering mode of {name:?} can change only while it holds no \
-                         message in play (it is {mode})"
-                    )));
-                }
+            if mode != cfg.ordering_mode.as_str()
+                && exists(x, QUEUE_IN_PLAY, &[(":queue", Value::from(name))]).await?
+            {
+                return Err(Error::invalid(format!(
+                    "the ordering mode of {name:?} can change only while it holds no \
+                     message in play (it is {mode})"
+                )));
             }
         }
     }

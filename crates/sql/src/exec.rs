@@ -147,6 +147,14 @@ impl Row {
     }
 }
 
+/// Runs a `SELECT EXISTS (…)` and reads its answer.
+pub async fn exists<X: SqlExec>(x: &mut X, sql: &'static str, params: Params<'_>) -> Result<bool> {
+    match x.query(sql, params).await?.first() {
+        Some(r) => r.flag(0),
+        None => Ok(false),
+    }
+}
+
 /// Runs statements inside the surrounding transaction: the driver's side of the flows.
 ///
 /// Statement texts are `'static` so a driver can cache prepared statements by them.

@@ -2,7 +2,7 @@
 
 use mqlite_engine_core::{AccessKey, Error, Result};
 
-use crate::exec::{Row, SqlExec, Value};
+use crate::exec::{Row, SqlExec, Value, exists};
 
 /// Whether an id is taken.
 pub const KEY_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM access_keys WHERE id = :id)";
@@ -45,15 +45,7 @@ fn key(r: &Row) -> Result<AccessKey> {
 
 /// Stores a new key; a taken id is `KeyConflict`.
 pub async fn create_key<X: SqlExec>(x: &mut X, k: &AccessKey) -> Result<()> {
-    let taken = x
-        .query(KEY_EXISTS, &[(":id", Value::from(k.id.as_str()))])
-        .await?;
-    if taken
-        .first()
-        .map(|r| r.flag(0))
-        .transpose()?
-        .unwrap_or(false)
-    {
+    if exists(x, KEY_EXISTS, &[(":id", Value::from(k.id.as_str()))]).await? {
         return Err(Error::KeyConflict { id: k.id.clone() });
     }
     x.execute(

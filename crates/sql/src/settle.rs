@@ -56,15 +56,24 @@ pub const SETTLE_DEFER: &str = concat!(
     " RETURNING line, waiting, state"
 );
 
+/// The rows of `:items` (`{seq, token}`): each found by its id, and its token one that
+/// was presented for that id (2.8: a right number with a wrong token is not a match,
+/// even beside an item that has the right token).
+macro_rules! presented {
+    () => {
+        "id IN (SELECT j.value ->> 'seq' FROM json_each(:items) j)
+   AND lock_token IN (SELECT j.value ->> 'token' FROM json_each(:items) j
+                       WHERE j.value ->> 'seq' = messages.id)"
+    };
+}
+
 /// CompleteBatch (2.7): every item of `:items` (`{seq, token}`) whose fence holds is
 /// deleted, in one statement; each row is found by its id, and the token must be one
 /// presented for that id.
 pub const COMPLETE_MANY: &str = concat!(
-    "DELETE FROM messages
- WHERE id IN (SELECT j.value ->> 'seq' FROM json_each(:items) j)
-   AND lock_token IN (SELECT j.value ->> 'token' FROM json_each(:items) j
-                       WHERE j.value ->> 'seq' = messages.id)
-   AND ",
+    "DELETE FROM messages WHERE ",
+    presented!(),
+    " AND ",
     fence!(),
     " RETURNING id, lock_token, line, waiting"
 );
@@ -72,11 +81,9 @@ pub const COMPLETE_MANY: &str = concat!(
 /// RenewBatch (2.5, 2.8) in one statement: each live lease of `:items` with its current
 /// token is extended to `max(locked_until, now + lock)`: never revived, never shortened.
 pub const RENEW_MANY: &str = concat!(
-    "UPDATE messages SET locked_until = max(locked_until, :now + :lock_ms)
- WHERE id IN (SELECT j.value ->> 'seq' FROM json_each(:items) j)
-   AND lock_token IN (SELECT j.value ->> 'token' FROM json_each(:items) j
-                       WHERE j.value ->> 'seq' = messages.id)
-   AND ",
+    "UPDATE messages SET locked_until = max(locked_until, :now + :lock_ms) WHERE ",
+    presented!(),
+    " AND ",
     fence!(),
     " RETURNING id, lock_token, locked_until"
 );

@@ -74,7 +74,7 @@ pub trait StoreFactory: Send + Sync + 'static {
 /// [`Erased`]). Every case runs both ways.
 pub trait Access: Send + Sync + 'static {
     /// The store crate's factory.
-    type Factory: StoreFactory;
+    type Factory: StoreFactory<Store = Self::Native>;
     /// What the engine holds.
     type Store: Store + HasOutbox<Self::Native>;
     /// The concrete store (whose outbox the cases use).
@@ -107,12 +107,16 @@ pub trait Access: Send + Sync + 'static {
     fn insert_business_row(
         tx: &mut <Self::Native as OutboxStore>::Tx<'_>,
         id: i64,
-    ) -> impl Future<Output = Result<()>>;
+    ) -> impl Future<Output = Result<()>> {
+        Self::Factory::insert_business_row(tx, id)
+    }
 
     /// See [`StoreFactory::business_rows`].
     fn business_rows(
         tx: &mut <Self::Native as OutboxStore>::Tx<'_>,
-    ) -> impl Future<Output = Result<Vec<i64>>>;
+    ) -> impl Future<Output = Result<Vec<i64>>> {
+        Self::Factory::business_rows(tx)
+    }
 }
 
 /// The typed path: the engine holds the concrete store.
@@ -143,19 +147,6 @@ impl<F: StoreFactory> Access for Typed<F> {
     ) -> impl Future<Output = Result<F::Store>> + Send {
         self.0.open(dir, clock)
     }
-
-    fn insert_business_row(
-        tx: &mut <F::Store as OutboxStore>::Tx<'_>,
-        id: i64,
-    ) -> impl Future<Output = Result<()>> {
-        F::insert_business_row(tx, id)
-    }
-
-    fn business_rows(
-        tx: &mut <F::Store as OutboxStore>::Tx<'_>,
-    ) -> impl Future<Output = Result<Vec<i64>>> {
-        F::business_rows(tx)
-    }
 }
 
 impl<F: StoreFactory> Access for Erased<F> {
@@ -173,19 +164,6 @@ impl<F: StoreFactory> Access for Erased<F> {
 
     async fn open(&self, dir: &Path, clock: SharedClock) -> Result<DynStore> {
         self.0.open(dir, clock).await.map(DynStore::new)
-    }
-
-    fn insert_business_row(
-        tx: &mut <F::Store as OutboxStore>::Tx<'_>,
-        id: i64,
-    ) -> impl Future<Output = Result<()>> {
-        F::insert_business_row(tx, id)
-    }
-
-    fn business_rows(
-        tx: &mut <F::Store as OutboxStore>::Tx<'_>,
-    ) -> impl Future<Output = Result<Vec<i64>>> {
-        F::business_rows(tx)
     }
 }
 
