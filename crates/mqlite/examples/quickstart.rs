@@ -3,7 +3,7 @@
 //! dead letter — printed as it happens.
 //!
 //! ```text
-//! cargo run --release --example quickstart [path/to/file.db]
+//! cargo run --release -p mqlite --example quickstart [path/to/file.db]
 //! ```
 
 use mqlite::{Engine, OutMessage, PeekOptions, QueueConfig, ReceiveOptions};
