@@ -51,13 +51,30 @@ pub enum Error {
         /// The canonical path of the database.
         path: String,
     },
-    /// The database carries another schema guard token (promise 10.2).
-    #[error("schema mismatch: database has {found:?}, this binary expects {expected:?}")]
+    /// The database carries another schema guard token (promise 10.2): written by
+    /// another layout of mqlite, or by something else. Layouts are never migrated in
+    /// place, so the file is left exactly as it was.
+    #[error(
+        "the database's schema is {found:?}, this binary reads {expected:?}: it was written \
+         by another mqlite layout; open it with the mqlite version that wrote it, or drain \
+         its messages into a new file (layouts are never migrated in place, and the file \
+         was not touched)"
+    )]
     SchemaVersionMismatch {
-        /// The token found in the database (empty when the file is not an mqlite database).
+        /// The token found in the database.
         found: String,
         /// The token of this binary.
         expected: &'static str,
+    },
+    /// The path names something that is not a database mqlite can open: a directory, a
+    /// file that is not a database of the store's kind, or a database whose own tables
+    /// use mqlite's names. Nothing was written to it.
+    #[error("{path} is not a database mqlite can open: {detail} (nothing was written to it)")]
+    NotADatabase {
+        /// The path as given or resolved.
+        path: String,
+        /// What it is instead, and what to do.
+        detail: String,
     },
     /// The engine is closed (or closing) and admits no more work (promise 14.5).
     #[error("engine is closed")]

@@ -40,7 +40,7 @@ async fn locations_open_the_sqlite_store_at_run_time() {
         assert_eq!((m.seq, m.body()), (seq, &b"in the outbox"[..]));
         mq.complete("q", &m).await.expect("complete");
         let status = mq.status().await.expect("status");
-        assert_eq!(status.schema_token, mqlite_sql_token());
+        assert_eq!(status.schema_token, mqlite_sql::SCHEMA_TOKEN);
         mq.close().await;
     }
     // The file location names the same database as its `sqlite:` spelling would.
@@ -49,12 +49,6 @@ async fn locations_open_the_sqlite_store_at_run_time() {
         .expect("reopen");
     assert_eq!(again.list_queues().await.expect("list").len(), 1);
     again.close().await;
-}
-
-fn mqlite_sql_token() -> String {
-    // The token the store reports is the one the file carries; a fresh file carries
-    // this binary's.
-    "mqlite-rs/2".to_owned()
 }
 
 /// An unknown scheme is refused before anything is touched, with the forms understood.

@@ -15,10 +15,11 @@ use crate::rows::{load_queue, message, queue_row};
 use crate::sweeps::DLQ_OLDEST;
 
 /// The kind and ordering mode of a name (the upsert's checks, 12.1 and 5.x).
-pub const SELECT_QUEUE_KIND: &str = "SELECT kind, ordering_mode FROM queues WHERE name = :name";
+pub const SELECT_QUEUE_KIND: &str =
+    "SELECT kind, ordering_mode FROM mqlite_queues WHERE name = :name";
 
 /// Create-or-update of a queue (the kind was checked first: 12.1).
-pub const UPSERT_QUEUE: &str = "INSERT INTO queues (name, kind, lock_duration_ms,
+pub const UPSERT_QUEUE: &str = "INSERT INTO mqlite_queues (name, kind, lock_duration_ms,
        max_delivery_count, default_ttl_ms, dead_letter_on_expire, dedup_window_ms,
        ordering_mode, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, created_at)
 VALUES (:name, :kind, :lock_ms, :max_dc, :ttl, :dloe, :dedup, :mode, :age, :count, :bytes, :now)
@@ -34,39 +35,39 @@ ON CONFLICT (name) DO UPDATE SET
        dlq_max_bytes = excluded.dlq_max_bytes";
 
 /// Whether a queue holds a message in play (its ordering mode is then fixed).
-pub const QUEUE_IN_PLAY: &str = "SELECT EXISTS (SELECT 1 FROM messages
+pub const QUEUE_IN_PLAY: &str = "SELECT EXISTS (SELECT 1 FROM mqlite_messages
     WHERE queue = :queue AND state <> 'dead_lettered')";
 
 /// Everything a name owns, deleted with it (children first). Messages go by
-/// `idx_msg_queue`; a topic's subscriptions by `idx_sub_topic`.
+/// `mqlite_msg_queue`; a topic's subscriptions by `mqlite_sub_topic`.
 pub const DELETE_QUEUE: &[&str] = &[
-    "DELETE FROM messages WHERE queue = :name",
-    "DELETE FROM dedup WHERE queue = :name",
-    "DELETE FROM settlement_receipts WHERE queue = :name",
-    "DELETE FROM receive_attempts WHERE queue = :name",
-    "DELETE FROM subscriptions WHERE name = :name OR topic = :name",
-    "DELETE FROM queues WHERE name = :name",
+    "DELETE FROM mqlite_messages WHERE queue = :name",
+    "DELETE FROM mqlite_dedup WHERE queue = :name",
+    "DELETE FROM mqlite_receipts WHERE queue = :name",
+    "DELETE FROM mqlite_attempts WHERE queue = :name",
+    "DELETE FROM mqlite_subscriptions WHERE name = :name OR topic = :name",
+    "DELETE FROM mqlite_queues WHERE name = :name",
 ];
 
 /// Every queue, by name.
 pub const LIST_QUEUES: &str = concat!(
     "SELECT name, ",
     queue_columns!(),
-    " FROM queues ORDER BY name"
+    " FROM mqlite_queues ORDER BY name"
 );
 
 /// Cancel (7.1): only a scheduled message that was never delivered; a backoff-parked
 /// redelivery has a delivery count and stays.
-pub const CANCEL_SCHEDULED: &str = "DELETE FROM messages
+pub const CANCEL_SCHEDULED: &str = "DELETE FROM mqlite_messages
  WHERE id = :seq AND queue = :queue AND state = 'scheduled' AND delivery_count = 0
 RETURNING line, waiting";
 
 /// Browsing from a sequence number, optionally in one state (6.2): a seek of
-/// `idx_msg_queue`, never a walk of other queues' rows.
+/// `mqlite_msg_queue`, never a walk of other queues' rows.
 pub const PEEK: &str = concat!(
     "SELECT ",
     message_columns!(),
-    " FROM messages
+    " FROM mqlite_messages
  WHERE queue = :queue AND id >= :from AND (:state IS NULL OR state = :state)
  ORDER BY id LIMIT :max"
 );
@@ -75,36 +76,36 @@ pub const PEEK: &str = concat!(
 /// oldest enqueue time in play. Each count names its state as a literal so that it walks
 /// that state's partial index; active = in play - the others.
 pub const QUEUE_STATS: &str = "SELECT
-    (SELECT count(*) FROM messages WHERE queue = :queue AND state <> 'dead_lettered'),
-    (SELECT count(*) FROM messages WHERE queue = :queue AND state = 'locked'),
-    (SELECT count(*) FROM messages WHERE queue = :queue AND state = 'deferred'),
-    (SELECT count(*) FROM messages WHERE queue = :queue AND state = 'scheduled'),
-    (SELECT count(*) FROM messages WHERE queue = :queue AND state = 'dead_lettered'),
-    (SELECT min(enqueued_at) FROM messages WHERE queue = :queue AND state <> 'dead_lettered')";
+    (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state <> 'dead_lettered'),
+    (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'locked'),
+    (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'deferred'),
+    (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'scheduled'),
+    (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'dead_lettered'),
+    (SELECT min(enqueued_at) FROM mqlite_messages WHERE queue = :queue AND state <> 'dead_lettered')";
 
 /// Redrive (6.2, 5.8): each `{id, line, waiting}` of `:items` back to active in
 /// `:target`, count reset, TTL cleared, in its target line, in one statement.
-pub const REDRIVE_MANY: &str = "UPDATE messages
+pub const REDRIVE_MANY: &str = "UPDATE mqlite_messages
    SET queue = :target, state = 'active', line = j.value ->> 'line',
        waiting = j.value ->> 'waiting', delivery_count = 0, dead_letter_reason = NULL,
        dead_letter_description = NULL, dead_lettered_at = 0, visible_at = :now,
        expires_at = 0, lock_token = NULL, locked_until = 0
   FROM json_each(:items) j
- WHERE messages.id = j.value ->> 'id' AND messages.state = 'dead_lettered'";
+ WHERE mqlite_messages.id = j.value ->> 'id' AND mqlite_messages.state = 'dead_lettered'";
 
 /// Purge (6.2): the oldest dead letters, bounded by age and count, in one statement.
-pub const PURGE: &str = "DELETE FROM messages WHERE id IN (
-    SELECT id FROM messages
+pub const PURGE: &str = "DELETE FROM mqlite_messages WHERE id IN (
+    SELECT id FROM mqlite_messages
      WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
      ORDER BY dead_lettered_at, id LIMIT :limit)";
 
 /// Status: the guard token, the counts of names and the size of the data. The admin
 /// tables are small; nothing here walks messages.
 pub const STATUS: &str = "SELECT
-    (SELECT value FROM meta WHERE key = 'schema_token'),
-    (SELECT count(*) FROM queues WHERE kind = 'queue'),
-    (SELECT count(*) FROM queues WHERE kind = 'topic'),
-    (SELECT count(*) FROM subscriptions),
+    (SELECT value FROM mqlite_meta WHERE key = 'schema_token'),
+    (SELECT count(*) FROM mqlite_queues WHERE kind = 'queue'),
+    (SELECT count(*) FROM mqlite_queues WHERE kind = 'topic'),
+    (SELECT count(*) FROM mqlite_subscriptions),
     (SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size())";
 
 /// Creates or updates a name of `kind`; another kind under the name is NameConflict

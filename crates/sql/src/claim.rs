@@ -16,7 +16,7 @@ use crate::line::Departed;
 use crate::rows::{MESSAGE_WIDTH, load_queue, message};
 
 /// Peek-lock claim of up to `:max` heads in one statement. `picked` is materialized
-/// once (the heads seek `idx_msg_active`, 5.6), numbered in sequence order, and row k
+/// once (the heads seek `mqlite_msg_active`, 5.6), numbered in sequence order, and row k
 /// takes the k-th token of `:tokens` (a JSON array of fresh tokens from the operating
 /// system's random source): one statement however many it claims (1.6).
 pub const CLAIM: &str = concat!(
@@ -24,13 +24,13 @@ pub const CLAIM: &str = concat!(
     SELECT id AS pid, row_number() OVER (ORDER BY id) - 1 AS k FROM (",
     pick_heads!(),
     "))
-UPDATE messages
+UPDATE mqlite_messages
    SET state = 'locked',
        locked_until = :now + :lock_ms,
        lock_token = json_extract(:tokens, '$[' || picked.k || ']'),
        delivery_count = delivery_count + 1
   FROM picked
- WHERE messages.id = picked.pid
+ WHERE mqlite_messages.id = picked.pid
 RETURNING ",
     message_columns!()
 );
@@ -39,53 +39,54 @@ RETURNING ",
 pub const PICK_HEADS: &str = concat!(
     "SELECT ",
     message_columns!(),
-    ", line FROM messages WHERE id IN (",
+    ", line FROM mqlite_messages WHERE id IN (",
     pick_heads!(),
     ")"
 );
 
 /// Receive-and-delete, second step: for each `{line, head}` of `:lines`, up to `:max`
 /// other members of the line still in play, in sequence order (one seek of
-/// `idx_msg_line` each). Nothing stays in flight in this mode, so when a head is taken
+/// `mqlite_msg_line` each). Nothing stays in flight in this mode, so when a head is taken
 /// its line's next head (the oldest remaining member) may follow in the same batch,
 /// while each is active, visible and unexpired.
 pub const LINE_SUCCESSORS: &str = concat!(
     "SELECT ",
     message_columns!(),
-    ", line FROM messages WHERE id IN (
-    SELECT s.id FROM json_each(:lines) j JOIN messages s
-        ON s.id IN (SELECT x.id FROM messages x
+    ", line FROM mqlite_messages WHERE id IN (
+    SELECT s.id FROM json_each(:lines) j JOIN mqlite_messages s
+        ON s.id IN (SELECT x.id FROM mqlite_messages x
                      WHERE x.queue = :queue AND x.line = j.value ->> 'line'
                        AND x.state <> 'dead_lettered' AND x.id <> j.value ->> 'head'
                      ORDER BY x.id LIMIT :max))"
 );
 
 /// Deletes the rows whose ids are in `:ids` (receive-and-delete).
-pub const DELETE_IDS: &str = "DELETE FROM messages WHERE id IN (SELECT value FROM json_each(:ids))";
+pub const DELETE_IDS: &str =
+    "DELETE FROM mqlite_messages WHERE id IN (SELECT value FROM json_each(:ids))";
 
 /// ReceiveDeferred (2.4): deferred, unexpired rows of `:seqs`, locked under the tokens of
 /// `:tokens` by position, in one statement.
 pub const CLAIM_DEFERRED: &str = concat!(
     "WITH picked AS MATERIALIZED (
     SELECT j.value AS pid, j.key AS k FROM json_each(:seqs) j)
-UPDATE messages
+UPDATE mqlite_messages
    SET state = 'locked', locked_until = :now + :lock_ms,
        lock_token = json_extract(:tokens, '$[' || picked.k || ']'),
        delivery_count = delivery_count + 1
   FROM picked
- WHERE messages.id = picked.pid AND messages.queue = :queue
-   AND messages.state = 'deferred'
-   AND (messages.expires_at = 0 OR messages.expires_at > :now)
+ WHERE mqlite_messages.id = picked.pid AND mqlite_messages.queue = :queue
+   AND mqlite_messages.state = 'deferred'
+   AND (mqlite_messages.expires_at = 0 OR mqlite_messages.expires_at > :now)
 RETURNING ",
     message_columns!()
 );
 
 /// Receive attempt replay (3.3).
-pub const ATTEMPT_LOOKUP: &str = "SELECT mode, response FROM receive_attempts
+pub const ATTEMPT_LOOKUP: &str = "SELECT mode, response FROM mqlite_attempts
  WHERE queue = :queue AND attempt_id = :attempt AND expires_at > :now";
 
 /// Receive attempt record, in the claim's transaction (3.3).
-pub const ATTEMPT_INSERT: &str = "INSERT OR REPLACE INTO receive_attempts
+pub const ATTEMPT_INSERT: &str = "INSERT OR REPLACE INTO mqlite_attempts
        (queue, attempt_id, mode, response, expires_at)
 VALUES (:queue, :attempt, :mode, :response, :expires_at)";
 

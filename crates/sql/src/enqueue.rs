@@ -17,14 +17,14 @@ use crate::rows::{encode_properties, hex, load_queue};
 
 /// Live dedup entries for the keys of `:keys` (a JSON array), one primary-key seek each
 /// (4.1).
-pub const DEDUP_LOOKUP: &str = "SELECT d.dedup_key, d.seq, d.body_hash FROM dedup d
+pub const DEDUP_LOOKUP: &str = "SELECT d.dedup_key, d.seq, d.body_hash FROM mqlite_dedup d
  WHERE d.queue = :queue AND d.expires_at > :now
    AND d.dedup_key IN (SELECT value FROM json_each(:keys))";
 
 /// Every row of the batch from one JSON array, in array order, so that sequence numbers
 /// increase in batch order (G1) and are contiguous: the caller derives them from
 /// `last_insert_rowid()` (one writer, one statement), with no RETURNING.
-pub const INSERT_MESSAGES: &str = "INSERT INTO messages (queue, state, line, waiting,
+pub const INSERT_MESSAGES: &str = "INSERT INTO mqlite_messages (queue, state, line, waiting,
        enqueued_at, visible_at, expires_at, body, message_id, group_id, subject,
        correlation_id, reply_to, content_type, properties)
 SELECT :queue, :state, j.value ->> 'line', j.value ->> 'waiting', :now, :visible_at,
@@ -34,7 +34,7 @@ SELECT :queue, :state, j.value ->> 'line', j.value ->> 'waiting', :now, :visible
   FROM json_each(:batch) j ORDER BY j.key";
 
 /// The dedup entries of the fresh rows (an expired entry for a key is replaced).
-pub const DEDUP_INSERT: &str = "INSERT OR REPLACE INTO dedup
+pub const DEDUP_INSERT: &str = "INSERT OR REPLACE INTO mqlite_dedup
        (queue, dedup_key, body_hash, seq, expires_at)
 SELECT :queue, j.value ->> 'key', j.value ->> 'hash', j.value ->> 'seq', :expires_at
   FROM json_each(:entries) j";

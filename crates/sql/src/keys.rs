@@ -5,31 +5,31 @@ use mqlite_engine_core::{AccessKey, Error, Result};
 use crate::exec::{Row, SqlExec, Value, exists};
 
 /// Whether an id is taken.
-pub const KEY_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM access_keys WHERE id = :id)";
+pub const KEY_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM mqlite_access_keys WHERE id = :id)";
 
 /// A new key: the digest of its token, never the token.
-pub const KEY_INSERT: &str = "INSERT INTO access_keys
+pub const KEY_INSERT: &str = "INSERT INTO mqlite_access_keys
        (id, name, digest, permissions, created_at, expires_at, revoked_at)
 VALUES (:id, :name, :digest, :permissions, :created_at, :expires_at, 0)";
 
 /// Keys by id after `:after`, at most `:limit`.
 pub const KEY_LIST: &str =
     "SELECT id, name, digest, permissions, created_at, expires_at, revoked_at
-  FROM access_keys WHERE id > :after ORDER BY id LIMIT :limit";
+  FROM mqlite_access_keys WHERE id > :after ORDER BY id LIMIT :limit";
 
 /// Revocation keeps the first time: a second revoke changes nothing.
 pub const KEY_REVOKE: &str =
-    "UPDATE access_keys SET revoked_at = :now WHERE id = :id AND revoked_at = 0";
+    "UPDATE mqlite_access_keys SET revoked_at = :now WHERE id = :id AND revoked_at = 0";
 
 /// One key by id.
 pub const KEY_BY_ID: &str =
     "SELECT id, name, digest, permissions, created_at, expires_at, revoked_at
-  FROM access_keys WHERE id = :id";
+  FROM mqlite_access_keys WHERE id = :id";
 
 /// One key by the digest of its token (the unique index on digest).
 pub const KEY_BY_DIGEST: &str =
     "SELECT id, name, digest, permissions, created_at, expires_at, revoked_at
-  FROM access_keys WHERE digest = :digest";
+  FROM mqlite_access_keys WHERE digest = :digest";
 
 fn key(r: &Row) -> Result<AccessKey> {
     Ok(AccessKey {

@@ -43,23 +43,23 @@ macro_rules! fence {
 }
 
 /// The eligible heads of a queue, oldest first, at most `:max` (1.1, 5.1–5.5): active,
-/// visible, unexpired, `waiting = 0` (so the seek of `idx_msg_active` never walks a
+/// visible, unexpired, `waiting = 0` (so the seek of `mqlite_msg_active` never walks a
 /// blocked backlog, 5.6), and — the same rule from the other side — no older member of
 /// its line locked, deferred or parked: one EXISTS per blocking state so that each
 /// matches its own partial index. The locked probe ignores `locked_until`: an expired
 /// but unreaped lease still holds its line (5.4).
 macro_rules! pick_heads {
     () => {
-        "SELECT m.id FROM messages m
+        "SELECT m.id FROM mqlite_messages m
         WHERE m.queue = :queue AND m.state = 'active' AND m.waiting = 0
           AND m.visible_at <= :now
           AND (m.expires_at = 0 OR m.expires_at > :now)
           AND (m.line IS NULL OR NOT (
-                  EXISTS (SELECT 1 FROM messages b WHERE b.queue = m.queue
+                  EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue
                             AND b.line = m.line AND b.state = 'locked' AND b.id < m.id)
-               OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = m.queue
+               OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue
                             AND b.line = m.line AND b.state = 'deferred' AND b.id < m.id)
-               OR EXISTS (SELECT 1 FROM messages b WHERE b.queue = m.queue
+               OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue
                             AND b.line = m.line AND b.state = 'scheduled' AND b.id < m.id)))
         ORDER BY m.id LIMIT :max"
     };

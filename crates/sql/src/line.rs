@@ -20,17 +20,17 @@ pub fn line_of(mode: OrderingMode, group: Option<&str>) -> Option<String> {
 }
 
 /// Which of the `:lines` (a JSON array of line names) already have a member in play in
-/// `:queue`: a newcomer to such a line waits. One seek of `idx_msg_line` per line.
+/// `:queue`: a newcomer to such a line waits. One seek of `mqlite_msg_line` per line.
 pub const BUSY_LINES: &str = "SELECT j.value FROM json_each(:lines) j
- WHERE EXISTS (SELECT 1 FROM messages m WHERE m.queue = :queue AND m.line = j.value
+ WHERE EXISTS (SELECT 1 FROM mqlite_messages m WHERE m.queue = :queue AND m.line = j.value
                  AND m.state <> 'dead_lettered')";
 
 /// After heads left play: for each `{queue, line}` of `:lines`, the oldest member still
 /// in play becomes the head. Only a departing head calls for this (every other member
-/// waits), so it is one seek of `idx_msg_line` per line, never a walk of the line (5.6).
-pub const RELEASE_LINES: &str = "UPDATE messages SET waiting = 0
+/// waits), so it is one seek of `mqlite_msg_line` per line, never a walk of the line (5.6).
+pub const RELEASE_LINES: &str = "UPDATE mqlite_messages SET waiting = 0
  WHERE waiting = 1 AND id IN (
-       SELECT (SELECT x.id FROM messages x
+       SELECT (SELECT x.id FROM mqlite_messages x
                 WHERE x.queue = j.value ->> 'queue' AND x.line = j.value ->> 'line'
                   AND x.state <> 'dead_lettered'
                 ORDER BY x.id LIMIT 1)

@@ -79,7 +79,7 @@ pub fn queue_row(r: &Row, at: usize) -> Result<(QueueKind, QueueConfig)> {
 pub const SELECT_QUEUE: &str = concat!(
     "SELECT ",
     queue_columns!(),
-    " FROM queues WHERE name = :name"
+    " FROM mqlite_queues WHERE name = :name"
 );
 
 /// The kind and configuration of an existing name, or `NotFound`.

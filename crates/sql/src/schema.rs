@@ -3,21 +3,21 @@
 /// The schema guard token stored in `meta`. Open refuses any other (10.2); an
 /// incompatible layout change must change this token, never migrate in place. The
 /// golden test of the SQLite store holds the two together.
-pub const SCHEMA_TOKEN: &str = "mqlite-rs/2";
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/3";
 
 /// The eight STRICT tables and their indexes, in creation order.
 ///
-/// `messages.line` is a message's ordering line (see the line rule in
+/// `mqlite_messages.line` is a message's ordering line (see the line rule in
 /// `mqlite_engine_core::store`): its group id on standard and group_fifo queues, `''`
 /// (one line for the whole queue) on strict_fifo, NULL when unordered.
 /// `messages.waiting` is 1 while an older message of the same line is still in play;
 /// only the line's head has 0, so a claim never walks a blocked backlog (5.6).
 pub const SCHEMA: &[&str] = &[
-    "CREATE TABLE meta (
+    "CREATE TABLE mqlite_meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
 ) STRICT",
-    "CREATE TABLE queues (
+    "CREATE TABLE mqlite_queues (
     name                  TEXT PRIMARY KEY,
     kind                  TEXT NOT NULL DEFAULT 'queue'
                               CHECK (kind IN ('queue','topic','subscription')),
@@ -33,17 +33,17 @@ pub const SCHEMA: &[&str] = &[
     dlq_max_bytes         INTEGER NOT NULL DEFAULT 0,
     created_at            INTEGER NOT NULL
 ) STRICT",
-    "CREATE TABLE subscriptions (
-    name       TEXT PRIMARY KEY REFERENCES queues(name) ON DELETE CASCADE,
-    topic      TEXT NOT NULL REFERENCES queues(name) ON DELETE CASCADE,
+    "CREATE TABLE mqlite_subscriptions (
+    name       TEXT PRIMARY KEY REFERENCES mqlite_queues(name) ON DELETE CASCADE,
+    topic      TEXT NOT NULL REFERENCES mqlite_queues(name) ON DELETE CASCADE,
     filter     TEXT NOT NULL DEFAULT '',
     created_at INTEGER NOT NULL
 ) STRICT",
     // A topic's subscriptions, for publish and for deleting a topic.
-    "CREATE INDEX idx_sub_topic ON subscriptions(topic, name)",
-    "CREATE TABLE messages (
+    "CREATE INDEX mqlite_sub_topic ON mqlite_subscriptions(topic, name)",
+    "CREATE TABLE mqlite_messages (
     id                      INTEGER PRIMARY KEY AUTOINCREMENT,
-    queue                   TEXT NOT NULL REFERENCES queues(name) ON DELETE CASCADE,
+    queue                   TEXT NOT NULL REFERENCES mqlite_queues(name) ON DELETE CASCADE,
     state                   TEXT NOT NULL DEFAULT 'active'
                                 CHECK (state IN ('active','locked','deferred',
                                                  'scheduled','completed','dead_lettered')),
@@ -68,24 +68,24 @@ pub const SCHEMA: &[&str] = &[
     dead_letter_description TEXT
 ) STRICT",
     // Every message of a queue by sequence number: Peek in any state, deleting a queue.
-    "CREATE INDEX idx_msg_queue ON messages(queue, id)",
+    "CREATE INDEX mqlite_msg_queue ON mqlite_messages(queue, id)",
     // The claim seeks this index: only claimable-shaped rows live in it (1.5).
-    "CREATE INDEX idx_msg_active ON messages(queue, id) WHERE state = 'active' AND waiting = 0",
+    "CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) WHERE state = 'active' AND waiting = 0",
     // One index per blocking state for the head-of-line probes (5.6).
-    "CREATE INDEX idx_msg_line_locked ON messages(queue, line, id) WHERE state = 'locked'",
-    "CREATE INDEX idx_msg_line_deferred ON messages(queue, line, id) WHERE state = 'deferred'",
-    "CREATE INDEX idx_msg_line_scheduled ON messages(queue, line, id) WHERE state = 'scheduled'",
+    "CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE state = 'locked'",
+    "CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 'deferred'",
+    "CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 'scheduled'",
     // Every row still in play per line: who waits behind whom.
-    "CREATE INDEX idx_msg_line ON messages(queue, line, id) WHERE state <> 'dead_lettered'",
+    "CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE state <> 'dead_lettered'",
     // The reaper: leases by expiry.
-    "CREATE INDEX idx_msg_lease ON messages(locked_until) WHERE state = 'locked'",
+    "CREATE INDEX mqlite_msg_lease ON mqlite_messages(locked_until) WHERE state = 'locked'",
     // The scheduler: scheduled rows by due time.
-    "CREATE INDEX idx_msg_due ON messages(visible_at) WHERE state = 'scheduled'",
+    "CREATE INDEX mqlite_msg_due ON mqlite_messages(visible_at) WHERE state = 'scheduled'",
     // The TTL sweep: deadlines of rows not yet dead-lettered.
-    "CREATE INDEX idx_msg_expiry ON messages(expires_at) WHERE expires_at > 0 AND state <> 'dead_lettered'",
+    "CREATE INDEX mqlite_msg_expiry ON mqlite_messages(expires_at) WHERE expires_at > 0 AND state <> 'dead_lettered'",
     // Dead letters per queue, oldest first (redrive, purge, retention).
-    "CREATE INDEX idx_msg_dlq ON messages(queue, dead_lettered_at, id) WHERE state = 'dead_lettered'",
-    "CREATE TABLE dedup (
+    "CREATE INDEX mqlite_msg_dlq ON mqlite_messages(queue, dead_lettered_at, id) WHERE state = 'dead_lettered'",
+    "CREATE TABLE mqlite_dedup (
     queue      TEXT NOT NULL,
     dedup_key  TEXT NOT NULL,
     body_hash  TEXT NOT NULL,
@@ -93,8 +93,8 @@ pub const SCHEMA: &[&str] = &[
     expires_at INTEGER NOT NULL,
     PRIMARY KEY (queue, dedup_key)
 ) STRICT, WITHOUT ROWID",
-    "CREATE INDEX idx_dedup_expiry ON dedup(expires_at)",
-    "CREATE TABLE settlement_receipts (
+    "CREATE INDEX mqlite_dedup_expiry ON mqlite_dedup(expires_at)",
+    "CREATE TABLE mqlite_receipts (
     queue      TEXT NOT NULL,
     seq        INTEGER NOT NULL,
     lock_token TEXT NOT NULL,
@@ -103,8 +103,8 @@ pub const SCHEMA: &[&str] = &[
     expires_at INTEGER NOT NULL,
     PRIMARY KEY (queue, seq, lock_token, op, args)
 ) STRICT, WITHOUT ROWID",
-    "CREATE INDEX idx_receipt_expiry ON settlement_receipts(expires_at)",
-    "CREATE TABLE receive_attempts (
+    "CREATE INDEX mqlite_receipt_expiry ON mqlite_receipts(expires_at)",
+    "CREATE TABLE mqlite_attempts (
     queue      TEXT NOT NULL,
     attempt_id TEXT NOT NULL,
     mode       INTEGER NOT NULL,
@@ -112,8 +112,8 @@ pub const SCHEMA: &[&str] = &[
     expires_at INTEGER NOT NULL,
     PRIMARY KEY (queue, attempt_id)
 ) STRICT, WITHOUT ROWID",
-    "CREATE INDEX idx_attempt_expiry ON receive_attempts(expires_at)",
-    "CREATE TABLE access_keys (
+    "CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at)",
+    "CREATE TABLE mqlite_access_keys (
     id          TEXT PRIMARY KEY,
     name        TEXT NOT NULL,
     digest      TEXT NOT NULL UNIQUE,
@@ -125,7 +125,8 @@ pub const SCHEMA: &[&str] = &[
 ];
 
 /// Reads the guard token of an opened database (`None`: no `meta` table or no token).
-pub const SELECT_TOKEN: &str = "SELECT value FROM meta WHERE key = 'schema_token'";
+pub const SELECT_TOKEN: &str = "SELECT value FROM mqlite_meta WHERE key = 'schema_token'";
 
 /// Records the guard token in a freshly created schema.
-pub const INSERT_TOKEN: &str = "INSERT INTO meta (key, value) VALUES ('schema_token', :token)";
+pub const INSERT_TOKEN: &str =
+    "INSERT INTO mqlite_meta (key, value) VALUES ('schema_token', :token)";

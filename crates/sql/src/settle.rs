@@ -13,7 +13,7 @@ use crate::rows::load_queue;
 
 /// Complete (2.1): the fence and the token at statement time; the row is deleted.
 pub const SETTLE_COMPLETE: &str = concat!(
-    "DELETE FROM messages WHERE id = :seq AND lock_token = :token AND ",
+    "DELETE FROM mqlite_messages WHERE id = :seq AND lock_token = :token AND ",
     fence!(),
     " RETURNING line, waiting, 'completed'"
 );
@@ -21,7 +21,7 @@ pub const SETTLE_COMPLETE: &str = concat!(
 /// Abandon (2.2): back to active, parked in scheduled for a delay (holding its line), or
 /// dead-lettered at the delivery bound.
 pub const SETTLE_ABANDON: &str = concat!(
-    "UPDATE messages
+    "UPDATE mqlite_messages
    SET state = CASE WHEN delivery_count >= :max_dc THEN 'dead_lettered'
                     WHEN :delay_ms > 0 THEN 'scheduled' ELSE 'active' END,
        visible_at = CASE WHEN :delay_ms > 0 THEN :now + :delay_ms ELSE visible_at END,
@@ -39,7 +39,7 @@ pub const SETTLE_ABANDON: &str = concat!(
 
 /// Reject (2.3): dead-lettered with the caller's reason.
 pub const SETTLE_REJECT: &str = concat!(
-    "UPDATE messages
+    "UPDATE mqlite_messages
    SET state = 'dead_lettered', dead_letter_reason = :reason,
        dead_letter_description = :description, dead_lettered_at = :now,
        lock_token = NULL, locked_until = 0
@@ -50,7 +50,7 @@ pub const SETTLE_REJECT: &str = concat!(
 
 /// Defer (2.4): set aside; it keeps its place at the head of its line.
 pub const SETTLE_DEFER: &str = concat!(
-    "UPDATE messages SET state = 'deferred', lock_token = NULL, locked_until = 0
+    "UPDATE mqlite_messages SET state = 'deferred', lock_token = NULL, locked_until = 0
  WHERE id = :seq AND lock_token = :token AND ",
     fence!(),
     " RETURNING line, waiting, state"
@@ -63,7 +63,7 @@ macro_rules! presented {
     () => {
         "id IN (SELECT j.value ->> 'seq' FROM json_each(:items) j)
    AND lock_token IN (SELECT j.value ->> 'token' FROM json_each(:items) j
-                       WHERE j.value ->> 'seq' = messages.id)"
+                       WHERE j.value ->> 'seq' = mqlite_messages.id)"
     };
 }
 
@@ -71,7 +71,7 @@ macro_rules! presented {
 /// deleted, in one statement; each row is found by its id, and the token must be one
 /// presented for that id.
 pub const COMPLETE_MANY: &str = concat!(
-    "DELETE FROM messages WHERE ",
+    "DELETE FROM mqlite_messages WHERE ",
     presented!(),
     " AND ",
     fence!(),
@@ -81,7 +81,7 @@ pub const COMPLETE_MANY: &str = concat!(
 /// RenewBatch (2.5, 2.8) in one statement: each live lease of `:items` with its current
 /// token is extended to `max(locked_until, now + lock)`: never revived, never shortened.
 pub const RENEW_MANY: &str = concat!(
-    "UPDATE messages SET locked_until = max(locked_until, :now + :lock_ms) WHERE ",
+    "UPDATE mqlite_messages SET locked_until = max(locked_until, :now + :lock_ms) WHERE ",
     presented!(),
     " AND ",
     fence!(),
@@ -90,7 +90,7 @@ pub const RENEW_MANY: &str = concat!(
 
 /// Receipts of settlements that took effect (3.2), `{seq, token}` items of one operation
 /// and its arguments, in the settlement's own transaction.
-pub const RECEIPT_INSERT: &str = "INSERT OR REPLACE INTO settlement_receipts
+pub const RECEIPT_INSERT: &str = "INSERT OR REPLACE INTO mqlite_receipts
        (queue, seq, lock_token, op, args, expires_at)
 SELECT :queue, j.value ->> 'seq', j.value ->> 'token', :op, :args, :expires_at
   FROM json_each(:items) j";
@@ -98,7 +98,7 @@ SELECT :queue, j.value ->> 'seq', j.value ->> 'token', :op, :args, :expires_at
 /// Which of `:items` have a live receipt of the identical request: expiry is checked
 /// here, at statement time, not by the janitor (3.2). One primary-key seek per item.
 pub const RECEIPT_LOOKUP: &str = "SELECT r.seq, r.lock_token FROM json_each(:items) j
-  JOIN settlement_receipts r
+  JOIN mqlite_receipts r
     ON r.queue = :queue AND r.seq = j.value ->> 'seq' AND r.lock_token = j.value ->> 'token'
    AND r.op = :op AND r.args = :args
  WHERE r.expires_at > :now";

@@ -9,60 +9,61 @@ use crate::line::Departed;
 /// The reaper and the orphan sweep, first half (1.4, 3.1): expired leases at the
 /// delivery bound are dead-lettered. `:cutoff` is `now` for the reaper (equality at the
 /// deadline is already expired) and the largest integer at open, where every lock is an
-/// orphan. Found by `idx_msg_lease`.
-pub const REAP_TO_DLQ: &str = "UPDATE messages
+/// orphan. Found by `mqlite_msg_lease`.
+pub const REAP_TO_DLQ: &str = "UPDATE mqlite_messages
    SET state = 'dead_lettered', dead_letter_reason = 'MaxDeliveryCountExceeded',
        dead_letter_description = 'the lease expired on the final allowed delivery',
        dead_lettered_at = :now, lock_token = NULL, locked_until = 0
  WHERE state = 'locked' AND locked_until <= :cutoff
-   AND delivery_count >= (SELECT q.max_delivery_count FROM queues q WHERE q.name = messages.queue)
+   AND delivery_count >= (SELECT q.max_delivery_count FROM mqlite_queues q WHERE q.name = mqlite_messages.queue)
 RETURNING queue, line, waiting";
 
 /// The reaper, second half: the remaining expired leases go back to active.
-pub const REAP_TO_ACTIVE: &str = "UPDATE messages
+pub const REAP_TO_ACTIVE: &str = "UPDATE mqlite_messages
    SET state = 'active', lock_token = NULL, locked_until = 0
  WHERE state = 'locked' AND locked_until <= :cutoff";
 
-/// The scheduler (7.1): due rows, found by `idx_msg_due`, become active.
-pub const ACTIVATE_DUE: &str = "UPDATE messages SET state = 'active'
+/// The scheduler (7.1): due rows, found by `mqlite_msg_due`, become active.
+pub const ACTIVATE_DUE: &str = "UPDATE mqlite_messages SET state = 'active'
  WHERE state = 'scheduled' AND visible_at <= :now";
 
 /// TTL (7.2), dead-letter branch: expired rows of queues that dead-letter on expiry,
-/// found by `idx_msg_expiry`.
-pub const EXPIRE_TO_DLQ: &str = "UPDATE messages
+/// found by `mqlite_msg_expiry`.
+pub const EXPIRE_TO_DLQ: &str = "UPDATE mqlite_messages
    SET state = 'dead_lettered', dead_letter_reason = 'TTLExpiredException',
        dead_letter_description = 'the message expired before it was completed',
        dead_lettered_at = :now, lock_token = NULL, locked_until = 0
  WHERE expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= :now
-   AND (SELECT q.dead_letter_on_expire FROM queues q WHERE q.name = messages.queue) = 1
+   AND (SELECT q.dead_letter_on_expire FROM mqlite_queues q WHERE q.name = mqlite_messages.queue) = 1
 RETURNING queue, line, waiting";
 
 /// TTL, discard branch: the same rows of queues that discard on expiry.
-pub const EXPIRE_DISCARD: &str = "DELETE FROM messages
+pub const EXPIRE_DISCARD: &str = "DELETE FROM mqlite_messages
  WHERE expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= :now
-   AND (SELECT q.dead_letter_on_expire FROM queues q WHERE q.name = messages.queue) = 0
+   AND (SELECT q.dead_letter_on_expire FROM mqlite_queues q WHERE q.name = mqlite_messages.queue) = 0
 RETURNING queue, line, waiting";
 
 /// Every queue's dead-letter bounds (retention, 8.1–8.3).
 pub const RETENTION_BOUNDS: &str =
-    "SELECT name, dlq_max_age_ms, dlq_max_count, dlq_max_bytes FROM queues";
+    "SELECT name, dlq_max_age_ms, dlq_max_count, dlq_max_bytes FROM mqlite_queues";
 
 /// A queue's dead letters, oldest first, dead-lettered at or before `:cutoff`: id,
 /// group, body size and dead-lettering time (redrive, retention; found by
-/// `idx_msg_dlq`).
-pub const DLQ_OLDEST: &str = "SELECT id, group_id, length(body), dead_lettered_at FROM messages
+/// `mqlite_msg_dlq`).
+pub const DLQ_OLDEST: &str =
+    "SELECT id, group_id, length(body), dead_lettered_at FROM mqlite_messages
  WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
  ORDER BY dead_lettered_at, id LIMIT :limit";
 
 /// Dead-letter count and bytes of a queue (retention, 8.1).
-pub const DLQ_TOTALS: &str = "SELECT count(*), coalesce(sum(length(body)), 0) FROM messages
+pub const DLQ_TOTALS: &str = "SELECT count(*), coalesce(sum(length(body)), 0) FROM mqlite_messages
  WHERE queue = :queue AND state = 'dead_lettered'";
 
 /// The janitor: expired receipts, attempts and dedup entries, each by its expiry index.
 pub const JANITOR: &[&str] = &[
-    "DELETE FROM settlement_receipts WHERE expires_at <= :now",
-    "DELETE FROM receive_attempts WHERE expires_at <= :now",
-    "DELETE FROM dedup WHERE expires_at <= :now",
+    "DELETE FROM mqlite_receipts WHERE expires_at <= :now",
+    "DELETE FROM mqlite_attempts WHERE expires_at <= :now",
+    "DELETE FROM mqlite_dedup WHERE expires_at <= :now",
 ];
 
 /// Runs one recovery task within the surrounding transaction.

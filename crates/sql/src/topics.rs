@@ -11,19 +11,21 @@ use crate::exec::{Row, SqlExec, Value};
 use crate::rows::load_any;
 
 /// One subscription by name.
-pub const SUB_SELECT: &str = "SELECT topic, name, filter FROM subscriptions WHERE name = :name";
+pub const SUB_SELECT: &str =
+    "SELECT topic, name, filter FROM mqlite_subscriptions WHERE name = :name";
 
 /// Create-or-update of a subscription row (its backing queue is written first).
-pub const SUB_UPSERT: &str = "INSERT INTO subscriptions (name, topic, filter, created_at)
+pub const SUB_UPSERT: &str = "INSERT INTO mqlite_subscriptions (name, topic, filter, created_at)
 VALUES (:name, :topic, :filter, :now)
 ON CONFLICT (name) DO UPDATE SET filter = excluded.filter";
 
 /// Every subscription, by topic then name.
-pub const SUB_LIST_ALL: &str = "SELECT topic, name, filter FROM subscriptions ORDER BY topic, name";
+pub const SUB_LIST_ALL: &str =
+    "SELECT topic, name, filter FROM mqlite_subscriptions ORDER BY topic, name";
 
-/// A topic's subscriptions, by name (`idx_sub_topic`).
+/// A topic's subscriptions, by name (`mqlite_sub_topic`).
 pub const SUB_LIST_TOPIC: &str =
-    "SELECT topic, name, filter FROM subscriptions WHERE topic = :topic ORDER BY name";
+    "SELECT topic, name, filter FROM mqlite_subscriptions WHERE topic = :topic ORDER BY name";
 
 fn subscription(r: &Row) -> Result<Subscription> {
     Ok(Subscription {

@@ -125,6 +125,13 @@ impl SqliteStore {
             Location::Memory
         } else {
             let path = std::path::Path::new(&options.location);
+            // Refused before any lock or file is made beside it.
+            if path.is_dir() {
+                return Err(Error::NotADatabase {
+                    path: options.location.clone(),
+                    detail: "it is a directory; name a file inside it, such as app.db".into(),
+                });
+            }
             Location::File(lock::canonical_db_path(path)?)
         };
         let path = match &location {

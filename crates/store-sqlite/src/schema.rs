@@ -40,7 +40,7 @@ fn check_guard(path: &std::path::Path) -> Result<Guard> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(db)
-    .and_then(|conn| read_guard(&conn));
+    .and_then(|conn| read_guard(&conn, path));
     if guard.is_err() {
         // A read-only connection to a WAL database may leave empty sidecar files behind;
         // a refused database is left exactly as it was found.
@@ -54,35 +54,71 @@ fn check_guard(path: &std::path::Path) -> Result<Guard> {
     guard
 }
 
-fn read_guard(conn: &Connection) -> Result<Guard> {
-    let not_ours = |found: String| Error::SchemaVersionMismatch {
-        found,
-        expected: SCHEMA_TOKEN,
+/// Decides, without writing, whether an existing database is ours, fresh (adoptable:
+/// none of mqlite's names are taken), or refused: another mqlite layout's token, a
+/// foreign token, or the application's own objects under mqlite's names.
+fn read_guard(conn: &Connection, path: &std::path::Path) -> Result<Guard> {
+    let refuse = |detail: String| Error::NotADatabase {
+        path: path.display().to_string(),
+        detail,
     };
-    let has_meta: bool = conn
-        .query_row(
-            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta')",
-            [],
-            |r| r.get(0),
+    let names: Vec<String> = conn
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'index', 'view', 'trigger')",
         )
+        .and_then(|mut stmt| {
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<String>>>()
+        })
         .map_err(|e| match e {
-            // Not a database at all: refuse it as "not ours" rather than touch it.
             rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
-                not_ours(String::new())
+                refuse("it is not a SQLite database".to_owned())
             }
             e => db(e),
         })?;
-    if !has_meta {
-        return Ok(Guard::Fresh);
+    if names.iter().any(|n| n == "mqlite_meta") {
+        let token: Option<String> = conn
+            .query_row(SELECT_TOKEN, [], |r| r.get(0))
+            .optional()
+            .map_err(db)?;
+        return match token {
+            Some(t) if t == SCHEMA_TOKEN => Ok(Guard::Ours),
+            other => Err(Error::SchemaVersionMismatch {
+                found: other.unwrap_or_default(),
+                expected: SCHEMA_TOKEN,
+            }),
+        };
     }
-    let token: Option<String> = conn
-        .query_row(SELECT_TOKEN, [], |r| r.get(0))
-        .optional()
-        .map_err(db)?;
-    match token {
-        Some(t) if t == SCHEMA_TOKEN => Ok(Guard::Ours),
-        other => Err(not_ours(other.unwrap_or_default())),
+    // The first layouts kept their token in an unprefixed `meta` table.
+    if names.iter().any(|n| n == "meta") {
+        let earlier: Option<String> = conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'schema_token'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .unwrap_or(None);
+        if let Some(token) = earlier.filter(|t| t.starts_with("mqlite")) {
+            return Err(Error::SchemaVersionMismatch {
+                found: token,
+                expected: SCHEMA_TOKEN,
+            });
+        }
     }
+    let taken: Vec<&String> = names.iter().filter(|n| n.starts_with("mqlite_")).collect();
+    if !taken.is_empty() {
+        return Err(refuse(format!(
+            "it holds objects named like mqlite's ({}) but no mqlite schema token; rename \
+             them or use another file",
+            taken
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    Ok(Guard::Fresh)
 }
 
 /// Opens the connection the writer thread will own.
@@ -112,7 +148,7 @@ pub(crate) fn open_connection(location: &Location, sync: Synchronous) -> Result<
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(db)?;
     // Checked again under the write lock: the read-only look happened before it.
-    if let Guard::Fresh = read_guard(&tx)? {
+    if let Guard::Fresh = read_guard(&tx, location.path())? {
         for ddl in SCHEMA {
             tx.execute(ddl, []).map_err(db)?;
         }
@@ -133,4 +169,14 @@ pub(crate) enum Location {
     Memory,
     /// A local file, by its canonical path.
     File(std::path::PathBuf),
+}
+
+impl Location {
+    /// The path errors name.
+    fn path(&self) -> &std::path::Path {
+        match self {
+            Location::Memory => std::path::Path::new(":memory:"),
+            Location::File(p) => p,
+        }
+    }
 }

@@ -47,7 +47,7 @@ impl StoreFactory for SqliteFactory {
     fn set_schema_token(&self, dir: &Path, token: &str) -> Result<()> {
         let conn = rusqlite::Connection::open(Self::db_path(dir)).map_err(db)?;
         conn.execute(
-            "UPDATE meta SET value = ?1 WHERE key = 'schema_token'",
+            "UPDATE mqlite_meta SET value = ?1 WHERE key = 'schema_token'",
             [token],
         )
         .map_err(db)?;

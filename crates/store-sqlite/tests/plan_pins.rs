@@ -76,17 +76,17 @@ fn render(plan: &[String]) -> String {
 
 /// Aliases the statements give the tables that grow with traffic.
 const GROWING: &[&str] = &[
-    "messages",
+    "mqlite_messages",
     "m",
     "b",
     "x",
     "s",
-    "dedup",
+    "mqlite_dedup",
     "d",
-    "settlement_receipts",
+    "mqlite_receipts",
     "r",
-    "receive_attempts",
-    "access_keys",
+    "mqlite_attempts",
+    "mqlite_access_keys",
 ];
 
 /// Whether a plan line walks a growing table: a SCAN of it, or a rowid range over
@@ -176,7 +176,7 @@ async fn no_statement_scans_a_growing_table() {
     );
 }
 
-/// The claim's candidate search seeks `idx_msg_active` (1.5) and each head-of-line probe
+/// The claim's candidate search seeks `mqlite_msg_active` (1.5) and each head-of-line probe
 /// seeks the partial index of its own blocking state (5.6); the receive-and-delete pick
 /// is the same search.
 #[tokio::test]
@@ -184,10 +184,10 @@ async fn claim_seeks_active_index_and_one_line_index_per_probe() {
     for name in ["CLAIM", "PICK_HEADS"] {
         let plan = plan_of(text(name)).await;
         assert_no_scan(name, &plan);
-        assert_searches(name, &plan, "idx_msg_active");
-        assert_searches(name, &plan, "idx_msg_line_locked");
-        assert_searches(name, &plan, "idx_msg_line_deferred");
-        assert_searches(name, &plan, "idx_msg_line_scheduled");
+        assert_searches(name, &plan, "mqlite_msg_active");
+        assert_searches(name, &plan, "mqlite_msg_line_locked");
+        assert_searches(name, &plan, "mqlite_msg_line_deferred");
+        assert_searches(name, &plan, "mqlite_msg_line_scheduled");
     }
 }
 
@@ -195,22 +195,22 @@ async fn claim_seeks_active_index_and_one_line_index_per_probe() {
 #[tokio::test]
 async fn each_statement_seeks_its_index() {
     for (name, index) in [
-        ("REAP_TO_DLQ", "idx_msg_lease"),
-        ("REAP_TO_ACTIVE", "idx_msg_lease"),
-        ("ACTIVATE_DUE", "idx_msg_due"),
-        ("EXPIRE_TO_DLQ", "idx_msg_expiry"),
-        ("EXPIRE_DISCARD", "idx_msg_expiry"),
-        ("BUSY_LINES", "idx_msg_line"),
-        ("RELEASE_LINES", "idx_msg_line"),
-        ("LINE_SUCCESSORS", "idx_msg_line"),
-        ("DLQ_OLDEST", "idx_msg_dlq"),
-        ("PURGE", "idx_msg_dlq"),
-        ("PEEK", "idx_msg_queue"),
-        ("DELETE_QUEUE_MESSAGES", "idx_msg_queue"),
-        ("JANITOR_RECEIPTS", "idx_receipt_expiry"),
-        ("JANITOR_ATTEMPTS", "idx_attempt_expiry"),
-        ("JANITOR_DEDUP", "idx_dedup_expiry"),
-        ("SUB_LIST_TOPIC", "idx_sub_topic"),
+        ("REAP_TO_DLQ", "mqlite_msg_lease"),
+        ("REAP_TO_ACTIVE", "mqlite_msg_lease"),
+        ("ACTIVATE_DUE", "mqlite_msg_due"),
+        ("EXPIRE_TO_DLQ", "mqlite_msg_expiry"),
+        ("EXPIRE_DISCARD", "mqlite_msg_expiry"),
+        ("BUSY_LINES", "mqlite_msg_line"),
+        ("RELEASE_LINES", "mqlite_msg_line"),
+        ("LINE_SUCCESSORS", "mqlite_msg_line"),
+        ("DLQ_OLDEST", "mqlite_msg_dlq"),
+        ("PURGE", "mqlite_msg_dlq"),
+        ("PEEK", "mqlite_msg_queue"),
+        ("DELETE_QUEUE_MESSAGES", "mqlite_msg_queue"),
+        ("JANITOR_RECEIPTS", "mqlite_receipt_expiry"),
+        ("JANITOR_ATTEMPTS", "mqlite_attempt_expiry"),
+        ("JANITOR_DEDUP", "mqlite_dedup_expiry"),
+        ("SUB_LIST_TOPIC", "mqlite_sub_topic"),
     ] {
         let plan = plan_of(text(name)).await;
         assert_no_scan(name, &plan);
@@ -223,13 +223,16 @@ async fn each_statement_seeks_its_index() {
 #[tokio::test]
 async fn scan_detector_sees_a_full_scan() {
     for (sql, what) in [
-        ("SELECT id FROM messages WHERE body = x'00'", "a full scan"),
         (
-            "SELECT m.id FROM messages m WHERE m.body = x'00'",
+            "SELECT id FROM mqlite_messages WHERE body = x'00'",
+            "a full scan",
+        ),
+        (
+            "SELECT m.id FROM mqlite_messages m WHERE m.body = x'00'",
             "an aliased full scan",
         ),
         (
-            "SELECT id FROM messages WHERE id > 5 AND body = x'00'",
+            "SELECT id FROM mqlite_messages WHERE id > 5 AND body = x'00'",
             "a rowid range",
         ),
     ] {
@@ -244,7 +247,7 @@ async fn scan_detector_sees_a_full_scan() {
 
 /// The claim's plan, pinned per ordering mode: a queue of each mode holds a blocked
 /// backlog of 2,000 messages behind a locked head, `ANALYZE` gives the planner real
-/// statistics, and the claim still seeks `idx_msg_active` and one line index per probe.
+/// statistics, and the claim still seeks `mqlite_msg_active` and one line index per probe.
 /// (One claim text serves every mode: the mode is written into each row's `line` at
 /// enqueue, so there is no mode-dependent branch to plan differently.)
 #[tokio::test]
@@ -289,15 +292,15 @@ async fn claim_plan_holds_for_every_ordering_mode_with_statistics() {
         assert_no_scan(&format!("CLAIM on {mode}"), &plan);
         let candidate: Vec<&String> = plan.iter().filter(|l| l.starts_with("SEARCH m ")).collect();
         assert!(
-            candidate.len() == 1 && uses_index(candidate[0], "idx_msg_active"),
-            "CLAIM on {mode} does not seek idx_msg_active; plan:\n{}",
+            candidate.len() == 1 && uses_index(candidate[0], "mqlite_msg_active"),
+            "CLAIM on {mode} does not seek mqlite_msg_active; plan:\n{}",
             render(&plan)
         );
         let probes: Vec<&String> = plan.iter().filter(|l| l.starts_with("SEARCH b ")).collect();
         for (probe, index) in probes.iter().zip([
-            "idx_msg_line_locked",
-            "idx_msg_line_deferred",
-            "idx_msg_line_scheduled",
+            "mqlite_msg_line_locked",
+            "mqlite_msg_line_deferred",
+            "mqlite_msg_line_scheduled",
         ]) {
             assert!(
                 uses_index(probe, index),

@@ -132,7 +132,7 @@ async fn fresh_schema_carries_the_schema_token() {
     let conn = Connection::open(&path).expect("open with rusqlite");
     let token: String = conn
         .query_row(
-            "SELECT value FROM meta WHERE key = 'schema_token'",
+            "SELECT value FROM mqlite_meta WHERE key = 'schema_token'",
             [],
             |r| r.get(0),
         )

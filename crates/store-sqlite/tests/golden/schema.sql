@@ -1,51 +1,51 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
--- schema token: mqlite-rs/2
+-- schema token: mqlite-rs/3
 
--- index idx_attempt_expiry
-CREATE INDEX idx_attempt_expiry ON receive_attempts(expires_at);
+-- index mqlite_attempt_expiry
+CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at);
 
--- index idx_dedup_expiry
-CREATE INDEX idx_dedup_expiry ON dedup(expires_at);
+-- index mqlite_dedup_expiry
+CREATE INDEX mqlite_dedup_expiry ON mqlite_dedup(expires_at);
 
--- index idx_msg_active
-CREATE INDEX idx_msg_active ON messages(queue, id) WHERE state = 'active' AND waiting = 0;
+-- index mqlite_msg_active
+CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) WHERE state = 'active' AND waiting = 0;
 
--- index idx_msg_dlq
-CREATE INDEX idx_msg_dlq ON messages(queue, dead_lettered_at, id) WHERE state = 'dead_lettered';
+-- index mqlite_msg_dlq
+CREATE INDEX mqlite_msg_dlq ON mqlite_messages(queue, dead_lettered_at, id) WHERE state = 'dead_lettered';
 
--- index idx_msg_due
-CREATE INDEX idx_msg_due ON messages(visible_at) WHERE state = 'scheduled';
+-- index mqlite_msg_due
+CREATE INDEX mqlite_msg_due ON mqlite_messages(visible_at) WHERE state = 'scheduled';
 
--- index idx_msg_expiry
-CREATE INDEX idx_msg_expiry ON messages(expires_at) WHERE expires_at > 0 AND state <> 'dead_lettered';
+-- index mqlite_msg_expiry
+CREATE INDEX mqlite_msg_expiry ON mqlite_messages(expires_at) WHERE expires_at > 0 AND state <> 'dead_lettered';
 
--- index idx_msg_lease
-CREATE INDEX idx_msg_lease ON messages(locked_until) WHERE state = 'locked';
+-- index mqlite_msg_lease
+CREATE INDEX mqlite_msg_lease ON mqlite_messages(locked_until) WHERE state = 'locked';
 
--- index idx_msg_line
-CREATE INDEX idx_msg_line ON messages(queue, line, id) WHERE state <> 'dead_lettered';
+-- index mqlite_msg_line
+CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE state <> 'dead_lettered';
 
--- index idx_msg_line_deferred
-CREATE INDEX idx_msg_line_deferred ON messages(queue, line, id) WHERE state = 'deferred';
+-- index mqlite_msg_line_deferred
+CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 'deferred';
 
--- index idx_msg_line_locked
-CREATE INDEX idx_msg_line_locked ON messages(queue, line, id) WHERE state = 'locked';
+-- index mqlite_msg_line_locked
+CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE state = 'locked';
 
--- index idx_msg_line_scheduled
-CREATE INDEX idx_msg_line_scheduled ON messages(queue, line, id) WHERE state = 'scheduled';
+-- index mqlite_msg_line_scheduled
+CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 'scheduled';
 
--- index idx_msg_queue
-CREATE INDEX idx_msg_queue ON messages(queue, id);
+-- index mqlite_msg_queue
+CREATE INDEX mqlite_msg_queue ON mqlite_messages(queue, id);
 
--- index idx_receipt_expiry
-CREATE INDEX idx_receipt_expiry ON settlement_receipts(expires_at);
+-- index mqlite_receipt_expiry
+CREATE INDEX mqlite_receipt_expiry ON mqlite_receipts(expires_at);
 
--- index idx_sub_topic
-CREATE INDEX idx_sub_topic ON subscriptions(topic, name);
+-- index mqlite_sub_topic
+CREATE INDEX mqlite_sub_topic ON mqlite_subscriptions(topic, name);
 
--- table access_keys
-CREATE TABLE access_keys (
+-- table mqlite_access_keys
+CREATE TABLE mqlite_access_keys (
     id          TEXT PRIMARY KEY,
     name        TEXT NOT NULL,
     digest      TEXT NOT NULL UNIQUE,
@@ -55,8 +55,18 @@ CREATE TABLE access_keys (
     revoked_at  INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
--- table dedup
-CREATE TABLE dedup (
+-- table mqlite_attempts
+CREATE TABLE mqlite_attempts (
+    queue      TEXT NOT NULL,
+    attempt_id TEXT NOT NULL,
+    mode       INTEGER NOT NULL,
+    response   BLOB NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (queue, attempt_id)
+) STRICT, WITHOUT ROWID;
+
+-- table mqlite_dedup
+CREATE TABLE mqlite_dedup (
     queue      TEXT NOT NULL,
     dedup_key  TEXT NOT NULL,
     body_hash  TEXT NOT NULL,
@@ -65,10 +75,10 @@ CREATE TABLE dedup (
     PRIMARY KEY (queue, dedup_key)
 ) STRICT, WITHOUT ROWID;
 
--- table messages
-CREATE TABLE messages (
+-- table mqlite_messages
+CREATE TABLE mqlite_messages (
     id                      INTEGER PRIMARY KEY AUTOINCREMENT,
-    queue                   TEXT NOT NULL REFERENCES queues(name) ON DELETE CASCADE,
+    queue                   TEXT NOT NULL REFERENCES mqlite_queues(name) ON DELETE CASCADE,
     state                   TEXT NOT NULL DEFAULT 'active'
                                 CHECK (state IN ('active','locked','deferred',
                                                  'scheduled','completed','dead_lettered')),
@@ -93,14 +103,14 @@ CREATE TABLE messages (
     dead_letter_description TEXT
 ) STRICT;
 
--- table meta
-CREATE TABLE meta (
+-- table mqlite_meta
+CREATE TABLE mqlite_meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
 ) STRICT;
 
--- table queues
-CREATE TABLE queues (
+-- table mqlite_queues
+CREATE TABLE mqlite_queues (
     name                  TEXT PRIMARY KEY,
     kind                  TEXT NOT NULL DEFAULT 'queue'
                               CHECK (kind IN ('queue','topic','subscription')),
@@ -117,18 +127,8 @@ CREATE TABLE queues (
     created_at            INTEGER NOT NULL
 ) STRICT;
 
--- table receive_attempts
-CREATE TABLE receive_attempts (
-    queue      TEXT NOT NULL,
-    attempt_id TEXT NOT NULL,
-    mode       INTEGER NOT NULL,
-    response   BLOB NOT NULL,
-    expires_at INTEGER NOT NULL,
-    PRIMARY KEY (queue, attempt_id)
-) STRICT, WITHOUT ROWID;
-
--- table settlement_receipts
-CREATE TABLE settlement_receipts (
+-- table mqlite_receipts
+CREATE TABLE mqlite_receipts (
     queue      TEXT NOT NULL,
     seq        INTEGER NOT NULL,
     lock_token TEXT NOT NULL,
@@ -138,10 +138,10 @@ CREATE TABLE settlement_receipts (
     PRIMARY KEY (queue, seq, lock_token, op, args)
 ) STRICT, WITHOUT ROWID;
 
--- table subscriptions
-CREATE TABLE subscriptions (
-    name       TEXT PRIMARY KEY REFERENCES queues(name) ON DELETE CASCADE,
-    topic      TEXT NOT NULL REFERENCES queues(name) ON DELETE CASCADE,
+-- table mqlite_subscriptions
+CREATE TABLE mqlite_subscriptions (
+    name       TEXT PRIMARY KEY REFERENCES mqlite_queues(name) ON DELETE CASCADE,
+    topic      TEXT NOT NULL REFERENCES mqlite_queues(name) ON DELETE CASCADE,
     filter     TEXT NOT NULL DEFAULT '',
     created_at INTEGER NOT NULL
 ) STRICT;
