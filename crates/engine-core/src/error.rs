@@ -46,10 +46,12 @@ pub enum Error {
         existing: String,
     },
     /// Another writer holds the database file (promise 10.1).
-    #[error("database {path} is locked by another writer")]
+    #[error("database {path} is {holder}")]
     DbLocked {
         /// The canonical path of the database.
         path: String,
+        /// Who holds it, and so what to do.
+        holder: LockHolder,
     },
     /// The database carries another schema guard token (promise 10.2): written by
     /// another layout of mqlite, or by something else. Layouts are never migrated in
@@ -131,6 +133,30 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
+}
+
+/// Who holds a database that an open found locked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockHolder {
+    /// An engine of this very process: clone it instead of opening the file again.
+    ThisProcess,
+    /// Another process: one process writes a file.
+    AnotherProcess,
+}
+
+impl fmt::Display for LockHolder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LockHolder::ThisProcess => {
+                "already open in this process: clone the Engine (clones share one store) \
+                 instead of opening the file twice"
+            }
+            LockHolder::AnotherProcess => {
+                "locked by another process: one process writes a file; to share it, run one \
+                 broker in front of it"
+            }
+        })
+    }
 }
 
 impl Error {

@@ -18,6 +18,7 @@ mod writer;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use mqlite_engine_core::blocking::block_on;
 use mqlite_engine_core::{
@@ -107,6 +108,17 @@ pub struct SqliteStore {
     clock: SharedClock,
     path: Option<PathBuf>,
     work: Arc<WorkCounter>,
+    /// Set once this store is closing or dropped: an open of the same file in this
+    /// process then waits for the release instead of failing with `DbLocked`.
+    releasing: Arc<AtomicBool>,
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // The writer thread finishes the queued work, closes the connection and releases
+        // the lock after this; a reopen meanwhile waits for it.
+        self.releasing.store(true, Ordering::Release);
+    }
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -139,11 +151,13 @@ impl SqliteStore {
             Location::Memory => None,
         };
         let sync = options.synchronous;
+        let releasing = Arc::new(AtomicBool::new(false));
+        let flag = releasing.clone();
         let writer = Writer::start(options.clock.clone(), move || {
             // The lock comes first: nothing, not even the guard check, reads a file that
             // another writer holds.
             let guard = match &location {
-                Location::File(p) => Some(lock::lock_db(p)?),
+                Location::File(p) => Some(lock::lock_db(p, flag)?),
                 Location::Memory => None,
             };
             let conn = schema::open_connection(&location, sync)?;
@@ -155,6 +169,7 @@ impl SqliteStore {
             clock: options.clock,
             path,
             work: Arc::new(WorkCounter::default()),
+            releasing,
         })
     }
 
@@ -428,6 +443,7 @@ impl Store for SqliteStore {
     }
 
     fn close(&self) -> impl Future<Output = ()> + Send {
+        self.releasing.store(true, Ordering::Release);
         self.writer.close()
     }
 }

@@ -78,12 +78,14 @@
 //! - Off Unix there is no inode to read: the registry and the sidecar work by canonical
 //!   path only, and hard links are not recognised.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-use mqlite_engine_core::{Error, Result};
+use mqlite_engine_core::{Error, LockHolder, Result};
 
 /// What the registry holds for one open database.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -95,10 +97,18 @@ enum Key {
     Sidecar(PathBuf),
 }
 
-/// The keys this process holds.
-static HELD: Mutex<Option<HashSet<Key>>> = Mutex::new(None);
+/// The keys this process holds, each with its holder's "releasing" flag: set once the
+/// store that holds it was dropped or closed, so that its release is on its way.
+static HELD: Mutex<Option<HashMap<Key, Arc<AtomicBool>>>> = Mutex::new(None);
 
-fn held() -> MutexGuard<'static, Option<HashSet<Key>>> {
+/// Signalled whenever keys leave [`HELD`].
+static RELEASED: Condvar = Condvar::new();
+
+/// How long an open waits for a dropped store of this process to let its file go
+/// (its writer finishes the queued work, closes the connection, then releases).
+const RELEASE_WAIT: Duration = Duration::from_secs(10);
+
+fn held() -> MutexGuard<'static, Option<HashMap<Key, Arc<AtomicBool>>>> {
     HELD.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -126,6 +136,7 @@ impl Drop for FileLock {
                 set.remove(key);
             }
         }
+        RELEASED.notify_all();
         drop(self.pin.take());
     }
 }
@@ -172,19 +183,27 @@ pub(crate) fn canonical_db_path(path: &Path) -> Result<PathBuf> {
 }
 
 /// Takes the one-writer lock for the database at `canonical` (creating the file empty
-/// if it does not exist), or fails fast with DbLocked.
-pub(crate) fn lock_db(canonical: &Path) -> Result<FileLock> {
+/// if it does not exist), or fails fast with DbLocked. `releasing` is the holder's flag
+/// (see [`HELD`]). A store of this process that was dropped and is still letting go is
+/// waited for (at most [`RELEASE_WAIT`]): reopening after a drop just works. This blocks
+/// the calling thread, which is the new store's writer thread, never the executor.
+pub(crate) fn lock_db(canonical: &Path, releasing: Arc<AtomicBool>) -> Result<FileLock> {
     #[cfg(unix)]
     let rendezvous_dir = Path::new(rendezvous::DIR);
     #[cfg(not(unix))]
     let rendezvous_dir = Path::new("");
-    lock_db_at(canonical, rendezvous_dir)
+    lock_db_at(canonical, rendezvous_dir, releasing)
 }
 
 /// [`lock_db`] with the rendezvous in `rendezvous_dir` (unused off Unix).
-fn lock_db_at(canonical: &Path, rendezvous_dir: &Path) -> Result<FileLock> {
-    let locked = || Error::DbLocked {
+fn lock_db_at(
+    canonical: &Path,
+    rendezvous_dir: &Path,
+    releasing: Arc<AtomicBool>,
+) -> Result<FileLock> {
+    let locked = |holder| Error::DbLocked {
         path: canonical.display().to_string(),
+        holder,
     };
     let backend = |e: std::io::Error| Error::backend("sqlite", e);
 
@@ -201,12 +220,25 @@ fn lock_db_at(canonical: &Path, rendezvous_dir: &Path) -> Result<FileLock> {
     #[cfg(not(unix))]
     let (pin, _) = (None, rendezvous_dir);
     {
+        let deadline = Instant::now() + RELEASE_WAIT;
         let mut held = held();
-        let set = held.get_or_insert_with(HashSet::new);
-        if keys.iter().any(|k| set.contains(k)) {
-            return Err(locked());
+        loop {
+            let set = held.get_or_insert_with(HashMap::new);
+            let holders: Vec<&Arc<AtomicBool>> = keys.iter().filter_map(|k| set.get(k)).collect();
+            if holders.is_empty() {
+                set.extend(keys.iter().map(|k| (k.clone(), releasing.clone())));
+                break;
+            }
+            let now = Instant::now();
+            // A live holder: refuse at once. A dropped one: wait for it to let go.
+            if !holders.iter().all(|h| h.load(Ordering::Acquire)) || now >= deadline {
+                return Err(locked(LockHolder::ThisProcess));
+            }
+            held = RELEASED
+                .wait_timeout(held, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
-        set.extend(keys.iter().cloned());
     }
     // From here the keys are ours in this process; FileLock's drop gives them back.
     let mut guard = FileLock {
@@ -227,7 +259,7 @@ fn lock_db_at(canonical: &Path, rendezvous_dir: &Path) -> Result<FileLock> {
         .open(&lock_path)
         .map_err(backend)?;
     if !try_lock_exclusive(&file).map_err(backend)? {
-        return Err(locked());
+        return Err(locked(LockHolder::AnotherProcess));
     }
     guard.sidecar = Some(file);
 
@@ -236,7 +268,7 @@ fn lock_db_at(canonical: &Path, rendezvous_dir: &Path) -> Result<FileLock> {
         use std::os::unix::fs::MetadataExt;
         match rendezvous::acquire(rendezvous_dir, meta.dev(), meta.ino()) {
             Ok(Some(held)) => guard.rendezvous = Some(held),
-            Ok(None) => return Err(locked()),
+            Ok(None) => return Err(locked(LockHolder::AnotherProcess)),
             // No other name for the file: the sidecar guards it as well as ever.
             Err(_) if meta.nlink() <= 1 => {}
             Err(e) => {
@@ -464,6 +496,11 @@ mod rendezvous {
 mod tests {
     use super::*;
 
+    /// A holder's flag for a lock that stays live.
+    fn live() -> Arc<AtomicBool> {
+        Arc::new(AtomicBool::new(false))
+    }
+
     fn hard_linked(dir: &Path) -> (PathBuf, PathBuf) {
         let path = dir.join("mq.db");
         std::fs::write(&path, b"").expect("db file");
@@ -478,7 +515,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let rendezvous = dir.path().join("locks");
         let path = dir.path().join("mq.db");
-        let lock = lock_db_at(&path, &rendezvous).expect("lock");
+        let lock = lock_db_at(&path, &rendezvous, live()).expect("lock");
         assert!(path.is_file(), "the database file was created empty");
         let files = || std::fs::read_dir(&rendezvous).expect("dir").count();
         assert_eq!(files(), 1);
@@ -492,13 +529,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let rendezvous = dir.path().join("locks");
         let (path, link) = hard_linked(dir.path());
-        let lock = lock_db_at(&path, &rendezvous).expect("lock");
+        let lock = lock_db_at(&path, &rendezvous, live()).expect("lock");
         assert!(matches!(
-            lock_db_at(&link, &rendezvous),
+            lock_db_at(&link, &rendezvous, live()),
             Err(Error::DbLocked { .. })
         ));
         drop(lock);
-        let lock = lock_db_at(&link, &rendezvous).expect("lock through the link");
+        let lock = lock_db_at(&link, &rendezvous, live()).expect("lock through the link");
         drop(lock);
     }
 
@@ -512,16 +549,16 @@ mod tests {
         let rendezvous = blocker.join("locks");
 
         let single = dir.path().join("single.db");
-        drop(lock_db_at(&single, &rendezvous).expect("one link: the sidecar guards it"));
+        drop(lock_db_at(&single, &rendezvous, live()).expect("one link: the sidecar guards it"));
 
         let (path, link) = hard_linked(dir.path());
-        match lock_db_at(&path, &rendezvous) {
+        match lock_db_at(&path, &rendezvous, live()) {
             Err(Error::Backend { .. }) => {}
             other => panic!("expected a backend error, got {other:?}"),
         }
         // The refusal gave the keys back.
         std::fs::remove_file(&link).expect("unlink");
-        drop(lock_db_at(&path, &rendezvous).expect("one link again"));
+        drop(lock_db_at(&path, &rendezvous, live()).expect("one link again"));
     }
 
     /// A symlink squatting the rendezvous directory's name is not followed.
@@ -534,7 +571,7 @@ mod tests {
         std::os::unix::fs::symlink(&elsewhere, &rendezvous).expect("symlink");
         let (path, _link) = hard_linked(dir.path());
         assert!(matches!(
-            lock_db_at(&path, &rendezvous),
+            lock_db_at(&path, &rendezvous, live()),
             Err(Error::Backend { .. })
         ));
         assert_eq!(std::fs::read_dir(&elsewhere).expect("dir").count(), 0);

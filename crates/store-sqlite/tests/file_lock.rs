@@ -200,9 +200,64 @@ async fn child_tries_to_open() {
             store.close().await;
             "opened".to_owned()
         }
-        Err(Error::DbLocked { .. }) => "db_locked".to_owned(),
+        // From another process, the refusal names another process as the holder.
+        Err(Error::DbLocked {
+            holder: mqlite_engine_core::LockHolder::AnotherProcess,
+            ..
+        }) => "db_locked".to_owned(),
         Err(other) => format!("error:{other}"),
     };
     // A line of its own: libtest has already printed `test child_tries_to_open ... `.
     println!("\nCHILD_RESULT={line}");
+}
+
+/// Dropping every handle without `close` and reopening at once just works: the new open
+/// waits for the dropped store to let the file go. 100 times in a row, every send kept.
+#[tokio::test]
+async fn reopen_right_after_a_drop_waits_for_the_release() {
+    use mqlite_engine_core::{Engine, EngineOptions, OutMessage, QueueConfig};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("mq.db");
+    for i in 0..100 {
+        let store = open(&path)
+            .await
+            .unwrap_or_else(|e| panic!("reopen {i}: {e}"));
+        let mq = Engine::with_store(store, EngineOptions::default())
+            .await
+            .expect("engine");
+        mq.create_queue("q", QueueConfig::default())
+            .await
+            .expect("queue");
+        mq.send("q", OutMessage::new(format!("m{i}")))
+            .await
+            .expect("send");
+        drop(mq);
+    }
+    let store = open(&path).await.expect("last reopen");
+    let mq = Engine::with_store(store, EngineOptions::default())
+        .await
+        .expect("engine");
+    assert_eq!(mq.stats("q").await.expect("stats").total, 100);
+    mq.close().await;
+}
+
+/// A second open while the first engine is alive is refused at once, and the message
+/// says the holder is this process and what to do.
+#[tokio::test]
+async fn a_live_holder_in_this_process_is_named() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("mq.db");
+    let first = open(&path).await.expect("first open");
+    match open(&path).await {
+        Err(
+            e @ Error::DbLocked {
+                holder: mqlite_engine_core::LockHolder::ThisProcess,
+                ..
+            },
+        ) => {
+            assert!(e.to_string().contains("clone the Engine"), "{e}");
+        }
+        other => panic!("expected DbLocked by this process, got {other:?}"),
+    }
+    first.close().await;
 }
