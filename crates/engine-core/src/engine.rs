@@ -551,7 +551,12 @@ impl<S: Store> Engine<S> {
         let result = self.renew_batch(queue, &[lock.into()]).await?;
         match result.first() {
             Some(r) if r.ok => Ok(r.locked_until_ms),
-            _ => Err(Error::LockLost),
+            Some(r) => Err(Error::LockLost {
+                reason: r.lost.unwrap_or(crate::error::LockLostReason::Unknown),
+            }),
+            None => Err(Error::LockLost {
+                reason: crate::error::LockLostReason::Unknown,
+            }),
         }
     }
 

@@ -12,10 +12,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The lock token is not the current one, the message is not locked, or the lease
-    /// has expired (promises 2.6, 2.9).
-    #[error("lock lost: the lease is expired, settled, or held by another token")]
-    LockLost,
+    /// The settlement or renewal found no live lease under this token: the lease expired,
+    /// the message was delivered again, settled, or is in another queue (promises 2.6,
+    /// 2.9). Nothing changed. `reason` says which, as far as the store can tell.
+    #[error("lock lost: {reason}")]
+    LockLost {
+        /// Why, as far as the store can tell.
+        reason: LockLostReason,
+    },
     /// A single send repeated a message id, within the dedup window, with another body
     /// (promise 4.2).
     #[error("dedup conflict: message id {message_id:?} was already sent with another body")]
@@ -135,6 +139,48 @@ pub enum Error {
     },
 }
 
+/// Why a lock token no longer settles its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockLostReason {
+    /// The lease ran out (`locked_until <= now`); the reaper has not run yet.
+    Expired,
+    /// The message was delivered again, under another token.
+    OtherToken,
+    /// The message is no longer locked: the reaper returned it, or it was deferred or
+    /// dead-lettered.
+    NotLocked,
+    /// No such message: completed, discarded, purged, or never sent.
+    Gone,
+    /// The message belongs to another queue than the one named.
+    WrongQueue,
+    /// The store cannot tell.
+    Unknown,
+}
+
+impl fmt::Display for LockLostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LockLostReason::Expired => {
+                "the lease expired before the call (renew it while the work runs)"
+            }
+            LockLostReason::OtherToken => {
+                "the message was delivered again under another token; this holder is fenced"
+            }
+            LockLostReason::NotLocked => {
+                "the message is no longer locked (returned by the reaper, deferred or \
+                 dead-lettered)"
+            }
+            LockLostReason::Gone => {
+                "no such message: it was completed, discarded or never sent (an identical \
+                 repeat of a call that succeeded replays Ok for 30 minutes instead)"
+            }
+            LockLostReason::WrongQueue => "the message belongs to another queue",
+            LockLostReason::Unknown => "the lease is expired, settled, or held by another token",
+        })
+    }
+}
+
 /// Who holds a database that an open found locked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LockHolder {
@@ -244,7 +290,12 @@ mod tests {
             source: Box::new(Native),
         };
         assert!(!unknown.is_transient());
-        assert!(!Error::LockLost.is_transient());
+        assert!(
+            !Error::LockLost {
+                reason: super::LockLostReason::Unknown
+            }
+            .is_transient()
+        );
         assert!(!Error::Closed.is_transient());
     }
 }

@@ -19,7 +19,7 @@ pub use access::{AccessKey, CreatedKey, Permission};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use dyn_store::DynStore;
 pub use engine::{Engine, EngineOptions, EngineTx, LoopKind, SweepReport};
-pub use error::{Error, LockHolder, Result};
+pub use error::{Error, LockHolder, LockLostReason, Result};
 pub use store::{
     HasOutbox, OpenStore, OutboxStore, Ownership, Store, StoreStatus, StoreTx, WorkStats,
 };

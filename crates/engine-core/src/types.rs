@@ -483,6 +483,8 @@ pub struct BatchResult {
     pub ok: bool,
     /// The committed lease end (renewals; 0 otherwise or when not ok).
     pub locked_until_ms: i64,
+    /// Why it was not ok (None when ok).
+    pub lost: Option<crate::error::LockLostReason>,
 }
 
 /// Parameters of a Peek.

@@ -103,6 +103,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("RENEW_MANY", settle::RENEW_MANY),
     ("RECEIPT_INSERT", settle::RECEIPT_INSERT),
     ("RECEIPT_LOOKUP", settle::RECEIPT_LOOKUP),
+    ("LOCK_STATE", settle::LOCK_STATE),
     ("REAP_TO_DLQ", sweeps::REAP_TO_DLQ),
     ("REAP_TO_ACTIVE", sweeps::REAP_TO_ACTIVE),
     ("ACTIVATE_DUE", sweeps::ACTIVATE_DUE),

@@ -4,7 +4,9 @@
 
 use std::collections::{HashMap, HashSet};
 
-use mqlite_engine_core::{BatchResult, Error, LockRef, RECEIPT_TTL_MS, Result, Settlement};
+use mqlite_engine_core::{
+    BatchResult, Error, LockLostReason, LockRef, RECEIPT_TTL_MS, Result, Settlement,
+};
 use serde_json::json;
 
 use crate::exec::{Row, SqlExec, Value};
@@ -102,6 +104,47 @@ pub const RECEIPT_LOOKUP: &str = "SELECT r.seq, r.lock_token FROM json_each(:ite
     ON r.queue = :queue AND r.seq = j.value ->> 'seq' AND r.lock_token = j.value ->> 'token'
    AND r.op = :op AND r.args = :args
  WHERE r.expires_at > :now";
+
+/// Why the items of `:items` found no live lease: each message's queue, state, token and
+/// lease end, by primary key (only on the failure path, once per call).
+pub const LOCK_STATE: &str =
+    "SELECT id, queue, state, lock_token, locked_until FROM mqlite_messages
+ WHERE id IN (SELECT j.value ->> 'seq' FROM json_each(:items) j)";
+
+/// The reason each of `lost` (items that changed nothing and replayed nothing) lost its
+/// lock, keyed by (seq, token).
+async fn lost_reasons<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    lost: &[LockRef],
+) -> Result<HashMap<(i64, String), LockLostReason>> {
+    if lost.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = x
+        .query(LOCK_STATE, &[(":items", Value::from(items_json(lost)))])
+        .await?;
+    let mut found: HashMap<i64, &Row> = HashMap::new();
+    for r in &rows {
+        found.insert(r.int(0)?, r);
+    }
+    lost.iter()
+        .map(|l| {
+            let reason = match found.get(&l.seq.0) {
+                None => LockLostReason::Gone,
+                Some(r) if r.text(1)? != queue => LockLostReason::WrongQueue,
+                Some(r) if r.text(2)? != "locked" => LockLostReason::NotLocked,
+                Some(r) if r.opt_text(3)?.as_deref() != Some(l.token.to_string().as_str()) => {
+                    LockLostReason::OtherToken
+                }
+                Some(r) if r.int(4)? <= now => LockLostReason::Expired,
+                Some(_) => LockLostReason::Unknown,
+            };
+            Ok(((l.seq.0, l.token.to_string()), reason))
+        })
+        .collect()
+}
 
 fn items_json(locks: &[LockRef]) -> String {
     serde_json::Value::from_iter(
@@ -215,11 +258,16 @@ pub async fn settle<X: SqlExec>(
         }
         None => {
             let replay = replays(x, now, queue, settlement, &[lock]).await?;
-            if replay.is_empty() {
-                Err(Error::LockLost)
-            } else {
-                Ok(())
+            if !replay.is_empty() {
+                return Ok(());
             }
+            let reasons = lost_reasons(x, now, queue, &[lock]).await?;
+            Err(Error::LockLost {
+                reason: reasons
+                    .into_values()
+                    .next()
+                    .unwrap_or(LockLostReason::Unknown),
+            })
         }
     }
 }
@@ -254,12 +302,18 @@ pub async fn complete_batch<X: SqlExec>(
         locks.iter().partition(|l| completed.contains(&key(l)));
     write_receipts(x, now, queue, &Settlement::Complete, &done).await?;
     let replayed = replays(x, now, queue, &Settlement::Complete, &missed).await?;
+    let lost: Vec<LockRef> = missed
+        .into_iter()
+        .filter(|l| !replayed.contains(&key(l)))
+        .collect();
+    let reasons = lost_reasons(x, now, queue, &lost).await?;
     Ok(locks
         .iter()
         .map(|l| BatchResult {
             seq: l.seq,
             ok: completed.contains(&key(l)) || replayed.contains(&key(l)),
             locked_until_ms: 0,
+            lost: reasons.get(&key(l)).copied(),
         })
         .collect())
 }
@@ -289,14 +343,22 @@ pub async fn renew_batch<X: SqlExec>(
         .iter()
         .map(|r| Ok(((r.int(0)?, r.text(1)?), r.int(2)?)))
         .collect::<Result<_>>()?;
+    let key = |l: &LockRef| (l.seq.0, l.token.to_string());
+    let lost: Vec<LockRef> = locks
+        .iter()
+        .filter(|l| !renewed.contains_key(&key(l)))
+        .copied()
+        .collect();
+    let reasons = lost_reasons(x, now, queue, &lost).await?;
     Ok(locks
         .iter()
         .map(|l| {
-            let until = renewed.get(&(l.seq.0, l.token.to_string())).copied();
+            let until = renewed.get(&key(l)).copied();
             BatchResult {
                 seq: l.seq,
                 ok: until.is_some(),
                 locked_until_ms: until.unwrap_or(0),
+                lost: reasons.get(&key(l)).copied(),
             }
         })
         .collect())

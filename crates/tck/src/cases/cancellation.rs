@@ -466,7 +466,7 @@ pub async fn p13_5_remote_statements_can_be_cancelled<F: Access>(ctx: Ctx<F>) ->
             m.seq
         );
         assert!(
-            matches!(mq.renew(Q, m).await, Err(Error::LockLost)),
+            matches!(mq.renew(Q, m).await, Err(Error::LockLost { .. })),
             "{}: settled, so its lease is gone",
             m.seq
         );

@@ -65,7 +65,7 @@ pub async fn p14_2_fence_holds_under_parallel_settles<F: Access>(ctx: Ctx<F>) ->
             for l in locks {
                 match mq.complete(Q, l).await {
                     Ok(()) => oks += 1,
-                    Err(Error::LockLost) => {}
+                    Err(Error::LockLost { .. }) => {}
                     Err(e) => return Err(e),
                 }
             }

@@ -17,10 +17,13 @@ pub async fn p3_2_identical_settle_replays_success<F: Access>(ctx: Ctx<F>) -> Tc
     let got = mq.receive(Q, ReceiveOptions::batch(4)).await?;
     mq.complete(Q, &got[0]).await?;
     mq.complete(Q, &got[0]).await?;
-    assert!(matches!(mq.defer(Q, &got[0]).await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.defer(Q, &got[0]).await,
+        Err(Error::LockLost { .. })
+    ));
     assert!(matches!(
         mq.abandon(Q, &got[0], 0).await,
-        Err(Error::LockLost)
+        Err(Error::LockLost { .. })
     ));
     mq.defer(Q, &got[1]).await?;
     mq.defer(Q, &got[1]).await?;
@@ -66,7 +69,7 @@ pub async fn p3_2_receipt_is_keyed_by_the_whole_request<F: Access>(ctx: Ctx<F>) 
     };
     assert!(matches!(
         mq.complete(Q, other_message).await,
-        Err(Error::LockLost)
+        Err(Error::LockLost { .. })
     ));
     assert_eq!(
         state_of(&mq, Q, got[1].seq).await?,
@@ -75,24 +78,24 @@ pub async fn p3_2_receipt_is_keyed_by_the_whole_request<F: Access>(ctx: Ctx<F>) 
     mq.abandon(Q, &got[1], 1_000).await?;
     assert!(matches!(
         mq.abandon(Q, &got[1], 2_000).await,
-        Err(Error::LockLost)
+        Err(Error::LockLost { .. })
     ));
     assert!(matches!(
         mq.abandon(Q, &got[1], 0).await,
-        Err(Error::LockLost)
+        Err(Error::LockLost { .. })
     ));
     mq.reject(Q, &got[2], "R1", "D1").await?;
     assert!(matches!(
         mq.reject(Q, &got[2], "R2", "D1").await,
-        Err(Error::LockLost)
+        Err(Error::LockLost { .. })
     ));
     assert!(matches!(
         mq.reject(Q, &got[2], "R1", "D2").await,
-        Err(Error::LockLost)
+        Err(Error::LockLost { .. })
     ));
     assert!(matches!(
         mq.reject(Q, &got[2], "R1D", "1").await,
-        Err(Error::LockLost)
+        Err(Error::LockLost { .. })
     ));
     mq.reject(Q, &got[2], "R1", "D1").await?;
     Ok(())
@@ -108,7 +111,10 @@ pub async fn p3_2_expired_receipt_never_replays<F: Access>(ctx: Ctx<F>) -> TckRe
     ctx.clock.advance(RECEIPT_TTL_MS - 1);
     mq.complete(Q, &m).await?;
     ctx.clock.advance(1);
-    assert!(matches!(mq.complete(Q, &m).await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.complete(Q, &m).await,
+        Err(Error::LockLost { .. })
+    ));
     let report = mq.run_sweeps().await?;
     assert!(report.pruned >= 1, "the janitor prunes expired receipts");
     Ok(())
@@ -136,13 +142,19 @@ pub async fn p3_2_replay_never_grants_a_new_effect<F: Access>(ctx: Ctx<F>) -> Tc
         now[0].lock_token.is_none(),
         "peek never reveals a lease's token"
     );
-    assert!(matches!(mq.renew(Q, &first).await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.renew(Q, &first).await,
+        Err(Error::LockLost { .. })
+    ));
     mq.renew(Q, &second).await?;
     // After the original lease has lapsed, the replay still answers, and still does nothing.
     ctx.clock.advance(20_000);
     mq.abandon(Q, &first, 0).await?;
     assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Locked));
-    assert!(matches!(mq.renew(Q, &second).await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.renew(Q, &second).await,
+        Err(Error::LockLost { .. })
+    ));
     Ok(())
 }
 

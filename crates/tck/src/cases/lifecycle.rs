@@ -199,7 +199,7 @@ pub async fn p1_7_receive_and_delete_grants_no_lease<F: Access>(ctx: Ctx<F>) -> 
         assert_eq!(m.locked_until_ms, 0);
         assert_eq!(m.delivery_count, 1);
         let settle = mq.complete(Q, LockRef::from(m)).await;
-        assert!(matches!(settle, Err(Error::LockLost)));
+        assert!(matches!(settle, Err(Error::LockLost { .. })));
     }
     let left = peek_all(&mq, Q).await?;
     assert_eq!(left.len(), 1, "the two received rows are gone");

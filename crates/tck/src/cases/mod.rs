@@ -63,6 +63,7 @@ register! {
     settlement::p2_5_renew_extends_never_revives_never_shortens,
     settlement::p2_6_stale_token_is_lock_lost,
     settlement::p2_6_lease_deadline_equality_is_expired,
+    settlement::p2_6_lock_lost_says_why,
     settlement::p2_7_complete_batch_fences_per_item,
     settlement::p2_8_renew_batch_fences_per_item_and_caps_at_512,
     settlement::p2_9_redelivery_fences_the_previous_holder,

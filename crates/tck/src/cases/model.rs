@@ -1000,7 +1000,7 @@ fn fail(msg: String) -> TestCaseError {
 }
 
 fn lost<T: std::fmt::Debug>(r: &Result<T, Error>) -> bool {
-    matches!(r, Err(Error::LockLost))
+    matches!(r, Err(Error::LockLost { .. }))
 }
 
 async fn open<F: Access>(

@@ -37,11 +37,11 @@ pub async fn p3_1_open_reclaims_orphaned_leases<F: Access>(ctx: Ctx<F>) -> TckRe
     // The orphaned tokens are fenced.
     assert!(matches!(
         mq.complete("retry", &held_a).await,
-        Err(Error::LockLost)
+        Err(Error::LockLost { .. })
     ));
     assert!(matches!(
         mq.complete("last", &held_b).await,
-        Err(Error::LockLost)
+        Err(Error::LockLost { .. })
     ));
     let again = receive_one(&mq, "retry").await?;
     assert_eq!((again.seq, again.delivery_count), (a, 2));

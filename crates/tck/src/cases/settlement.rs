@@ -128,7 +128,7 @@ pub async fn p2_5_renew_extends_never_revives_never_shortens<F: Access>(ctx: Ctx
     assert_eq!(until2, until, "never shortened");
     ctx.clock.advance(until - ctx.clock.now());
     assert!(
-        matches!(mq.renew(Q, &m).await, Err(Error::LockLost)),
+        matches!(mq.renew(Q, &m).await, Err(Error::LockLost { .. })),
         "never revived"
     );
     assert_eq!(state_of(&mq, Q, m.seq).await?, Some(MessageState::Locked));
@@ -145,24 +145,33 @@ pub async fn p2_6_stale_token_is_lock_lost<F: Access>(ctx: Ctx<F>) -> TckResult 
         seq,
         token: LockToken::random(),
     };
-    assert!(matches!(mq.complete(Q, forged).await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.complete(Q, forged).await,
+        Err(Error::LockLost { .. })
+    ));
     assert!(matches!(
         mq.abandon(Q, forged, 0).await,
-        Err(Error::LockLost)
+        Err(Error::LockLost { .. })
     ));
     assert!(matches!(
         mq.reject(Q, forged, "r", "d").await,
-        Err(Error::LockLost)
+        Err(Error::LockLost { .. })
     ));
-    assert!(matches!(mq.defer(Q, forged).await, Err(Error::LockLost)));
-    assert!(matches!(mq.renew(Q, forged).await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.defer(Q, forged).await,
+        Err(Error::LockLost { .. })
+    ));
+    assert!(matches!(
+        mq.renew(Q, forged).await,
+        Err(Error::LockLost { .. })
+    ));
     let other_seq = LockRef {
         seq: mqlite_engine_core::SeqNumber(seq.0 + 1000),
         token: m.token(),
     };
     assert!(matches!(
         mq.complete(Q, other_seq).await,
-        Err(Error::LockLost)
+        Err(Error::LockLost { .. })
     ));
     let all = peek_all(&mq, Q).await?;
     assert_eq!(all.len(), 1);
@@ -171,7 +180,10 @@ pub async fn p2_6_stale_token_is_lock_lost<F: Access>(ctx: Ctx<F>) -> TckResult 
     mq.complete(Q, &m).await?;
     // Settled already: the token is no longer current (and a different verb has no
     // receipt to replay).
-    assert!(matches!(mq.abandon(Q, &m, 0).await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.abandon(Q, &m, 0).await,
+        Err(Error::LockLost { .. })
+    ));
     Ok(())
 }
 
@@ -185,8 +197,11 @@ pub async fn p2_6_lease_deadline_equality_is_expired<F: Access>(ctx: Ctx<F>) -> 
     mq.renew(Q, &m).await?;
     let until = peek_all(&mq, Q).await?[0].locked_until_ms;
     ctx.clock.advance(until - ctx.clock.now());
-    assert!(matches!(mq.complete(Q, &m).await, Err(Error::LockLost)));
-    assert!(matches!(mq.defer(Q, &m).await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.complete(Q, &m).await,
+        Err(Error::LockLost { .. })
+    ));
+    assert!(matches!(mq.defer(Q, &m).await, Err(Error::LockLost { .. })));
     assert_eq!(state_of(&mq, Q, m.seq).await?, Some(MessageState::Locked));
     Ok(())
 }
@@ -291,9 +306,61 @@ pub async fn p2_9_redelivery_fences_the_previous_holder<F: Access>(ctx: Ctx<F>) 
     mq.run_sweeps().await?;
     let new = receive_one(&mq, Q).await?;
     assert_eq!(new.seq, old.seq);
-    assert!(matches!(mq.complete(Q, &old).await, Err(Error::LockLost)));
-    assert!(matches!(mq.renew(Q, &old).await, Err(Error::LockLost)));
+    assert!(matches!(
+        mq.complete(Q, &old).await,
+        Err(Error::LockLost { .. })
+    ));
+    assert!(matches!(
+        mq.renew(Q, &old).await,
+        Err(Error::LockLost { .. })
+    ));
     mq.complete(Q, &new).await?;
     assert_eq!(state_of(&mq, Q, new.seq).await?, None);
+    Ok(())
+}
+
+/// 2.6 LockLost says why, as far as the store can tell: the lease expired, the message
+/// was delivered again under another token, it is no longer locked, it is gone, or it
+/// is in another queue; batch items carry the same reason.
+pub async fn p2_6_lock_lost_says_why<F: Access>(ctx: Ctx<F>) -> TckResult {
+    use mqlite_engine_core::{LockLostReason as Why, LockRef};
+    let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
+    mq.create_queue("other", config(1_000, 10)).await?;
+    let reason = |r: mqlite_engine_core::Result<()>| match r {
+        Err(Error::LockLost { reason }) => Ok(reason),
+        other => Err(format!("expected LockLost, got {other:?}")),
+    };
+    send_n(&mq, Q, "m", 2).await?;
+    let first = receive_one(&mq, Q).await?;
+    assert_eq!(reason(mq.complete("other", &first).await)?, Why::WrongQueue);
+    ctx.clock.advance(1_000);
+    assert_eq!(reason(mq.complete(Q, &first).await)?, Why::Expired);
+    let renewed = mq.renew_batch(Q, &[LockRef::from(&first)]).await?;
+    assert_eq!(renewed[0].lost, Some(Why::Expired));
+    mq.run_sweeps().await?;
+    assert_eq!(reason(mq.defer(Q, &first).await)?, Why::NotLocked);
+    let again = mq
+        .receive(Q, mqlite_engine_core::ReceiveOptions::batch(2))
+        .await?;
+    assert_eq!(again[0].seq, first.seq);
+    assert_eq!(reason(mq.abandon(Q, &first, 0).await)?, Why::OtherToken);
+    mq.complete(Q, &again[0]).await?;
+    assert_eq!(
+        reason(mq.reject(Q, &again[0], "late", "").await)?,
+        Why::Gone
+    );
+    let batch = mq
+        .complete_batch(Q, &[LockRef::from(&first), LockRef::from(&again[1])])
+        .await?;
+    assert_eq!((batch[0].ok, batch[0].lost), (false, Some(Why::Gone)));
+    assert_eq!((batch[1].ok, batch[1].lost), (true, None));
+    let text = Error::LockLost {
+        reason: Why::Expired,
+    }
+    .to_string();
+    assert!(
+        text.contains("expired"),
+        "the message names the cause: {text}"
+    );
     Ok(())
 }
