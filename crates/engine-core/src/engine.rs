@@ -15,8 +15,8 @@ use crate::store::{HasOutbox, OpenStore, OutboxStore, Ownership, Store, StoreSta
 use crate::topics::{Route, Subscription};
 use crate::types::{
     BatchResult, ClaimSpec, EnqueueSlot, LockRef, Message, OutMessage, PeekOptions, PurgeOptions,
-    QueueConfig, QueueInfo, QueueKind, QueueStats, ReceiveOptions, RecoverTask, RedriveOptions,
-    RetentionDefaults, SendOptions, SeqNumber, Settlement,
+    QueueConfig, QueueInfo, QueueKind, QueueStats, ReceiveMode, ReceiveOptions, RecoverTask,
+    RedriveOptions, RetentionDefaults, SendOptions, SeqNumber, Settlement,
 };
 
 /// Largest batch a single Receive may ask for.
@@ -27,8 +27,9 @@ pub const MAX_WAIT_MS: i64 = 20_000;
 pub const MAX_PEEK: u32 = 1000;
 /// Largest RenewBatch.
 pub const MAX_RENEW_BATCH: usize = 512;
-/// Largest CompleteBatch (the same bound as renewals keeps one statement bounded).
-pub const MAX_COMPLETE_BATCH: usize = 512;
+/// Largest CompleteBatch: one transaction and a fixed number of statements whatever
+/// its size; the bound only keeps one call's parameter (about 60 bytes an item) small.
+pub const MAX_COMPLETE_BATCH: usize = 16_384;
 /// Default body limit per message (1 MiB).
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
 /// Longest queue name, bytes.
@@ -447,6 +448,10 @@ impl<S: Store> Engine<S> {
                     .await?
             };
             let now = clock.now_ms();
+            if spec.mode == ReceiveMode::ReceiveAndDelete {
+                // Deleted heads handed their lines on: other receivers may have work.
+                self.woken_if(got.len() as u64);
+            }
             if !got.is_empty() || now >= deadline {
                 return Ok(got);
             }
@@ -502,7 +507,11 @@ impl<S: Store> Engine<S> {
         self.inner
             .store
             .settle(queue.to_owned(), lock, settlement)
-            .await
+            .await?;
+        // An abandon makes its message eligible again, and a head that left play (or was
+        // deferred) hands its line on: a long-poll may have work now (1.8).
+        self.wake_receivers();
+        Ok(())
     }
 
     /// Completes (deletes) a message (2.1).
@@ -569,10 +578,16 @@ impl<S: Store> Engine<S> {
             )));
         }
         let _g = self.admit().await?;
-        self.inner
+        let results = self
+            .inner
             .store
             .complete_batch(queue.to_owned(), locks.to_vec())
-            .await
+            .await?;
+        // Completed heads hand their lines on (1.8).
+        if results.iter().any(|r| r.ok) {
+            self.wake_receivers();
+        }
+        Ok(results)
     }
 
     /// Renews up to 512 leases in one statement (2.8).
@@ -596,7 +611,12 @@ impl<S: Store> Engine<S> {
     pub async fn cancel(&self, queue: &str, seq: SeqNumber) -> Result<bool> {
         validate_name(queue)?;
         let _g = self.admit().await?;
-        self.inner.store.cancel(queue.to_owned(), seq).await
+        let cancelled = self.inner.store.cancel(queue.to_owned(), seq).await?;
+        if cancelled {
+            // A cancelled head hands its line on (1.8).
+            self.wake_receivers();
+        }
+        Ok(cancelled)
     }
 
     /// Browses messages without locking them (6.2).
@@ -627,7 +647,9 @@ impl<S: Store> Engine<S> {
         }
         if options.rate_per_sec == 0 {
             let _g = self.admit().await?;
-            return self.inner.store.redrive(queue.to_owned(), options).await;
+            let moved = self.inner.store.redrive(queue.to_owned(), options).await?;
+            self.woken_if(moved);
+            return Ok(moved);
         }
         // Rate-bounded: one slice per second of the engine's clock.
         let mut moved = 0u64;
@@ -649,6 +671,7 @@ impl<S: Store> Engine<S> {
                 let _g = self.admit().await?;
                 self.inner.store.redrive(queue.to_owned(), slice).await?
             };
+            self.woken_if(n);
             moved += n;
             // Done: the dead letters ran out, or the max is reached (no wait for a
             // slice that would move nothing).
@@ -868,7 +891,8 @@ impl<S: Store> Engine<S> {
             LoopKind::Scheduler => {
                 report.activated += self.recover_and_wake(RecoverTask::Scheduler).await?;
             }
-            LoopKind::Ttl => report.expired += store.recover(RecoverTask::Ttl).await?,
+            // An expired head hands its line on.
+            LoopKind::Ttl => report.expired += self.recover_and_wake(RecoverTask::Ttl).await?,
             LoopKind::Janitor => {
                 let retention = RecoverTask::Retention(self.inner.options.retention);
                 report.retention_dropped += store.recover(retention).await?;
@@ -883,10 +907,15 @@ impl<S: Store> Engine<S> {
     /// Runs a task that makes messages claimable again and wakes the long-polls if it did.
     async fn recover_and_wake(&self, task: RecoverTask) -> Result<u64> {
         let n = self.inner.store.recover(task).await?;
-        if n > 0 {
+        self.woken_if(n);
+        Ok(n)
+    }
+
+    /// Wakes the long-polls when `changed` rows may have made messages eligible (1.8).
+    fn woken_if(&self, changed: u64) {
+        if changed > 0 {
             self.wake_receivers();
         }
-        Ok(n)
     }
 
     /// Watches the clock time of the last completed pass of one background loop; tests

@@ -339,3 +339,102 @@ pub async fn p1_7_receive_and_delete_drains_a_line_in_order<F: Access>(ctx: Ctx<
     assert_eq!(mq.stats(Q).await?.total, 0);
     Ok(())
 }
+
+/// Starts a long-polling receive and returns once it is parked (the queue has nothing
+/// eligible for it yet).
+async fn parked_receiver<S: mqlite_engine_core::Store>(
+    mq: &mqlite_engine_core::Engine<S>,
+) -> Result<
+    tokio::task::JoinHandle<mqlite_engine_core::Result<Vec<mqlite_engine_core::Message>>>,
+    Box<dyn std::error::Error>,
+> {
+    let waiter = {
+        let mq = mq.clone();
+        tokio::spawn(async move {
+            mq.receive(
+                Q,
+                ReceiveOptions {
+                    wait_ms: 20_000,
+                    ..Default::default()
+                },
+            )
+            .await
+        })
+    };
+    mq.long_poll_waiters().wait_for(|n| *n >= 1).await?;
+    Ok(waiter)
+}
+
+/// 1.8 A settlement or a redrive that makes a message eligible wakes a long-poll at
+/// once, as a send does: an abandon, a completed or dead-lettered line head, a redrive.
+/// The manual clock never moves, so only the wake-up can end each wait.
+pub async fn p1_8_long_poll_wakes_when_work_is_freed<F: Access>(ctx: Ctx<F>) -> TckResult {
+    use mqlite_engine_core::RedriveOptions;
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    let take = |got: mqlite_engine_core::Result<Vec<mqlite_engine_core::Message>>| {
+        got.map_err(|e| e.to_string())
+            .and_then(|mut v| v.pop().ok_or_else(|| "woken with nothing".to_owned()))
+    };
+
+    // Abandon: the message itself comes back.
+    let m = mq.send(Q, OutMessage::new("abandoned")).await?;
+    let held = receive_one(&mq, Q).await?;
+    let waiter = parked_receiver(&mq).await?;
+    mq.abandon(Q, &held, 0).await?;
+    let got = take(waiter.await?)?;
+    assert_eq!(got.seq, m, "abandon wakes");
+    mq.complete(Q, &got).await?;
+
+    // A completed head hands its line on.
+    mq.send(Q, OutMessage::new("a1").with_group("A")).await?;
+    let a2 = mq.send(Q, OutMessage::new("a2").with_group("A")).await?;
+    let head = receive_one(&mq, Q).await?;
+    let waiter = parked_receiver(&mq).await?;
+    mq.complete(Q, &head).await?;
+    let got = take(waiter.await?)?;
+    assert_eq!(got.seq, a2, "a completed head wakes");
+    mq.complete(Q, &got).await?;
+
+    // A dead-lettered head hands its line on.
+    mq.send(Q, OutMessage::new("b1").with_group("B")).await?;
+    let b2 = mq.send(Q, OutMessage::new("b2").with_group("B")).await?;
+    let head = receive_one(&mq, Q).await?;
+    let waiter = parked_receiver(&mq).await?;
+    mq.reject(Q, &head, "poison", "").await?;
+    let got = take(waiter.await?)?;
+    assert_eq!(got.seq, b2, "a dead-lettered head wakes");
+    mq.complete(Q, &got).await?;
+
+    // A redrive brings the dead letter back.
+    let waiter = parked_receiver(&mq).await?;
+    assert_eq!(mq.redrive(Q, RedriveOptions::default()).await?, 1);
+    let got = take(waiter.await?)?;
+    assert_eq!(got.seq, head.seq, "a redrive wakes");
+    Ok(())
+}
+
+/// 2.7 CompleteBatch is not capped at 512: 2,000 items settle in one call, one
+/// transaction.
+pub async fn p2_7_complete_batch_takes_thousands<F: Access>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    for chunk in 0..2 {
+        let batch = (0..1000)
+            .map(|i| OutMessage::new(format!("m{chunk}-{i}")))
+            .collect();
+        mq.send_batch(Q, batch).await?;
+    }
+    let mut locks = Vec::new();
+    for _ in 0..8 {
+        locks.extend(
+            mq.receive(Q, ReceiveOptions::batch(256))
+                .await?
+                .iter()
+                .map(mqlite_engine_core::LockRef::from),
+        );
+    }
+    assert_eq!(locks.len(), 2_000);
+    let results = mq.complete_batch(Q, &locks).await?;
+    assert!(results.iter().all(|r| r.ok));
+    assert_eq!(mq.stats(Q).await?.total, 0);
+    Ok(())
+}
