@@ -14,6 +14,7 @@ pub mod error;
 pub mod store;
 pub mod topics;
 pub mod types;
+pub mod worker;
 
 pub use access::{AccessKey, CreatedKey, Permission};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
@@ -25,3 +26,4 @@ pub use store::{
 };
 pub use topics::{Route, Subscription};
 pub use types::*;
+pub use worker::{HandlerError, RetryPolicy, Worker, WorkerReport};

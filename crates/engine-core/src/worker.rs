@@ -1,0 +1,401 @@
+//! The consumer loop every user would otherwise write by hand: long-poll, run up to N
+//! handlers at once, renew each lock while its handler runs, complete on `Ok`, retry
+//! with backoff on a retryable error (dead-lettering with the error's text at the
+//! attempt bound), reject on a permanent one, isolate a panicking handler, and on
+//! shutdown stop receiving, let running handlers finish within a grace period and
+//! abandon the rest.
+//!
+//! Every wait reads the engine's clock, so a test drives a worker with a manual clock.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Mutex, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::engine::Engine;
+use crate::error::{Error, Result};
+use crate::store::Store;
+use crate::types::{LockRef, Message, ReceiveOptions, SeqNumber};
+
+/// What a handler says about a message it could not process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandlerError {
+    /// Try again later (with backoff), dead-lettering at the attempt bound.
+    Retry(String),
+    /// Never try again: dead-letter it now with this text.
+    Permanent(String),
+}
+
+impl HandlerError {
+    /// A failure worth retrying.
+    pub fn retry(cause: impl std::fmt::Display) -> Self {
+        HandlerError::Retry(cause.to_string())
+    }
+
+    /// A failure no retry will cure.
+    pub fn permanent(cause: impl std::fmt::Display) -> Self {
+        HandlerError::Permanent(cause.to_string())
+    }
+}
+
+impl From<Error> for HandlerError {
+    fn from(e: Error) -> Self {
+        HandlerError::Retry(e.to_string())
+    }
+}
+
+/// How a failed message is retried.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// The delay before the second delivery.
+    pub initial_backoff: Duration,
+    /// The longest delay.
+    pub max_backoff: Duration,
+    /// Each retry waits this many times longer than the one before.
+    pub multiplier: f64,
+    /// Up to this fraction of each delay is added at random, so failing consumers do
+    /// not retry in step (0 = none).
+    pub jitter: f64,
+    /// After this many deliveries a retryable failure dead-letters the message with the
+    /// error's text (the queue's own max_delivery_count still applies).
+    pub max_attempts: i64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            initial_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(300),
+            multiplier: 2.0,
+            jitter: 0.2,
+            max_attempts: 10,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay before the delivery after `delivery_count`, jitter included.
+    pub fn backoff(&self, delivery_count: i64) -> Duration {
+        let exponent = i32::try_from(delivery_count.saturating_sub(1).clamp(0, 64)).unwrap_or(64);
+        let base = self.initial_backoff.as_secs_f64() * self.multiplier.max(1.0).powi(exponent);
+        let capped = base.min(self.max_backoff.as_secs_f64());
+        let jitter = if self.jitter > 0.0 {
+            capped * self.jitter.min(1.0) * unit_random()
+        } else {
+            0.0
+        };
+        Duration::from_secs_f64((capped + jitter).min(self.max_backoff.as_secs_f64() * 2.0))
+    }
+}
+
+/// A number in [0, 1) from the operating system's random source.
+fn unit_random() -> f64 {
+    let bits = crate::types::LockToken::random().as_u128() as u64 >> 11;
+    bits as f64 / (1u64 << 53) as f64
+}
+
+/// What a worker did, returned when it stops.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Messages handled and completed.
+    pub completed: u64,
+    /// Messages abandoned for a retry after a retryable failure.
+    pub retried: u64,
+    /// Messages dead-lettered: a permanent failure or the attempt bound.
+    pub dead_lettered: u64,
+    /// Handlers that panicked (their messages were abandoned for a retry).
+    pub panicked: u64,
+    /// Handlers still running when the grace period ended (their messages were
+    /// abandoned, for another consumer).
+    pub abandoned_at_shutdown: u64,
+    /// Settlements refused with LockLost (the lease was lost despite renewals).
+    pub lock_lost: u64,
+}
+
+/// The reason a worker writes on the messages it dead-letters.
+pub const REASON_HANDLER_FAILED: &str = "HandlerFailed";
+
+/// A consumer of one queue; build it with [`Engine::worker`], start it with
+/// [`Worker::run_until`].
+pub struct Worker<S: Store, F> {
+    engine: Engine<S>,
+    queue: String,
+    handler: Arc<F>,
+    concurrency: usize,
+    poll_wait: Duration,
+    grace: Duration,
+    retry: RetryPolicy,
+}
+
+impl<S: Store> Engine<S> {
+    /// A worker that hands each message of `queue` to `handler` (see [`Worker`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(mq: mqlite_engine_core::Engine<impl mqlite_engine_core::Store>)
+    /// # -> mqlite_engine_core::Result<()> {
+    /// use mqlite_engine_core::worker::HandlerError;
+    /// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    /// # drop(stop);
+    /// let report = mq
+    ///     .worker("jobs", |m| async move {
+    ///         let text = String::from_utf8(m.body().to_vec()).map_err(HandlerError::permanent)?;
+    ///         println!("{text}");
+    ///         Ok(())
+    ///     })
+    ///     .concurrency(4)
+    ///     .run_until(async {
+    ///         let _ = stopped.await;
+    ///     })
+    ///     .await?;
+    /// println!("{report:?}");
+    /// # Ok(()) }
+    /// ```
+    pub fn worker<F, Fut>(&self, queue: &str, handler: F) -> Worker<S, F>
+    where
+        F: Fn(Message) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
+    {
+        Worker {
+            engine: self.clone(),
+            queue: queue.to_owned(),
+            handler: Arc::new(handler),
+            concurrency: 1,
+            poll_wait: Duration::from_secs(5),
+            grace: Duration::from_secs(30),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// The in-flight messages, by sequence number, for the shutdown's abandon.
+type InFlight = Arc<Mutex<HashMap<SeqNumber, LockRef>>>;
+
+impl<S, F, Fut> Worker<S, F>
+where
+    S: Store,
+    F: Fn(Message) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
+{
+    /// Runs up to `n` handlers at once (at least 1).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.clamp(1, crate::engine::MAX_RECEIVE_BATCH as usize);
+        self
+    }
+
+    /// How long each receive long-polls (at most the engine's 20 s).
+    pub fn poll_wait(mut self, wait: Duration) -> Self {
+        self.poll_wait = wait.min(Duration::from_millis(crate::engine::MAX_WAIT_MS as u64));
+        self
+    }
+
+    /// How long running handlers may finish after shutdown before their messages are
+    /// abandoned.
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// How failures are retried.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Receives and handles messages until `shutdown` resolves, then stops receiving,
+    /// gives running handlers the grace period, abandons what is still running, and
+    /// returns what it did. An error of the queue itself (it does not exist, the engine
+    /// closed) ends the worker with that error after the same shutdown.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<WorkerReport> {
+        let report = Arc::new(std::sync::Mutex::new(WorkerReport::default()));
+        let permits = Arc::new(Semaphore::new(self.concurrency));
+        let in_flight: InFlight = Arc::default();
+        let mut tasks = JoinSet::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        let wait_ms = i64::try_from(self.poll_wait.as_millis()).unwrap_or(i64::MAX);
+        let outcome = loop {
+            // Wait for a free slot, then take as many messages as there are slots.
+            let first = tokio::select! {
+                _ = &mut shutdown => break Ok(()),
+                p = permits.clone().acquire_owned() => p.map_err(|_| Error::Closed),
+            };
+            let Ok(first) = first else {
+                break Err(Error::Closed);
+            };
+            let mut slots = vec![first];
+            while let Ok(p) = permits.clone().try_acquire_owned() {
+                slots.push(p);
+            }
+            let options = ReceiveOptions {
+                max_messages: slots.len() as u32,
+                wait_ms,
+                ..Default::default()
+            };
+            let got = tokio::select! {
+                _ = &mut shutdown => break Ok(()),
+                got = self.engine.receive(&self.queue, options) => got,
+            };
+            let messages = match got {
+                Ok(m) => m,
+                Err(e) => break Err(e),
+            };
+            for (m, permit) in messages.into_iter().zip(slots.drain(..)) {
+                in_flight.lock().await.insert(m.seq, LockRef::from(&m));
+                let job = Job {
+                    engine: self.engine.clone(),
+                    queue: self.queue.clone(),
+                    handler: self.handler.clone(),
+                    retry: self.retry.clone(),
+                    report: report.clone(),
+                    in_flight: in_flight.clone(),
+                };
+                tasks.spawn(async move {
+                    job.run(m).await;
+                    drop(permit);
+                });
+            }
+            // Reap finished tasks so the set does not grow.
+            while tasks.try_join_next().is_some() {}
+        };
+        // Shutdown: no more receives; the running handlers get the grace period.
+        let clock = self.engine.clock().clone();
+        let deadline = clock
+            .now_ms()
+            .saturating_add(i64::try_from(self.grace.as_millis()).unwrap_or(i64::MAX));
+        let drained = async { while tasks.join_next().await.is_some() {} };
+        tokio::select! {
+            _ = drained => {}
+            _ = clock.sleep_until(deadline) => {}
+        }
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        let leftover: Vec<LockRef> = in_flight.lock().await.drain().map(|(_, l)| l).collect();
+        for lock in &leftover {
+            // Another consumer takes it from here; a lease already lost is no loss.
+            let _ = self.engine.abandon(&self.queue, *lock, 0).await;
+        }
+        let mut report = *report.lock().unwrap_or_else(|e| e.into_inner());
+        report.abandoned_at_shutdown += leftover.len() as u64;
+        outcome.map(|()| report)
+    }
+}
+
+/// One message's handling: the handler in its own task (a panic stays there), the lock
+/// renewed while it runs, then the settlement.
+struct Job<S: Store, F> {
+    engine: Engine<S>,
+    queue: String,
+    handler: Arc<F>,
+    retry: RetryPolicy,
+    report: Arc<std::sync::Mutex<WorkerReport>>,
+    in_flight: InFlight,
+}
+
+impl<S, F, Fut> Job<S, F>
+where
+    S: Store,
+    F: Fn(Message) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
+{
+    async fn run(self, m: Message) {
+        let lock = LockRef::from(&m);
+        let clock = self.engine.clock().clone();
+        let received_at = clock.now_ms();
+        let lease = (m.locked_until_ms - received_at).max(1);
+        let delivery_count = m.delivery_count;
+        let handler = self.handler.clone();
+        let mut handled = tokio::spawn(async move { handler(m).await });
+        let mut locked_until = lease + received_at;
+        let outcome = loop {
+            // Renew when two thirds of the lease have passed.
+            let renew_at = locked_until - lease / 3;
+            tokio::select! {
+                out = &mut handled => break out,
+                _ = clock.sleep_until(renew_at) => {
+                    match self.engine.renew(&self.queue, lock).await {
+                        Ok(until) => locked_until = until,
+                        // The lease is gone; the handler finishes, its settlement will
+                        // be refused and counted.
+                        Err(_) => locked_until = i64::MAX,
+                    }
+                }
+            }
+        };
+        let settled = match outcome {
+            Ok(Ok(())) => self.settle(Settle::Complete, lock).await,
+            Ok(Err(HandlerError::Permanent(why))) => {
+                self.settle(Settle::DeadLetter(why), lock).await
+            }
+            Ok(Err(HandlerError::Retry(why))) if delivery_count >= self.retry.max_attempts => {
+                self.settle(Settle::DeadLetter(why), lock).await
+            }
+            Ok(Err(HandlerError::Retry(_))) => {
+                let delay = self.retry.backoff(delivery_count);
+                self.settle(Settle::Retry(delay), lock).await
+            }
+            Err(join) => {
+                if join.is_panic() {
+                    self.count(|r| r.panicked += 1);
+                }
+                let delay = self.retry.backoff(delivery_count);
+                self.settle(Settle::Retry(delay), lock).await
+            }
+        };
+        if settled {
+            self.in_flight.lock().await.remove(&lock.seq);
+        }
+    }
+
+    fn count(&self, f: impl FnOnce(&mut WorkerReport)) {
+        f(&mut self.report.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// Settles and counts; false if the settlement did not happen (so shutdown still
+    /// owns the message).
+    async fn settle(&self, how: Settle, lock: LockRef) -> bool {
+        let q = &self.queue;
+        let result = match &how {
+            Settle::Complete => self.engine.complete(q, lock).await,
+            Settle::Retry(delay) => {
+                let ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+                self.engine
+                    .abandon(q, lock, ms.min(7 * 24 * 3600 * 1000))
+                    .await
+            }
+            Settle::DeadLetter(why) => {
+                let text: String = why.chars().take(4096).collect();
+                self.engine
+                    .reject(q, lock, REASON_HANDLER_FAILED, &text)
+                    .await
+            }
+        };
+        match result {
+            Ok(()) => {
+                self.count(|r| match how {
+                    Settle::Complete => r.completed += 1,
+                    Settle::Retry(_) => r.retried += 1,
+                    Settle::DeadLetter(_) => r.dead_lettered += 1,
+                });
+                true
+            }
+            Err(Error::LockLost { .. }) => {
+                self.count(|r| r.lock_lost += 1);
+                // Nothing left to abandon: the lease is someone else's or gone.
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// How a job ends.
+enum Settle {
+    Complete,
+    Retry(Duration),
+    DeadLetter(String),
+}

@@ -1,0 +1,295 @@
+//! The worker: automatic renewal keeps a slow handler's lock, retries back off and end
+//! in the dead-letter state at the bound, a graceful shutdown loses nothing and abandons
+//! nothing it finished, and a panicking handler is isolated. Every wait reads a manual
+//! clock; the test moves it and waits for the engine to react (no sleeps).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mqlite::worker::{HandlerError, REASON_HANDLER_FAILED, RetryPolicy};
+use mqlite::{
+    Engine, EngineOptions, ManualClock, MessageState, OutMessage, PeekOptions, QueueConfig,
+    SqliteOptions, SqliteStore,
+};
+use tokio::sync::{Notify, mpsc};
+
+const Q: &str = "jobs";
+
+async fn engine(clock: &ManualClock, lock_ms: i64) -> Engine {
+    let store = SqliteStore::open(SqliteOptions::new(":memory:").clock(clock.shared()))
+        .await
+        .expect("open");
+    let options = EngineOptions {
+        background: false,
+        long_poll_recheck_ms: 100,
+        ..Default::default()
+    };
+    let mq = Engine::with_store(store, options).await.expect("engine");
+    let config = QueueConfig {
+        lock_duration_ms: lock_ms,
+        max_delivery_count: 100,
+        ..Default::default()
+    };
+    mq.create_queue(Q, config).await.expect("queue");
+    mq
+}
+
+/// Waits, yielding, until `check` holds; a bound on iterations, not on time.
+async fn eventually<Fut: Future<Output = bool>>(what: &str, mut check: impl FnMut() -> Fut) {
+    for _ in 0..200_000 {
+        if check().await {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("never happened: {what}");
+}
+
+async fn only_message(mq: &Engine) -> Option<mqlite::Message> {
+    mq.peek(Q, PeekOptions::default())
+        .await
+        .expect("peek")
+        .into_iter()
+        .next()
+}
+
+/// A handler that takes three lease lengths keeps its lock: the worker renews it
+/// whenever two thirds of the lease have passed, and the completion succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_renewal_keeps_a_slow_handlers_lock() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let mq = engine(&clock, 1_000).await;
+    mq.send(Q, OutMessage::new("slow")).await.expect("send");
+    let started = Arc::new(Notify::new());
+    let finish = Arc::new(Notify::new());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = {
+        let (started, finish) = (started.clone(), finish.clone());
+        let w = mq.worker(Q, move |_m| {
+            let (started, finish) = (started.clone(), finish.clone());
+            async move {
+                started.notify_one();
+                finish.notified().await;
+                Ok(())
+            }
+        });
+        tokio::spawn(w.run_until(async {
+            let _ = stopped.await;
+        }))
+    };
+    started.notified().await;
+    let start = clock.now();
+    // Three lease lengths, in steps; after each step the lease reaches past the next.
+    while clock.now() < start + 3_000 {
+        clock.advance(100);
+        eventually("the lease is renewed ahead of the clock", || async {
+            only_message(&mq)
+                .await
+                .is_some_and(|m| m.locked_until_ms - clock.now() > 300)
+        })
+        .await;
+    }
+    let m = only_message(&mq).await.expect("still there");
+    assert_eq!(m.state, MessageState::Locked);
+    assert_eq!(m.delivery_count, 1, "never redelivered");
+    finish.notify_one();
+    eventually("the slow handler's message is completed", || async {
+        only_message(&mq).await.is_none()
+    })
+    .await;
+    stop.send(()).expect("stop");
+    let report = worker.await.expect("join").expect("worker");
+    assert_eq!((report.completed, report.lock_lost), (1, 0), "{report:?}");
+    mq.close().await;
+}
+
+/// A retryable failure is abandoned with exponential backoff, and at the attempt bound
+/// the message is dead-lettered with the handler's error text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_back_off_and_dead_letter_at_the_bound() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let mq = engine(&clock, 30_000).await;
+    let seq = mq.send(Q, OutMessage::new("doomed")).await.expect("send");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let policy = RetryPolicy {
+        initial_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_secs(10),
+        multiplier: 2.0,
+        jitter: 0.0,
+        max_attempts: 3,
+    };
+    let worker = tokio::spawn(
+        mq.worker(Q, |_m| async {
+            Err(HandlerError::retry("boom: the service is down"))
+        })
+        .retry(policy)
+        .run_until(async {
+            let _ = stopped.await;
+        }),
+    );
+    for (attempt, backoff) in [(1, 100), (2, 200)] {
+        eventually("the failed delivery is parked for its backoff", || async {
+            only_message(&mq)
+                .await
+                .is_some_and(|m| m.state == MessageState::Scheduled && m.delivery_count == attempt)
+        })
+        .await;
+        let parked = only_message(&mq).await.expect("parked");
+        assert_eq!(
+            parked.visible_at_ms,
+            clock.now() + backoff,
+            "attempt {attempt}"
+        );
+        clock.advance(backoff);
+        mq.run_sweeps().await.expect("sweeps");
+    }
+    eventually("the third failure dead-letters", || async {
+        only_message(&mq)
+            .await
+            .is_some_and(|m| m.state == MessageState::DeadLettered)
+    })
+    .await;
+    let dead = only_message(&mq).await.expect("dead letter");
+    assert_eq!((dead.seq, dead.delivery_count), (seq, 3));
+    assert_eq!(
+        dead.dead_letter_reason.as_deref(),
+        Some(REASON_HANDLER_FAILED)
+    );
+    assert_eq!(
+        dead.dead_letter_description.as_deref(),
+        Some("boom: the service is down")
+    );
+    stop.send(()).expect("stop");
+    let report = worker.await.expect("join").expect("worker");
+    assert_eq!((report.retried, report.dead_lettered), (2, 1), "{report:?}");
+    mq.close().await;
+}
+
+/// Shutdown stops receiving, lets running handlers finish within the grace period
+/// (their messages are completed), and abandons only what is still running when it
+/// ends: nothing is lost and nothing finished is abandoned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_shutdown_loses_nothing_and_abandons_nothing_finished() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let mq = engine(&clock, 60_000).await;
+    let batch = (0..10).map(|i| OutMessage::new(format!("m{i}"))).collect();
+    mq.send_batch(Q, batch).await.expect("send");
+    let (blocked_tx, mut blocked) = mpsc::unbounded_channel::<String>();
+    let release_late = Arc::new(Notify::new());
+    let release_never = Arc::new(Notify::new());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = {
+        let (late, never) = (release_late.clone(), release_never.clone());
+        let w = mq
+            .worker(Q, move |m| {
+                let (blocked_tx, late, never) = (blocked_tx.clone(), late.clone(), never.clone());
+                async move {
+                    let body = String::from_utf8_lossy(m.body()).into_owned();
+                    match body.as_str() {
+                        "m3" => {
+                            let _ = blocked_tx.send(body);
+                            late.notified().await;
+                        }
+                        "m7" => {
+                            let _ = blocked_tx.send(body);
+                            never.notified().await;
+                        }
+                        _ => {}
+                    }
+                    Ok(())
+                }
+            })
+            .concurrency(4)
+            .grace(Duration::from_secs(5));
+        tokio::spawn(w.run_until(async {
+            let _ = stopped.await;
+        }))
+    };
+    for _ in 0..2 {
+        blocked.recv().await.expect("a blocked handler");
+    }
+    eventually("the other eight are completed", || async {
+        mq.stats(Q).await.expect("stats").total == 2
+    })
+    .await;
+    stop.send(()).expect("shutdown");
+    // m3 finishes inside the grace period; m7 never does.
+    release_late.notify_one();
+    eventually("m3 is completed during the grace period", || async {
+        mq.stats(Q).await.expect("stats").total == 1
+    })
+    .await;
+    clock.advance(5_000);
+    let report = worker.await.expect("join").expect("worker");
+    assert_eq!(
+        (report.completed, report.abandoned_at_shutdown),
+        (9, 1),
+        "{report:?}"
+    );
+    let left = only_message(&mq).await.expect("m7 is kept");
+    assert_eq!(left.body(), b"m7");
+    assert_eq!(
+        left.state,
+        MessageState::Active,
+        "abandoned for another consumer"
+    );
+    mq.close().await;
+}
+
+/// A handler that panics is isolated: its message is abandoned for a retry and the
+/// worker goes on with the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_is_isolated() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let mq = engine(&clock, 60_000).await;
+    let batch = ["ok-1", "panic", "ok-2", "ok-3"]
+        .iter()
+        .map(|b| OutMessage::new(*b))
+        .collect();
+    mq.send_batch(Q, batch).await.expect("send");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let policy = RetryPolicy {
+        initial_backoff: Duration::from_secs(60),
+        jitter: 0.0,
+        ..Default::default()
+    };
+    let worker = tokio::spawn(
+        mq.worker(Q, |m| async move {
+            if m.body() == b"panic" {
+                panic!("the handler's own bug");
+            }
+            Ok(())
+        })
+        .concurrency(2)
+        .retry(policy)
+        .run_until(async {
+            let _ = stopped.await;
+        }),
+    );
+    eventually(
+        "the three good ones are completed and the bad one parked",
+        || async {
+            let all = mq.peek(Q, PeekOptions::default()).await.expect("peek");
+            all.len() == 1 && all[0].state == MessageState::Scheduled
+        },
+    )
+    .await;
+    let parked = only_message(&mq).await.expect("the panicking one");
+    assert_eq!(parked.body(), b"panic");
+    assert_eq!(parked.delivery_count, 1);
+    // The worker still serves: a new message is handled.
+    mq.send(Q, OutMessage::new("after")).await.expect("send");
+    eventually("the worker keeps serving", || async {
+        mq.stats(Q).await.expect("stats").total == 1
+    })
+    .await;
+    stop.send(()).expect("stop");
+    let report = worker.await.expect("join").expect("worker");
+    assert_eq!(
+        (report.completed, report.panicked, report.retried),
+        (4, 1, 1),
+        "{report:?}"
+    );
+    mq.close().await;
+}
