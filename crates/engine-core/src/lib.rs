@@ -11,6 +11,7 @@ pub mod dedup;
 pub mod dyn_store;
 pub mod engine;
 pub mod error;
+pub mod queue;
 pub mod store;
 pub mod topics;
 pub mod types;
@@ -21,6 +22,7 @@ pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use dyn_store::DynStore;
 pub use engine::{Engine, EngineOptions, EngineTx, LoopKind, SweepReport};
 pub use error::{Error, LockHolder, LockLostReason, Result};
+pub use queue::Queue;
 pub use store::{
     HasOutbox, OpenStore, OutboxStore, Ownership, Store, StoreStatus, StoreTx, WorkStats,
 };

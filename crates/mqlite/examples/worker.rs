@@ -19,7 +19,9 @@ async fn main() -> mqlite::Result<()> {
     let mq = Engine::open(&path).await?;
     mq.create_queue("resize", QueueConfig::default()).await?;
     mq.purge("resize", Default::default()).await?;
-    let jobs = (1..=12).map(|i| OutMessage::new(format!("photo-{i}.jpg"))).collect();
+    let jobs = (1..=12)
+        .map(|i| OutMessage::new(format!("photo-{i}.jpg")))
+        .collect();
     mq.send_batch("resize", jobs).await?;
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -65,7 +67,10 @@ async fn main() -> mqlite::Result<()> {
     println!("{report:?}");
     let dead = mq.stats("resize").await?.dead_lettered;
     println!("dead letters: {dead} (photo-7.jpg: not a JPEG file)");
-    assert_eq!((report.completed, report.retried, report.dead_lettered), (11, 1, 1));
+    assert_eq!(
+        (report.completed, report.retried, report.dead_lettered),
+        (11, 1, 1)
+    );
     mq.close().await;
     Ok(())
 }

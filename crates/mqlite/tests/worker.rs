@@ -293,3 +293,57 @@ async fn a_panicking_handler_is_isolated() {
     );
     mq.close().await;
 }
+
+/// The queue handle names its queue once: sends, receives, batch settlements of what a
+/// receive returned, and a worker, all on `jobs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_queue_handle_settles_what_it_received() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let mq = engine(&clock, 60_000).await;
+    let jobs = mq.queue(Q);
+    assert_eq!(jobs.name(), Q);
+    jobs.send_batch((0..5).map(|i| OutMessage::new(format!("m{i}"))).collect())
+        .await
+        .expect("send");
+    let got = jobs
+        .receive(mqlite::ReceiveOptions::batch(5))
+        .await
+        .expect("receive");
+    assert!(
+        jobs.renew_batch(&got)
+            .await
+            .expect("renew")
+            .iter()
+            .all(|r| r.ok)
+    );
+    assert!(
+        jobs.complete_batch(&got)
+            .await
+            .expect("complete")
+            .iter()
+            .all(|r| r.ok)
+    );
+    // Completing again replays Ok (a receipt), it does not fail.
+    assert!(
+        jobs.complete_batch(&got)
+            .await
+            .expect("again")
+            .iter()
+            .all(|r| r.ok)
+    );
+    assert_eq!(jobs.stats().await.expect("stats").total, 0);
+    // A handle on another queue cannot settle these.
+    mq.create_queue("other", QueueConfig::default())
+        .await
+        .expect("queue");
+    jobs.send(OutMessage::new("x")).await.expect("send");
+    let m = jobs.receive_one().await.expect("receive").expect("one");
+    assert!(matches!(
+        mq.queue("other").complete(&m).await,
+        Err(mqlite::Error::LockLost {
+            reason: mqlite::LockLostReason::WrongQueue
+        })
+    ));
+    jobs.complete(&m).await.expect("complete on its own queue");
+    mq.close().await;
+}
