@@ -219,7 +219,12 @@ impl<S: Store> Engine<S> {
     pub async fn with_store(store: S, options: EngineOptions) -> Result<Self> {
         match store.ownership() {
             Ownership::Exclusive | Ownership::Lease { .. } => {
-                store.recover(RecoverTask::Orphans).await?;
+                let reclaimed = store.recover(RecoverTask::Orphans).await?;
+                tracing::info!(
+                    backend = store.backend(),
+                    reclaimed,
+                    "opened: orphaned leases reclaimed (active again, or dead-lettered at the bound)"
+                );
             }
         }
         let clock = store.clock().clone();
@@ -277,6 +282,7 @@ impl<S: Store> Engine<S> {
     // ----- queues -------------------------------------------------------------------
 
     /// Creates a queue, or updates the configuration of an existing one.
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = name), err(level = "debug"))]
     pub async fn create_queue(&self, name: &str, config: QueueConfig) -> Result<()> {
         validate_name(name)?;
         config.validate()?;
@@ -289,6 +295,7 @@ impl<S: Store> Engine<S> {
 
     /// Updates a queue's configuration; `NotFound` if it does not exist. The ordering
     /// mode can change only while the queue holds no message in play.
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = name), err(level = "debug"))]
     pub async fn update_queue(&self, name: &str, config: QueueConfig) -> Result<()> {
         validate_name(name)?;
         config.validate()?;
@@ -306,6 +313,7 @@ impl<S: Store> Engine<S> {
     }
 
     /// Deletes a queue and everything in it; false if it did not exist.
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = name), err(level = "debug"))]
     pub async fn delete_queue(&self, name: &str) -> Result<bool> {
         validate_name(name)?;
         let _g = self.admit().await?;
@@ -358,6 +366,7 @@ impl<S: Store> Engine<S> {
     }
 
     /// Sends a batch with options; returns what the store did with each slot.
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, n = messages.len()), err(level = "debug"))]
     pub async fn send_batch_with(
         &self,
         queue: &str,
@@ -417,6 +426,7 @@ impl<S: Store> Engine<S> {
     // ----- receive ------------------------------------------------------------------
 
     /// Receives up to `options.max_messages`, long-polling up to `options.wait_ms`.
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, max = options.max_messages, wait_ms = options.wait_ms), err(level = "debug"))]
     pub async fn receive(&self, queue: &str, options: ReceiveOptions) -> Result<Vec<Message>> {
         validate_name(queue)?;
         if options.max_messages == 0 || options.max_messages > MAX_RECEIVE_BATCH {
@@ -485,6 +495,7 @@ impl<S: Store> Engine<S> {
     }
 
     /// Claims deferred messages by sequence number (2.4).
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, n = seqs.len()), err(level = "debug"))]
     pub async fn receive_deferred(&self, queue: &str, seqs: &[SeqNumber]) -> Result<Vec<Message>> {
         validate_name(queue)?;
         if seqs.is_empty() || seqs.len() > MAX_RECEIVE_BATCH as usize {
@@ -501,6 +512,12 @@ impl<S: Store> Engine<S> {
 
     // ----- settle -------------------------------------------------------------------
 
+    #[tracing::instrument(
+        level = "debug",
+        skip_all,
+        fields(queue = queue, seq = lock.seq.0, op = settlement.op()),
+        err(level = "debug")
+    )]
     async fn settle(&self, queue: &str, lock: LockRef, settlement: Settlement) -> Result<()> {
         validate_name(queue)?;
         let _g = self.admit().await?;
@@ -570,6 +587,7 @@ impl<S: Store> Engine<S> {
     }
 
     /// Completes many messages in one transaction; stale items report ok = false (2.7).
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, n = locks.len()), err(level = "debug"))]
     pub async fn complete_batch(&self, queue: &str, locks: &[LockRef]) -> Result<Vec<BatchResult>> {
         validate_name(queue)?;
         if locks.is_empty() || locks.len() > MAX_COMPLETE_BATCH {
@@ -591,6 +609,7 @@ impl<S: Store> Engine<S> {
     }
 
     /// Renews up to 512 leases in one statement (2.8).
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, n = locks.len()), err(level = "debug"))]
     pub async fn renew_batch(&self, queue: &str, locks: &[LockRef]) -> Result<Vec<BatchResult>> {
         validate_name(queue)?;
         if locks.is_empty() || locks.len() > MAX_RENEW_BATCH {
@@ -608,6 +627,7 @@ impl<S: Store> Engine<S> {
     // ----- admin --------------------------------------------------------------------
 
     /// Deletes a scheduled message that was never delivered (7.1).
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, seq = seq.0), err(level = "debug"))]
     pub async fn cancel(&self, queue: &str, seq: SeqNumber) -> Result<bool> {
         validate_name(queue)?;
         let _g = self.admit().await?;
@@ -620,6 +640,7 @@ impl<S: Store> Engine<S> {
     }
 
     /// Browses messages without locking them (6.2).
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue), err(level = "debug"))]
     pub async fn peek(&self, queue: &str, options: PeekOptions) -> Result<Vec<Message>> {
         validate_name(queue)?;
         if options.max == 0 || options.max > MAX_PEEK {
@@ -630,6 +651,7 @@ impl<S: Store> Engine<S> {
     }
 
     /// Counts a queue's messages per state.
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue), err(level = "debug"))]
     pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
         validate_name(queue)?;
         let _g = self.admit().await?;
@@ -637,6 +659,7 @@ impl<S: Store> Engine<S> {
     }
 
     /// Moves dead letters back to active (or to `target`), bounded by max, age and rate.
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue), err(level = "debug"))]
     pub async fn redrive(&self, queue: &str, options: RedriveOptions) -> Result<u64> {
         validate_name(queue)?;
         if let Some(t) = &options.target {
@@ -683,6 +706,7 @@ impl<S: Store> Engine<S> {
     }
 
     /// Deletes dead letters, bounded by max and age (6.2).
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue), err(level = "debug"))]
     pub async fn purge(&self, queue: &str, options: PurgeOptions) -> Result<u64> {
         validate_name(queue)?;
         if options.older_than_ms < 0 {
@@ -714,6 +738,7 @@ impl<S: Store> Engine<S> {
     /// Creates or updates a subscription of `topic` named `name`, backed by a queue of
     /// that name with `config`. Only the empty filter (every message) is accepted until
     /// filters arrive; a name held by a queue or topic is `NameConflict` (12.1).
+    #[tracing::instrument(level = "debug", skip_all, fields(topic = topic, subscription = name), err(level = "debug"))]
     pub async fn subscribe(
         &self,
         topic: &str,
@@ -756,6 +781,7 @@ impl<S: Store> Engine<S> {
     /// Publishes messages to a topic: one copy per subscription, all in one transaction
     /// (11.2); a topic without subscriptions is a valid no-op (11.4). Returns, per
     /// subscription, the subscription's name and what its queue did with each copy.
+    #[tracing::instrument(level = "debug", skip_all, fields(topic = topic, n = messages.len()), err(level = "debug"))]
     pub async fn publish(
         &self,
         topic: &str,
@@ -851,6 +877,7 @@ impl<S: Store> Engine<S> {
     }
 
     /// Revokes an access key at once (9.3); idempotent. False if no such key.
+    #[tracing::instrument(level = "debug", skip_all, fields(id = id), err(level = "debug"))]
     pub async fn revoke_key(&self, id: &str) -> Result<bool> {
         validate_text("id", id)?;
         let _g = self.admit().await?;
@@ -948,8 +975,14 @@ impl<S: Store> Engine<S> {
                     let engine = Engine { inner };
                     let mut report = SweepReport::default();
                     // A failed pass is retried at the next tick; the data is unchanged.
-                    if let Err(Error::Closed) = engine.run_loop_once(kind, &mut report).await {
-                        return;
+                    match engine.run_loop_once(kind, &mut report).await {
+                        Err(Error::Closed) => return,
+                        Err(e) => tracing::warn!(
+                            background_loop = ?kind,
+                            error = %e,
+                            "a background pass failed; it runs again at the next tick"
+                        ),
+                        Ok(()) => {}
                     }
                     next = clock.now_ms() + interval;
                 }

@@ -22,6 +22,31 @@ enum Command {
     Close,
 }
 
+/// A store job panicked: its call failed, and nothing of it was committed.
+#[derive(Debug)]
+pub(crate) struct JobPanicked(String);
+
+impl std::fmt::Display for JobPanicked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the store's job panicked ({}); nothing of it was committed",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for JobPanicked {}
+
+/// The message of a panic payload.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
 /// The handle to the writer thread.
 pub(crate) struct Writer {
     jobs: Mutex<Option<mpsc::Sender<Command>>>,
@@ -53,7 +78,13 @@ impl Writer {
                 let _ = ready_tx.send(Ok(()));
                 while let Ok(cmd) = jobs_rx.recv() {
                     match cmd {
-                        Command::Run(job) => job(&mut conn, &clock),
+                        Command::Run(job) => {
+                            // A job's panic is caught in the job (its caller gets an
+                            // error); this is the last line, so the writer keeps serving.
+                            if catch_unwind(AssertUnwindSafe(|| job(&mut conn, &clock))).is_err() {
+                                tracing::error!("a writer job panicked; the writer goes on");
+                            }
+                        }
                         Command::Close => break,
                     }
                 }
@@ -106,7 +137,14 @@ impl Writer {
                 return;
             }
             let now = clock.now_ms();
-            let out = f(conn, now, &|| tx.is_closed());
+            // A panic fails this call alone: an open transaction rolls back as it
+            // unwinds, and the writer serves the next job.
+            let out = catch_unwind(AssertUnwindSafe(|| f(conn, now, &|| tx.is_closed())))
+                .unwrap_or_else(|panic| {
+                    let what = panic_text(panic.as_ref());
+                    tracing::error!(panic = %what, "a store job panicked; its call fails and the writer goes on");
+                    Err(Error::backend("sqlite", JobPanicked(what)))
+                });
             let _ = tx.send(out);
         });
         let submitted = self.submit(job);
