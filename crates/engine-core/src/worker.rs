@@ -7,18 +7,17 @@
 //!
 //! Every wait reads the engine's clock, so a test drives a worker with a manual clock.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::store::Store;
-use crate::types::{LockRef, Message, ReceiveOptions, SeqNumber};
+use crate::types::{LockRef, Message, ReceiveOptions};
 
 /// What a handler says about a message it could not process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,9 +169,6 @@ impl<S: Store> Engine<S> {
     }
 }
 
-/// The in-flight messages, by sequence number, for the shutdown's abandon.
-type InFlight = Arc<Mutex<HashMap<SeqNumber, LockRef>>>;
-
 impl<S, F, Fut> Worker<S, F>
 where
     S: Store,
@@ -214,7 +210,8 @@ where
     ) -> Result<WorkerReport> {
         let report = Arc::new(std::sync::Mutex::new(WorkerReport::default()));
         let permits = Arc::new(Semaphore::new(self.concurrency));
-        let in_flight: InFlight = Arc::default();
+        // Flipped when the grace period ends: every job still in its handler abandons.
+        let (expire, expired) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
         let wait_ms = i64::try_from(self.poll_wait.as_millis()).unwrap_or(i64::MAX);
@@ -245,14 +242,13 @@ where
                 Err(e) => break Err(e),
             };
             for (m, permit) in messages.into_iter().zip(slots.drain(..)) {
-                in_flight.lock().await.insert(m.seq, LockRef::from(&m));
                 let job = Job {
                     engine: self.engine.clone(),
                     queue: self.queue.clone(),
                     handler: self.handler.clone(),
                     retry: self.retry.clone(),
                     report: report.clone(),
-                    in_flight: in_flight.clone(),
+                    expired: expired.clone(),
                 };
                 tasks.spawn(async move {
                     job.run(m).await;
@@ -267,20 +263,18 @@ where
         let deadline = clock
             .now_ms()
             .saturating_add(i64::try_from(self.grace.as_millis()).unwrap_or(i64::MAX));
-        let drained = async { while tasks.join_next().await.is_some() {} };
-        tokio::select! {
-            _ = drained => {}
-            _ = clock.sleep_until(deadline) => {}
+        {
+            let drained = async { while tasks.join_next().await.is_some() {} };
+            tokio::select! {
+                _ = drained => {}
+                _ = clock.sleep_until(deadline) => {}
+            }
         }
-        tasks.abort_all();
+        // Whatever is still in its handler abandons its message now; a job already
+        // settling finishes its settlement first, so nothing finished is abandoned.
+        let _ = expire.send(true);
         while tasks.join_next().await.is_some() {}
-        let leftover: Vec<LockRef> = in_flight.lock().await.drain().map(|(_, l)| l).collect();
-        for lock in &leftover {
-            // Another consumer takes it from here; a lease already lost is no loss.
-            let _ = self.engine.abandon(&self.queue, *lock, 0).await;
-        }
-        let mut report = *report.lock().unwrap_or_else(|e| e.into_inner());
-        report.abandoned_at_shutdown += leftover.len() as u64;
+        let report = *report.lock().unwrap_or_else(|e| e.into_inner());
         outcome.map(|()| report)
     }
 }
@@ -293,7 +287,7 @@ struct Job<S: Store, F> {
     handler: Arc<F>,
     retry: RetryPolicy,
     report: Arc<std::sync::Mutex<WorkerReport>>,
-    in_flight: InFlight,
+    expired: watch::Receiver<bool>,
 }
 
 impl<S, F, Fut> Job<S, F>
@@ -311,11 +305,23 @@ where
         let handler = self.handler.clone();
         let mut handled = tokio::spawn(async move { handler(m).await });
         let mut locked_until = lease + received_at;
+        let mut expired = self.expired.clone();
         let outcome = loop {
             // Renew when two thirds of the lease have passed.
             let renew_at = locked_until - lease / 3;
             tokio::select! {
                 out = &mut handled => break out,
+                () = async {
+                    // The guard wait_for returns is not Send: drop it in here.
+                    let _ = expired.wait_for(|e| *e).await;
+                } => {
+                    // The grace period is over: another consumer takes it from here.
+                    handled.abort();
+                    if self.engine.abandon(&self.queue, lock, 0).await.is_ok() {
+                        self.count(|r| r.abandoned_at_shutdown += 1);
+                    }
+                    return;
+                }
                 _ = clock.sleep_until(renew_at) => {
                     match self.engine.renew(&self.queue, lock).await {
                         Ok(until) => locked_until = until,
@@ -326,7 +332,7 @@ where
                 }
             }
         };
-        let settled = match outcome {
+        match outcome {
             Ok(Ok(())) => self.settle(Settle::Complete, lock).await,
             Ok(Err(HandlerError::Permanent(why))) => {
                 self.settle(Settle::DeadLetter(why), lock).await
@@ -345,9 +351,6 @@ where
                 let delay = self.retry.backoff(delivery_count);
                 self.settle(Settle::Retry(delay), lock).await
             }
-        };
-        if settled {
-            self.in_flight.lock().await.remove(&lock.seq);
         }
     }
 
@@ -355,9 +358,9 @@ where
         f(&mut self.report.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
-    /// Settles and counts; false if the settlement did not happen (so shutdown still
-    /// owns the message).
-    async fn settle(&self, how: Settle, lock: LockRef) -> bool {
+    /// Settles and counts. A settlement that fails otherwise than LockLost (the engine
+    /// closed, the store failed) leaves the message to its lease: it comes back.
+    async fn settle(&self, how: Settle, lock: LockRef) {
         let q = &self.queue;
         let result = match &how {
             Settle::Complete => self.engine.complete(q, lock).await,
@@ -375,20 +378,15 @@ where
             }
         };
         match result {
-            Ok(()) => {
-                self.count(|r| match how {
-                    Settle::Complete => r.completed += 1,
-                    Settle::Retry(_) => r.retried += 1,
-                    Settle::DeadLetter(_) => r.dead_lettered += 1,
-                });
-                true
+            Ok(()) => self.count(|r| match how {
+                Settle::Complete => r.completed += 1,
+                Settle::Retry(_) => r.retried += 1,
+                Settle::DeadLetter(_) => r.dead_lettered += 1,
+            }),
+            Err(Error::LockLost { .. }) => self.count(|r| r.lock_lost += 1),
+            Err(e) => {
+                tracing::warn!(error = %e, "a worker's settlement failed; the lease will return the message")
             }
-            Err(Error::LockLost { .. }) => {
-                self.count(|r| r.lock_lost += 1);
-                // Nothing left to abandon: the lease is someone else's or gone.
-                true
-            }
-            Err(_) => false,
         }
     }
 }
