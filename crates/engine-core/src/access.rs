@@ -1,5 +1,5 @@
 //! Access keys: runtime credentials with permissions, stored only as SHA-256 digests of
-//! their tokens (promise 9.3). The broker checks them; the store keeps them.
+//! their tokens (promise 9.3). The engine checks a bearer token against them; the store keeps them.
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,4 +1,4 @@
-//! The run-time store: [`DynStore`] holds any [`Store`] behind one pointer, so a broker
+//! The run-time store: [`DynStore`] holds any [`Store`] behind one pointer, so a program
 //! can pick its backend from a URL (see the facade's registry) and still run every
 //! operation through `Engine<DynStore>`.
 //!

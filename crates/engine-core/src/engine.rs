@@ -155,7 +155,7 @@ impl<S: Store> std::fmt::Debug for Engine<S> {
 
 impl<S: OpenStore> Engine<S> {
     /// Opens the store at `location` with the system clock and default options.
-    pub async fn open(location: impl AsRef<str>) -> Result<Self> {
+    pub async fn open(location: impl AsRef<std::path::Path>) -> Result<Self> {
         Self::open_with(
             location,
             crate::clock::SystemClock::shared(),
@@ -166,11 +166,15 @@ impl<S: OpenStore> Engine<S> {
 
     /// Opens the store at `location` with this clock and these options.
     pub async fn open_with(
-        location: impl AsRef<str>,
+        location: impl AsRef<std::path::Path>,
         clock: SharedClock,
         options: EngineOptions,
     ) -> Result<Self> {
-        let store = S::open_at(location.as_ref(), clock).await?;
+        let path = location.as_ref();
+        let text = path.to_str().ok_or_else(|| {
+            Error::invalid(format!("the path {} is not valid UTF-8", path.display()))
+        })?;
+        let store = S::open_at(text, clock).await?;
         Self::with_store(store, options).await
     }
 }

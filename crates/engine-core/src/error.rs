@@ -198,8 +198,8 @@ impl fmt::Display for LockHolder {
                  instead of opening the file twice"
             }
             LockHolder::AnotherProcess => {
-                "locked by another process: one process writes a file; to share it, run one \
-                 broker in front of it"
+                "locked by another process: one process writes a file; other processes \
+                 reach its queues through that one"
             }
         })
     }

@@ -8,7 +8,7 @@
 //!   names the store at compile time pays no boxing;
 //! - [`OutboxStore`]: a `Store` that can also run the application's own transaction
 //!   with its native handle ([`OutboxStore::in_tx`], the transactional outbox);
-//! - [`crate::DynStore`]: a run-time choice of store (`Box<dyn …>` inside), for a broker
+//! - [`crate::DynStore`]: a run-time choice of store (`Box<dyn …>` inside), for a program
 //!   that picks its backend from a URL. It implements `Store`, so `Engine<DynStore>`
 //!   runs every operation; the outbox is reached through [`HasOutbox`] by naming the
 //!   concrete store.
@@ -106,7 +106,7 @@ impl std::ops::Sub for WorkStats {
     }
 }
 
-/// What a store says about itself (the broker's Status).
+/// What a store says about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreStatus {
     /// The backend's short name ("sqlite", "libsql", "redb").

@@ -1,5 +1,5 @@
 //! The one map from a location to a store, for callers that choose the store at run
-//! time (a broker reading `MQLITE_DB`, a tool taking `--store`): a file path or
+//! time (a server reading `MQLITE_DB`, a tool taking `--store`): a file path or
 //! `:memory:` is the SQLite store; `redb:<path>` and `libsql://…` / `http(s)://…` name
 //! the stores planned for those engines. Each store sits behind a cargo feature of this
 //! crate; a location whose store is compiled out names the feature to turn on, and an
