@@ -11,6 +11,8 @@ pub mod dedup;
 pub mod dyn_store;
 pub mod engine;
 pub mod error;
+#[cfg(feature = "serde")]
+pub mod json;
 pub mod queue;
 pub mod store;
 pub mod topics;
