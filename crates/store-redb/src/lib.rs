@@ -154,7 +154,18 @@ fn guard(path: &Path) -> Result<()> {
         }),
         Err(DatabaseError::RepairAborted) => Ok(()),
         Err(DatabaseError::UpgradeRequired(v)) => Err(mismatch(format!("redb file format {v}"))),
-        Err(DatabaseError::Storage(redb::StorageError::Io(e))) => Err(db(redb::StorageError::Io(e))),
+        // Another magic number, or too short to hold a redb header: not a redb database.
+        Err(DatabaseError::Storage(redb::StorageError::Io(e)))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Err(mismatch(""))
+        }
+        Err(DatabaseError::Storage(redb::StorageError::Io(e))) => {
+            Err(db(redb::StorageError::Io(e)))
+        }
         Err(_) => Err(mismatch("")),
     }
 }
