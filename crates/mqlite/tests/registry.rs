@@ -130,7 +130,11 @@ async fn redb_location_opens_the_redb_store() {
         .await
         .expect("queue");
     mq.send("q", OutMessage::new("hi")).await.expect("send");
-    let m = mq.receive_one("q").await.expect("receive").expect("a message");
+    let m = mq
+        .receive_one("q")
+        .await
+        .expect("receive")
+        .expect("a message");
     mq.complete("q", &m).await.expect("complete");
     mq.close().await;
 }

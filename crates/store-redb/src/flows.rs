@@ -56,8 +56,7 @@ const IN_PLAY: [MessageState; 4] = [
 
 fn queue_in_play(t: &Tables<'_>, queue: &str) -> Result<bool> {
     for s in IN_PLAY {
-        if t
-            .first_seq(Ix::State, &Key::new().s(queue).b(state_code(s)))?
+        if t.first_seq(Ix::State, &Key::new().s(queue).b(state_code(s)))?
             .is_some()
         {
             return Ok(true);
@@ -113,7 +112,11 @@ fn drop_prefixed(t: &mut Tables<'_>, which: u8, prefix: &Key) -> Result<()> {
     let mut doomed: Vec<(Vec<u8>, i64)> = Vec::new();
     match which {
         EXP_DEDUP => {
-            for e in t.dedup.range::<&[u8]>(prefix.bytes()..end.as_slice()).map_err(db)? {
+            for e in t
+                .dedup
+                .range::<&[u8]>(prefix.bytes()..end.as_slice())
+                .map_err(db)?
+            {
                 let (k, v) = e.map_err(db)?;
                 let mut r = R(v.value());
                 let (_, _, exp) = (r.s()?, r.i()?, r.i()?);
@@ -261,14 +264,14 @@ impl Departed {
     /// Promotes the oldest in-play member of every line a head left (one seek each).
     fn release(self, t: &mut Tables<'_>) -> Result<()> {
         for (q, l) in self.0 {
-            if let Some(seq) = t.first_seq(Ix::Line, &Key::new().s(&q).s(&l))? {
-                if let Some(row) = t.row(seq)?.filter(|r| r.waiting) {
-                    let new = Row {
-                        waiting: false,
-                        ..row.clone()
-                    };
-                    t.put(seq, Some(&row), Some(&new))?;
-                }
+            if let Some(seq) = t.first_seq(Ix::Line, &Key::new().s(&q).s(&l))?
+                && let Some(row) = t.row(seq)?.filter(|r| r.waiting)
+            {
+                let new = Row {
+                    waiting: false,
+                    ..row.clone()
+                };
+                t.put(seq, Some(&row), Some(&new))?;
             }
         }
         Ok(())
@@ -333,11 +336,7 @@ pub(crate) fn enqueue(
     let mut seen: HashMap<String, (SeqNumber, String)> = HashMap::new();
     for (k, _) in keys.iter().flatten() {
         t.work.lookup();
-        if let Some(v) = t
-            .dedup
-            .get(Key::new().s(queue).s(k).bytes())
-            .map_err(db)?
-        {
+        if let Some(v) = t.dedup.get(Key::new().s(queue).s(k).bytes()).map_err(db)? {
             let mut r = R(v.value());
             let (hash, seq, exp) = (r.s()?, r.i()?, r.i()?);
             if exp > now {
@@ -416,9 +415,7 @@ pub(crate) fn enqueue(
             }
             let mut w = W::default();
             w.s(h).i(seq).i(exp);
-            t.dedup
-                .insert(key.bytes(), w.0.as_slice())
-                .map_err(db)?;
+            t.dedup.insert(key.bytes(), w.0.as_slice()).map_err(db)?;
             t.expiring
                 .insert(expiring_key(EXP_DEDUP, exp, key.bytes()).as_slice(), ())
                 .map_err(db)?;
@@ -481,7 +478,12 @@ fn pick_heads(t: &Tables<'_>, now: i64, queue: &str, max: usize) -> Result<Vec<R
     Ok(out)
 }
 
-pub(crate) fn claim(t: &mut Tables<'_>, now: i64, queue: &str, spec: &ClaimSpec) -> Result<Vec<Message>> {
+pub(crate) fn claim(
+    t: &mut Tables<'_>,
+    now: i64,
+    queue: &str,
+    spec: &ClaimSpec,
+) -> Result<Vec<Message>> {
     let cfg = load_queue(t, queue)?;
     let mode_code = match spec.mode {
         ReceiveMode::PeekLock => 0i64,
@@ -535,9 +537,7 @@ pub(crate) fn claim(t: &mut Tables<'_>, now: i64, queue: &str, spec: &ClaimSpec)
         }
         let mut w = W::default();
         w.i(mode_code).i(exp).bytes(&encode_messages(&out));
-        t.attempts
-            .insert(key.bytes(), w.0.as_slice())
-            .map_err(db)?;
+        t.attempts.insert(key.bytes(), w.0.as_slice()).map_err(db)?;
         t.expiring
             .insert(expiring_key(EXP_ATTEMPT, exp, key.bytes()).as_slice(), ())
             .map_err(db)?;
@@ -548,7 +548,12 @@ pub(crate) fn claim(t: &mut Tables<'_>, now: i64, queue: &str, spec: &ClaimSpec)
 /// Receive-and-delete: the heads, then each head's line in order while its members
 /// are claimable, the oldest `max` of all that deleted; the lines they left get their
 /// next heads (1.7).
-fn receive_and_delete(t: &mut Tables<'_>, now: i64, queue: &str, max: usize) -> Result<Vec<Message>> {
+fn receive_and_delete(
+    t: &mut Tables<'_>,
+    now: i64,
+    queue: &str,
+    max: usize,
+) -> Result<Vec<Message>> {
     let heads = pick_heads(t, now, queue, max)?;
     let mut chains: Vec<(Option<String>, VecDeque<Row>)> = Vec::new();
     for head in heads {
@@ -654,11 +659,21 @@ fn receipt_key(queue: &str, lock: &LockRef, s: &Settlement) -> Key {
         .s(&s.receipt_args())
 }
 
-fn write_receipts(t: &mut Tables<'_>, now: i64, queue: &str, s: &Settlement, done: &[LockRef]) -> Result<()> {
+fn write_receipts(
+    t: &mut Tables<'_>,
+    now: i64,
+    queue: &str,
+    s: &Settlement,
+    done: &[LockRef],
+) -> Result<()> {
     let exp = now.saturating_add(RECEIPT_TTL_MS);
     for lock in done {
         let key = receipt_key(queue, lock, s);
-        let old = t.receipts.insert(key.bytes(), exp).map_err(db)?.map(|v| v.value());
+        let old = t
+            .receipts
+            .insert(key.bytes(), exp)
+            .map_err(db)?
+            .map(|v| v.value());
         if let Some(old) = old {
             t.expiring
                 .remove(expiring_key(EXP_RECEIPT, old, key.bytes()).as_slice())
@@ -673,14 +688,19 @@ fn write_receipts(t: &mut Tables<'_>, now: i64, queue: &str, s: &Settlement, don
 
 fn replays(t: &Tables<'_>, now: i64, queue: &str, s: &Settlement, lock: &LockRef) -> Result<bool> {
     t.work.lookup();
-    Ok(t
-        .receipts
+    Ok(t.receipts
         .get(receipt_key(queue, lock, s).bytes())
         .map_err(db)?
         .is_some_and(|v| v.value() > now))
 }
 
-pub(crate) fn settle(t: &mut Tables<'_>, now: i64, queue: &str, lock: LockRef, s: &Settlement) -> Result<()> {
+pub(crate) fn settle(
+    t: &mut Tables<'_>,
+    now: i64,
+    queue: &str,
+    lock: LockRef,
+    s: &Settlement,
+) -> Result<()> {
     let cfg = load_queue(t, queue)?;
     let Some(row) = fenced(t, now, queue, &lock)? else {
         return if replays(t, now, queue, s, &lock)? {
@@ -733,7 +753,12 @@ pub(crate) fn settle(t: &mut Tables<'_>, now: i64, queue: &str, lock: LockRef, s
     write_receipts(t, now, queue, s, &[lock])
 }
 
-pub(crate) fn complete_batch(t: &mut Tables<'_>, now: i64, queue: &str, locks: &[LockRef]) -> Result<Vec<BatchResult>> {
+pub(crate) fn complete_batch(
+    t: &mut Tables<'_>,
+    now: i64,
+    queue: &str,
+    locks: &[LockRef],
+) -> Result<Vec<BatchResult>> {
     load_queue(t, queue)?;
     let mut completed: HashSet<(i64, LockToken)> = HashSet::new();
     let mut departed = Departed::default();
@@ -768,7 +793,12 @@ pub(crate) fn complete_batch(t: &mut Tables<'_>, now: i64, queue: &str, locks: &
         .collect())
 }
 
-pub(crate) fn renew_batch(t: &mut Tables<'_>, now: i64, queue: &str, locks: &[LockRef]) -> Result<Vec<BatchResult>> {
+pub(crate) fn renew_batch(
+    t: &mut Tables<'_>,
+    now: i64,
+    queue: &str,
+    locks: &[LockRef],
+) -> Result<Vec<BatchResult>> {
     let cfg = load_queue(t, queue)?;
     let mut renewed: HashMap<(i64, LockToken), i64> = HashMap::new();
     for l in locks {
@@ -823,7 +853,11 @@ pub(crate) fn peek(t: &Tables<'_>, queue: &str, o: &PeekOptions) -> Result<Vec<M
             (p, start)
         }
     };
-    let ix = if o.state.is_some() { Ix::State } else { Ix::Queue };
+    let ix = if o.state.is_some() {
+        Ix::State
+    } else {
+        Ix::Queue
+    };
     let mut out = Vec::new();
     for k in t.scan(ix, start.bytes(), &prefix.end(), o.max as usize)? {
         if let Some(r) = t.row(trailing_i64(&k))? {
@@ -849,10 +883,10 @@ pub(crate) fn stats(t: &Tables<'_>, now: i64, queue: &str) -> Result<QueueStats>
     // Sequence order is enqueue order, so each in-play state's first row is its oldest.
     let mut oldest: Option<i64> = None;
     for s in IN_PLAY {
-        if let Some(seq) = t.first_seq(Ix::State, &Key::new().s(queue).b(state_code(s)))? {
-            if let Some(r) = t.row(seq)? {
-                oldest = Some(oldest.map_or(r.m.enqueued_at_ms, |o| o.min(r.m.enqueued_at_ms)));
-            }
+        if let Some(seq) = t.first_seq(Ix::State, &Key::new().s(queue).b(state_code(s)))?
+            && let Some(r) = t.row(seq)?
+        {
+            oldest = Some(oldest.map_or(r.m.enqueued_at_ms, |o| o.min(r.m.enqueued_at_ms)));
         }
     }
     Ok(QueueStats {
@@ -870,18 +904,26 @@ pub(crate) fn stats(t: &Tables<'_>, now: i64, queue: &str) -> Result<QueueStats>
 fn dlq_oldest(t: &Tables<'_>, queue: &str, cutoff: i64, limit: usize) -> Result<Vec<i64>> {
     let prefix = Key::new().s(queue);
     let end = prefix.clone().i(cutoff).end();
-    Ok(t
-        .scan(Ix::Dlq, prefix.bytes(), &end, limit)?
+    Ok(t.scan(Ix::Dlq, prefix.bytes(), &end, limit)?
         .iter()
         .map(|k| trailing_i64(k))
         .collect())
 }
 
-pub(crate) fn redrive(t: &mut Tables<'_>, now: i64, queue: &str, o: &RedriveOptions) -> Result<u64> {
+pub(crate) fn redrive(
+    t: &mut Tables<'_>,
+    now: i64,
+    queue: &str,
+    o: &RedriveOptions,
+) -> Result<u64> {
     load_queue(t, queue)?;
     let target = o.target.as_deref().unwrap_or(queue);
     let target_cfg = load_queue(t, target)?;
-    let limit = if o.max == 0 { usize::MAX } else { o.max as usize };
+    let limit = if o.max == 0 {
+        usize::MAX
+    } else {
+        o.max as usize
+    };
     let mut picked: Vec<Row> = Vec::new();
     for seq in dlq_oldest(t, queue, now.saturating_sub(o.older_than_ms), limit)? {
         if let Some(r) = t.row(seq)? {
@@ -930,7 +972,11 @@ pub(crate) fn redrive(t: &mut Tables<'_>, now: i64, queue: &str, o: &RedriveOpti
 
 pub(crate) fn purge(t: &mut Tables<'_>, now: i64, queue: &str, o: &PurgeOptions) -> Result<u64> {
     load_queue(t, queue)?;
-    let limit = if o.max == 0 { usize::MAX } else { o.max as usize };
+    let limit = if o.max == 0 {
+        usize::MAX
+    } else {
+        o.max as usize
+    };
     let mut n = 0;
     for seq in dlq_oldest(t, queue, now.saturating_sub(o.older_than_ms), limit)? {
         if let Some(r) = t.row(seq)? {
@@ -1016,7 +1062,9 @@ fn reap(t: &mut Tables<'_>, now: i64, cutoff: i64) -> Result<u64> {
     departed.release(t)?;
     for row in back {
         // Re-read: a release above never touches a locked row, but stay exact.
-        let Some(row) = t.row(row.m.seq.0)? else { continue };
+        let Some(row) = t.row(row.m.seq.0)? else {
+            continue;
+        };
         let mut new = row.clone();
         new.m.state = MessageState::Active;
         new.m.lock_token = None;
@@ -1230,21 +1278,19 @@ pub(crate) fn upsert_subscription(
             Ok::<_, Error>((sub, created))
         })
         .transpose()?;
-    if let Some((other, _)) = &existing {
-        if other.topic != s.topic {
-            return Err(Error::NameConflict {
-                name: s.name.clone(),
-                existing: format!("subscription of topic {:?}", other.topic),
-            });
-        }
+    if let Some((other, _)) = &existing
+        && other.topic != s.topic
+    {
+        return Err(Error::NameConflict {
+            name: s.name.clone(),
+            existing: format!("subscription of topic {:?}", other.topic),
+        });
     }
     upsert_queue(t, now, &s.name, QueueKind::Subscription, config, false)?;
     let created = existing.map_or(now, |(_, c)| c);
     let mut w = W::default();
     w.s(&s.topic).s(&s.filter).i(created);
-    t.subs
-        .insert(s.name.as_str(), w.0.as_slice())
-        .map_err(db)?;
+    t.subs.insert(s.name.as_str(), w.0.as_slice()).map_err(db)?;
     t.subs_by_topic
         .insert(Key::new().s(&s.topic).s(&s.name).bytes(), ())
         .map_err(db)?;
@@ -1267,7 +1313,11 @@ pub(crate) fn list_subscriptions(t: &Tables<'_>, topic: Option<&str>) -> Result<
     {
         let k = e.map_err(db)?.0.value().to_vec();
         let (_, pos) = key_str(&k, 0).ok_or_else(|| crate::enc::corrupt("key"))?;
-        names.push(key_str(&k, pos).ok_or_else(|| crate::enc::corrupt("key"))?.0);
+        names.push(
+            key_str(&k, pos)
+                .ok_or_else(|| crate::enc::corrupt("key"))?
+                .0,
+        );
     }
     let mut out = Vec::new();
     for n in names {
@@ -1305,7 +1355,13 @@ pub(crate) fn publish(
             out.push(Vec::new());
             continue;
         }
-        out.push(enqueue(t, now, &route.subscription, route.messages, options)?);
+        out.push(enqueue(
+            t,
+            now,
+            &route.subscription,
+            route.messages,
+            options,
+        )?);
     }
     Ok(out)
 }
@@ -1323,4 +1379,3 @@ pub(crate) fn counts(t: &Tables<'_>) -> Result<(u64, u64, u64)> {
     let subs = redb::ReadableTableMetadata::len(&t.subs).map_err(db)?;
     Ok((queues, topics, subs))
 }
-

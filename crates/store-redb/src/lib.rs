@@ -134,7 +134,9 @@ fn token_of(txn: &redb::ReadTransaction) -> Result<Option<String>> {
 /// that needs a repair after a crash cannot be read without one: its token is checked
 /// right after the writable open repairs it.
 fn guard(path: &Path) -> Result<()> {
-    let nonempty = std::fs::metadata(path).map(|m| m.len() > 0).unwrap_or(false);
+    let nonempty = std::fs::metadata(path)
+        .map(|m| m.len() > 0)
+        .unwrap_or(false);
     if !nonempty {
         return Ok(());
     }

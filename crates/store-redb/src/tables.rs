@@ -216,9 +216,7 @@ impl<'t> Tables<'t> {
         let k = u64::try_from(seq).map_err(|_| Error::invalid("negative sequence number"))?;
         match new {
             Some(r) => {
-                self.messages
-                    .insert(k, r.encode().as_slice())
-                    .map_err(db)?;
+                self.messages.insert(k, r.encode().as_slice()).map_err(db)?;
             }
             None => {
                 self.messages.remove(k).map_err(db)?;
@@ -228,13 +226,22 @@ impl<'t> Tables<'t> {
     }
 
     /// Up to `limit` keys of index `ix` in `[start, end)`, in key order.
-    pub(crate) fn scan(&self, ix: Ix, start: &[u8], end: &[u8], limit: usize) -> Result<Vec<Vec<u8>>> {
+    pub(crate) fn scan(
+        &self,
+        ix: Ix,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>> {
         self.work.lookup();
         let mut out = Vec::new();
         if limit == 0 || start >= end {
             return Ok(out);
         }
-        for e in self.ix[ix as usize].range::<&[u8]>(start..end).map_err(db)? {
+        for e in self.ix[ix as usize]
+            .range::<&[u8]>(start..end)
+            .map_err(db)?
+        {
             let (k, _) = e.map_err(db)?;
             self.work.visit();
             out.push(k.value().to_vec());

@@ -24,6 +24,10 @@ impl RedbFactory {
     }
 }
 
+#[allow(
+    clippy::future_not_send,
+    reason = "runs on the writer thread, which owns the transaction; never on the executor"
+)]
 impl StoreFactory for RedbFactory {
     type Store = RedbStore;
 

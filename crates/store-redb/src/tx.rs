@@ -31,6 +31,10 @@ impl RedbTx<'_> {
     }
 }
 
+#[allow(
+    clippy::future_not_send,
+    reason = "runs on the writer thread, which owns the transaction; never on the executor"
+)]
 impl StoreTx for RedbTx<'_> {
     async fn enqueue(
         &mut self,

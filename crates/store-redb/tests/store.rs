@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use mqlite_engine_core::{
-    Engine, EngineOptions, Error, ManualClock, OrderingMode, OutMessage, QueueConfig,
-    ReceiveMode, ReceiveOptions, RedriveOptions, SendOptions, Store,
+    Engine, EngineOptions, Error, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveMode,
+    ReceiveOptions, RedriveOptions, SendOptions, Store,
 };
 use mqlite_store_redb::{RedbOptions, RedbStore, SCHEMA_TOKEN, check_file};
 
@@ -193,7 +193,11 @@ async fn assert_refused_untouched(path: &Path, found: &str) {
 async fn a_file_that_is_not_redb_is_refused_untouched() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("mq.redb");
-    std::fs::write(&path, b"SQLite format 3\0 and then some bytes that are not redb").expect("write");
+    std::fs::write(
+        &path,
+        b"SQLite format 3\0 and then some bytes that are not redb",
+    )
+    .expect("write");
     assert_refused_untouched(&path, "").await;
 }
 
