@@ -1303,6 +1303,7 @@ pub(crate) fn list_subscriptions(t: &Tables<'_>, topic: Option<&str>) -> Result<
             let k = Key::new().s(tp);
             (k.0.clone(), k.end())
         }
+        // Every key starts with an encoded string, whose first byte is never 0xFF.
         None => (Vec::new(), vec![0xFF; 8]),
     };
     let mut names = Vec::new();
@@ -1335,15 +1336,13 @@ pub(crate) fn publish(
     routes: Vec<Route>,
     options: SendOptions,
 ) -> Result<Vec<Vec<EnqueueSlot>>> {
-    match load_any(t, topic) {
-        Ok((QueueKind::Topic, _)) => {}
-        Ok(_) | Err(Error::NotFound { .. }) => {
-            return Err(Error::NotFound {
-                kind: "topic",
-                name: topic.to_owned(),
-            });
-        }
-        Err(e) => return Err(e),
+    // As the SQL flow: a missing name is the queue lookup's NotFound, another kind is
+    // a missing topic.
+    if load_any(t, topic)?.0 != QueueKind::Topic {
+        return Err(Error::NotFound {
+            kind: "topic",
+            name: topic.to_owned(),
+        });
     }
     let current: HashSet<String> = list_subscriptions(t, Some(topic))?
         .into_iter()
