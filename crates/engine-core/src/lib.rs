@@ -14,6 +14,7 @@ pub mod error;
 pub mod store;
 pub mod topics;
 pub mod types;
+pub mod writer;
 
 pub use access::{AccessKey, CreatedKey, Permission};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
