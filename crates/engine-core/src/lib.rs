@@ -18,6 +18,7 @@ pub mod store;
 pub mod topics;
 pub mod types;
 pub mod worker;
+pub mod writer;
 
 pub use access::{AccessKey, CreatedKey, Permission};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};

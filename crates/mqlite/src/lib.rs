@@ -16,7 +16,8 @@
 //!   ([`Engine::tx`](mqlite_engine_core::Engine::tx)) hands you the native rusqlite
 //!   transaction.
 //! - [`AnyEngine`] holds a store chosen at run time from a location ([`open`]): a file
-//!   path, `:memory:`, and later `redb:` and `libsql://` locations. Every queue
+//!   path, `:memory:`, `redb:<path>` (with the `redb` feature), and later `libsql://`
+//!   locations. Every queue
 //!   operation works the same; the outbox is reached by naming the concrete store
 //!   (`tx_via::<SqliteStore, _, _>`), since its native handle is the store's own type.
 
@@ -27,6 +28,9 @@ pub use registry::{AnyEngine, Location, open, open_store, open_with};
 
 #[cfg(feature = "sqlite")]
 pub use mqlite_store_sqlite::{SqliteOptions, SqliteStore, SqliteTx, Synchronous, rusqlite};
+
+#[cfg(feature = "redb")]
+pub use mqlite_store_redb::{RedbOptions, RedbStore, RedbTx, redb};
 
 /// The engine over the default SQLite store.
 #[cfg(feature = "sqlite")]

@@ -1,9 +1,10 @@
 //! The one map from a location to a store, for callers that choose the store at run
 //! time (a server reading `MQLITE_DB`, a tool taking `--store`): a file path or
-//! `:memory:` is the SQLite store; `redb:<path>` and `libsql://…` / `http(s)://…` name
-//! the stores planned for those engines. Each store sits behind a cargo feature of this
-//! crate; a location whose store is compiled out names the feature to turn on, and an
-//! unknown scheme says what locations are understood.
+//! `:memory:` is the SQLite store; `redb:<path>` is the redb store; `libsql://…` /
+//! `http(s)://…` name the store planned for libSQL. Each store sits behind a cargo
+//! feature of this crate (`sqlite`, on by default; `redb`, off); a location whose store
+//! is compiled out names the feature to turn on, a planned store says it is not
+//! included yet, and an unknown scheme says what locations are understood.
 
 use mqlite_engine_core::{
     DynStore, Engine, EngineOptions, Error, Result, SharedClock, SystemClock,
@@ -76,7 +77,15 @@ pub async fn open_store(location: &str, clock: SharedClock) -> Result<DynStore> 
             let _ = clock;
             Err(compiled_out(location, "SQLite", "sqlite"))
         }
-        Location::Redb(_) => Err(not_yet(location, "redb")),
+        #[cfg(feature = "redb")]
+        Location::Redb(path) => {
+            let options = mqlite_store_redb::RedbOptions::new(path).clock(clock);
+            Ok(DynStore::new(
+                mqlite_store_redb::RedbStore::open(options).await?,
+            ))
+        }
+        #[cfg(not(feature = "redb"))]
+        Location::Redb(_) => Err(compiled_out(location, "redb", "redb")),
         Location::Libsql(_) => Err(not_yet(location, "libSQL")),
     }
 }
@@ -96,7 +105,7 @@ pub async fn open_with(
     Engine::with_store(open_store(location, clock).await?, options).await
 }
 
-#[cfg(not(feature = "sqlite"))]
+#[cfg(any(not(feature = "sqlite"), not(feature = "redb")))]
 fn compiled_out(location: &str, store: &str, feature: &str) -> Error {
     Error::invalid(format!(
         "{location:?} names the {store} store, which this build leaves out: enable the \

@@ -69,7 +69,6 @@ async fn unknown_scheme_says_what_to_do() {
 #[tokio::test]
 async fn planned_stores_are_named_not_guessed() {
     for (location, store) in [
-        ("redb:/tmp/q.redb", "redb"),
         ("libsql://db.example", "libSQL"),
         ("https://db.example", "libSQL"),
     ] {
@@ -96,4 +95,40 @@ fn paths_without_a_scheme_are_sqlite_files() {
     ] {
         assert_eq!(Location::parse(location).expect(location), expected);
     }
+}
+
+/// Without the `redb` feature, a `redb:` location names the store and the feature that
+/// brings it in.
+#[cfg(not(feature = "redb"))]
+#[tokio::test]
+async fn redb_without_its_feature_names_the_feature() {
+    match mqlite::open("redb:/tmp/q.redb").await {
+        Err(Error::InvalidArgument(msg)) => {
+            assert!(msg.contains("redb store"), "{msg}");
+            assert!(msg.contains("`redb` feature"), "{msg}");
+        }
+        other => panic!("expected InvalidArgument, got {other:?}"),
+    }
+}
+
+/// With the `redb` feature, a `redb:` location opens the redb store behind the
+/// run-time engine, which runs the send / receive / complete cycle.
+#[cfg(feature = "redb")]
+#[tokio::test]
+async fn redb_location_opens_the_redb_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let location = format!("redb:{}", dir.path().join("mq.redb").display());
+    let mq = mqlite::open(&location).await.expect("open by location");
+    assert_eq!(mq.store().backend(), "redb");
+    mq.create_queue("q", QueueConfig::default())
+        .await
+        .expect("queue");
+    mq.send("q", OutMessage::new("hi")).await.expect("send");
+    let m = mq
+        .receive_one("q")
+        .await
+        .expect("receive")
+        .expect("a message");
+    mq.complete("q", &m).await.expect("complete");
+    mq.close().await;
 }

@@ -8,6 +8,7 @@
 //! its name, and whether it is local (a file this machine owns: the crash harness kills
 //! processes over local stores only).
 
+pub use mqlite_store_redb;
 pub use mqlite_store_sqlite;
 pub use mqlite_tck;
 
@@ -21,10 +22,16 @@ pub struct Registered {
 }
 
 /// Every registered store, in the order the suites run them.
-pub const STORES: &[Registered] = &[Registered {
-    name: "sqlite",
-    local: true,
-}];
+pub const STORES: &[Registered] = &[
+    Registered {
+        name: "sqlite",
+        local: true,
+    },
+    Registered {
+        name: "redb",
+        local: true,
+    },
+];
 
 /// The names of the local stores.
 pub fn local_stores() -> impl Iterator<Item = &'static str> {
@@ -42,6 +49,11 @@ macro_rules! with_each_store {
             let $factory = $crate::mqlite_store_sqlite::tck::SqliteFactory;
             $body;
         }
+        {
+            let $name: &'static str = "redb";
+            let $factory = $crate::mqlite_store_redb::tck::RedbFactory;
+            $body;
+        }
     }};
 }
 
@@ -53,6 +65,10 @@ macro_rules! with_store {
         match $name {
             "sqlite" => {
                 let $factory = $crate::mqlite_store_sqlite::tck::SqliteFactory;
+                Ok($body)
+            }
+            "redb" => {
+                let $factory = $crate::mqlite_store_redb::tck::RedbFactory;
                 Ok($body)
             }
             other => Err(format!(

@@ -1,0 +1,538 @@
+//! mqlite on redb: one local file of an embedded key-value engine, with the queue's
+//! lookups built by hand as index tables (see `tables`), written in the same write
+//! transaction as the rows they index.
+//!
+//! One writer thread owns the `redb::Database` and runs every transaction (nothing
+//! blocks the async executor); every acknowledged commit is durable (redb's
+//! `Durability::Immediate`). redb locks the file, so a second open anywhere is
+//! `DbLocked` (10.1), which is also how this store owns its data
+//! ([`Ownership::Exclusive`]). A file with another schema token, or one that is not a
+//! redb database, is refused after a read-only look and left byte-for-byte unchanged
+//! (10.2). The outbox hands the application redb's own `WriteTransaction` (16.1).
+
+mod enc;
+mod flows;
+mod tables;
+#[cfg(feature = "tck")]
+pub mod tck;
+mod tx;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use redb::{Database, DatabaseError, ReadableDatabase, TableError};
+
+use mqlite_engine_core::blocking::block_on;
+use mqlite_engine_core::{
+    AccessKey, BatchResult, ClaimSpec, EnqueueSlot, Error, LockHolder, LockRef, Message, OpenStore,
+    OutMessage, OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig, QueueInfo,
+    QueueKind, QueueStats, RecoverTask, RedriveOptions, Result, Route, SendOptions, SeqNumber,
+    Settlement, SharedClock, Store, StoreStatus, Subscription, SystemClock, WorkStats,
+};
+
+pub use tx::RedbTx;
+
+/// The redb version this store links, for the application's own tables in
+/// [`RedbTx::redb`].
+pub use redb;
+
+use tables::{META, Tables, WorkCounter};
+use writer::Writer;
+
+/// The backend name in errors.
+const BACKEND: &str = "redb";
+
+/// The schema guard token of this store's layout (10.2). An incompatible change of the
+/// tables or their encodings must change it.
+pub const SCHEMA_TOKEN: &str = "mqlite-redb/1";
+
+/// The meta key of the schema token.
+const TOKEN_KEY: &str = "schema_token";
+
+/// Converts a redb error into the boundary's error.
+pub(crate) fn db(e: impl Into<redb::Error>) -> Error {
+    Error::backend(BACKEND, e.into())
+}
+
+/// How to open a redb store.
+#[derive(Debug, Clone)]
+pub struct RedbOptions {
+    /// The database file.
+    pub path: PathBuf,
+    /// The clock every transaction reads.
+    pub clock: SharedClock,
+}
+
+impl RedbOptions {
+    /// Options for the file at `path` with the system clock.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        RedbOptions {
+            path: path.into(),
+            clock: SystemClock::shared(),
+        }
+    }
+
+    /// Uses this clock.
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+}
+
+/// The redb store.
+pub struct RedbStore {
+    writer: Writer,
+    clock: SharedClock,
+    path: PathBuf,
+    work: Arc<WorkCounter>,
+}
+
+impl std::fmt::Debug for RedbStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+/// The databases this process holds open, by canonical path: a second open of one of
+/// them is refused naming this process as the holder.
+static OPEN: std::sync::Mutex<Option<std::collections::HashSet<String>>> =
+    std::sync::Mutex::new(None);
+
+fn open_paths() -> std::sync::MutexGuard<'static, Option<std::collections::HashSet<String>>> {
+    OPEN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The refusal of an open that found the file held: by this process or another.
+fn locked(path: &Path) -> Error {
+    let path = display_path(path);
+    let here = open_paths().as_ref().is_some_and(|set| set.contains(&path));
+    Error::DbLocked {
+        path,
+        holder: if here {
+            LockHolder::ThisProcess
+        } else {
+            LockHolder::AnotherProcess
+        },
+    }
+}
+
+fn display_path(path: &Path) -> String {
+    std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
+fn mismatch(found: impl Into<String>) -> Error {
+    Error::SchemaVersionMismatch {
+        found: found.into(),
+        expected: SCHEMA_TOKEN,
+    }
+}
+
+/// What a redb database says its schema is: `Some(token)`, or None when it holds no
+/// table at all (created, never committed to).
+fn token_of(txn: &redb::ReadTransaction) -> Result<Option<String>> {
+    match txn.open_table(META) {
+        Ok(t) => Ok(Some(
+            redb::ReadableTable::get(&t, TOKEN_KEY)
+                .map_err(db)?
+                .map(|v| String::from_utf8_lossy(v.value()).into_owned())
+                .unwrap_or_default(),
+        )),
+        Err(TableError::TableDoesNotExist(_)) => {
+            let any = txn.list_tables().map_err(db)?.next().is_some();
+            Ok(if any { Some(String::new()) } else { None })
+        }
+        Err(e) => Err(db(e)),
+    }
+}
+
+/// The guard (10.1, 10.2) before anything is written: a file that exists is first
+/// opened read-only, which writes nothing; another writer is `DbLocked`, a file that is
+/// not a redb database or carries another token is `SchemaVersionMismatch`. A file
+/// that needs a repair after a crash cannot be read without one: its token is checked
+/// right after the writable open repairs it.
+fn guard(path: &Path) -> Result<()> {
+    let nonempty = std::fs::metadata(path)
+        .map(|m| m.len() > 0)
+        .unwrap_or(false);
+    if !nonempty {
+        return Ok(());
+    }
+    match redb::Builder::new().open_read_only(path) {
+        Ok(ro) => {
+            let txn = ro.begin_read().map_err(db)?;
+            let found = token_of(&txn)?;
+            drop(txn);
+            ro.close().map_err(db)?;
+            match found {
+                Some(t) if t != SCHEMA_TOKEN => Err(mismatch(t)),
+                _ => Ok(()),
+            }
+        }
+        Err(DatabaseError::DatabaseAlreadyOpen) => Err(locked(path)),
+        Err(DatabaseError::RepairAborted) => Ok(()),
+        Err(DatabaseError::UpgradeRequired(v)) => Err(mismatch(format!("redb file format {v}"))),
+        // Another magic number, or too short to hold a redb header: not a redb database.
+        Err(DatabaseError::Storage(redb::StorageError::Io(e)))
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::InvalidData | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Err(mismatch(""))
+        }
+        Err(DatabaseError::Storage(redb::StorageError::Io(e))) => {
+            Err(db(redb::StorageError::Io(e)))
+        }
+        Err(_) => Err(mismatch("")),
+    }
+}
+
+/// Opens (creating if needed) the database under the guard and writes the schema
+/// token into a fresh one, creating every table.
+fn open_database(path: &Path) -> Result<Database> {
+    guard(path)?;
+    let database = redb::Builder::new().create(path).map_err(|e| match e {
+        DatabaseError::DatabaseAlreadyOpen => locked(path),
+        other => db(other),
+    })?;
+    let txn = database.begin_write().map_err(db)?;
+    let work = WorkCounter::default();
+    {
+        let mut t = Tables::open(&txn, &work)?;
+        let found = redb::ReadableTable::get(&t.meta, TOKEN_KEY)
+            .map_err(db)?
+            .map(|v| String::from_utf8_lossy(v.value()).into_owned());
+        match found {
+            Some(tok) if tok == SCHEMA_TOKEN => {}
+            Some(tok) => return Err(mismatch(tok)),
+            None => {
+                t.meta
+                    .insert(TOKEN_KEY, SCHEMA_TOKEN.as_bytes())
+                    .map_err(db)?;
+            }
+        }
+    }
+    txn.commit().map_err(db)?;
+    Ok(database)
+}
+
+/// Rewrites the schema token of the closed database at `path` (tests of 10.2).
+pub fn set_schema_token(path: &Path, token: &str) -> Result<()> {
+    let database = Database::open(path).map_err(db)?;
+    let txn = database.begin_write().map_err(db)?;
+    {
+        let mut meta = txn.open_table(META).map_err(db)?;
+        meta.insert(TOKEN_KEY, token.as_bytes()).map_err(db)?;
+    }
+    txn.commit().map_err(db)?;
+    Ok(())
+}
+
+/// The consistency check of the closed database at `path`: "ok" when every index entry
+/// matches its row and every row has its entries, else the first disagreement.
+pub fn check_file(path: &Path) -> Result<String> {
+    let database = Database::open(path).map_err(db)?;
+    let txn = database.begin_write().map_err(db)?;
+    let work = WorkCounter::default();
+    let verdict = Tables::open(&txn, &work)?.check()?;
+    txn.abort().map_err(db)?;
+    Ok(verdict)
+}
+
+impl RedbStore {
+    /// Opens (creating if needed) the database; `DbLocked` if another writer holds it,
+    /// `SchemaVersionMismatch` if it carries another schema token or is not a redb
+    /// database.
+    pub async fn open(options: RedbOptions) -> Result<Self> {
+        let path = options.path.clone();
+        let p = path.clone();
+        let writer = Writer::start(options.clock.clone(), move || open_database(&p)).await?;
+        open_paths()
+            .get_or_insert_with(Default::default)
+            .insert(display_path(&path));
+        Ok(RedbStore {
+            writer,
+            clock: options.clock,
+            path,
+            work: Arc::new(WorkCounter::default()),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` over every table in one write transaction on the writer thread.
+    fn tx<R, F>(&self, f: F) -> impl Future<Output = Result<R>> + Send + 'static
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Tables<'_>, i64) -> Result<R> + Send + 'static,
+    {
+        let work = self.work.clone();
+        self.writer.run_tx(move |txn, now| {
+            let mut t = Tables::open(txn, &work)?;
+            f(&mut t, now)
+        })
+    }
+
+    /// The consistency check on the open store: "ok" when every index entry matches
+    /// its row and every row has its entries, else the first disagreement.
+    pub async fn check_consistency(&self) -> Result<String> {
+        self.tx(|t, _| t.check()).await
+    }
+}
+
+impl OpenStore for RedbStore {
+    async fn open_at(location: &str, clock: SharedClock) -> Result<Self> {
+        RedbStore::open(RedbOptions::new(location).clock(clock)).await
+    }
+}
+
+impl Store for RedbStore {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    fn ownership(&self) -> Ownership {
+        // redb's file lock is held from open to close.
+        Ownership::Exclusive
+    }
+
+    fn work(&self) -> Option<WorkStats> {
+        Some(self.work.get())
+    }
+
+    fn upsert_queue(
+        &self,
+        name: String,
+        kind: QueueKind,
+        config: QueueConfig,
+        update_only: bool,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.tx(move |t, now| flows::upsert_queue(t, now, &name, kind, &config, update_only))
+    }
+
+    fn delete_queue(&self, name: String) -> impl Future<Output = Result<bool>> + Send {
+        self.tx(move |t, _| flows::delete_queue(t, &name))
+    }
+
+    fn list_queues(&self) -> impl Future<Output = Result<Vec<QueueInfo>>> + Send {
+        self.tx(|t, _| flows::list_queues(t))
+    }
+
+    fn enqueue(
+        &self,
+        queue: String,
+        messages: Vec<OutMessage>,
+        options: SendOptions,
+    ) -> impl Future<Output = Result<Vec<EnqueueSlot>>> + Send {
+        self.tx(move |t, now| flows::enqueue(t, now, &queue, messages, options))
+    }
+
+    fn claim(
+        &self,
+        queue: String,
+        spec: ClaimSpec,
+    ) -> impl Future<Output = Result<Vec<Message>>> + Send {
+        self.tx(move |t, now| flows::claim(t, now, &queue, &spec))
+    }
+
+    fn settle(
+        &self,
+        queue: String,
+        lock: LockRef,
+        settlement: Settlement,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.tx(move |t, now| flows::settle(t, now, &queue, lock, &settlement))
+    }
+
+    fn complete_batch(
+        &self,
+        queue: String,
+        locks: Vec<LockRef>,
+    ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send {
+        self.tx(move |t, now| flows::complete_batch(t, now, &queue, &locks))
+    }
+
+    fn renew_batch(
+        &self,
+        queue: String,
+        locks: Vec<LockRef>,
+    ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send {
+        self.tx(move |t, now| flows::renew_batch(t, now, &queue, &locks))
+    }
+
+    fn receive_deferred(
+        &self,
+        queue: String,
+        seqs: Vec<SeqNumber>,
+    ) -> impl Future<Output = Result<Vec<Message>>> + Send {
+        self.tx(move |t, now| flows::receive_deferred(t, now, &queue, &seqs))
+    }
+
+    fn cancel(&self, queue: String, seq: SeqNumber) -> impl Future<Output = Result<bool>> + Send {
+        self.tx(move |t, _| flows::cancel(t, &queue, seq))
+    }
+
+    fn peek(
+        &self,
+        queue: String,
+        options: PeekOptions,
+    ) -> impl Future<Output = Result<Vec<Message>>> + Send {
+        self.tx(move |t, _| flows::peek(t, &queue, &options))
+    }
+
+    fn stats(&self, queue: String) -> impl Future<Output = Result<QueueStats>> + Send {
+        self.tx(move |t, now| flows::stats(t, now, &queue))
+    }
+
+    fn redrive(
+        &self,
+        queue: String,
+        options: RedriveOptions,
+    ) -> impl Future<Output = Result<u64>> + Send {
+        self.tx(move |t, now| flows::redrive(t, now, &queue, &options))
+    }
+
+    fn purge(
+        &self,
+        queue: String,
+        options: PurgeOptions,
+    ) -> impl Future<Output = Result<u64>> + Send {
+        self.tx(move |t, now| flows::purge(t, now, &queue, &options))
+    }
+
+    fn recover(&self, task: RecoverTask) -> impl Future<Output = Result<u64>> + Send {
+        self.tx(move |t, now| flows::recover(t, now, task))
+    }
+
+    fn create_key(&self, key: AccessKey) -> impl Future<Output = Result<()>> + Send {
+        self.tx(move |t, _| flows::create_key(t, &key))
+    }
+
+    fn list_keys(
+        &self,
+        after_id: Option<String>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<AccessKey>>> + Send {
+        self.tx(move |t, _| flows::list_keys(t, after_id.as_deref(), limit))
+    }
+
+    fn revoke_key(&self, id: String) -> impl Future<Output = Result<bool>> + Send {
+        self.tx(move |t, now| flows::revoke_key(t, now, &id))
+    }
+
+    fn key_by_digest(
+        &self,
+        digest: String,
+    ) -> impl Future<Output = Result<Option<AccessKey>>> + Send {
+        self.tx(move |t, _| flows::key_by_digest(t, &digest))
+    }
+
+    fn upsert_subscription(
+        &self,
+        subscription: Subscription,
+        config: QueueConfig,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.tx(move |t, now| flows::upsert_subscription(t, now, &subscription, &config))
+    }
+
+    fn list_subscriptions(
+        &self,
+        topic: Option<String>,
+    ) -> impl Future<Output = Result<Vec<Subscription>>> + Send {
+        self.tx(move |t, _| flows::list_subscriptions(t, topic.as_deref()))
+    }
+
+    fn publish(
+        &self,
+        topic: String,
+        routes: Vec<Route>,
+        options: SendOptions,
+    ) -> impl Future<Output = Result<Vec<Vec<EnqueueSlot>>>> + Send {
+        self.tx(move |t, now| flows::publish(t, now, &topic, routes, options))
+    }
+
+    fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
+        let location = display_path(&self.path);
+        let size_bytes = std::fs::metadata(&self.path).ok().map(|m| m.len());
+        self.tx(move |t, _| {
+            let token = redb::ReadableTable::get(&t.meta, TOKEN_KEY)
+                .map_err(db)?
+                .map(|v| String::from_utf8_lossy(v.value()).into_owned())
+                .unwrap_or_default();
+            let (queues, topics, subscriptions) = flows::counts(t)?;
+            Ok(StoreStatus {
+                backend: BACKEND,
+                location,
+                remote: false,
+                schema_token: token,
+                size_bytes,
+                queues,
+                topics,
+                subscriptions,
+            })
+        })
+    }
+
+    fn close(&self) -> impl Future<Output = ()> + Send {
+        let key = display_path(&self.path);
+        let closing = self.writer.close();
+        async move {
+            closing.await;
+            if let Some(set) = open_paths().as_mut() {
+                set.remove(&key);
+            }
+        }
+    }
+}
+
+impl Drop for RedbStore {
+    fn drop(&mut self) {
+        if let Some(set) = open_paths().as_mut() {
+            set.remove(&display_path(&self.path));
+        }
+    }
+}
+
+impl OutboxStore for RedbStore {
+    type Tx<'t> = RedbTx<'t>;
+
+    fn in_tx<R, E, F>(&self, f: F) -> impl Future<Output = Result<R, E>> + Send
+    where
+        F: for<'a, 't> AsyncFnOnce(&'a mut Self::Tx<'t>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: From<Error> + Send + 'static,
+    {
+        // The body may await tokio timers or channels: it runs on the writer thread
+        // inside the caller's runtime.
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let work = self.work.clone();
+        self.writer.run_app_tx(move |txn, now, gone| {
+            let mut stx = RedbTx {
+                txn,
+                now,
+                gone,
+                work: &work,
+            };
+            let out = block_on(runtime.as_ref(), f(&mut stx))?;
+            // Cancelled before commit: dropping the transaction aborts it (13.4, 16.1).
+            if gone() {
+                return Err(E::from(Error::Cancelled));
+            }
+            stx.txn.commit().map_err(|e| E::from(db(e)))?;
+            Ok(out)
+        })
+    }
+}

@@ -1,0 +1,75 @@
+//! The conformance kit's factory for the redb store (feature `tck`), registered once in
+//! `mqlite-stores`.
+
+use std::path::{Path, PathBuf};
+
+use redb::{ReadableTable, TableDefinition};
+
+use mqlite_engine_core::{OutboxStore, Result, SharedClock};
+use mqlite_tck::{Capability, StoreFactory};
+
+use crate::{RedbOptions, RedbStore, db};
+
+/// The application's own table in the outbox cases.
+const BUSINESS: TableDefinition<i64, ()> = TableDefinition::new("business");
+
+/// Opens `<dir>/mq.redb`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RedbFactory;
+
+impl RedbFactory {
+    /// The database file in a case's directory.
+    pub fn db_path(dir: &Path) -> PathBuf {
+        dir.join("mq.redb")
+    }
+}
+
+#[allow(
+    clippy::future_not_send,
+    reason = "runs on the writer thread, which owns the transaction; never on the executor"
+)]
+impl StoreFactory for RedbFactory {
+    type Store = RedbStore;
+
+    async fn open(&self, dir: &Path, clock: SharedClock) -> Result<RedbStore> {
+        RedbStore::open(RedbOptions::new(Self::db_path(dir)).clock(clock)).await
+    }
+
+    fn unsupported(&self, cap: Capability) -> Option<&'static str> {
+        match cap {
+            Capability::RemoteCancel => {
+                Some("a local redb transaction is never interrupted; it finishes (13.3)")
+            }
+            Capability::Reopen
+            | Capability::FileLock
+            | Capability::SchemaGuard
+            | Capability::WorkCounter => None,
+        }
+    }
+
+    fn set_schema_token(&self, dir: &Path, token: &str) -> Result<()> {
+        crate::set_schema_token(&Self::db_path(dir), token)
+    }
+
+    async fn insert_business_row(
+        tx: &mut <RedbStore as OutboxStore>::Tx<'_>,
+        id: i64,
+    ) -> Result<()> {
+        let mut table = tx.redb()?.open_table(BUSINESS).map_err(db)?;
+        table.insert(id, ()).map_err(db)?;
+        Ok(())
+    }
+
+    async fn business_rows(tx: &mut <RedbStore as OutboxStore>::Tx<'_>) -> Result<Vec<i64>> {
+        let table = tx.redb()?.open_table(BUSINESS).map_err(db)?;
+        let mut out = Vec::new();
+        for e in table.iter().map_err(db)? {
+            out.push(e.map_err(db)?.0.value());
+        }
+        Ok(out)
+    }
+
+    fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {
+        crate::check_file(&Self::db_path(dir)).map(Some)
+    }
+}
