@@ -165,6 +165,19 @@ string_enum! {
 }
 
 /// Per-queue configuration, with the defaults of the wire contract.
+///
+/// ```
+/// use mqlite_engine_core::{OrderingMode, QueueConfig};
+/// let orders = QueueConfig {
+///     lock_duration_ms: 60_000,       // a handler has a minute before redelivery
+///     max_delivery_count: 5,          // the fifth failed delivery dead-letters
+///     dedup_window_ms: 10 * 60_000,   // a resend within 10 minutes collapses
+///     ordering_mode: OrderingMode::GroupFifo,
+///     ..Default::default()
+/// };
+/// assert!(orders.validate().is_ok());
+/// assert!(QueueConfig { lock_duration_ms: 0, ..Default::default() }.validate().is_err());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueConfig {
     /// Lease length of a claim, ms (default 30000).
@@ -237,6 +250,15 @@ pub struct QueueInfo {
 }
 
 /// A message to send.
+///
+/// ```
+/// use mqlite_engine_core::OutMessage;
+/// let m = OutMessage::new(r#"{"order":42}"#)
+///     .with_id("order-42")          // dedup key, within the queue's window
+///     .with_group("customer-7")     // FIFO among this customer's messages
+///     .with_property("kind", "order.created");
+/// assert_eq!(m.group_id.as_deref(), Some("customer-7"));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OutMessage {
     /// The payload.
@@ -316,6 +338,17 @@ impl EnqueueSlot {
 }
 
 /// A message as received or peeked.
+///
+/// ```no_run
+/// # async fn demo(mq: mqlite_engine_core::Engine<impl mqlite_engine_core::Store>)
+/// # -> mqlite_engine_core::Result<()> {
+/// if let Some(m) = mq.receive_one("jobs").await? {
+///     println!("#{} delivery {}: {:?}", m.seq, m.delivery_count, m.body());
+///     // The lease ends at m.locked_until_ms; settle with the token before then.
+///     mq.complete("jobs", &m).await?;
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
     /// Its sequence number (the settlement handle).
@@ -366,6 +399,13 @@ pub enum ReceiveMode {
 }
 
 /// Parameters of a receive.
+///
+/// ```
+/// use mqlite_engine_core::{ReceiveMode, ReceiveOptions};
+/// // Up to 32 messages, waiting up to 5 s for the first one.
+/// let batch = ReceiveOptions { wait_ms: 5_000, ..ReceiveOptions::batch(32) };
+/// assert_eq!(batch.mode, ReceiveMode::PeekLock);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiveOptions {
     /// At most this many messages (1..=256, default 1).

@@ -21,7 +21,30 @@
 //!   operation works the same; the outbox is reached by naming the concrete store
 //!   (`tx_via::<SqliteStore, _, _>`), since its native handle is the store's own type.
 
-pub use mqlite_engine_core::*;
+// The user's API, by name: the engine's internals (the SQL text, the attempt codec,
+// the store-side parameter types such as `ClaimSpec` and `RecoverTask`, the writer
+// thread) stay in `mqlite-engine-core` for store authors.
+pub use mqlite_engine_core::{
+    AccessKey, BatchResult, Clock, CreatedKey, DEFAULT_LOCK_DURATION_MS,
+    DEFAULT_MAX_DELIVERY_COUNT, DynStore, EngineOptions, EngineTx, EnqueueSlot, Error, HasOutbox,
+    LockHolder, LockLostReason, LockRef, LockToken, LoopKind, ManualClock, Message, MessageState,
+    OrderingMode, OutMessage, OutboxStore, Ownership, PeekOptions, Permission, PurgeOptions, Queue,
+    QueueConfig, QueueInfo, QueueKind, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED,
+    RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions, RedriveOptions, Result, RetentionDefaults,
+    SendOptions, SeqNumber, SharedClock, Store, StoreStatus, StoreTx, Subscription, SweepReport,
+    SystemClock, WorkStats,
+};
+
+/// The worker: handlers over long-polls with renewal, retries and a graceful stop.
+pub mod worker {
+    pub use mqlite_engine_core::worker::{
+        HandlerError, REASON_HANDLER_FAILED, RetryPolicy, Worker, WorkerReport,
+    };
+}
+
+/// The engine over any store `S` (generic code that serves the typed and the run-time
+/// engine alike).
+pub type GenericEngine<S> = mqlite_engine_core::Engine<S>;
 
 mod registry;
 pub use registry::{AnyEngine, Location, open, open_store, open_with};
@@ -32,6 +55,19 @@ pub use mqlite_store_sqlite::{SqliteOptions, SqliteStore, SqliteTx, Synchronous,
 #[cfg(feature = "redb")]
 pub use mqlite_store_redb::{RedbOptions, RedbStore, RedbTx, redb};
 
-/// The engine over the default SQLite store.
+/// The engine over the default SQLite store: open a file (or `:memory:`), and every
+/// queue operation, the worker and the outbox are methods of it. Clones share one store.
+///
+/// ```
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let mq = mqlite::Engine::open(":memory:").await?;
+/// mq.create_queue("jobs", mqlite::QueueConfig::default()).await?;
+/// let seq = mq.send("jobs", mqlite::OutMessage::new("resize photo 1")).await?;
+/// let m = mq.receive_one("jobs").await?.expect("the message");
+/// assert_eq!((m.seq, m.body()), (seq, &b"resize photo 1"[..]));
+/// mq.complete("jobs", &m).await?;
+/// mq.close().await;
+/// # Ok::<(), mqlite::Error>(()) }).unwrap();
+/// ```
 #[cfg(feature = "sqlite")]
 pub type Engine = mqlite_engine_core::Engine<SqliteStore>;

@@ -29,7 +29,7 @@ both_engines! {
     missing_queue => a_missing_queue_is_not_found_everywhere,
 }
 
-async fn seeded<S: Store>(mq: mqlite::engine::Engine<S>) -> mqlite::engine::Engine<S> {
+async fn seeded<S: Store>(mq: mqlite::GenericEngine<S>) -> mqlite::GenericEngine<S> {
     mq.create_queue("q", QueueConfig::default())
         .await
         .expect("queue");
@@ -55,7 +55,7 @@ fn not_found<T: std::fmt::Debug>(r: Result<T, Error>) {
 }
 
 async fn names_configs_and_limits_are_refused_with_typed_errors<S: Store>(
-    mq: mqlite::engine::Engine<S>,
+    mq: mqlite::GenericEngine<S>,
 ) {
     for name in ["", "has space", "tab\there", &"x".repeat(257)] {
         invalid(mq.create_queue(name, QueueConfig::default()).await);
@@ -185,7 +185,7 @@ async fn names_configs_and_limits_are_refused_with_typed_errors<S: Store>(
     mq.close().await;
 }
 
-async fn a_missing_queue_is_not_found_everywhere<S: Store>(mq: mqlite::engine::Engine<S>) {
+async fn a_missing_queue_is_not_found_everywhere<S: Store>(mq: mqlite::GenericEngine<S>) {
     let lock = LockRef {
         seq: SeqNumber(1),
         token: LockToken::random(),
