@@ -8,9 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{RwLock, RwLockReadGuard, watch};
 use tokio::task::JoinHandle;
 
+use std::time::Instant;
+
 use crate::access::{AccessKey, CreatedKey, Permission};
 use crate::clock::SharedClock;
 use crate::error::{Error, Result};
+use crate::meter;
 use crate::store::{HasOutbox, OpenStore, OutboxStore, Ownership, Store, StoreStatus, StoreTx};
 use crate::topics::{Route, Subscription};
 use crate::types::{
@@ -377,6 +380,18 @@ impl<S: Store> Engine<S> {
         messages: Vec<OutMessage>,
         options: SendOptions,
     ) -> Result<Vec<EnqueueSlot>> {
+        let started = Instant::now();
+        let r = self.send_batch_inner(queue, messages, options).await;
+        meter::call("send", queue, started, &r);
+        r
+    }
+
+    async fn send_batch_inner(
+        &self,
+        queue: &str,
+        messages: Vec<OutMessage>,
+        options: SendOptions,
+    ) -> Result<Vec<EnqueueSlot>> {
         validate_send(
             queue,
             &messages,
@@ -432,6 +447,13 @@ impl<S: Store> Engine<S> {
     /// Receives up to `options.max_messages`, long-polling up to `options.wait_ms`.
     #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, max = options.max_messages, wait_ms = options.wait_ms), err(level = "debug"))]
     pub async fn receive(&self, queue: &str, options: ReceiveOptions) -> Result<Vec<Message>> {
+        let started = Instant::now();
+        let r = self.receive_inner(queue, options).await;
+        meter::call("receive", queue, started, &r);
+        r
+    }
+
+    async fn receive_inner(&self, queue: &str, options: ReceiveOptions) -> Result<Vec<Message>> {
         validate_name(queue)?;
         if options.max_messages == 0 || options.max_messages > MAX_RECEIVE_BATCH {
             return Err(Error::invalid(format!(
@@ -523,6 +545,14 @@ impl<S: Store> Engine<S> {
         err(level = "debug")
     )]
     async fn settle(&self, queue: &str, lock: LockRef, settlement: Settlement) -> Result<()> {
+        let started = Instant::now();
+        let op = settlement.op();
+        let r = self.settle_inner(queue, lock, settlement).await;
+        meter::call(op, queue, started, &r);
+        r
+    }
+
+    async fn settle_inner(&self, queue: &str, lock: LockRef, settlement: Settlement) -> Result<()> {
         validate_name(queue)?;
         let _g = self.admit().await?;
         self.inner
@@ -593,6 +623,17 @@ impl<S: Store> Engine<S> {
     /// Completes many messages in one transaction; stale items report ok = false (2.7).
     #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, n = locks.len()), err(level = "debug"))]
     pub async fn complete_batch(&self, queue: &str, locks: &[LockRef]) -> Result<Vec<BatchResult>> {
+        let started = Instant::now();
+        let r = self.complete_batch_inner(queue, locks).await;
+        meter::call("complete_batch", queue, started, &r);
+        r
+    }
+
+    async fn complete_batch_inner(
+        &self,
+        queue: &str,
+        locks: &[LockRef],
+    ) -> Result<Vec<BatchResult>> {
         validate_name(queue)?;
         if locks.is_empty() || locks.len() > MAX_COMPLETE_BATCH {
             return Err(Error::invalid(format!(
@@ -615,6 +656,13 @@ impl<S: Store> Engine<S> {
     /// Renews up to 512 leases in one statement (2.8).
     #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, n = locks.len()), err(level = "debug"))]
     pub async fn renew_batch(&self, queue: &str, locks: &[LockRef]) -> Result<Vec<BatchResult>> {
+        let started = Instant::now();
+        let r = self.renew_batch_inner(queue, locks).await;
+        meter::call("renew_batch", queue, started, &r);
+        r
+    }
+
+    async fn renew_batch_inner(&self, queue: &str, locks: &[LockRef]) -> Result<Vec<BatchResult>> {
         validate_name(queue)?;
         if locks.is_empty() || locks.len() > MAX_RENEW_BATCH {
             return Err(Error::invalid(format!(
@@ -659,7 +707,9 @@ impl<S: Store> Engine<S> {
     pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
         validate_name(queue)?;
         let _g = self.admit().await?;
-        self.inner.store.stats(queue.to_owned()).await
+        let stats = self.inner.store.stats(queue.to_owned()).await?;
+        meter::messages(queue, &stats);
+        Ok(stats)
     }
 
     /// Moves dead letters back to active (or to `target`), bounded by max, age and rate.
@@ -928,6 +978,15 @@ impl<S: Store> Engine<S> {
                 let retention = RecoverTask::Retention(self.inner.options.retention);
                 report.retention_dropped += store.recover(retention).await?;
                 report.pruned += store.recover(RecoverTask::Janitor).await?;
+                if cfg!(feature = "metrics") {
+                    // Refresh the per-state gauges of every queue holding messages.
+                    for q in store.list_queues().await? {
+                        if q.kind != QueueKind::Topic {
+                            let stats = store.stats(q.name.clone()).await?;
+                            meter::messages(&q.name, &stats);
+                        }
+                    }
+                }
             }
         }
         let now = self.inner.clock.now_ms();

@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 #[cfg(feature = "serde")]
 pub mod json;
+mod meter;
 pub mod queue;
 pub mod store;
 pub mod topics;

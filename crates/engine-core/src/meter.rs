@@ -1,0 +1,62 @@
+//! Metrics through the `metrics` facade (feature `metrics`; the application installs a
+//! recorder, Prometheus or another). Without the feature every call here is empty.
+//!
+//! - `mqlite_operations_total{op, queue, outcome}`: every public call, by outcome
+//!   (`ok` or the error's kind);
+//! - `mqlite_operation_seconds{op}`: its latency;
+//! - `mqlite_messages{queue, state}`: messages per state, refreshed on every `stats`
+//!   call and every janitor pass.
+
+use std::time::Instant;
+
+use crate::error::Error;
+use crate::types::QueueStats;
+
+/// The outcome label of a result.
+#[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+fn outcome<T>(r: &Result<T, Error>) -> &'static str {
+    match r {
+        Ok(_) => "ok",
+        Err(Error::LockLost { .. }) => "lock_lost",
+        Err(Error::NotFound { .. }) => "not_found",
+        Err(Error::InvalidArgument(_) | Error::MessageTooLarge { .. }) => "invalid_argument",
+        Err(Error::Closed) => "closed",
+        Err(Error::Cancelled) => "cancelled",
+        Err(_) => "error",
+    }
+}
+
+/// Counts one call of `op` on `queue` and its latency since `started`.
+pub(crate) fn call<T>(op: &'static str, queue: &str, started: Instant, r: &Result<T, Error>) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::counter!(
+            "mqlite_operations_total",
+            "op" => op,
+            "queue" => queue.to_owned(),
+            "outcome" => outcome(r)
+        )
+        .increment(1);
+        metrics::histogram!("mqlite_operation_seconds", "op" => op)
+            .record(started.elapsed().as_secs_f64());
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (op, queue, started, r);
+}
+
+/// Sets the per-state gauges of `queue`.
+pub(crate) fn messages(queue: &str, stats: &QueueStats) {
+    #[cfg(feature = "metrics")]
+    for (state, n) in [
+        ("active", stats.active),
+        ("locked", stats.locked),
+        ("deferred", stats.deferred),
+        ("scheduled", stats.scheduled),
+        ("dead_lettered", stats.dead_lettered),
+    ] {
+        metrics::gauge!("mqlite_messages", "queue" => queue.to_owned(), "state" => state)
+            .set(n as f64);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (queue, stats);
+}
