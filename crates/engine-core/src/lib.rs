@@ -10,6 +10,7 @@ pub mod codec;
 pub mod dedup;
 pub mod dyn_store;
 pub mod engine;
+pub mod enqueue;
 pub mod error;
 #[cfg(feature = "serde")]
 pub mod json;

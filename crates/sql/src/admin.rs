@@ -10,7 +10,9 @@ use mqlite_engine_core::{
 use serde_json::json;
 
 use crate::exec::{SqlExec, Value, exists};
-use crate::line::{Departed, busy_lines, line_of, waiting_flags};
+use mqlite_engine_core::enqueue::{line_of, waiting_flags};
+
+use crate::line::{Departed, busy_lines};
 use crate::rows::{load_queue, message, queue_row};
 use crate::sweeps::DLQ_OLDEST;
 

@@ -5,14 +5,14 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use mqlite_engine_core::dedup::dedup_key;
+use mqlite_engine_core::enqueue::{Plan, Timing, dedup_keys, line_of, plan, waiting_flags};
 use mqlite_engine_core::{
-    EnqueueSlot, Error, MessageState, OrderingMode, OutMessage, Result, SendOptions, SeqNumber,
+    EnqueueSlot, Error, OrderingMode, OutMessage, Result, SendOptions, SeqNumber,
 };
 use serde_json::json;
 
 use crate::exec::{SqlExec, Value};
-use crate::line::{busy_lines, line_of, waiting_flags};
+use crate::line::busy_lines;
 use crate::rows::{encode_properties, hex, load_queue};
 
 /// Live dedup entries for the keys of `:keys` (a JSON array), one primary-key seek each
@@ -44,17 +44,6 @@ SELECT :queue, j.value ->> 'key', j.value ->> 'hash', j.value ->> 'seq', :expire
 /// send is one INSERT however many messages it holds.
 pub const MAX_BATCH_JSON_BYTES: usize = 256 << 20;
 
-/// What became of one message before the insert.
-enum Plan {
-    Insert {
-        key: Option<(String, String)>,
-    },
-    Duplicate(SeqNumber),
-    /// A repeat of the message at this index of the same batch.
-    DuplicateOf(usize),
-    Conflict,
-}
-
 /// Stores `messages` in `queue` within the surrounding transaction.
 pub async fn enqueue<X: SqlExec>(
     x: &mut X,
@@ -73,45 +62,16 @@ pub async fn enqueue<X: SqlExec>(
             queue: queue.to_owned(),
         });
     }
-    let visible_at = options.scheduled_at_ms.unwrap_or(now).max(0);
-    let state = if visible_at > now {
-        MessageState::Scheduled
-    } else {
-        MessageState::Active
-    };
-    let ttl = options.ttl_ms.unwrap_or(cfg.default_ttl_ms);
-    let expires_at = if ttl > 0 {
-        visible_at.saturating_add(ttl)
-    } else {
-        0
-    };
+    let Timing {
+        state,
+        visible_at,
+        expires_at,
+    } = Timing::of(now, &options, &cfg);
 
     // Dedup (4.1–4.3): against live entries, then against earlier slots of this batch.
-    let keys: Vec<Option<(String, String)>> = messages
-        .iter()
-        .map(|m| (cfg.dedup_window_ms > 0).then(|| dedup_key(m)))
-        .collect();
+    let keys = dedup_keys(&messages, &cfg);
     let seen = live_entries(x, now, queue, &keys).await?;
-    let mut first: HashMap<&str, (usize, &str)> = HashMap::new();
-    let plans: Vec<Plan> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, key)| match key {
-            None => Plan::Insert { key: None },
-            Some((k, hash)) => match (seen.get(k), first.get(k.as_str())) {
-                (Some((seq, h)), _) if h == hash => Plan::Duplicate(*seq),
-                (Some(_), _) => Plan::Conflict,
-                (None, Some((j, h))) if h == hash => Plan::DuplicateOf(*j),
-                (None, Some(_)) => Plan::Conflict,
-                (None, None) => {
-                    first.insert(k, (i, hash));
-                    Plan::Insert {
-                        key: Some((k.clone(), hash.clone())),
-                    }
-                }
-            },
-        })
-        .collect();
+    let plans = plan(&keys, &seen);
 
     // Lines (5.1): each fresh row waits if its line is busy or an earlier row of this
     // batch joined it first.

@@ -1,23 +1,12 @@
-//! The line rule (see `mqlite_engine_core::store`), in SQL: which line a message joins,
-//! whether it waits, and who becomes head when a head leaves play. One module, so the
-//! rule's three moving parts cannot drift apart.
+//! The line rule (see `mqlite_engine_core::store`), in SQL: which lines are busy, and
+//! who becomes head when a head leaves play. Which line a message joins and whether it
+//! waits are decided once for every store, in `mqlite_engine_core::enqueue`.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use mqlite_engine_core::{OrderingMode, Result};
+use mqlite_engine_core::Result;
 
 use crate::exec::{SqlExec, Value};
-
-/// The line of a message with `group` on a queue of `mode`: the group on standard and
-/// group_fifo, `''` (one line for the queue) on strict_fifo, none when ungrouped.
-pub fn line_of(mode: OrderingMode, group: Option<&str>) -> Option<String> {
-    match mode {
-        OrderingMode::StrictFifo => Some(String::new()),
-        OrderingMode::Standard | OrderingMode::GroupFifo => {
-            group.filter(|g| !g.is_empty()).map(str::to_owned)
-        }
-    }
-}
 
 /// Which of the `:lines` (a JSON array of line names) already have a member in play in
 /// `:queue`: a newcomer to such a line waits. One seek of `mqlite_msg_line` per line.
@@ -58,19 +47,6 @@ pub async fn busy_lines<X: SqlExec>(
     .iter()
     .map(|r| r.text(0))
     .collect()
-}
-
-/// Whether each of `lines` (in the order the messages take their sequence numbers)
-/// waits: its line is busy already, or an earlier one of these joined it first.
-pub fn waiting_flags(lines: &[Option<String>], busy: &HashSet<String>) -> Vec<bool> {
-    let mut seen: HashSet<&str> = HashSet::new();
-    lines
-        .iter()
-        .map(|line| match line {
-            None => false,
-            Some(l) => busy.contains(l) || !seen.insert(l.as_str()),
-        })
-        .collect()
 }
 
 /// Rows that left play: (queue, line, was the head).

@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use redb::ReadableTable;
 
 use mqlite_engine_core::codec::{decode_messages, encode_messages};
-use mqlite_engine_core::dedup::dedup_key;
+use mqlite_engine_core::enqueue::{Plan, Timing, dedup_keys, line_of, plan, waiting_flags};
 use mqlite_engine_core::{
     AccessKey, BatchResult, ClaimSpec, EnqueueSlot, Error, LockLostReason, LockRef, LockToken,
     Message, MessageState, OrderingMode, OutMessage, PeekOptions, PurgeOptions, QueueConfig,
@@ -217,16 +217,6 @@ pub(crate) fn list_queues(t: &Tables<'_>) -> Result<Vec<QueueInfo>> {
 
 // ---------------------------------------------------------------- lines
 
-/// The line of a message with `group` on a queue of `mode`.
-fn line_of(mode: OrderingMode, group: Option<&str>) -> Option<String> {
-    match mode {
-        OrderingMode::StrictFifo => Some(String::new()),
-        OrderingMode::Standard | OrderingMode::GroupFifo => {
-            group.filter(|g| !g.is_empty()).map(str::to_owned)
-        }
-    }
-}
-
 /// The lines among `lines` that already have a member in play in `queue`.
 fn busy_lines(t: &Tables<'_>, queue: &str, lines: &BTreeSet<String>) -> Result<HashSet<String>> {
     let mut out = HashSet::new();
@@ -236,18 +226,6 @@ fn busy_lines(t: &Tables<'_>, queue: &str, lines: &BTreeSet<String>) -> Result<H
         }
     }
     Ok(out)
-}
-
-/// Whether each of `lines` waits: its line is busy, or an earlier one joined it first.
-fn waiting_flags(lines: &[Option<String>], busy: &HashSet<String>) -> Vec<bool> {
-    let mut seen: HashSet<&str> = HashSet::new();
-    lines
-        .iter()
-        .map(|line| match line {
-            None => false,
-            Some(l) => busy.contains(l) || !seen.insert(l.as_str()),
-        })
-        .collect()
 }
 
 /// Lines whose head left play: (queue, line).
@@ -280,13 +258,6 @@ impl Departed {
 
 // ---------------------------------------------------------------- enqueue
 
-enum Plan {
-    Insert { key: Option<(String, String)> },
-    Duplicate(SeqNumber),
-    DuplicateOf(usize),
-    Conflict,
-}
-
 fn next_seq(t: &mut Tables<'_>) -> Result<i64> {
     let last = match t.meta.get(LAST_SEQ).map_err(db)? {
         Some(v) => R(v.value()).i()?,
@@ -316,22 +287,12 @@ pub(crate) fn enqueue(
             queue: queue.to_owned(),
         });
     }
-    let visible_at = options.scheduled_at_ms.unwrap_or(now).max(0);
-    let state = if visible_at > now {
-        MessageState::Scheduled
-    } else {
-        MessageState::Active
-    };
-    let ttl = options.ttl_ms.unwrap_or(cfg.default_ttl_ms);
-    let expires_at = if ttl > 0 {
-        visible_at.saturating_add(ttl)
-    } else {
-        0
-    };
-    let keys: Vec<Option<(String, String)>> = messages
-        .iter()
-        .map(|m| (cfg.dedup_window_ms > 0).then(|| dedup_key(m)))
-        .collect();
+    let Timing {
+        state,
+        visible_at,
+        expires_at,
+    } = Timing::of(now, &options, &cfg);
+    let keys = dedup_keys(&messages, &cfg);
     // Live dedup entries: key -> (seq, hash).
     let mut seen: HashMap<String, (SeqNumber, String)> = HashMap::new();
     for (k, _) in keys.iter().flatten() {
@@ -344,26 +305,7 @@ pub(crate) fn enqueue(
             }
         }
     }
-    let mut first: HashMap<&str, (usize, &str)> = HashMap::new();
-    let plans: Vec<Plan> = keys
-        .iter()
-        .enumerate()
-        .map(|(i, key)| match key {
-            None => Plan::Insert { key: None },
-            Some((k, hash)) => match (seen.get(k), first.get(k.as_str())) {
-                (Some((seq, h)), _) if h == hash => Plan::Duplicate(*seq),
-                (Some(_), _) => Plan::Conflict,
-                (None, Some((j, h))) if h == hash => Plan::DuplicateOf(*j),
-                (None, Some(_)) => Plan::Conflict,
-                (None, None) => {
-                    first.insert(k, (i, hash));
-                    Plan::Insert {
-                        key: Some((k.clone(), hash.clone())),
-                    }
-                }
-            },
-        })
-        .collect();
+    let plans = plan(&keys, &seen);
     let fresh: Vec<usize> = (0..messages.len())
         .filter(|i| matches!(plans[*i], Plan::Insert { .. }))
         .collect();
