@@ -19,6 +19,7 @@ pub mod queue;
 pub mod store;
 pub mod topics;
 pub mod types;
+pub mod upsert;
 pub mod worker;
 pub mod writer;
 

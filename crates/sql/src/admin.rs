@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::exec::{SqlExec, Value, exists};
 use mqlite_engine_core::enqueue::{line_of, waiting_flags};
+use mqlite_engine_core::upsert::{Upsert, decide, mode_change_refused};
 
 use crate::line::{Departed, busy_lines};
 use crate::rows::{load_queue, message, queue_row};
@@ -120,29 +121,22 @@ pub async fn upsert_queue<X: SqlExec>(
     cfg: &QueueConfig,
     update_only: bool,
 ) -> Result<()> {
-    let existing = x
+    let existing = match x
         .query(SELECT_QUEUE_KIND, &[(":name", Value::from(name))])
-        .await?;
-    match existing.first() {
-        None if update_only => return Err(Error::queue_not_found(name)),
-        None => {}
-        Some(r) => {
-            let (k, mode) = (r.text(0)?, r.text(1)?);
-            if k != kind.as_str() {
-                return Err(Error::NameConflict {
-                    name: name.to_owned(),
-                    existing: k,
-                });
-            }
-            if mode != cfg.ordering_mode.as_str()
-                && exists(x, QUEUE_IN_PLAY, &[(":queue", Value::from(name))]).await?
-            {
-                return Err(Error::invalid(format!(
-                    "the ordering mode of {name:?} can change only while it holds no \
-                     message in play (it is {mode})"
-                )));
-            }
-        }
+        .await?
+        .first()
+    {
+        Some(r) => Some((
+            r.text(0)?.parse::<QueueKind>()?,
+            r.text(1)?.parse::<OrderingMode>()?,
+        )),
+        None => None,
+    };
+    if decide(name, kind, cfg, update_only, existing)? == Upsert::WriteIfIdle
+        && exists(x, QUEUE_IN_PLAY, &[(":queue", Value::from(name))]).await?
+    {
+        let current = existing.map_or(cfg.ordering_mode, |(_, mode)| mode);
+        return Err(mode_change_refused(name, current));
     }
     x.execute(
         UPSERT_QUEUE,

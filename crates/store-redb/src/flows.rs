@@ -8,6 +8,7 @@ use redb::ReadableTable;
 
 use mqlite_engine_core::codec::{decode_messages, encode_messages};
 use mqlite_engine_core::enqueue::{Plan, Timing, dedup_keys, line_of, plan, waiting_flags};
+use mqlite_engine_core::upsert::{Upsert, decide, mode_change_refused};
 use mqlite_engine_core::{
     AccessKey, BatchResult, ClaimSpec, EnqueueSlot, Error, LockLostReason, LockRef, LockToken,
     Message, MessageState, OrderingMode, OutMessage, PeekOptions, PurgeOptions, QueueConfig,
@@ -80,26 +81,13 @@ pub(crate) fn upsert_queue(
         .map_err(db)?
         .map(|v| decode_queue(v.value()))
         .transpose()?;
-    let created_at = match existing {
-        None if update_only => return Err(Error::queue_not_found(name)),
-        None => now,
-        Some((k, old, created_at)) => {
-            if k != kind {
-                return Err(Error::NameConflict {
-                    name: name.to_owned(),
-                    existing: k.as_str().to_owned(),
-                });
-            }
-            if old.ordering_mode != cfg.ordering_mode && queue_in_play(t, name)? {
-                return Err(Error::invalid(format!(
-                    "the ordering mode of {name:?} can change only while it holds no \
-                     message in play (it is {})",
-                    old.ordering_mode
-                )));
-            }
-            created_at
-        }
-    };
+    let held = existing.as_ref().map(|(k, old, _)| (*k, old.ordering_mode));
+    if decide(name, kind, cfg, update_only, held)? == Upsert::WriteIfIdle && queue_in_play(t, name)?
+    {
+        let current = held.map_or(cfg.ordering_mode, |(_, mode)| mode);
+        return Err(mode_change_refused(name, current));
+    }
+    let created_at = existing.map_or(now, |(_, _, created_at)| created_at);
     t.queues
         .insert(name, encode_queue(kind, cfg, created_at).as_slice())
         .map_err(db)?;
