@@ -405,7 +405,7 @@ async fn workload(store: &RedbStore, steps: u32, rng: &mut Rng) -> Acknowledged 
             let Some((&seq, lock)) = ack.locked.iter().next() else {
                 continue;
             };
-            let lock = lock.clone();
+            let lock = *lock;
             match store
                 .settle(QUEUE.into(), lock, Settlement::Abandon { delay_ms: 0 })
                 .await
