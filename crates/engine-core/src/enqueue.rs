@@ -41,6 +41,25 @@ impl Timing {
     }
 }
 
+/// A group_fifo queue takes no message without a group: the whole send is refused
+/// (5.2).
+pub fn require_groups(
+    queue: &str,
+    config: &QueueConfig,
+    messages: &[OutMessage],
+) -> crate::Result<()> {
+    if config.ordering_mode == OrderingMode::GroupFifo
+        && messages
+            .iter()
+            .any(|m| m.group_id.as_deref().is_none_or(str::is_empty))
+    {
+        return Err(crate::Error::GroupRequired {
+            queue: queue.to_owned(),
+        });
+    }
+    Ok(())
+}
+
 /// What becomes of one message of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {

@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use mqlite_engine_core::enqueue::{Plan, Timing, dedup_keys, line_of, plan, waiting_flags};
-use mqlite_engine_core::{
-    EnqueueSlot, Error, OrderingMode, OutMessage, Result, SendOptions, SeqNumber,
+use mqlite_engine_core::enqueue::{
+    Plan, Timing, dedup_keys, line_of, plan, require_groups, waiting_flags,
 };
+use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, Result, SendOptions, SeqNumber};
 use serde_json::json;
 
 use crate::exec::{SqlExec, Value};
@@ -53,15 +53,7 @@ pub async fn enqueue<X: SqlExec>(
     options: SendOptions,
 ) -> Result<Vec<EnqueueSlot>> {
     let cfg = load_queue(x, queue).await?;
-    if cfg.ordering_mode == OrderingMode::GroupFifo
-        && messages
-            .iter()
-            .any(|m| m.group_id.as_deref().is_none_or(str::is_empty))
-    {
-        return Err(Error::GroupRequired {
-            queue: queue.to_owned(),
-        });
-    }
+    require_groups(queue, &cfg, &messages)?;
     let Timing {
         state,
         visible_at,

@@ -7,7 +7,9 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use redb::ReadableTable;
 
 use mqlite_engine_core::codec::{decode_messages, encode_messages};
-use mqlite_engine_core::enqueue::{Plan, Timing, dedup_keys, line_of, plan, waiting_flags};
+use mqlite_engine_core::enqueue::{
+    Plan, Timing, dedup_keys, line_of, plan, require_groups, waiting_flags,
+};
 use mqlite_engine_core::upsert::{Upsert, decide, mode_change_refused};
 use mqlite_engine_core::{
     AccessKey, BatchResult, ClaimSpec, EnqueueSlot, Error, LockLostReason, LockRef, LockToken,
@@ -266,15 +268,7 @@ pub(crate) fn enqueue(
     options: SendOptions,
 ) -> Result<Vec<EnqueueSlot>> {
     let cfg = load_queue(t, queue)?;
-    if cfg.ordering_mode == OrderingMode::GroupFifo
-        && messages
-            .iter()
-            .any(|m| m.group_id.as_deref().is_none_or(str::is_empty))
-    {
-        return Err(Error::GroupRequired {
-            queue: queue.to_owned(),
-        });
-    }
+    require_groups(queue, &cfg, &messages)?;
     let Timing {
         state,
         visible_at,
