@@ -167,5 +167,76 @@ fn complete_head_on<A: Access>(c: &mut Criterion, store: &str, access: &A) {
     group.finish();
 }
 
-criterion_group!(benches, claim_behind_backlog, complete_head_of_deep_line);
+/// Claim at a plain backlog of 1,000 and of 1,000,000 waiting messages (promise 1.5:
+/// O(log n)): the target is the claim at 1,000,000 within 1.5 times the claim at 1,000.
+/// Sizes come from `MQLITE_BENCH_BACKLOGS` (comma-separated) when set.
+fn claim_at_backlog(c: &mut Criterion) {
+    mqlite_stores::with_each_store!(name, factory => claim_at_backlog_on(c, name, &Typed(factory)));
+}
+
+fn claim_at_backlog_on<A: Access>(c: &mut Criterion, store: &str, access: &A) {
+    let sizes: Vec<usize> = std::env::var("MQLITE_BENCH_BACKLOGS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1_000, 1_000_000]);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut group = c.benchmark_group(format!("claim_at_backlog/{store}"));
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(3));
+    for backlog in sizes {
+        let (dir, engine) = rt.block_on(async {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let store = access
+                .open(dir.path(), SystemClock::shared())
+                .await
+                .expect("open");
+            let options = EngineOptions {
+                background: false,
+                ..Default::default()
+            };
+            let engine = Engine::with_store(store, options).await.expect("engine");
+            engine
+                .create_queue(Q, QueueConfig::default())
+                .await
+                .expect("queue");
+            for start in (0..backlog).step_by(1000) {
+                let batch = (start..(start + 1000).min(backlog))
+                    .map(|i| OutMessage::new(format!("m{i}")))
+                    .collect();
+                engine.send_batch(Q, batch).await.expect("backlog");
+            }
+            (dir, engine)
+        });
+        group.bench_with_input(BenchmarkId::from_parameter(backlog), &backlog, |b, _| {
+            b.iter_custom(|iters| {
+                rt.block_on(async {
+                    let mut spent = Duration::ZERO;
+                    for i in 0..iters {
+                        let start = Instant::now();
+                        let m = engine.receive_one(Q).await.expect("claim");
+                        spent += start.elapsed();
+                        let m = m.expect("a message");
+                        engine.complete(Q, &m).await.expect("complete");
+                        // Keep the backlog at its size: one in for each one out.
+                        engine
+                            .send(Q, OutMessage::new(format!("r{i}")))
+                            .await
+                            .expect("refill");
+                    }
+                    spent
+                })
+            })
+        });
+        rt.block_on(engine.close());
+        drop(dir);
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    claim_behind_backlog,
+    complete_head_of_deep_line,
+    claim_at_backlog
+);
 criterion_main!(benches);
