@@ -4,7 +4,9 @@
 //!
 //! One writer thread owns the `redb::Database` and runs every transaction (nothing
 //! blocks the async executor); every acknowledged commit is durable (redb's
-//! `Durability::Immediate`). redb locks the file, so a second open anywhere is
+//! `Durability::Immediate`). There is no group commit: each call commits on its own,
+//! because redb offers no savepoint once a table is open in a transaction, so one
+//! call's refusal inside a shared commit could not be undone alone. redb locks the file, so a second open anywhere is
 //! `DbLocked` (10.1), which is also how this store owns its data
 //! ([`Ownership::Exclusive`]). A file with another schema token, or one that is not a
 //! redb database, is refused after a read-only look and left byte-for-byte unchanged
