@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use mqlite_engine_core::{Error, LockRef, OutMessage, ReceiveOptions, SeqNumber};
 
 use super::cancellation::poll_once;
-use super::{config, peek_all, receive_one, send_n};
+use super::{config, parked_receiver, peek_all, receive_one, send_n};
 use crate::harness::{Access, Capability, Ctx, TckResult};
 
 const Q: &str = "q";
@@ -151,20 +151,7 @@ pub async fn p14_5_close_stops_admission_and_wakes_long_polls<F: Access>(ctx: Ct
     const OTHER: &str = "other";
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     mq.create_queue(OTHER, config(30_000, 10)).await?;
-    let waiter = {
-        let mq = mq.clone();
-        tokio::spawn(async move {
-            mq.receive(
-                Q,
-                ReceiveOptions {
-                    wait_ms: 20_000,
-                    ..Default::default()
-                },
-            )
-            .await
-        })
-    };
-    mq.long_poll_waiters().wait_for(|n| *n >= 1).await?;
+    let waiter = parked_receiver(&mq, Q).await?;
 
     // Admitted work in flight: a transaction that has sent and holds the writer until
     // the case lets it go.

@@ -7,7 +7,7 @@ use mqlite_engine_core::{
     SendOptions,
 };
 
-use super::{config, peek_all, receive_one, send_n, state_of};
+use super::{config, parked_receiver, peek_all, receive_one, send_n, state_of};
 use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "q";
@@ -211,21 +211,8 @@ pub async fn p1_7_receive_and_delete_grants_no_lease<F: Access>(ctx: Ctx<F>) -> 
 /// eligible.
 pub async fn p1_8_long_poll_wakes_on_send<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
-    let waiter = {
-        let mq = mq.clone();
-        tokio::spawn(async move {
-            mq.receive(
-                Q,
-                ReceiveOptions {
-                    wait_ms: 20_000,
-                    ..Default::default()
-                },
-            )
-            .await
-        })
-    };
     // The manual clock never moves, so only the send's wake-up can end the wait.
-    mq.long_poll_waiters().wait_for(|n| *n >= 1).await?;
+    let waiter = parked_receiver(&mq, Q).await?;
     let seq = mq.send(Q, OutMessage::new("wake")).await?;
     let got = waiter.await??;
     assert_eq!(got.len(), 1);
@@ -340,31 +327,6 @@ pub async fn p1_7_receive_and_delete_drains_a_line_in_order<F: Access>(ctx: Ctx<
     Ok(())
 }
 
-/// Starts a long-polling receive and returns once it is parked (the queue has nothing
-/// eligible for it yet).
-async fn parked_receiver<S: mqlite_engine_core::Store>(
-    mq: &mqlite_engine_core::Engine<S>,
-) -> Result<
-    tokio::task::JoinHandle<mqlite_engine_core::Result<Vec<mqlite_engine_core::Message>>>,
-    Box<dyn std::error::Error>,
-> {
-    let waiter = {
-        let mq = mq.clone();
-        tokio::spawn(async move {
-            mq.receive(
-                Q,
-                ReceiveOptions {
-                    wait_ms: 20_000,
-                    ..Default::default()
-                },
-            )
-            .await
-        })
-    };
-    mq.long_poll_waiters().wait_for(|n| *n >= 1).await?;
-    Ok(waiter)
-}
-
 /// 1.8 A settlement or a redrive that makes a message eligible wakes a long-poll at
 /// once, as a send does: an abandon, a completed or dead-lettered line head, a redrive.
 /// The manual clock never moves, so only the wake-up can end each wait.
@@ -379,7 +341,7 @@ pub async fn p1_8_long_poll_wakes_when_work_is_freed<F: Access>(ctx: Ctx<F>) -> 
     // Abandon: the message itself comes back.
     let m = mq.send(Q, OutMessage::new("abandoned")).await?;
     let held = receive_one(&mq, Q).await?;
-    let waiter = parked_receiver(&mq).await?;
+    let waiter = parked_receiver(&mq, Q).await?;
     mq.abandon(Q, &held, 0).await?;
     let got = take(waiter.await?)?;
     assert_eq!(got.seq, m, "abandon wakes");
@@ -389,7 +351,7 @@ pub async fn p1_8_long_poll_wakes_when_work_is_freed<F: Access>(ctx: Ctx<F>) -> 
     mq.send(Q, OutMessage::new("a1").with_group("A")).await?;
     let a2 = mq.send(Q, OutMessage::new("a2").with_group("A")).await?;
     let head = receive_one(&mq, Q).await?;
-    let waiter = parked_receiver(&mq).await?;
+    let waiter = parked_receiver(&mq, Q).await?;
     mq.complete(Q, &head).await?;
     let got = take(waiter.await?)?;
     assert_eq!(got.seq, a2, "a completed head wakes");
@@ -399,14 +361,14 @@ pub async fn p1_8_long_poll_wakes_when_work_is_freed<F: Access>(ctx: Ctx<F>) -> 
     mq.send(Q, OutMessage::new("b1").with_group("B")).await?;
     let b2 = mq.send(Q, OutMessage::new("b2").with_group("B")).await?;
     let head = receive_one(&mq, Q).await?;
-    let waiter = parked_receiver(&mq).await?;
+    let waiter = parked_receiver(&mq, Q).await?;
     mq.reject(Q, &head, "poison", "").await?;
     let got = take(waiter.await?)?;
     assert_eq!(got.seq, b2, "a dead-lettered head wakes");
     mq.complete(Q, &got).await?;
 
     // A redrive brings the dead letter back.
-    let waiter = parked_receiver(&mq).await?;
+    let waiter = parked_receiver(&mq, Q).await?;
     assert_eq!(mq.redrive(Q, RedriveOptions::default()).await?, 1);
     let got = take(waiter.await?)?;
     assert_eq!(got.seq, head.seq, "a redrive wakes");

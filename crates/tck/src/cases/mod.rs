@@ -191,3 +191,28 @@ pub async fn receive_one<S: Store>(engine: &Engine<S>, queue: &str) -> Result<Me
         .await?
         .ok_or_else(|| mqlite_engine_core::Error::invalid("expected a message, got none"))
 }
+
+/// Starts a receive on `queue` that long-polls up to 20 s and returns its task once it
+/// is parked (nothing eligible yet): only a wake-up, or close, can end it while the
+/// manual clock stands still.
+pub async fn parked_receiver<S: Store>(
+    mq: &Engine<S>,
+    queue: &str,
+) -> std::result::Result<tokio::task::JoinHandle<Result<Vec<Message>>>, Box<dyn std::error::Error>>
+{
+    let waiter = {
+        let (mq, queue) = (mq.clone(), queue.to_owned());
+        tokio::spawn(async move {
+            mq.receive(
+                &queue,
+                mqlite_engine_core::ReceiveOptions {
+                    wait_ms: 20_000,
+                    ..Default::default()
+                },
+            )
+            .await
+        })
+    };
+    mq.long_poll_waiters().wait_for(|n| *n >= 1).await?;
+    Ok(waiter)
+}
