@@ -37,7 +37,7 @@ async fn setup<A: Access>(access: &A, backlog: usize, in_flight: bool) -> Setup<
     .await
     .expect("engine");
     let config = QueueConfig {
-        lock_duration_ms: 3_600_000,
+        lock_duration: Duration::from_secs(3600),
         ..Default::default()
     };
     engine.create_queue(Q, config).await.expect("queue");

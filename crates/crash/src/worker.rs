@@ -10,6 +10,7 @@
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use mqlite_engine_core::{
     Engine, EngineOptions, Error, OutMessage, QueueConfig, ReceiveOptions, SystemClock,
@@ -94,7 +95,7 @@ pub async fn run<F: Access>(access: F, args: WorkerArgs) -> Result<(), Error> {
                 }
                 for m in got {
                     match rng.below(10) {
-                        0..=2 => mq.abandon(WORK, &m, 0).await?,
+                        0..=2 => mq.abandon(WORK, &m, Duration::ZERO).await?,
                         3 => {} // left locked: an orphan if the kill comes now
                         _ => {
                             report.line(format!("COMPLETING {}", m.seq.0));

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{RwLock, RwLockReadGuard, watch};
 use tokio::task::JoinHandle;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::access::{AccessKey, CreatedKey, Permission};
 use crate::clock::SharedClock;
@@ -17,15 +17,17 @@ use crate::meter;
 use crate::store::{HasOutbox, OpenStore, OutboxStore, Ownership, Store, StoreStatus, StoreTx};
 use crate::topics::{Route, Subscription};
 use crate::types::{
-    BatchResult, ClaimSpec, EnqueueSlot, LockRef, Message, OutMessage, PeekOptions, PurgeOptions,
-    QueueConfig, QueueInfo, QueueKind, QueueStats, ReceiveMode, ReceiveOptions, RecoverTask,
-    RedriveOptions, RetentionDefaults, SendOptions, SeqNumber, Settlement,
+    BatchResult, ClaimSpec, EnqueueSlot, LockRef, MAX_SPAN, Message, OutMessage, PeekOptions,
+    PurgeOptions, QueueConfig, QueueInfo, QueueKind, QueueStats, ReceiveMode, ReceiveOptions,
+    RecoverTask, RedriveOptions, RetentionDefaults, SendOptions, SeqNumber, Settlement, millis,
 };
 
 /// Largest batch a single Receive may ask for.
 pub const MAX_RECEIVE_BATCH: u32 = 256;
-/// Longest long-poll wait, ms.
-pub const MAX_WAIT_MS: i64 = 20_000;
+/// Longest long-poll wait.
+pub const MAX_WAIT: Duration = Duration::from_secs(20);
+/// Longest abandon delay.
+pub const MAX_ABANDON_DELAY: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Largest Peek page.
 pub const MAX_PEEK: u32 = 1000;
 /// Largest RenewBatch.
@@ -47,17 +49,17 @@ pub struct EngineOptions {
     pub max_message_bytes: usize,
     /// Whether the background loops run (tests that drive sweeps by hand turn them off).
     pub background: bool,
-    /// Reaper period, ms.
-    pub reaper_interval_ms: i64,
-    /// Scheduler period, ms.
-    pub scheduler_interval_ms: i64,
-    /// TTL sweep period, ms.
-    pub ttl_interval_ms: i64,
-    /// Janitor (receipts, attempts, dedup, dead-letter retention) period, ms.
-    pub janitor_interval_ms: i64,
+    /// Reaper period.
+    pub reaper_interval: Duration,
+    /// Scheduler period.
+    pub scheduler_interval: Duration,
+    /// TTL sweep period.
+    pub ttl_interval: Duration,
+    /// Janitor (receipts, attempts, dedup, dead-letter retention) period.
+    pub janitor_interval: Duration,
     /// How often a long-poll re-checks without a wake-up (scheduled messages coming due).
-    pub long_poll_recheck_ms: i64,
-    /// Dead-letter retention defaults (0 = unbounded).
+    pub long_poll_recheck: Duration,
+    /// Dead-letter retention defaults (zero = unbounded).
     pub retention: RetentionDefaults,
 }
 
@@ -66,11 +68,11 @@ impl Default for EngineOptions {
         EngineOptions {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             background: true,
-            reaper_interval_ms: 1000,
-            scheduler_interval_ms: 1000,
-            ttl_interval_ms: 1000,
-            janitor_interval_ms: 60_000,
-            long_poll_recheck_ms: 1000,
+            reaper_interval: Duration::from_secs(1),
+            scheduler_interval: Duration::from_secs(1),
+            ttl_interval: Duration::from_secs(1),
+            janitor_interval: Duration::from_secs(60),
+            long_poll_recheck: Duration::from_secs(1),
             retention: RetentionDefaults::default(),
         }
     }
@@ -367,7 +369,7 @@ impl<S: Store> Engine<S> {
     ) -> Result<SeqNumber> {
         let options = SendOptions {
             scheduled_at_ms: Some(at_ms),
-            ttl_ms: None,
+            ttl: None,
         };
         self.send_with(queue, message, options).await
     }
@@ -444,8 +446,8 @@ impl<S: Store> Engine<S> {
 
     // ----- receive ------------------------------------------------------------------
 
-    /// Receives up to `options.max_messages`, long-polling up to `options.wait_ms`.
-    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, max = options.max_messages, wait_ms = options.wait_ms), err(level = "debug"))]
+    /// Receives up to `options.max_messages`, long-polling up to `options.wait`.
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, max = options.max_messages, wait_ms = millis(options.wait)), err(level = "debug"))]
     pub async fn receive(&self, queue: &str, options: ReceiveOptions) -> Result<Vec<Message>> {
         let started = Instant::now();
         let r = self.receive_inner(queue, options).await;
@@ -460,8 +462,11 @@ impl<S: Store> Engine<S> {
                 "max_messages must be 1..={MAX_RECEIVE_BATCH}"
             )));
         }
-        if !(0..=MAX_WAIT_MS).contains(&options.wait_ms) {
-            return Err(Error::invalid(format!("wait_ms must be 0..={MAX_WAIT_MS}")));
+        if options.wait > MAX_WAIT {
+            return Err(Error::invalid(format!(
+                "wait must be at most {} s",
+                MAX_WAIT.as_secs()
+            )));
         }
         if let Some(id) = &options.attempt_id {
             validate_text("receive_attempt_id", id)?;
@@ -472,7 +477,7 @@ impl<S: Store> Engine<S> {
             attempt_id: options.attempt_id.clone(),
         };
         let clock = &self.inner.clock;
-        let deadline = clock.now_ms().saturating_add(options.wait_ms);
+        let deadline = clock.now_ms().saturating_add(millis(options.wait));
         let mut woken = self.inner.wake.subscribe();
         loop {
             woken.borrow_and_update();
@@ -491,7 +496,7 @@ impl<S: Store> Engine<S> {
             if !got.is_empty() || now >= deadline {
                 return Ok(got);
             }
-            let recheck = deadline.min(now + self.inner.options.long_poll_recheck_ms.max(1));
+            let recheck = deadline.min(now + millis(self.inner.options.long_poll_recheck).max(1));
             {
                 let _parked = Parked::new(&self.inner.waiters);
                 tokio::select! {
@@ -570,17 +575,18 @@ impl<S: Store> Engine<S> {
         self.settle(queue, lock.into(), Settlement::Complete).await
     }
 
-    /// Abandons a message: back to active now, or after `delay_ms` (2.2).
+    /// Abandons a message: back to active now ([`Duration::ZERO`]), or after `delay`
+    /// (2.2; at most [`MAX_ABANDON_DELAY`]).
     pub async fn abandon(
         &self,
         queue: &str,
         lock: impl Into<LockRef>,
-        delay_ms: i64,
+        delay: Duration,
     ) -> Result<()> {
-        if !(0..=7 * 24 * 3600 * 1000).contains(&delay_ms) {
-            return Err(Error::invalid("delay_ms must be 0..=7 days"));
+        if delay > MAX_ABANDON_DELAY {
+            return Err(Error::invalid("an abandon delay must be at most 7 days"));
         }
-        self.settle(queue, lock.into(), Settlement::Abandon { delay_ms })
+        self.settle(queue, lock.into(), Settlement::Abandon { delay })
             .await
     }
 
@@ -719,8 +725,8 @@ impl<S: Store> Engine<S> {
         if let Some(t) = &options.target {
             validate_name(t)?;
         }
-        if options.older_than_ms < 0 {
-            return Err(Error::invalid("older_than_ms must be >= 0"));
+        if options.older_than > MAX_SPAN {
+            return Err(Error::invalid("older_than must be at most 100 years"));
         }
         if options.rate_per_sec == 0 {
             let _g = self.admit().await?;
@@ -763,8 +769,8 @@ impl<S: Store> Engine<S> {
     #[tracing::instrument(level = "debug", skip_all, fields(queue = queue), err(level = "debug"))]
     pub async fn purge(&self, queue: &str, options: PurgeOptions) -> Result<u64> {
         validate_name(queue)?;
-        if options.older_than_ms < 0 {
-            return Err(Error::invalid("older_than_ms must be >= 0"));
+        if options.older_than > MAX_SPAN {
+            return Err(Error::invalid("older_than must be at most 100 years"));
         }
         let _g = self.admit().await?;
         self.inner.store.purge(queue.to_owned(), options).await
@@ -1018,12 +1024,12 @@ impl<S: Store> Engine<S> {
         let mut handles = self.inner.loops.lock().unwrap_or_else(|e| e.into_inner());
         for kind in LOOPS {
             let interval = match kind {
-                LoopKind::Reaper => self.inner.options.reaper_interval_ms,
-                LoopKind::Scheduler => self.inner.options.scheduler_interval_ms,
-                LoopKind::Ttl => self.inner.options.ttl_interval_ms,
-                LoopKind::Janitor => self.inner.options.janitor_interval_ms,
-            }
-            .max(1);
+                LoopKind::Reaper => self.inner.options.reaper_interval,
+                LoopKind::Scheduler => self.inner.options.scheduler_interval,
+                LoopKind::Ttl => self.inner.options.ttl_interval,
+                LoopKind::Janitor => self.inner.options.janitor_interval,
+            };
+            let interval = millis(interval).max(1);
             // The loop holds a weak reference so that dropping every Engine handle lets
             // the store go even if close was never called.
             let weak = Arc::downgrade(&self.inner);
@@ -1177,10 +1183,10 @@ fn validate_send(
             "a send holds 1..={MAX_SEND_BATCH} messages"
         )));
     }
-    if let Some(ttl) = options.ttl_ms
-        && ttl < 0
+    if let Some(ttl) = options.ttl
+        && ttl > MAX_SPAN
     {
-        return Err(Error::invalid("ttl_ms must be >= 0"));
+        return Err(Error::invalid("ttl must be at most 100 years"));
     }
     if let Some(at) = options.scheduled_at_ms
         && at < 0

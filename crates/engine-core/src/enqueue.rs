@@ -24,7 +24,9 @@ impl Timing {
     /// The timing of a send at `now` with `options` into a queue of `config`.
     pub fn of(now: i64, options: &SendOptions, config: &QueueConfig) -> Self {
         let visible_at = options.scheduled_at_ms.unwrap_or(now).max(0);
-        let ttl = options.ttl_ms.unwrap_or(config.default_ttl_ms);
+        let ttl = options
+            .ttl
+            .map_or_else(|| config.default_ttl_ms(), crate::types::millis);
         Timing {
             state: if visible_at > now {
                 MessageState::Scheduled
@@ -81,7 +83,7 @@ pub enum Plan {
 pub fn dedup_keys(messages: &[OutMessage], config: &QueueConfig) -> Vec<Option<(String, String)>> {
     messages
         .iter()
-        .map(|m| (config.dedup_window_ms > 0).then(|| dedup_key(m)))
+        .map(|m| (!config.dedup_window.is_zero()).then(|| dedup_key(m)))
         .collect()
 }
 

@@ -3,6 +3,7 @@
 //! returned.
 
 use std::future::Future;
+use std::time::Duration;
 
 use crate::engine::Engine;
 use crate::error::Result;
@@ -86,9 +87,9 @@ impl<S: Store> Queue<S> {
         self.engine.complete(&self.name, message).await
     }
 
-    /// Abandons a received message, for redelivery after `delay_ms` (2.2).
-    pub async fn abandon(&self, message: &Message, delay_ms: i64) -> Result<()> {
-        self.engine.abandon(&self.name, message, delay_ms).await
+    /// Abandons a received message, for redelivery after `delay` (2.2; zero = now).
+    pub async fn abandon(&self, message: &Message, delay: Duration) -> Result<()> {
+        self.engine.abandon(&self.name, message, delay).await
     }
 
     /// Dead-letters a received message with a reason (2.3).

@@ -3,11 +3,17 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// The default lock (lease) duration of a queue, in milliseconds.
-pub const DEFAULT_LOCK_DURATION_MS: i64 = 30_000;
+/// The default lock (lease) duration of a queue.
+pub const DEFAULT_LOCK_DURATION: Duration = Duration::from_secs(30);
+/// The longest lock (lease) a queue may configure.
+pub const MAX_LOCK_DURATION: Duration = Duration::from_secs(24 * 3600);
+/// The longest TTL or dedup window a queue may configure, and the longest age bound of a
+/// redrive or purge: about a hundred years, so a time plus a span never overflows.
+pub const MAX_SPAN: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 /// The default delivery bound of a queue.
 pub const DEFAULT_MAX_DELIVERY_COUNT: i64 = 10;
 /// How long a settlement receipt or a receive attempt replays (promises 3.2, 3.3).
@@ -167,32 +173,34 @@ string_enum! {
 /// Per-queue configuration, with the defaults of the wire contract.
 ///
 /// ```
+/// use std::time::Duration;
 /// use mqlite_engine_core::{OrderingMode, QueueConfig};
 /// let orders = QueueConfig {
-///     lock_duration_ms: 60_000,       // a handler has a minute before redelivery
-///     max_delivery_count: 5,          // the fifth failed delivery dead-letters
-///     dedup_window_ms: 10 * 60_000,   // a resend within 10 minutes collapses
+///     lock_duration: Duration::from_secs(60), // a handler has a minute before redelivery
+///     max_delivery_count: 5,                  // the fifth failed delivery dead-letters
+///     dedup_window: Duration::from_secs(600), // a resend within 10 minutes collapses
 ///     ordering_mode: OrderingMode::GroupFifo,
 ///     ..Default::default()
 /// };
 /// assert!(orders.validate().is_ok());
-/// assert!(QueueConfig { lock_duration_ms: 0, ..Default::default() }.validate().is_err());
+/// assert!(QueueConfig { lock_duration: Duration::ZERO, ..Default::default() }.validate().is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueConfig {
-    /// Lease length of a claim, ms (default 30000).
-    pub lock_duration_ms: i64,
+    /// Lease length of a claim (default 30 s, at most [`MAX_LOCK_DURATION`]).
+    pub lock_duration: Duration,
     /// Claims allowed before dead-lettering (default 10).
     pub max_delivery_count: i64,
-    /// TTL applied to sends without one, ms (0 = none).
-    pub default_ttl_ms: i64,
+    /// TTL applied to sends without one ([`Duration::ZERO`] = none).
+    pub default_ttl: Duration,
     /// Whether an expired message is dead-lettered (true) or discarded.
     pub dead_letter_on_expire: bool,
-    /// Producer dedup window, ms (0 = off).
-    pub dedup_window_ms: i64,
+    /// Producer dedup window ([`Duration::ZERO`] = off).
+    pub dedup_window: Duration,
     /// The ordering mode.
     pub ordering_mode: OrderingMode,
-    /// Dead-letter retention by age, ms (0 inherit, > 0 bound, < 0 unbounded).
+    /// Dead-letter retention by age, in milliseconds because it is three-valued like its
+    /// two siblings: 0 inherits the engine default, > 0 bounds, < 0 is unbounded.
     pub dlq_max_age_ms: i64,
     /// Dead-letter retention by count (0 inherit, > 0 bound, < 0 unbounded).
     pub dlq_max_count: i64,
@@ -203,11 +211,11 @@ pub struct QueueConfig {
 impl Default for QueueConfig {
     fn default() -> Self {
         QueueConfig {
-            lock_duration_ms: DEFAULT_LOCK_DURATION_MS,
+            lock_duration: DEFAULT_LOCK_DURATION,
             max_delivery_count: DEFAULT_MAX_DELIVERY_COUNT,
-            default_ttl_ms: 0,
+            default_ttl: Duration::ZERO,
             dead_letter_on_expire: true,
-            dedup_window_ms: 0,
+            dedup_window: Duration::ZERO,
             ordering_mode: OrderingMode::Standard,
             dlq_max_age_ms: 0,
             dlq_max_count: 0,
@@ -219,23 +227,48 @@ impl Default for QueueConfig {
 impl QueueConfig {
     /// Checks the ranges a queue configuration must respect.
     pub fn validate(&self) -> Result<()> {
-        if self.lock_duration_ms <= 0 {
-            return Err(Error::invalid("lock_duration_ms must be > 0"));
+        if self.lock_duration < Duration::from_millis(1) {
+            return Err(Error::invalid("lock_duration must be at least 1 ms"));
         }
-        if self.lock_duration_ms > 24 * 3600 * 1000 {
-            return Err(Error::invalid("lock_duration_ms must be at most one day"));
+        if self.lock_duration > MAX_LOCK_DURATION {
+            return Err(Error::invalid("lock_duration must be at most one day"));
         }
         if self.max_delivery_count < 1 {
             return Err(Error::invalid("max_delivery_count must be >= 1"));
         }
-        if self.default_ttl_ms < 0 {
-            return Err(Error::invalid("default_ttl_ms must be >= 0"));
+        if self.default_ttl > MAX_SPAN {
+            return Err(Error::invalid("default_ttl must be at most 100 years"));
         }
-        if self.dedup_window_ms < 0 {
-            return Err(Error::invalid("dedup_window_ms must be >= 0"));
+        if self.dedup_window > MAX_SPAN {
+            return Err(Error::invalid("dedup_window must be at most 100 years"));
         }
         Ok(())
     }
+
+    /// The lease length in milliseconds, as stores record it.
+    pub fn lock_ms(&self) -> i64 {
+        millis(self.lock_duration)
+    }
+
+    /// The default TTL in milliseconds (0 = none), as stores record it.
+    pub fn default_ttl_ms(&self) -> i64 {
+        millis(self.default_ttl)
+    }
+
+    /// The dedup window in milliseconds (0 = off), as stores record it.
+    pub fn dedup_window_ms(&self) -> i64 {
+        millis(self.dedup_window)
+    }
+}
+
+/// Whole milliseconds of a duration, saturating at `i64::MAX`: the unit stores record.
+pub fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The duration of `ms` recorded milliseconds; a negative count is zero.
+pub fn from_millis(ms: i64) -> Duration {
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// A queue's name, kind and configuration.
@@ -312,8 +345,8 @@ impl OutMessage {
 pub struct SendOptions {
     /// Deliver no earlier than this epoch-ms time (scheduled send).
     pub scheduled_at_ms: Option<i64>,
-    /// Time to live from the visible time, ms (overrides the queue default; 0 = none).
-    pub ttl_ms: Option<i64>,
+    /// Time to live from the visible time (overrides the queue default; zero = none).
+    pub ttl: Option<Duration>,
 }
 
 /// What the store did with one message of a send.
@@ -401,17 +434,18 @@ pub enum ReceiveMode {
 /// Parameters of a receive.
 ///
 /// ```
+/// use std::time::Duration;
 /// use mqlite_engine_core::{ReceiveMode, ReceiveOptions};
 /// // Up to 32 messages, waiting up to 5 s for the first one.
-/// let batch = ReceiveOptions { wait_ms: 5_000, ..ReceiveOptions::batch(32) };
+/// let batch = ReceiveOptions { wait: Duration::from_secs(5), ..ReceiveOptions::batch(32) };
 /// assert_eq!(batch.mode, ReceiveMode::PeekLock);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiveOptions {
     /// At most this many messages (1..=256, default 1).
     pub max_messages: u32,
-    /// Long-poll for up to this long, ms (0..=20000, default 0).
-    pub wait_ms: i64,
+    /// Long-poll for up to this long (at most 20 s, default zero: no wait).
+    pub wait: Duration,
     /// Peek-lock or receive-and-delete.
     pub mode: ReceiveMode,
     /// A client-chosen id that makes retries of this receive replay it (promise 3.3).
@@ -422,7 +456,7 @@ impl Default for ReceiveOptions {
     fn default() -> Self {
         ReceiveOptions {
             max_messages: 1,
-            wait_ms: 0,
+            wait: Duration::ZERO,
             mode: ReceiveMode::PeekLock,
             attempt_id: None,
         }
@@ -455,10 +489,10 @@ pub struct ClaimSpec {
 pub enum Settlement {
     /// Delete the message (2.1).
     Complete,
-    /// Return it to active, or park it for `delay_ms` (2.2).
+    /// Return it to active, or park it for `delay` (2.2).
     Abandon {
-        /// Backoff before redelivery, ms (0 = now).
-        delay_ms: i64,
+        /// Backoff before redelivery (zero = now).
+        delay: Duration,
     },
     /// Dead-letter it with the caller's reason (2.3).
     Reject {
@@ -486,7 +520,7 @@ impl Settlement {
     pub fn receipt_args(&self) -> String {
         match self {
             Settlement::Complete | Settlement::Defer => String::new(),
-            Settlement::Abandon { delay_ms } => delay_ms.to_string(),
+            Settlement::Abandon { delay } => millis(*delay).to_string(),
             // A length prefix keeps ("a:b", "c") and ("a", "b:c") apart.
             Settlement::Reject {
                 reason,
@@ -574,8 +608,8 @@ pub struct RedriveOptions {
     pub target: Option<String>,
     /// At most this many (0 = all).
     pub max: u64,
-    /// Only dead letters at least this old, ms (0 = any).
-    pub older_than_ms: i64,
+    /// Only dead letters at least this old (zero = any).
+    pub older_than: Duration,
     /// At most this many per second (0 = unthrottled).
     pub rate_per_sec: u64,
 }
@@ -585,15 +619,15 @@ pub struct RedriveOptions {
 pub struct PurgeOptions {
     /// At most this many (0 = all).
     pub max: u64,
-    /// Only dead letters at least this old, ms (0 = any).
-    pub older_than_ms: i64,
+    /// Only dead letters at least this old (zero = any).
+    pub older_than: Duration,
 }
 
 /// Engine-wide dead-letter retention defaults (promise 8.3); 0 means unbounded.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RetentionDefaults {
-    /// Maximum age of a dead letter, ms.
-    pub max_age_ms: i64,
+    /// Maximum age of a dead letter (zero = unbounded).
+    pub max_age: Duration,
     /// Maximum dead letters per queue.
     pub max_count: i64,
     /// Maximum dead-letter body bytes per queue.
@@ -601,6 +635,11 @@ pub struct RetentionDefaults {
 }
 
 impl RetentionDefaults {
+    /// The age bound in milliseconds, as [`RetentionDefaults::resolve`] takes it.
+    pub fn max_age_ms(&self) -> i64 {
+        millis(self.max_age)
+    }
+
     /// Resolves a queue's bound against the engine default: 0 inherits, > 0 overrides,
     /// < 0 is explicitly unbounded. The result is 0 for "no bound".
     pub fn resolve(queue_value: i64, engine_default: i64) -> i64 {

@@ -183,7 +183,7 @@ where
 
     /// How long each receive long-polls (at most the engine's 20 s).
     pub fn poll_wait(mut self, wait: Duration) -> Self {
-        self.poll_wait = wait.min(Duration::from_millis(crate::engine::MAX_WAIT_MS as u64));
+        self.poll_wait = wait.min(crate::engine::MAX_WAIT);
         self
     }
 
@@ -214,7 +214,6 @@ where
         let (expire, expired) = watch::channel(false);
         let mut tasks = JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
-        let wait_ms = i64::try_from(self.poll_wait.as_millis()).unwrap_or(i64::MAX);
         let outcome = loop {
             // Wait for a free slot, then take as many messages as there are slots.
             let first = tokio::select! {
@@ -230,7 +229,7 @@ where
             }
             let options = ReceiveOptions {
                 max_messages: slots.len() as u32,
-                wait_ms,
+                wait: self.poll_wait,
                 ..Default::default()
             };
             let got = tokio::select! {
@@ -317,7 +316,7 @@ where
                 } => {
                     // The grace period is over: another consumer takes it from here.
                     handled.abort();
-                    if self.engine.abandon(&self.queue, lock, 0).await.is_ok() {
+                    if self.engine.abandon(&self.queue, lock, Duration::ZERO).await.is_ok() {
                         self.count(|r| r.abandoned_at_shutdown += 1);
                     }
                     return;
@@ -365,10 +364,8 @@ where
         let result = match &how {
             Settle::Complete => self.engine.complete(q, lock).await,
             Settle::Retry(delay) => {
-                let ms = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
-                self.engine
-                    .abandon(q, lock, ms.min(7 * 24 * 3600 * 1000))
-                    .await
+                let delay = (*delay).min(crate::engine::MAX_ABANDON_DELAY);
+                self.engine.abandon(q, lock, delay).await
             }
             Settle::DeadLetter(why) => {
                 let text: String = why.chars().take(4096).collect();

@@ -6,6 +6,8 @@
 //! cargo run --release -p mqlite --example quickstart [path/to/file.db]
 //! ```
 
+use std::time::Duration;
+
 use mqlite::{Engine, OutMessage, PeekOptions, QueueConfig, ReceiveOptions};
 
 #[tokio::main]
@@ -51,7 +53,7 @@ async fn main() -> mqlite::Result<()> {
 
     let m = mq.receive_one("jobs").await?.expect("a message");
     println!("received #{}; abandoning it", m.seq);
-    mq.abandon("jobs", &m, 0).await?;
+    mq.abandon("jobs", &m, Duration::ZERO).await?;
     let again = mq.receive_one("jobs").await?.expect("the redelivery");
     println!(
         "redelivered #{} (delivery {}), the old token is fenced: {}",
@@ -71,7 +73,7 @@ async fn main() -> mqlite::Result<()> {
             "received #{} (delivery {attempt}); it fails, abandon",
             m.seq
         );
-        mq.abandon("jobs", &m, 0).await?;
+        mq.abandon("jobs", &m, Duration::ZERO).await?;
     }
     let dead = mq
         .peek(

@@ -25,14 +25,13 @@
 // the store-side parameter types such as `ClaimSpec` and `RecoverTask`, the writer
 // thread) stay in `mqlite-engine-core` for store authors.
 pub use mqlite_engine_core::{
-    AccessKey, BatchResult, Clock, CreatedKey, DEFAULT_LOCK_DURATION_MS,
-    DEFAULT_MAX_DELIVERY_COUNT, DynStore, EngineOptions, EngineTx, EnqueueSlot, Error, HasOutbox,
-    LockHolder, LockLostReason, LockRef, LockToken, LoopKind, ManualClock, Message, MessageState,
-    OrderingMode, OutMessage, OutboxStore, Ownership, PeekOptions, Permission, PurgeOptions, Queue,
-    QueueConfig, QueueInfo, QueueKind, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED,
-    RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions, RedriveOptions, Result, RetentionDefaults,
-    SendOptions, SeqNumber, SharedClock, Store, StoreStatus, StoreTx, Subscription, SweepReport,
-    SystemClock, WorkStats,
+    AccessKey, BatchResult, Clock, CreatedKey, DEFAULT_LOCK_DURATION, DEFAULT_MAX_DELIVERY_COUNT,
+    DynStore, EngineOptions, EngineTx, EnqueueSlot, Error, HasOutbox, LockHolder, LockLostReason,
+    LockRef, LockToken, LoopKind, ManualClock, Message, MessageState, OrderingMode, OutMessage,
+    OutboxStore, Ownership, PeekOptions, Permission, PurgeOptions, Queue, QueueConfig, QueueInfo,
+    QueueKind, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RECEIPT_TTL_MS, ReceiveMode,
+    ReceiveOptions, RedriveOptions, Result, RetentionDefaults, SendOptions, SeqNumber, SharedClock,
+    Store, StoreStatus, StoreTx, Subscription, SweepReport, SystemClock, WorkStats,
 };
 
 /// The worker: handlers over long-polls with renewal, retries and a graceful stop.

@@ -1,5 +1,7 @@
 //! Bad input gets a typed error, never a panic, and changes nothing.
 
+use std::time::Duration;
+
 use mqlite::{
     Engine, Error, LockRef, LockToken, OutMessage, PeekOptions, QueueConfig, ReceiveOptions,
     SendOptions, SeqNumber, Store,
@@ -63,7 +65,11 @@ async fn names_configs_and_limits_are_refused_with_typed_errors<S: Store>(
     }
     for config in [
         QueueConfig {
-            lock_duration_ms: 0,
+            lock_duration: Duration::ZERO,
+            ..Default::default()
+        },
+        QueueConfig {
+            lock_duration: Duration::from_secs(24 * 3600 + 1),
             ..Default::default()
         },
         QueueConfig {
@@ -71,11 +77,11 @@ async fn names_configs_and_limits_are_refused_with_typed_errors<S: Store>(
             ..Default::default()
         },
         QueueConfig {
-            default_ttl_ms: -1,
+            default_ttl: Duration::MAX,
             ..Default::default()
         },
         QueueConfig {
-            dedup_window_ms: -5,
+            dedup_window: Duration::MAX,
             ..Default::default()
         },
     ] {
@@ -88,29 +94,36 @@ async fn names_configs_and_limits_are_refused_with_typed_errors<S: Store>(
     ));
     invalid(mq.send_batch("q", vec![]).await);
     invalid(mq.send_batch("q", vec![OutMessage::new("x"); 1001]).await);
-    let negative = |ttl, at| SendOptions {
-        ttl_ms: ttl,
+    let out_of_range = |ttl, at| SendOptions {
+        ttl,
         scheduled_at_ms: at,
     };
     invalid(
-        mq.send_with("q", OutMessage::new("x"), negative(Some(-1), None))
-            .await,
+        mq.send_with(
+            "q",
+            OutMessage::new("x"),
+            out_of_range(Some(Duration::MAX), None),
+        )
+        .await,
     );
     invalid(
-        mq.send_with("q", OutMessage::new("x"), negative(None, Some(-1)))
+        mq.send_with("q", OutMessage::new("x"), out_of_range(None, Some(-1)))
             .await,
     );
     invalid(
         mq.send("q", OutMessage::new("x").with_id("bad\u{0}id"))
             .await,
     );
-    let waiting = |wait_ms| ReceiveOptions {
-        wait_ms,
+    let waiting = |wait| ReceiveOptions {
+        wait,
         ..Default::default()
     };
     invalid(mq.receive("q", ReceiveOptions::batch(0)).await);
-    invalid(mq.receive("q", waiting(-1)).await);
-    invalid(mq.receive("q", waiting(20_001)).await);
+    invalid(
+        mq.receive("q", waiting(Duration::from_millis(20_001)))
+            .await,
+    );
+    invalid(mq.receive("q", waiting(Duration::MAX)).await);
     invalid(
         mq.receive(
             "q",
@@ -145,7 +158,10 @@ async fn names_configs_and_limits_are_refused_with_typed_errors<S: Store>(
         seq: SeqNumber(1),
         token: LockToken::random(),
     };
-    invalid(mq.abandon("q", lock, -1).await);
+    invalid(
+        mq.abandon("q", lock, Duration::from_secs(8 * 24 * 3600))
+            .await,
+    );
     invalid(mq.renew_batch("q", &[]).await);
     invalid(mq.complete_batch("q", &[]).await);
     invalid(mq.receive_deferred("q", &[]).await);
@@ -154,7 +170,7 @@ async fn names_configs_and_limits_are_refused_with_typed_errors<S: Store>(
         mq.redrive(
             "q",
             mqlite::RedriveOptions {
-                older_than_ms: -1,
+                older_than: Duration::MAX,
                 ..Default::default()
             },
         )
@@ -164,7 +180,7 @@ async fn names_configs_and_limits_are_refused_with_typed_errors<S: Store>(
         mq.purge(
             "q",
             mqlite::PurgeOptions {
-                older_than_ms: -1,
+                older_than: Duration::MAX,
                 max: 0,
             },
         )

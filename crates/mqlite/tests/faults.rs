@@ -89,7 +89,7 @@ async fn a_panicking_job_and_a_failing_loop_are_reported_and_the_engine_serves_o
     .await
     .expect("open");
     let options = EngineOptions {
-        janitor_interval_ms: 1_000,
+        janitor_interval: std::time::Duration::from_secs(1),
         ..Default::default()
     };
     let mq = Engine::with_store(store, options).await.expect("engine");

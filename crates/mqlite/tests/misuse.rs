@@ -3,6 +3,8 @@
 //! held twice, each way a lock token stops working, and the call that is NOT an error
 //! (a repeated completion replays Ok).
 
+use std::time::Duration;
+
 use mqlite::{
     Engine, Error, LockHolder, LockLostReason, ManualClock, OutMessage, QueueConfig, SqliteOptions,
     SqliteStore,
@@ -143,7 +145,7 @@ async fn every_misuse_is_a_typed_error_that_names_its_cause() {
         },
         Row {
             what: "another verb after a completion",
-            got: mq.abandon("q", &held[0], 0).await,
+            got: mq.abandon("q", &held[0], Duration::ZERO).await,
             variant: |e| {
                 matches!(
                     e,

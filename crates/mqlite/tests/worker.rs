@@ -16,18 +16,18 @@ use tokio::sync::{Notify, mpsc};
 
 const Q: &str = "jobs";
 
-async fn engine(clock: &ManualClock, lock_ms: i64) -> Engine {
+async fn engine(clock: &ManualClock, lock_ms: u64) -> Engine {
     let store = SqliteStore::open(SqliteOptions::new(":memory:").clock(clock.shared()))
         .await
         .expect("open");
     let options = EngineOptions {
         background: false,
-        long_poll_recheck_ms: 100,
+        long_poll_recheck: Duration::from_millis(100),
         ..Default::default()
     };
     let mq = Engine::with_store(store, options).await.expect("engine");
     let config = QueueConfig {
-        lock_duration_ms: lock_ms,
+        lock_duration: Duration::from_millis(lock_ms),
         max_delivery_count: 100,
         ..Default::default()
     };

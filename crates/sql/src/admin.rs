@@ -1,6 +1,7 @@
 //! Queue administration and the admin reads: upsert/delete/list, cancel, peek, stats,
 //! redrive, purge and status (6.2, 7.1, 12.1).
 
+use mqlite_engine_core::types::millis;
 use std::collections::BTreeSet;
 
 use mqlite_engine_core::{
@@ -143,11 +144,11 @@ pub async fn upsert_queue<X: SqlExec>(
         &[
             (":name", Value::from(name)),
             (":kind", Value::from(kind.as_str())),
-            (":lock_ms", Value::from(cfg.lock_duration_ms)),
+            (":lock_ms", Value::from(cfg.lock_ms())),
             (":max_dc", Value::from(cfg.max_delivery_count)),
-            (":ttl", Value::from(cfg.default_ttl_ms)),
+            (":ttl", Value::from(cfg.default_ttl_ms())),
             (":dloe", Value::from(cfg.dead_letter_on_expire)),
-            (":dedup", Value::from(cfg.dedup_window_ms)),
+            (":dedup", Value::from(cfg.dedup_window_ms())),
             (":mode", Value::from(cfg.ordering_mode.as_str())),
             (":age", Value::from(cfg.dlq_max_age_ms)),
             (":count", Value::from(cfg.dlq_max_count)),
@@ -269,7 +270,10 @@ pub async fn redrive<X: SqlExec>(
             DLQ_OLDEST,
             &[
                 (":queue", Value::from(queue)),
-                (":cutoff", Value::from(now.saturating_sub(o.older_than_ms))),
+                (
+                    ":cutoff",
+                    Value::from(now.saturating_sub(millis(o.older_than))),
+                ),
                 (":limit", Value::from(limit)),
             ],
         )
@@ -323,7 +327,10 @@ pub async fn purge<X: SqlExec>(x: &mut X, now: i64, queue: &str, o: &PurgeOption
         PURGE,
         &[
             (":queue", Value::from(queue)),
-            (":cutoff", Value::from(now.saturating_sub(o.older_than_ms))),
+            (
+                ":cutoff",
+                Value::from(now.saturating_sub(millis(o.older_than))),
+            ),
             (":limit", Value::from(limit)),
         ],
     )

@@ -143,7 +143,7 @@ pub async fn claim<X: SqlExec>(
                         (":queue", Value::from(queue)),
                         (":now", Value::from(now)),
                         (":max", Value::from(max)),
-                        (":lock_ms", Value::from(cfg.lock_duration_ms)),
+                        (":lock_ms", Value::from(cfg.lock_ms())),
                         (":tokens", Value::from(tokens_json(&tokens))),
                     ],
                 )
@@ -295,7 +295,7 @@ pub async fn receive_deferred<X: SqlExec>(
             &[
                 (":queue", Value::from(queue)),
                 (":now", Value::from(now)),
-                (":lock_ms", Value::from(cfg.lock_duration_ms)),
+                (":lock_ms", Value::from(cfg.lock_ms())),
                 (":seqs", Value::from(json.to_string())),
                 (":tokens", Value::from(tokens_json(&tokens))),
             ],

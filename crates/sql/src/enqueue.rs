@@ -137,7 +137,7 @@ pub async fn enqueue<X: SqlExec>(
                 ),
                 (
                     ":expires_at",
-                    Value::from(now.saturating_add(cfg.dedup_window_ms)),
+                    Value::from(now.saturating_add(cfg.dedup_window_ms())),
                 ),
             ],
         )

@@ -1,5 +1,6 @@
 //! Decoding rows into domain types, and the queue read every operation starts with.
 
+use mqlite_engine_core::types::from_millis;
 use std::collections::BTreeMap;
 
 use mqlite_engine_core::{
@@ -62,11 +63,11 @@ pub fn queue_row(r: &Row, at: usize) -> Result<(QueueKind, QueueConfig)> {
     Ok((
         r.text(at)?.parse()?,
         QueueConfig {
-            lock_duration_ms: r.int(at + 1)?,
+            lock_duration: from_millis(r.int(at + 1)?),
             max_delivery_count: r.int(at + 2)?,
-            default_ttl_ms: r.int(at + 3)?,
+            default_ttl: from_millis(r.int(at + 3)?),
             dead_letter_on_expire: r.flag(at + 4)?,
-            dedup_window_ms: r.int(at + 5)?,
+            dedup_window: from_millis(r.int(at + 5)?),
             ordering_mode: r.text(at + 6)?.parse::<OrderingMode>()?,
             dlq_max_age_ms: r.int(at + 7)?,
             dlq_max_count: r.int(at + 8)?,

@@ -2,6 +2,7 @@
 //! and Renew), the receipts written in the same transaction, and the receipt replay for
 //! a retried identical request.
 
+use mqlite_engine_core::types::millis;
 use std::collections::{HashMap, HashSet};
 
 use mqlite_engine_core::{
@@ -230,8 +231,8 @@ pub async fn settle<X: SqlExec>(
     ];
     let text = match settlement {
         Settlement::Complete => SETTLE_COMPLETE,
-        Settlement::Abandon { delay_ms } => {
-            params.push((":delay_ms", Value::from(*delay_ms)));
+        Settlement::Abandon { delay } => {
+            params.push((":delay_ms", Value::from(millis(*delay))));
             params.push((":max_dc", Value::from(cfg.max_delivery_count)));
             SETTLE_ABANDON
         }
@@ -332,7 +333,7 @@ pub async fn renew_batch<X: SqlExec>(
             &[
                 (":queue", Value::from(queue)),
                 (":now", Value::from(now)),
-                (":lock_ms", Value::from(cfg.lock_duration_ms)),
+                (":lock_ms", Value::from(cfg.lock_ms())),
                 (":items", Value::from(items_json(locks))),
             ],
         )

@@ -137,7 +137,7 @@ async fn retention<X: SqlExec>(x: &mut X, now: i64, defaults: RetentionDefaults)
     let mut doomed: Vec<i64> = Vec::new();
     for q in &queues {
         let queue = q.text(0)?;
-        let age = RetentionDefaults::resolve(q.int(1)?, defaults.max_age_ms);
+        let age = RetentionDefaults::resolve(q.int(1)?, defaults.max_age_ms());
         let count = RetentionDefaults::resolve(q.int(2)?, defaults.max_count);
         let bytes = RetentionDefaults::resolve(q.int(3)?, defaults.max_bytes);
         if age == 0 && count == 0 && bytes == 0 {

@@ -2,6 +2,7 @@
 //! binary values of rows (a message row reuses engine-core's codec for the message).
 
 use mqlite_engine_core::codec::{decode_messages, encode_messages};
+use mqlite_engine_core::types::from_millis;
 use mqlite_engine_core::{
     AccessKey, Error, Message, MessageState, OrderingMode, QueueConfig, QueueKind, Result,
 };
@@ -234,11 +235,11 @@ pub(crate) fn state_code(s: MessageState) -> u8 {
 pub(crate) fn encode_queue(kind: QueueKind, c: &QueueConfig, created_at: i64) -> Vec<u8> {
     let mut w = W::default();
     w.s(kind.as_str())
-        .i(c.lock_duration_ms)
+        .i(c.lock_ms())
         .i(c.max_delivery_count)
-        .i(c.default_ttl_ms)
+        .i(c.default_ttl_ms())
         .i(i64::from(c.dead_letter_on_expire))
-        .i(c.dedup_window_ms)
+        .i(c.dedup_window_ms())
         .s(c.ordering_mode.as_str())
         .i(c.dlq_max_age_ms)
         .i(c.dlq_max_count)
@@ -257,11 +258,11 @@ pub(crate) fn decode_queue(buf: &[u8]) -> Result<(QueueKind, QueueConfig, i64)> 
     let dedup_window_ms = r.i()?;
     let ordering_mode: OrderingMode = r.s()?.parse()?;
     let cfg = QueueConfig {
-        lock_duration_ms,
+        lock_duration: from_millis(lock_duration_ms),
         max_delivery_count,
-        default_ttl_ms,
+        default_ttl: from_millis(default_ttl_ms),
         dead_letter_on_expire,
-        dedup_window_ms,
+        dedup_window: from_millis(dedup_window_ms),
         ordering_mode,
         dlq_max_age_ms: r.i()?,
         dlq_max_count: r.i()?,

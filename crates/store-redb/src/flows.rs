@@ -2,6 +2,7 @@
 //! for step on hand-built indexes, so both kinds of store keep the same promises and the
 //! same line rule (see `mqlite_engine_core::store`).
 
+use mqlite_engine_core::types::millis;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use redb::ReadableTable;
@@ -327,7 +328,7 @@ pub(crate) fn enqueue(
         seqs.insert(*i, SeqNumber(seq));
         if let Plan::Insert { key: Some((k, h)) } = &plans[*i] {
             let key = Key::new().s(queue).s(k);
-            let exp = now.saturating_add(cfg.dedup_window_ms);
+            let exp = now.saturating_add(cfg.dedup_window_ms());
             // An expired entry for the key is replaced, with its janitor entry.
             if let Some(old) = t.dedup.get(key.bytes()).map_err(db)? {
                 let mut r = R(old.value());
@@ -438,7 +439,7 @@ pub(crate) fn claim(
             for (row, token) in heads.into_iter().zip(tokens) {
                 let mut new = row.clone();
                 new.m.state = MessageState::Locked;
-                new.m.locked_until_ms = now + cfg.lock_duration_ms;
+                new.m.locked_until_ms = now + cfg.lock_ms();
                 new.m.lock_token = Some(token);
                 new.m.delivery_count += 1;
                 t.put(row.m.seq.0, Some(&row), Some(&new))?;
@@ -552,7 +553,7 @@ pub(crate) fn receive_deferred(
         }
         let mut new = row.clone();
         new.m.state = MessageState::Locked;
-        new.m.locked_until_ms = now + cfg.lock_duration_ms;
+        new.m.locked_until_ms = now + cfg.lock_ms();
         new.m.lock_token = Some(LockToken::random());
         new.m.delivery_count += 1;
         t.put(s.0, Some(&row), Some(&new))?;
@@ -653,7 +654,8 @@ pub(crate) fn settle(
     new.m.locked_until_ms = 0;
     match s {
         Settlement::Complete => {}
-        Settlement::Abandon { delay_ms } => {
+        Settlement::Abandon { delay } => {
+            let delay_ms = millis(*delay);
             if row.m.delivery_count >= cfg.max_delivery_count {
                 new.m.state = MessageState::DeadLettered;
                 new.m.dead_letter_reason = Some(REASON_MAX_DELIVERY.to_owned());
@@ -662,7 +664,7 @@ pub(crate) fn settle(
                 new.dead_lettered_at = now;
             } else {
                 new.dead_lettered_at = 0;
-                if *delay_ms > 0 {
+                if delay_ms > 0 {
                     new.m.state = MessageState::Scheduled;
                     new.m.visible_at_ms = now + delay_ms;
                 } else {
@@ -751,7 +753,7 @@ pub(crate) fn renew_batch(
     for l in locks {
         if let Some(row) = fenced(t, now, queue, l)? {
             let mut new = row.clone();
-            new.m.locked_until_ms = row.m.locked_until_ms.max(now + cfg.lock_duration_ms);
+            new.m.locked_until_ms = row.m.locked_until_ms.max(now + cfg.lock_ms());
             t.put(l.seq.0, Some(&row), Some(&new))?;
             renewed.insert((l.seq.0, l.token), new.m.locked_until_ms);
         }
@@ -876,7 +878,7 @@ pub(crate) fn redrive(
         o.max as usize
     };
     let mut picked: Vec<Row> = Vec::new();
-    for seq in dlq_oldest(t, queue, now.saturating_sub(o.older_than_ms), limit)? {
+    for seq in dlq_oldest(t, queue, now.saturating_sub(millis(o.older_than)), limit)? {
         if let Some(r) = t.row(seq)? {
             picked.push(r);
         }
@@ -929,7 +931,7 @@ pub(crate) fn purge(t: &mut Tables<'_>, now: i64, queue: &str, o: &PurgeOptions)
         o.max as usize
     };
     let mut n = 0;
-    for seq in dlq_oldest(t, queue, now.saturating_sub(o.older_than_ms), limit)? {
+    for seq in dlq_oldest(t, queue, now.saturating_sub(millis(o.older_than)), limit)? {
         if let Some(r) = t.row(seq)? {
             t.put(seq, Some(&r), None)?;
             n += 1;
@@ -1061,7 +1063,7 @@ fn retention(t: &mut Tables<'_>, now: i64, defaults: RetentionDefaults) -> Resul
     let mut doomed = Vec::new();
     for q in list_queues(t)? {
         let c = &q.config;
-        let age = RetentionDefaults::resolve(c.dlq_max_age_ms, defaults.max_age_ms);
+        let age = RetentionDefaults::resolve(c.dlq_max_age_ms, defaults.max_age_ms());
         let count = RetentionDefaults::resolve(c.dlq_max_count, defaults.max_count);
         let bytes = RetentionDefaults::resolve(c.dlq_max_bytes, defaults.max_bytes);
         if age == 0 && count == 0 && bytes == 0 {

@@ -3,6 +3,7 @@
 //! expired, unreaped leases. The store counts the entries it visits (`Store::work`); a
 //! count is stable where a time is not.
 
+use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{
     Engine, EngineOptions, ManualClock, OutMessage, QueueConfig, ReceiveOptions, Store,
 };
@@ -24,7 +25,7 @@ async fn claim_visits(blocked: usize, expired: usize) -> u64 {
     };
     let mq = Engine::with_store(store, options).await.expect("engine");
     let config = QueueConfig {
-        lock_duration_ms: 1_000,
+        lock_duration: from_millis(1_000),
         ..Default::default()
     };
     mq.create_queue("q", config).await.expect("queue");

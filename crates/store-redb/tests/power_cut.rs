@@ -24,6 +24,7 @@
 //! MQLITE_POWER_CUTS=1000 cargo test --release -p mqlite-store-redb --test power_cut -- --nocapture
 //! ```
 
+use mqlite_engine_core::from_millis;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -273,7 +274,7 @@ const QUEUE: &str = "q";
 
 fn config() -> QueueConfig {
     QueueConfig {
-        lock_duration_ms: 600_000,
+        lock_duration: from_millis(600_000),
         max_delivery_count: 1_000,
         ..Default::default()
     }
@@ -407,7 +408,13 @@ async fn workload(store: &RedbStore, steps: u32, rng: &mut Rng) -> Acknowledged 
             };
             let lock = *lock;
             match store
-                .settle(QUEUE.into(), lock, Settlement::Abandon { delay_ms: 0 })
+                .settle(
+                    QUEUE.into(),
+                    lock,
+                    Settlement::Abandon {
+                        delay: std::time::Duration::ZERO,
+                    },
+                )
                 .await
             {
                 Ok(()) => {

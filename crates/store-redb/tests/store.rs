@@ -2,7 +2,9 @@
 //! workload (the consistency check), sequence numbers survive a restart without reuse
 //! (G1), and the guards of 10.1 and 10.2 on files redb and others wrote.
 
+use mqlite_engine_core::from_millis;
 use std::path::Path;
+use std::time::Duration;
 
 use mqlite_engine_core::{
     Engine, EngineOptions, Error, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveMode,
@@ -29,11 +31,11 @@ async fn engine(path: &Path, clock: &ManualClock) -> Engine<RedbStore> {
 
 fn cfg(mode: OrderingMode) -> QueueConfig {
     QueueConfig {
-        lock_duration_ms: 1_000,
+        lock_duration: from_millis(1_000),
         max_delivery_count: 2,
-        default_ttl_ms: 0,
+        default_ttl: from_millis(0),
         ordering_mode: mode,
-        dedup_window_ms: 60_000,
+        dedup_window: from_millis(60_000),
         ..Default::default()
     }
 }
@@ -66,7 +68,7 @@ async fn indexes_agree_with_rows_after_a_mixed_workload() {
             vec![OutMessage::new("later").with_group("g9")],
             SendOptions {
                 scheduled_at_ms: Some(clock.now() + 500),
-                ttl_ms: Some(10_000),
+                ttl: Some(from_millis(10_000)),
             },
         )
         .await
@@ -81,8 +83,11 @@ async fn indexes_agree_with_rows_after_a_mixed_workload() {
             for (i, m) in got.iter().enumerate() {
                 match (round + i) % 5 {
                     0 => mq.complete(q, m).await.expect("complete"),
-                    1 => mq.abandon(q, m, 0).await.expect("abandon"),
-                    2 => mq.abandon(q, m, 300).await.expect("abandon later"),
+                    1 => mq.abandon(q, m, Duration::ZERO).await.expect("abandon"),
+                    2 => mq
+                        .abandon(q, m, from_millis(300))
+                        .await
+                        .expect("abandon later"),
                     3 => mq.defer(q, m).await.expect("defer"),
                     _ => {} // the lease lapses
                 }

@@ -1,6 +1,7 @@
 //! Two guarantees of the store contract (docs/backends.md) that no TCK case pins: G1's
 //! "never reused, even after deletion and restart" and G7's space given back.
 
+use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{
     Engine, EngineOptions, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveMode,
     ReceiveOptions,
@@ -58,7 +59,7 @@ async fn deleted_messages_give_their_pages_back() {
     let mq = engine(&path, &clock).await;
     let config = QueueConfig {
         ordering_mode: OrderingMode::Standard,
-        dedup_window_ms: 60_000,
+        dedup_window: from_millis(60_000),
         ..Default::default()
     };
     mq.create_queue("q", config).await.expect("queue");

@@ -5,6 +5,7 @@
 //! receive-and-delete) and around send, complete_batch and renew_batch at N = 1, 64 and
 //! 512, and fails if the count grows with N.
 
+use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{
     Engine, EngineOptions, LockRef, ManualClock, OrderingMode, OutMessage, QueueConfig,
     ReceiveMode, ReceiveOptions, Store,
@@ -68,7 +69,7 @@ async fn statements_per_operation_do_not_grow_with_batch_size() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mq = engine(&dir).await;
     let config = QueueConfig {
-        dedup_window_ms: 60_000,
+        dedup_window: from_millis(60_000),
         ..Default::default()
     };
     mq.create_queue("q", config).await.expect("queue");

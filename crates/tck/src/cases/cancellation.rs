@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::pin::pin;
+use std::time::Duration;
 
 use std::collections::{HashMap, HashSet};
 
@@ -412,7 +413,7 @@ pub async fn p13_5_remote_statements_can_be_cancelled<F: Access>(ctx: Ctx<F>) ->
     for (j, m) in held.iter().enumerate() {
         let out = match j % 4 {
             0 => cut(&mq, j, mq.complete(Q, m)).await?,
-            1 => cut(&mq, j, mq.abandon(Q, m, 0)).await?,
+            1 => cut(&mq, j, mq.abandon(Q, m, Duration::ZERO)).await?,
             2 => cut(&mq, j, mq.reject(Q, m, "Dropped", "by 13.5")).await?,
             _ => cut(&mq, j, mq.defer(Q, m)).await?,
         };

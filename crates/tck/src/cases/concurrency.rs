@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use mqlite_engine_core::{Error, LockRef, OutMessage, ReceiveOptions, SeqNumber};
 
@@ -116,7 +117,7 @@ pub async fn p14_4_every_message_is_eventually_completed<F: Access>(ctx: Ctx<F>)
                 for (i, m) in got.iter().enumerate() {
                     // A deterministic mix: complete most, abandon some, drop some.
                     match (m.seq.0 as u64 + worker + round) % 5 {
-                        0 => mq.abandon(Q, m, 0).await?,
+                        0 => mq.abandon(Q, m, Duration::ZERO).await?,
                         1 if i % 2 == 0 => {} // the consumer "dies": the lease lapses
                         _ => {
                             mq.complete(Q, m).await?;

@@ -1,6 +1,8 @@
 //! Section 6: dead letters.
 
+use mqlite_engine_core::from_millis;
 use std::sync::Arc;
+use std::time::Duration;
 
 use mqlite_engine_core::clock::BoxFuture;
 use mqlite_engine_core::{
@@ -21,7 +23,7 @@ pub async fn p6_1_delivery_bound_dead_letters<F: Access>(ctx: Ctx<F>) -> TckResu
     for n in 1..=3 {
         let m = receive_one(&mq, Q).await?;
         assert_eq!(m.delivery_count, n);
-        mq.abandon(Q, &m, 0).await?;
+        mq.abandon(Q, &m, Duration::ZERO).await?;
     }
     assert!(mq.receive_one(Q).await?.is_none(), "no fourth delivery");
     let all = peek_all(&mq, Q).await?;
@@ -101,7 +103,7 @@ pub async fn p6_2_redrive_purge_and_peek<F: Access>(ctx: Ctx<F>) -> TckResult {
         .redrive(
             Q,
             RedriveOptions {
-                older_than_ms: 2_500,
+                older_than: from_millis(2_500),
                 max: 1,
                 ..Default::default()
             },
@@ -119,7 +121,7 @@ pub async fn p6_2_redrive_purge_and_peek<F: Access>(ctx: Ctx<F>) -> TckResult {
         .redrive(
             Q,
             RedriveOptions {
-                older_than_ms: 2_500,
+                older_than: from_millis(2_500),
                 ..Default::default()
             },
         )
@@ -139,7 +141,7 @@ pub async fn p6_2_redrive_purge_and_peek<F: Access>(ctx: Ctx<F>) -> TckResult {
         mq.purge(
             Q,
             PurgeOptions {
-                older_than_ms: 60_000,
+                older_than: from_millis(60_000),
                 max: 0
             }
         )
@@ -151,7 +153,7 @@ pub async fn p6_2_redrive_purge_and_peek<F: Access>(ctx: Ctx<F>) -> TckResult {
             Q,
             PurgeOptions {
                 max: 1,
-                older_than_ms: 0
+                older_than: Duration::ZERO,
             }
         )
         .await?,

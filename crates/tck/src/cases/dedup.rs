@@ -1,5 +1,6 @@
 //! Section 4: producer deduplication.
 
+use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, QueueConfig, SendOptions, SeqNumber};
 
 use super::peek_all;
@@ -9,7 +10,7 @@ const Q: &str = "q";
 
 fn windowed(ms: i64) -> QueueConfig {
     QueueConfig {
-        dedup_window_ms: ms,
+        dedup_window: from_millis(ms),
         ..Default::default()
     }
 }

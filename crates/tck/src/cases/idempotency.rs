@@ -1,8 +1,10 @@
 //! Section 3 (3.2, 3.3): settlement receipts and receive attempts.
 
+use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{
     Error, LockRef, MessageState, OutMessage, RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions,
 };
+use std::time::Duration;
 
 use super::{config, peek_all, receive_one, send_n, state_of};
 use crate::harness::{Access, Ctx, TckResult};
@@ -22,13 +24,13 @@ pub async fn p3_2_identical_settle_replays_success<F: Access>(ctx: Ctx<F>) -> Tc
         Err(Error::LockLost { .. })
     ));
     assert!(matches!(
-        mq.abandon(Q, &got[0], 0).await,
+        mq.abandon(Q, &got[0], Duration::ZERO).await,
         Err(Error::LockLost { .. })
     ));
     mq.defer(Q, &got[1]).await?;
     mq.defer(Q, &got[1]).await?;
-    mq.abandon(Q, &got[2], 250).await?;
-    mq.abandon(Q, &got[2], 250).await?;
+    mq.abandon(Q, &got[2], from_millis(250)).await?;
+    mq.abandon(Q, &got[2], from_millis(250)).await?;
     mq.reject(Q, &got[3], "Bad", "why").await?;
     mq.reject(Q, &got[3], "Bad", "why").await?;
     let batch = mq.complete_batch(Q, &[LockRef::from(&got[0])]).await?;
@@ -75,13 +77,13 @@ pub async fn p3_2_receipt_is_keyed_by_the_whole_request<F: Access>(ctx: Ctx<F>) 
         state_of(&mq, Q, got[1].seq).await?,
         Some(MessageState::Locked)
     );
-    mq.abandon(Q, &got[1], 1_000).await?;
+    mq.abandon(Q, &got[1], from_millis(1_000)).await?;
     assert!(matches!(
-        mq.abandon(Q, &got[1], 2_000).await,
+        mq.abandon(Q, &got[1], from_millis(2_000)).await,
         Err(Error::LockLost { .. })
     ));
     assert!(matches!(
-        mq.abandon(Q, &got[1], 0).await,
+        mq.abandon(Q, &got[1], Duration::ZERO).await,
         Err(Error::LockLost { .. })
     ));
     mq.reject(Q, &got[2], "R1", "D1").await?;
@@ -125,9 +127,9 @@ pub async fn p3_2_replay_never_grants_a_new_effect<F: Access>(ctx: Ctx<F>) -> Tc
     let mq = ctx.engine_with_queue(Q, config(10_000, 10)).await?;
     let seq = mq.send(Q, OutMessage::new("x")).await?;
     let first = receive_one(&mq, Q).await?;
-    mq.abandon(Q, &first, 0).await?;
+    mq.abandon(Q, &first, Duration::ZERO).await?;
     let second = receive_one(&mq, Q).await?;
-    mq.abandon(Q, &first, 0).await?;
+    mq.abandon(Q, &first, Duration::ZERO).await?;
     let now = peek_all(&mq, Q).await?;
     assert_eq!(
         now[0].state,
@@ -149,7 +151,7 @@ pub async fn p3_2_replay_never_grants_a_new_effect<F: Access>(ctx: Ctx<F>) -> Tc
     mq.renew(Q, &second).await?;
     // After the original lease has lapsed, the replay still answers, and still does nothing.
     ctx.clock.advance(20_000);
-    mq.abandon(Q, &first, 0).await?;
+    mq.abandon(Q, &first, Duration::ZERO).await?;
     assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Locked));
     assert!(matches!(
         mq.renew(Q, &second).await,

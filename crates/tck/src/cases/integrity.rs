@@ -1,8 +1,10 @@
 //! Section 3 (3.4): the integrity sweep — a randomized run with hashed bodies, consumed
 //! concurrently with abandons, lapsed leases and redeliveries.
 
+use mqlite_engine_core::from_millis;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use mqlite_engine_core::dedup::body_digest;
 use mqlite_engine_core::{Error, OutMessage, ReceiveOptions, SeqNumber};
@@ -94,8 +96,8 @@ pub async fn p3_4_integrity_sweep<F: Access>(ctx: Ctx<F>) -> TckResult {
                         .unwrap_or_else(|e| e.into_inner())
                         .insert(m.seq, m.delivery_count);
                     match rng.below(10) {
-                        0 | 1 => mq.abandon(Q, &m, 0).await?,
-                        2 => mq.abandon(Q, &m, 500).await?,
+                        0 | 1 => mq.abandon(Q, &m, Duration::ZERO).await?,
+                        2 => mq.abandon(Q, &m, from_millis(500)).await?,
                         3 => {} // the consumer vanishes; the lease lapses
                         _ => {
                             mq.complete(Q, &m).await?;

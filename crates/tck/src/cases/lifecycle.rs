@@ -1,6 +1,8 @@
 //! Section 1: the peek-lock lifecycle.
 
+use mqlite_engine_core::from_millis;
 use std::collections::HashSet;
+use std::time::Duration;
 
 use mqlite_engine_core::{
     Error, LockRef, MessageState, OutMessage, REASON_MAX_DELIVERY, ReceiveMode, ReceiveOptions,
@@ -25,7 +27,7 @@ pub async fn p1_1_receive_claims_oldest_eligible_with_fresh_token<F: Access>(
         OutMessage::new("later"),
         SendOptions {
             scheduled_at_ms: Some(now + 60_000),
-            ttl_ms: None,
+            ttl: None,
         },
     )
     .await?;
@@ -35,7 +37,7 @@ pub async fn p1_1_receive_claims_oldest_eligible_with_fresh_token<F: Access>(
             OutMessage::new("expiring"),
             SendOptions {
                 scheduled_at_ms: None,
-                ttl_ms: Some(1),
+                ttl: Some(from_millis(1)),
             },
         )
         .await?;
@@ -87,7 +89,7 @@ pub async fn p1_2_locked_message_is_invisible_until_settled_or_expired<F: Access
         "visible again once the lease expired and was reaped"
     );
     assert_ne!(again.token(), m.token());
-    mq.abandon(Q, &again, 0).await?;
+    mq.abandon(Q, &again, Duration::ZERO).await?;
     let third = receive_one(&mq, Q).await?;
     assert_eq!(third.seq, seq, "visible again once settled");
     Ok(())
@@ -106,7 +108,7 @@ pub async fn p1_3_every_claim_counts_a_delivery<F: Access>(ctx: Ctx<F>) -> TckRe
             "counted in the stored row"
         );
         if expected % 2 == 0 {
-            mq.abandon(Q, &m, 0).await?;
+            mq.abandon(Q, &m, Duration::ZERO).await?;
         } else {
             ctx.clock.advance(10_000);
             mq.run_sweeps().await?;
@@ -226,7 +228,7 @@ pub async fn p1_8_long_poll_returns_empty_at_deadline<F: Access>(ctx: Ctx<F>) ->
     let mq = ctx
         .engine_with(mqlite_engine_core::EngineOptions {
             background: false,
-            long_poll_recheck_ms: 60_000,
+            long_poll_recheck: from_millis(60_000),
             ..Default::default()
         })
         .await?;
@@ -237,7 +239,7 @@ pub async fn p1_8_long_poll_returns_empty_at_deadline<F: Access>(ctx: Ctx<F>) ->
             mq.receive(
                 Q,
                 ReceiveOptions {
-                    wait_ms: 2_000,
+                    wait: from_millis(2_000),
                     ..Default::default()
                 },
             )
@@ -291,7 +293,7 @@ pub async fn p1_7_receive_and_delete_drains_a_line_in_order<F: Access>(ctx: Ctx<
     let seqs = send_n(&mq, Q, "m", 5).await?;
     let parked = SendOptions {
         scheduled_at_ms: Some(ctx.clock.now() + 1_000),
-        ttl_ms: None,
+        ttl: None,
     };
     let late = mq.send_with(Q, OutMessage::new("later"), parked).await?;
     let after = mq.send(Q, OutMessage::new("after")).await?;
@@ -342,7 +344,7 @@ pub async fn p1_8_long_poll_wakes_when_work_is_freed<F: Access>(ctx: Ctx<F>) -> 
     let m = mq.send(Q, OutMessage::new("abandoned")).await?;
     let held = receive_one(&mq, Q).await?;
     let waiter = parked_receiver(&mq, Q).await?;
-    mq.abandon(Q, &held, 0).await?;
+    mq.abandon(Q, &held, Duration::ZERO).await?;
     let got = take(waiter.await?)?;
     assert_eq!(got.seq, m, "abandon wakes");
     mq.complete(Q, &got).await?;

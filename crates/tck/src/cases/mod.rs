@@ -1,6 +1,7 @@
 //! The cases, one module per section of the conformance spec, registered in [`all`].
 //! Each case's `///` line states the promise it pins.
 
+use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{
     Engine, Message, MessageState, OutMessage, PeekOptions, QueueConfig, Result, SeqNumber, Store,
 };
@@ -128,7 +129,7 @@ register! {
 /// A queue configuration with this lock duration and delivery bound.
 pub fn config(lock_ms: i64, max_delivery: i64) -> QueueConfig {
     QueueConfig {
-        lock_duration_ms: lock_ms,
+        lock_duration: from_millis(lock_ms),
         max_delivery_count: max_delivery,
         ..Default::default()
     }
@@ -206,7 +207,7 @@ pub async fn parked_receiver<S: Store>(
             mq.receive(
                 &queue,
                 mqlite_engine_core::ReceiveOptions {
-                    wait_ms: 20_000,
+                    wait: from_millis(20_000),
                     ..Default::default()
                 },
             )

@@ -45,6 +45,7 @@
 //! p3_4_store_matches_the_reference_model`. Failing
 //! sequences are kept in `crates/tck/proptest-regressions/model.txt` and replayed first.
 
+use mqlite_engine_core::from_millis;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -100,11 +101,11 @@ struct CfgSpec {
 impl CfgSpec {
     fn config(&self, mode: OrderingMode) -> QueueConfig {
         QueueConfig {
-            lock_duration_ms: self.lock_ms,
+            lock_duration: from_millis(self.lock_ms),
             max_delivery_count: self.max_delivery,
-            default_ttl_ms: self.default_ttl_ms,
+            default_ttl: from_millis(self.default_ttl_ms),
             dead_letter_on_expire: self.dead_letter_on_expire,
-            dedup_window_ms: self.dedup_ms,
+            dedup_window: from_millis(self.dedup_ms),
             ordering_mode: mode,
             ..Default::default()
         }
@@ -582,7 +583,7 @@ impl MQueue {
             else {
                 break;
             };
-            let until = now + self.cfg.lock_duration_ms;
+            let until = now + self.cfg.lock_ms();
             let Some(m) = self.msgs.get_mut(&seq) else {
                 break;
             };
@@ -782,7 +783,7 @@ impl Model {
         if !self.live_lease(q, lock, now) {
             return None;
         }
-        let lock_ms = self.queues[q].cfg.lock_duration_ms;
+        let lock_ms = self.queues[q].cfg.lock_ms();
         match self.queues[q].msgs.get_mut(&lock.seq) {
             Some(Msg {
                 state: St::Locked { until, .. },
@@ -1115,7 +1116,7 @@ impl<F: Access> Run<'_, F> {
                 let name = QUEUES[q];
                 let got = match *verb {
                     Verb::Complete => self.mq.complete(name, lock).await,
-                    Verb::Abandon(delay) => self.mq.abandon(name, lock, delay).await,
+                    Verb::Abandon(delay) => self.mq.abandon(name, lock, from_millis(delay)).await,
                     Verb::Reject(r) => self.mq.reject(name, lock, REASONS[r].0, REASONS[r].1).await,
                     Verb::Defer => self.mq.defer(name, lock).await,
                 };
@@ -1209,7 +1210,7 @@ impl<F: Access> Run<'_, F> {
                     .await
                     .map_err(|e| fail(ctx(&e.to_string())))?;
                 let queue = &mut self.model.queues[*q];
-                let until = now + queue.cfg.lock_duration_ms;
+                let until = now + queue.cfg.lock_ms();
                 let mut expected = Vec::new();
                 for seq in &seqs {
                     if let Some(m) = queue.msgs.get_mut(seq)
@@ -1279,7 +1280,7 @@ impl<F: Access> Run<'_, F> {
                 let options = RedriveOptions {
                     target: to.map(|t| QUEUES[t].to_owned()),
                     max: *max,
-                    older_than_ms: older_than,
+                    older_than: from_millis(older_than),
                     rate_per_sec: 0,
                 };
                 let got = self.mq.redrive(QUEUES[*from], options).await;
@@ -1298,7 +1299,7 @@ impl<F: Access> Run<'_, F> {
                 let older_than = if *older { OLDER_THAN_MS } else { 0 };
                 let options = PurgeOptions {
                     max: *max,
-                    older_than_ms: older_than,
+                    older_than: from_millis(older_than),
                 };
                 let got = self
                     .mq
@@ -1434,7 +1435,7 @@ impl<F: Access> Run<'_, F> {
             .collect();
         let options = SendOptions {
             scheduled_at_ms: sched.map(|d| now + d),
-            ttl_ms: ttl,
+            ttl: ttl.map(from_millis),
         };
         let got: Result<Vec<EnqueueSlot>, Error> = if messages.len() == 1 {
             // A single send reports a conflict as DedupConflict (4.2).
@@ -1466,9 +1467,9 @@ impl<F: Access> Run<'_, F> {
         prop_assert_eq!(got.len(), messages.len(), "{}", ctx("one slot a message"));
         let visible_at = options.scheduled_at_ms.unwrap_or(now).max(0);
         let queue = &mut self.model.queues[q];
-        let ttl = ttl.unwrap_or(queue.cfg.default_ttl_ms);
+        let ttl = ttl.unwrap_or(queue.cfg.default_ttl_ms());
         let expires_at = if ttl > 0 { visible_at + ttl } else { 0 };
-        let window = queue.cfg.dedup_window_ms;
+        let window = queue.cfg.dedup_window_ms();
         let before = self.model.last_seq;
         for (i, (m, slot)) in messages.into_iter().zip(got).enumerate() {
             let key = match &m.message_id {
@@ -1585,7 +1586,7 @@ impl<F: Access> Run<'_, F> {
         let attempt_id = attempt.map(|a| format!("attempt-{a}"));
         let options = ReceiveOptions {
             max_messages: n,
-            wait_ms: 0,
+            wait: from_millis(0),
             mode,
             attempt_id: attempt_id.clone(),
         };

@@ -1,8 +1,10 @@
 //! Section 5: ordering modes and the line of a group.
 
+use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{
     Error, MessageState, OrderingMode, OutMessage, QueueConfig, ReceiveOptions, SeqNumber,
 };
+use std::time::Duration;
 
 use super::{receive_one, state_of};
 use crate::harness::{Access, Ctx, TckResult};
@@ -12,7 +14,7 @@ const Q: &str = "q";
 fn mode(ordering_mode: OrderingMode, lock_ms: i64, max_delivery: i64) -> QueueConfig {
     QueueConfig {
         ordering_mode,
-        lock_duration_ms: lock_ms,
+        lock_duration: from_millis(lock_ms),
         max_delivery_count: max_delivery,
         ..Default::default()
     }
@@ -89,7 +91,7 @@ pub async fn p5_3_strict_fifo_one_in_flight<F: Access>(ctx: Ctx<F>) -> TckResult
     let m3 = mq.send(Q, OutMessage::new("m3")).await?;
     let got = mq.receive(Q, ReceiveOptions::batch(3)).await?;
     assert_eq!(got.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![m1]);
-    mq.abandon(Q, &got[0], 0).await?;
+    mq.abandon(Q, &got[0], Duration::ZERO).await?;
     let again = receive_one(&mq, Q).await?;
     assert_eq!((again.seq, again.delivery_count), (m1, 2));
     mq.complete(Q, &again).await?;
@@ -149,7 +151,7 @@ pub async fn p5_5_line_survives_backoff<F: Access>(ctx: Ctx<F>) -> TckResult {
     let g2 = mq.send(Q, grouped("g2", "G")).await?;
     let other = mq.send(Q, grouped("h1", "H")).await?;
     let head = receive_one(&mq, Q).await?;
-    mq.abandon(Q, &head, 10_000).await?;
+    mq.abandon(Q, &head, from_millis(10_000)).await?;
     assert_eq!(
         seqs_of(&mq, 5).await?,
         vec![other],
@@ -247,11 +249,11 @@ pub async fn p5_1_every_exit_from_play_releases_the_line<F: Access>(ctx: Ctx<F>)
     };
     let ttl = SendOptions {
         scheduled_at_ms: None,
-        ttl_ms: Some(1_000),
+        ttl: Some(from_millis(1_000)),
     };
     let later = SendOptions {
         scheduled_at_ms: Some(ctx.clock.now() + 3_600_000),
-        ttl_ms: None,
+        ttl: None,
     };
     for (name, max, to_dlq) in [
         ("reject", 10, true),
@@ -282,7 +284,7 @@ pub async fn p5_1_every_exit_from_play_releases_the_line<F: Access>(ctx: Ctx<F>)
     );
     mq.reject("reject", &head, "r", "").await?;
     let head = receive_one(&mq, "bound").await?;
-    mq.abandon("bound", &head, 0).await?;
+    mq.abandon("bound", &head, Duration::ZERO).await?;
     assert!(mq.cancel("cancel", cancelled).await?);
     let rad = mq
         .receive(
@@ -368,7 +370,7 @@ pub async fn p5_7_scheduled_at_send_holds_its_line<F: Access>(ctx: Ctx<F>) -> Tc
         .await?;
     let later = SendOptions {
         scheduled_at_ms: Some(ctx.clock.now() + 60_000),
-        ttl_ms: None,
+        ttl: None,
     };
     let s = mq.send_with(Q, grouped("tomorrow", "A"), later).await?;
     let a2 = mq.send(Q, grouped("a2", "A")).await?;

@@ -1,8 +1,10 @@
 //! Section 8: dead-letter retention.
 
+use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{
     Engine, EngineOptions, MessageState, OutMessage, QueueConfig, RetentionDefaults, Store,
 };
+use std::time::Duration;
 
 use super::{peek_all, receive_one};
 use crate::harness::{Access, Ctx, TckResult};
@@ -19,7 +21,7 @@ async fn dead_letter<S: Store>(
             mq.reject(queue, &m, "Test", "").await?;
             return Ok(seq);
         }
-        mq.abandon(queue, &m, 0).await?;
+        mq.abandon(queue, &m, Duration::ZERO).await?;
     }
 }
 
@@ -103,7 +105,7 @@ pub async fn p8_3_queue_bound_resolves_against_engine_default<F: Access>(ctx: Ct
         .engine_with(EngineOptions {
             background: false,
             retention: RetentionDefaults {
-                max_age_ms: 0,
+                max_age: from_millis(0),
                 max_count: 1,
                 max_bytes: 0,
             },

@@ -1,6 +1,8 @@
 //! Section 7: scheduling, deferral, TTL.
 
+use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{MessageState, OutMessage, QueueConfig, REASON_TTL_EXPIRED, SendOptions};
+use std::time::Duration;
 
 use super::{config, peek_all, receive_one, state_of};
 use crate::harness::{Access, Ctx, TckResult};
@@ -25,7 +27,7 @@ pub async fn p7_1_scheduled_hidden_until_due_and_cancellable<F: Access>(ctx: Ctx
     let m = receive_one(&mq, Q).await?;
     assert_eq!(m.seq, seq);
     assert_eq!(m.visible_at_ms, at);
-    mq.abandon(Q, &m, 60_000).await?;
+    mq.abandon(Q, &m, from_millis(60_000)).await?;
     assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Scheduled));
     assert!(
         !mq.cancel(Q, seq).await?,
@@ -45,7 +47,7 @@ pub async fn p7_2_ttl_dead_letters_or_discards<F: Access>(ctx: Ctx<F>) -> TckRes
         "drop",
         QueueConfig {
             dead_letter_on_expire: false,
-            default_ttl_ms: 1_000,
+            default_ttl: from_millis(1_000),
             ..Default::default()
         },
     )
@@ -53,7 +55,7 @@ pub async fn p7_2_ttl_dead_letters_or_discards<F: Access>(ctx: Ctx<F>) -> TckRes
     let now = ctx.clock.now();
     let ttl = |ms| SendOptions {
         scheduled_at_ms: None,
-        ttl_ms: Some(ms),
+        ttl: Some(from_millis(ms)),
     };
     let active = mq.send_with(Q, OutMessage::new("a"), ttl(1_000)).await?;
     let locked = mq.send_with(Q, OutMessage::new("l"), ttl(1_000)).await?;
@@ -63,7 +65,7 @@ pub async fn p7_2_ttl_dead_letters_or_discards<F: Access>(ctx: Ctx<F>) -> TckRes
             OutMessage::new("s"),
             SendOptions {
                 scheduled_at_ms: Some(now + 5_000),
-                ttl_ms: Some(1_000),
+                ttl: Some(from_millis(1_000)),
             },
         )
         .await?;
@@ -73,7 +75,8 @@ pub async fn p7_2_ttl_dead_letters_or_discards<F: Access>(ctx: Ctx<F>) -> TckRes
     assert_eq!(held.as_ref().map(|m| m.seq), Some(active));
     let held2 = receive_one(&mq, Q).await?;
     assert_eq!(held2.seq, locked);
-    mq.abandon(Q, &held.expect("received"), 0).await?;
+    mq.abandon(Q, &held.expect("received"), Duration::ZERO)
+        .await?;
 
     ctx.clock.advance(1_000);
     mq.run_sweeps().await?;
@@ -115,7 +118,7 @@ pub async fn p7_2_ttl_dead_letters_or_discards<F: Access>(ctx: Ctx<F>) -> TckRes
     let parked = mq.send_with(Q, OutMessage::new("p"), ttl(2_000)).await?;
     let m = receive_one(&mq, Q).await?;
     assert_eq!(m.seq, parked);
-    mq.abandon(Q, &m, 60_000).await?;
+    mq.abandon(Q, &m, from_millis(60_000)).await?;
     ctx.clock.advance(2_000);
     assert_eq!(
         state_of(&mq, Q, parked).await?,

@@ -1,8 +1,10 @@
 //! Section 2: settlement, fenced on the lock token.
 
+use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{
     Error, LockRef, LockToken, MessageState, OutMessage, REASON_MAX_DELIVERY, ReceiveOptions,
 };
+use std::time::Duration;
 
 use super::{config, peek_all, receive_one, send_n, state_of};
 use crate::harness::{Access, Ctx, TckResult};
@@ -28,11 +30,11 @@ pub async fn p2_2_abandon_reactivates_or_parks_with_delay<F: Access>(ctx: Ctx<F>
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
     let seq = mq.send(Q, OutMessage::new("x")).await?;
     let m = receive_one(&mq, Q).await?;
-    mq.abandon(Q, &m, 0).await?;
+    mq.abandon(Q, &m, Duration::ZERO).await?;
     assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Active));
     let m = receive_one(&mq, Q).await?;
     assert_eq!(m.delivery_count, 2);
-    mq.abandon(Q, &m, 5_000).await?;
+    mq.abandon(Q, &m, from_millis(5_000)).await?;
     assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Scheduled));
     ctx.clock.advance(4_999);
     mq.run_sweeps().await?;
@@ -49,9 +51,9 @@ pub async fn p2_2_abandon_at_the_bound_dead_letters<F: Access>(ctx: Ctx<F>) -> T
     let mq = ctx.engine_with_queue(Q, config(30_000, 2)).await?;
     let seq = mq.send(Q, OutMessage::new("x")).await?;
     let m = receive_one(&mq, Q).await?;
-    mq.abandon(Q, &m, 0).await?;
+    mq.abandon(Q, &m, Duration::ZERO).await?;
     let m = receive_one(&mq, Q).await?;
-    mq.abandon(Q, &m, 1_000).await?;
+    mq.abandon(Q, &m, from_millis(1_000)).await?;
     let all = peek_all(&mq, Q).await?;
     assert_eq!(all[0].seq, seq);
     assert_eq!(all[0].state, MessageState::DeadLettered);
@@ -150,7 +152,7 @@ pub async fn p2_6_stale_token_is_lock_lost<F: Access>(ctx: Ctx<F>) -> TckResult 
         Err(Error::LockLost { .. })
     ));
     assert!(matches!(
-        mq.abandon(Q, forged, 0).await,
+        mq.abandon(Q, forged, Duration::ZERO).await,
         Err(Error::LockLost { .. })
     ));
     assert!(matches!(
@@ -181,7 +183,7 @@ pub async fn p2_6_stale_token_is_lock_lost<F: Access>(ctx: Ctx<F>) -> TckResult 
     // Settled already: the token is no longer current (and a different verb has no
     // receipt to replay).
     assert!(matches!(
-        mq.abandon(Q, &m, 0).await,
+        mq.abandon(Q, &m, Duration::ZERO).await,
         Err(Error::LockLost { .. })
     ));
     Ok(())
@@ -343,7 +345,10 @@ pub async fn p2_6_lock_lost_says_why<F: Access>(ctx: Ctx<F>) -> TckResult {
         .receive(Q, mqlite_engine_core::ReceiveOptions::batch(2))
         .await?;
     assert_eq!(again[0].seq, first.seq);
-    assert_eq!(reason(mq.abandon(Q, &first, 0).await)?, Why::OtherToken);
+    assert_eq!(
+        reason(mq.abandon(Q, &first, Duration::ZERO).await)?,
+        Why::OtherToken
+    );
     mq.complete(Q, &again[0]).await?;
     assert_eq!(
         reason(mq.reject(Q, &again[0], "late", "").await)?,

@@ -2,6 +2,7 @@
 //! topics and subscriptions, and publish writing one copy per subscription in one
 //! transaction. Filters come with the topics work.
 
+use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, QueueConfig, QueueKind, SendOptions};
 
 use super::{peek_all, receive_one};
@@ -90,7 +91,7 @@ pub async fn p11_2_publish_copies_to_every_subscription<F: Access>(ctx: Ctx<F>) 
     mq.subscribe("events", "billing", "", QueueConfig::default())
         .await?;
     let dedup = QueueConfig {
-        dedup_window_ms: 60_000,
+        dedup_window: from_millis(60_000),
         ..Default::default()
     };
     mq.subscribe("events", "shipping", "", dedup).await?;
