@@ -315,7 +315,10 @@ fn open_database(path: &Path, backend: Option<Arc<dyn redb::StorageBackend>>) ->
 
 /// Rewrites the schema token of the closed database at `path` (tests of 10.2).
 pub fn set_schema_token(path: &Path, token: &str) -> Result<()> {
-    let database = Database::open(path).map_err(db)?;
+    let database = Database::open(path).map_err(|e| match e {
+        DatabaseError::DatabaseAlreadyOpen => locked(path),
+        e => db(e),
+    })?;
     let txn = database.begin_write().map_err(db)?;
     {
         let mut meta = txn.open_table(META).map_err(db)?;
@@ -328,7 +331,10 @@ pub fn set_schema_token(path: &Path, token: &str) -> Result<()> {
 /// The consistency check of the closed database at `path`: "ok" when every index entry
 /// matches its row and every row has its entries, else the first disagreement.
 pub fn check_file(path: &Path) -> Result<String> {
-    let database = Database::open(path).map_err(db)?;
+    let database = Database::open(path).map_err(|e| match e {
+        DatabaseError::DatabaseAlreadyOpen => locked(path),
+        e => db(e),
+    })?;
     let txn = database.begin_write().map_err(db)?;
     let work = WorkCounter::default();
     let verdict = Tables::open(&txn, &work)?.check()?;

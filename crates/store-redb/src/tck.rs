@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{ReadableTable, TableDefinition};
 
-use mqlite_engine_core::{OutboxStore, Result, SharedClock};
+use mqlite_engine_core::{Error, OutboxStore, Result, SharedClock};
 use mqlite_tck::{Capability, StoreFactory};
 
 use crate::{RedbOptions, RedbStore, db};
@@ -70,6 +70,21 @@ impl StoreFactory for RedbFactory {
     }
 
     fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {
-        crate::check_file(&Self::db_path(dir)).map(Some)
+        let path = Self::db_path(dir);
+        if !path.exists() {
+            return Ok(None);
+        }
+        // A store dropped without close() releases the file when its writer thread
+        // ends, a moment after the drop: wait for that (bounded), never for a holder
+        // that stays.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match crate::check_file(&path) {
+                Err(Error::DbLocked { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                other => return other.map(Some),
+            }
+        }
     }
 }

@@ -91,6 +91,9 @@ impl StoreFactory for SqliteFactory {
     }
 
     fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {
+        if !Self::db_path(dir).exists() {
+            return Ok(None);
+        }
         let conn = rusqlite::Connection::open_with_flags(
             Self::db_path(dir),
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,

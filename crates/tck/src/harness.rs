@@ -64,8 +64,10 @@ pub trait StoreFactory: Send + Sync + 'static {
         tx: &mut <Self::Store as OutboxStore>::Tx<'_>,
     ) -> impl Future<Output = Result<Vec<i64>>>;
 
-    /// The store's own consistency check of the (closed) database in `dir` ("ok" when
-    /// sound), or None when the store has none.
+    /// The store's own consistency check of the database in `dir` ("ok" when sound),
+    /// or None when the store has none or `dir` holds no database. The runner calls it
+    /// after every passing case, once the case's runtime (and every store it left open)
+    /// is gone; a store whose handle closes in the background waits for that here.
     fn integrity_check(&self, dir: &Path) -> Result<Option<String>>;
 }
 
@@ -171,8 +173,9 @@ impl<F: StoreFactory> Access for Erased<F> {
 pub struct Ctx<F: Access> {
     /// The access path and its store factory.
     pub factory: Arc<F>,
-    /// The case's private directory.
-    pub dir: tempfile::TempDir,
+    /// The case's private directory (shared with the runner, which checks the store's
+    /// consistency there after the case).
+    pub dir: Arc<tempfile::TempDir>,
     /// The clock every store and engine of the case reads.
     pub clock: ManualClock,
 }
@@ -257,10 +260,10 @@ fn run_case<F: Access>(factory: Arc<F>, run: CaseFn<F>) -> std::result::Result<(
         .enable_all()
         .build()
         .map_err(|e| Failed::from(format!("runtime: {e}")))?;
-    let dir = tempfile::tempdir().map_err(|e| Failed::from(format!("tempdir: {e}")))?;
+    let dir = Arc::new(tempfile::tempdir().map_err(|e| Failed::from(format!("tempdir: {e}")))?);
     let ctx = Ctx {
-        factory,
-        dir,
+        factory: factory.clone(),
+        dir: dir.clone(),
         clock: ManualClock::new(START_MS),
     };
     // A guard against a hung case, not a clock: every case drives a manual clock and
@@ -271,9 +274,29 @@ fn run_case<F: Access>(factory: Arc<F>, run: CaseFn<F>) -> std::result::Result<(
         .and_then(|v| v.parse().ok())
         .unwrap_or(300);
     let limit = std::time::Duration::from_secs(secs);
-    match rt.block_on(async { tokio::time::timeout(limit, run(ctx)).await }) {
-        Ok(result) => result.map_err(|e| Failed::from(format!("{e}"))),
-        Err(_) => Err(Failed::from(format!("the case did not finish in {secs} s"))),
+    let outcome = rt.block_on(async { tokio::time::timeout(limit, run(ctx)).await });
+    // Every task of the case ends here, and with it every store the case left open.
+    drop(rt);
+    match outcome {
+        Ok(result) => result.map_err(|e| Failed::from(format!("{e}")))?,
+        Err(_) => return Err(Failed::from(format!("the case did not finish in {secs} s"))),
+    }
+    consistent(factory.factory(), dir.path())
+}
+
+/// The store's own consistency check of what a passing case left behind (every index
+/// entry matches its row, every row has its entries; SQLite's integrity check): a case
+/// that passes over a store whose data disagrees with itself fails.
+fn consistent<F: StoreFactory>(factory: &F, dir: &Path) -> std::result::Result<(), Failed> {
+    match factory.integrity_check(dir) {
+        Ok(None) => Ok(()),
+        Ok(Some(verdict)) if verdict == "ok" => Ok(()),
+        Ok(Some(verdict)) => Err(Failed::from(format!(
+            "the consistency check after the case failed: {verdict}"
+        ))),
+        Err(e) => Err(Failed::from(format!(
+            "the consistency check after the case could not run: {e}"
+        ))),
     }
 }
 
