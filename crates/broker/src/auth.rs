@@ -1,0 +1,110 @@
+//! Who is calling: administrator tokens (`MQLITE_TOKENS`), managed access keys (stored
+//! as SHA-256 digests, looked up by digest), or nobody when auth is off. 401 when the
+//! caller is unknown, 403 when known but not allowed.
+
+use axum::http::{HeaderMap, StatusCode, header};
+
+use mqlite::AnyEngine;
+use mqlite_engine_core::{AccessKey, Permission};
+
+use crate::config::AuthConfig;
+use crate::server::ApiError;
+
+/// The caller, once authenticated.
+#[derive(Debug, Clone)]
+pub(crate) enum Principal {
+    /// Auth is off.
+    Anyone,
+    /// An administrator token.
+    Admin,
+    /// A managed access key.
+    Key(AccessKey),
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Principal::Anyone => f.write_str("anyone (auth off)"),
+            Principal::Admin => f.write_str("an administrator token"),
+            Principal::Key(k) => write!(f, "access key {}", k.id),
+        }
+    }
+}
+
+pub(crate) struct Auth {
+    config: AuthConfig,
+}
+
+/// Compares in time independent of where the first difference is.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl Auth {
+    pub(crate) fn new(config: AuthConfig) -> Self {
+        Auth { config }
+    }
+
+    /// "bearer" or "none", as the discovery card and Status say.
+    pub(crate) fn mode(&self) -> &'static str {
+        match self.config {
+            AuthConfig::Off => "none",
+            AuthConfig::Tokens(_) => "bearer",
+        }
+    }
+
+    /// The caller, if it may do what `needs` names.
+    pub(crate) async fn check(
+        &self,
+        engine: &AnyEngine,
+        headers: &HeaderMap,
+        needs: Permission,
+    ) -> Result<Principal, ApiError> {
+        let AuthConfig::Tokens(admins) = &self.config else {
+            return Ok(Principal::Anyone);
+        };
+        let unauthenticated =
+            |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", m);
+        let Some(value) = headers.get(header::AUTHORIZATION) else {
+            return Err(unauthenticated(
+                "missing credentials: send Authorization: Bearer <token>",
+            ));
+        };
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| unauthenticated("the Authorization header is not `Bearer <token>`"))?;
+        // Every configured token is compared, so the time does not tell which matched.
+        let admin = admins
+            .iter()
+            .fold(false, |hit, a| same(a.as_bytes(), token.as_bytes()) | hit);
+        if admin {
+            return Ok(Principal::Admin);
+        }
+        let key = engine
+            .authenticate(token)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(|| unauthenticated("unknown, revoked or expired token"))?;
+        if !key.allows(needs) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "permission_denied",
+                format!(
+                    "access key {} lacks the `{}` permission this call needs",
+                    key.id, needs
+                ),
+            ));
+        }
+        Ok(Principal::Key(key))
+    }
+}

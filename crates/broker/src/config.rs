@@ -1,0 +1,159 @@
+//! What a broker is started with: flags or the wire contract's environment knobs.
+
+use std::net::SocketAddr;
+
+use mqlite::{SharedClock, SystemClock};
+use mqlite_engine_core::engine::DEFAULT_MAX_MESSAGE_BYTES;
+use mqlite_engine_core::{Error, Result};
+
+/// The default listen address of the wire contract.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:6754";
+/// The default store location.
+pub const DEFAULT_DB: &str = "./mqlite.db";
+
+/// Who may call the broker.
+#[derive(Clone, PartialEq, Eq)]
+pub enum AuthConfig {
+    /// No authentication (`MQLITE_TOKENS=off`): every caller is an administrator.
+    Off,
+    /// These administrator tokens, plus the managed access keys in the store.
+    Tokens(Vec<String>),
+}
+
+impl std::fmt::Debug for AuthConfig {
+    // Never print a token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuthConfig::Off => f.write_str("Off"),
+            AuthConfig::Tokens(t) => write!(f, "Tokens({} configured)", t.len()),
+        }
+    }
+}
+
+impl AuthConfig {
+    /// Reads `MQLITE_TOKENS`: comma-separated administrator tokens, `off`, or unset
+    /// (None: the caller generates one and prints it once).
+    pub fn parse(value: Option<&str>) -> Result<Option<Self>> {
+        let Some(v) = value else { return Ok(None) };
+        if v.trim().eq_ignore_ascii_case("off") {
+            return Ok(Some(AuthConfig::Off));
+        }
+        let tokens: Vec<String> = v
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if tokens.is_empty() {
+            return Err(Error::invalid(
+                "MQLITE_TOKENS holds no token: give comma-separated tokens, or `off`",
+            ));
+        }
+        Ok(Some(AuthConfig::Tokens(tokens)))
+    }
+
+    /// A fresh administrator token: `mqk_` and 64 hexadecimal characters.
+    pub fn generate_token() -> String {
+        let parts = mqlite_engine_core::LockToken::random_batch(2);
+        format!("mqk_{}{}", parts[0], parts[1])
+    }
+}
+
+/// The durability point of a local SQLite store (`MQLITE_SYNC`).
+pub use mqlite::Synchronous;
+
+/// Everything a broker is started with.
+#[derive(Clone)]
+pub struct BrokerConfig {
+    /// Where to listen (port 0: any free port; [`crate::Broker::addr`] tells which).
+    pub addr: SocketAddr,
+    /// The store location (`MQLITE_DB`): a file path, `:memory:`, `redb:<path>`.
+    pub db: String,
+    /// Who may call.
+    pub auth: AuthConfig,
+    /// Body limit per message, bytes (`MQLITE_MAX_MESSAGE_BYTES`).
+    pub max_message_bytes: usize,
+    /// The durability point of a SQLite store (`MQLITE_SYNC`).
+    pub sync: Synchronous,
+    /// The clock the store and engine read (tests inject a manual one).
+    pub clock: SharedClock,
+    /// Whether the engine's background loops run (tests drive sweeps by hand).
+    pub background: bool,
+}
+
+impl std::fmt::Debug for BrokerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerConfig")
+            .field("addr", &self.addr)
+            .field("db", &self.db)
+            .field("auth", &self.auth)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("sync", &self.sync)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BrokerConfig {
+    /// A broker on `addr` over `db` with these administrator tokens and the defaults.
+    pub fn new(addr: SocketAddr, db: impl Into<String>, auth: AuthConfig) -> Self {
+        BrokerConfig {
+            addr,
+            db: db.into(),
+            auth,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            sync: Synchronous::Normal,
+            clock: SystemClock::shared(),
+            background: true,
+        }
+    }
+
+    /// Reads the contract's environment knobs (`MQLITE_DB`, `MQLITE_TOKENS`,
+    /// `MQLITE_SYNC`, `MQLITE_MAX_MESSAGE_BYTES`, and `MQLITE_ADDR` for the address).
+    /// With `MQLITE_TOKENS` unset, a token is generated and returned beside the
+    /// configuration so the caller prints it once.
+    pub fn from_env() -> Result<(Self, Option<String>)> {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let addr_text = var("MQLITE_ADDR").unwrap_or_else(|| DEFAULT_ADDR.to_owned());
+        let addr = parse_addr(&addr_text)?;
+        let db = var("MQLITE_DB").unwrap_or_else(|| DEFAULT_DB.to_owned());
+        let (auth, generated) = match AuthConfig::parse(var("MQLITE_TOKENS").as_deref())? {
+            Some(a) => (a, None),
+            None => {
+                let t = AuthConfig::generate_token();
+                (AuthConfig::Tokens(vec![t.clone()]), Some(t))
+            }
+        };
+        let mut config = BrokerConfig::new(addr, db, auth);
+        if let Some(v) = var("MQLITE_SYNC") {
+            config.sync = parse_sync(&v)?;
+        }
+        if let Some(v) = var("MQLITE_MAX_MESSAGE_BYTES") {
+            config.max_message_bytes = v.parse().map_err(|_| {
+                Error::invalid(format!(
+                    "MQLITE_MAX_MESSAGE_BYTES={v:?} is not a byte count"
+                ))
+            })?;
+        }
+        Ok((config, generated))
+    }
+}
+
+/// Parses a listen address (`host:port`).
+pub fn parse_addr(text: &str) -> Result<SocketAddr> {
+    text.parse().map_err(|_| {
+        Error::invalid(format!(
+            "{text:?} is not a listen address: give host:port, such as {DEFAULT_ADDR}"
+        ))
+    })
+}
+
+/// Parses `normal` or `full`.
+pub fn parse_sync(text: &str) -> Result<Synchronous> {
+    match text.to_ascii_lowercase().as_str() {
+        "normal" => Ok(Synchronous::Normal),
+        "full" => Ok(Synchronous::Full),
+        _ => Err(Error::invalid(format!(
+            "sync {text:?} is not understood: normal or full"
+        ))),
+    }
+}

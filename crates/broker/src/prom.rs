@@ -1,0 +1,124 @@
+//! `/metrics` in the Prometheus text format: requests per RPC and status code, a
+//! latency histogram per RPC, messages per queue and state, parked long-polls.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use mqlite::AnyEngine;
+use mqlite_engine_core::Result;
+
+/// Upper bounds of the latency buckets, seconds.
+const BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0, 25.0,
+];
+
+#[derive(Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    requests: BTreeMap<(&'static str, u16), u64>,
+    latency: BTreeMap<&'static str, Histogram>,
+}
+
+/// The broker's request metrics.
+#[derive(Default)]
+pub(crate) struct Prom {
+    inner: Mutex<Inner>,
+}
+
+impl Prom {
+    /// Records one answered request.
+    pub(crate) fn observe(&self, rpc: &'static str, status: u16, took: Duration) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        *inner.requests.entry((rpc, status)).or_default() += 1;
+        let h = inner.latency.entry(rpc).or_default();
+        let secs = took.as_secs_f64();
+        for (i, le) in BUCKETS.iter().enumerate() {
+            if secs <= *le {
+                h.counts[i] += 1;
+            }
+        }
+        h.sum += secs;
+        h.count += 1;
+    }
+
+    /// The exposition text; the message gauges are read from the store now.
+    pub(crate) async fn render(&self, engine: &AnyEngine) -> Result<String> {
+        let mut out = String::new();
+        let queues = engine.list_queues().await?;
+        out.push_str("# HELP mqlite_messages Messages per queue and state.\n");
+        out.push_str("# TYPE mqlite_messages gauge\n");
+        for q in queues {
+            if q.kind == mqlite_engine_core::QueueKind::Topic {
+                continue;
+            }
+            let s = engine.stats(&q.name).await?;
+            let name = escape(&q.name);
+            for (state, n) in [
+                ("active", s.active),
+                ("locked", s.locked),
+                ("deferred", s.deferred),
+                ("scheduled", s.scheduled),
+                ("dead_lettered", s.dead_lettered),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "mqlite_messages{{queue=\"{name}\",state=\"{state}\"}} {n}"
+                );
+            }
+        }
+        out.push_str("# HELP mqlite_long_polls Receives parked in a long-poll wait.\n");
+        out.push_str("# TYPE mqlite_long_polls gauge\n");
+        let parked = *engine.long_poll_waiters().borrow();
+        let _ = writeln!(out, "mqlite_long_polls {parked}");
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        out.push_str("# HELP mqlite_requests_total Requests answered, per RPC and status code.\n");
+        out.push_str("# TYPE mqlite_requests_total counter\n");
+        for ((rpc, code), n) in &inner.requests {
+            let _ = writeln!(
+                out,
+                "mqlite_requests_total{{rpc=\"{rpc}\",code=\"{code}\"}} {n}"
+            );
+        }
+        out.push_str("# HELP mqlite_request_duration_seconds Time to answer, per RPC.\n");
+        out.push_str("# TYPE mqlite_request_duration_seconds histogram\n");
+        for (rpc, h) in &inner.latency {
+            for (le, n) in BUCKETS.iter().zip(h.counts) {
+                let _ = writeln!(
+                    out,
+                    "mqlite_request_duration_seconds_bucket{{rpc=\"{rpc}\",le=\"{le}\"}} {n}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "mqlite_request_duration_seconds_bucket{{rpc=\"{rpc}\",le=\"+Inf\"}} {}",
+                h.count
+            );
+            let _ = writeln!(
+                out,
+                "mqlite_request_duration_seconds_sum{{rpc=\"{rpc}\"}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "mqlite_request_duration_seconds_count{{rpc=\"{rpc}\"}} {}",
+                h.count
+            );
+        }
+        Ok(out)
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}

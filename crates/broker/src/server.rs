@@ -1,0 +1,693 @@
+//! The HTTP server: one route per RPC of the wire contract, the open GET routes, auth,
+//! limits, the error envelope, metrics, and graceful shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use mqlite::{AnyEngine, DynStore, EngineOptions, Location};
+use mqlite_engine_core::{
+    Error, LockRef, MessageState, OrderingMode, PeekOptions, Permission, PurgeOptions, QueueConfig,
+    QueueKind, ReceiveMode, ReceiveOptions, RedriveOptions, SendOptions, SeqNumber,
+};
+
+use crate::auth::{Auth, Principal};
+use crate::config::BrokerConfig;
+use crate::prom::Prom;
+use crate::rpc::Rpc;
+use crate::wire::*;
+
+/// The largest request body (32 MiB); a larger one is 413 and changes nothing.
+pub const MAX_REQUEST_BYTES: usize = 32 << 20;
+/// The broker's version, as the discovery card and Status report it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Why a broker could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BrokerError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The store could not be opened, or the configuration is invalid.
+    #[error(transparent)]
+    Store(#[from] Error),
+    /// The server failed while serving.
+    #[error("the server failed: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// An error as the wire shows it: a status and the `{code, message}` envelope.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    pub(crate) status: StatusCode,
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn invalid(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        let (status, code) = match &e {
+            Error::InvalidArgument(_) => (StatusCode::BAD_REQUEST, "invalid_argument"),
+            Error::GroupRequired { .. } => (StatusCode::BAD_REQUEST, "group_required"),
+            Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
+            Error::DedupConflict { .. } => (StatusCode::CONFLICT, "already_exists"),
+            Error::LockLost { .. } => (StatusCode::CONFLICT, "lock_lost"),
+            Error::NameConflict { .. } => (StatusCode::CONFLICT, "name_conflict"),
+            Error::KeyConflict { .. } => (StatusCode::CONFLICT, "key_conflict"),
+            Error::MessageTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "message_too_large"),
+            Error::Cancelled => (client_closed(), "cancelled"),
+            Error::OutcomeUnknown { .. } => (StatusCode::SERVICE_UNAVAILABLE, "outcome_unknown"),
+            Error::Closed => {
+                return ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the broker is shutting down",
+                );
+            }
+            _ => {
+                // Never internal detail on the wire; the log has it.
+                tracing::error!(error = %e, source = ?std::error::Error::source(&e), "internal error");
+                return ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error",
+                );
+            }
+        };
+        ApiError::new(status, code, e.to_string())
+    }
+}
+
+fn client_closed() -> StatusCode {
+    StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST)
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            code: self.code.to_owned(),
+            message: self.message,
+        };
+        json_response(self.status, &body)
+    }
+}
+
+fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(bytes) => (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            Bytes::from(bytes),
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+pub(crate) struct Shared {
+    pub(crate) engine: AnyEngine,
+    pub(crate) auth: Auth,
+    pub(crate) prom: Prom,
+    started: Instant,
+    draining: watch::Receiver<bool>,
+}
+
+type St = Arc<Shared>;
+
+/// A running broker.
+pub struct Broker {
+    addr: SocketAddr,
+    engine: AnyEngine,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<Result<(), BrokerError>>,
+}
+
+impl Broker {
+    /// Opens the store, binds the address and starts serving in the background.
+    pub async fn start(config: BrokerConfig) -> Result<Broker, BrokerError> {
+        let engine = open_engine(&config).await?;
+        let listener =
+            TcpListener::bind(config.addr)
+                .await
+                .map_err(|source| BrokerError::Bind {
+                    addr: config.addr,
+                    source,
+                })?;
+        let addr = listener.local_addr().map_err(BrokerError::Serve)?;
+        let (stop, stopped) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            engine: engine.clone(),
+            auth: Auth::new(config.auth.clone()),
+            prom: Prom::default(),
+            started: Instant::now(),
+            draining: stopped.clone(),
+        });
+        let app = router(shared);
+        let engine_for_task = engine.clone();
+        let task = tokio::spawn(async move {
+            let mut stopped = stopped;
+            let signal = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(signal)
+                .await
+                .map_err(BrokerError::Serve);
+            engine_for_task.close().await;
+            served
+        });
+        tracing::info!(%addr, db = %config.db, "mqlite broker listening");
+        Ok(Broker {
+            addr,
+            engine,
+            stop,
+            task,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The engine it serves (for in-process inspection; tests drive sweeps with it).
+    pub fn engine(&self) -> &AnyEngine {
+        &self.engine
+    }
+
+    /// Graceful shutdown: stops accepting, wakes long-polls (they answer with what they
+    /// have), lets admitted requests finish, and closes the engine (14.5).
+    pub async fn shutdown(self) -> Result<(), BrokerError> {
+        // Stops accepting; parked long-polls see it and answer at once; admitted work
+        // still finishes, then the engine closes.
+        let _ = self.stop.send(true);
+        match self.task.await {
+            Ok(r) => r,
+            Err(e) => Err(BrokerError::Serve(std::io::Error::other(e))),
+        }
+    }
+
+    /// Serves until `signal` resolves, then shuts down gracefully.
+    pub async fn run_until(self, signal: impl Future<Output = ()>) -> Result<(), BrokerError> {
+        signal.await;
+        self.shutdown().await
+    }
+}
+
+/// Opens the store the configuration names, and the engine over it.
+async fn open_engine(config: &BrokerConfig) -> Result<AnyEngine, Error> {
+    let store = match Location::parse(&config.db)? {
+        Location::Sqlite(path) => {
+            let options = mqlite::SqliteOptions::new(path)
+                .clock(config.clock.clone())
+                .synchronous(config.sync);
+            DynStore::new(mqlite::SqliteStore::open(options).await?)
+        }
+        _ => mqlite::open_store(&config.db, config.clock.clone()).await?,
+    };
+    let options = EngineOptions {
+        max_message_bytes: config.max_message_bytes,
+        background: config.background,
+        ..Default::default()
+    };
+    mqlite_engine_core::Engine::<DynStore>::with_store(store, options).await
+}
+
+fn router(shared: St) -> Router {
+    let mut app = Router::new()
+        .route("/", get(discovery))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics));
+    for &rpc in Rpc::ALL {
+        app = app.route(
+            &rpc.path(),
+            post(move |state: State<St>, headers: HeaderMap, body: Body| {
+                handle(state, rpc, headers, body)
+            }),
+        );
+    }
+    app.fallback(|| async {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such route: RPCs are POST /mqlite.v1.<Service>/<Method> (see GET /)",
+        )
+    })
+    .with_state(shared)
+}
+
+async fn discovery(State(s): State<St>) -> Response {
+    let card = DiscoveryCard {
+        name: "mqlite".into(),
+        version: VERSION.into(),
+        description: "a reliable message queue in one SQLite file, over HTTP/JSON".into(),
+        status: "ok".into(),
+        auth: s.auth.mode().into(),
+        docs: "docs/broker.md".into(),
+        endpoints: Rpc::ALL.iter().map(|r| r.path()).collect(),
+        health: "/healthz".into(),
+        metrics: "/metrics".into(),
+        ui: None,
+    };
+    json_response(StatusCode::OK, &card)
+}
+
+async fn metrics(State(s): State<St>, headers: HeaderMap) -> Response {
+    if let Err(e) = s.auth.check(&s.engine, &headers, Permission::Manage).await {
+        return e.into_response();
+    }
+    match s.prom.render(&s.engine).await {
+        Ok(text) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            text,
+        )
+            .into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+async fn handle(State(s): State<St>, rpc: Rpc, headers: HeaderMap, body: Body) -> Response {
+    let started = Instant::now();
+    let response = match serve_rpc(&s, rpc, &headers, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    s.prom
+        .observe(rpc.method(), response.status().as_u16(), started.elapsed());
+    response
+}
+
+async fn serve_rpc(
+    s: &Shared,
+    rpc: Rpc,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let principal = s.auth.check(&s.engine, headers, rpc.needs()).await?;
+    let bytes = axum::body::to_bytes(body, MAX_REQUEST_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "message_too_large",
+                format!("the request body exceeds {MAX_REQUEST_BYTES} bytes"),
+            )
+        })?;
+    dispatch(s, rpc, &bytes, &principal).await
+}
+
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        bytes
+    };
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::invalid("the request body must be a JSON object"));
+    }
+    serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::invalid(format!("the request body is not valid: {e}")))
+}
+
+fn ok<T: Serialize>(value: T) -> Result<Response, ApiError> {
+    Ok(json_response(StatusCode::OK, &value))
+}
+
+fn count(name: &str, v: i64, max: u32) -> Result<u32, ApiError> {
+    u32::try_from(v)
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| ApiError::invalid(format!("{name} must be 1..={max}")))
+}
+
+fn non_negative(name: &str, v: i64) -> Result<u64, ApiError> {
+    u64::try_from(v).map_err(|_| ApiError::invalid(format!("{name} must be >= 0")))
+}
+
+fn span(name: &str, ms: i64) -> Result<Duration, ApiError> {
+    non_negative(name, ms).map(Duration::from_millis)
+}
+
+fn locks(items: &[LockItem]) -> Result<Vec<LockRef>, ApiError> {
+    items
+        .iter()
+        .map(|i| i.lock().map_err(ApiError::from))
+        .collect()
+}
+
+fn send_options(r: &SendRequest) -> Result<SendOptions, ApiError> {
+    Ok(SendOptions {
+        scheduled_at_ms: r.scheduled_enqueue_time_ms,
+        ttl: r.ttl_ms.map(|t| span("ttl_ms", t)).transpose()?,
+    })
+}
+
+fn queue_config(c: WireQueueConfig) -> Result<(QueueKind, QueueConfig), ApiError> {
+    let kind: QueueKind = match c.kind.as_deref() {
+        None | Some("") => QueueKind::Queue,
+        Some(k) => k.parse()?,
+    };
+    let mut config = QueueConfig::default();
+    if let Some(v) = c.lock_duration_ms {
+        config.lock_duration = span("lock_duration_ms", v)?;
+    }
+    if let Some(v) = c.max_delivery_count {
+        config.max_delivery_count = v;
+    }
+    if let Some(v) = c.default_ttl_ms {
+        config.default_ttl = span("default_ttl_ms", v)?;
+    }
+    if let Some(v) = c.dead_letter_on_expire {
+        config.dead_letter_on_expire = v;
+    }
+    if let Some(v) = c.dedup_window_ms {
+        config.dedup_window = span("dedup_window_ms", v)?;
+    }
+    if let Some(v) = c.ordering_mode.as_deref().filter(|v| !v.is_empty()) {
+        config.ordering_mode = v.parse::<OrderingMode>()?;
+    }
+    config.dlq_max_age_ms = c.dlq_max_age_ms.unwrap_or(0);
+    config.dlq_max_count = c.dlq_max_count.unwrap_or(0);
+    config.dlq_max_bytes = c.dlq_max_bytes.unwrap_or(0);
+    Ok((kind, config))
+}
+
+async fn dispatch(
+    s: &Shared,
+    rpc: Rpc,
+    bytes: &[u8],
+    principal: &Principal,
+) -> Result<Response, ApiError> {
+    let mq = &s.engine;
+    match rpc {
+        Rpc::Send | Rpc::Schedule => {
+            let r: SendRequest = parse(bytes)?;
+            if rpc == Rpc::Schedule && r.scheduled_enqueue_time_ms.is_none() {
+                return Err(ApiError::invalid(
+                    "Schedule needs scheduled_enqueue_time_ms",
+                ));
+            }
+            let options = send_options(&r)?;
+            let messages = r
+                .messages
+                .into_iter()
+                .map(WireMessage::into_out)
+                .collect::<Result<Vec<_>, _>>()?;
+            let seq_numbers = if messages.len() == 1 {
+                let m = messages.into_iter().next().unwrap_or_default();
+                vec![mq.send_with(&r.queue, m, options).await?.0]
+            } else {
+                mq.send_batch_with(&r.queue, messages, options)
+                    .await?
+                    .iter()
+                    .map(|slot| slot.seq().0)
+                    .collect()
+            };
+            ok(SendResponse { seq_numbers })
+        }
+        Rpc::Receive => {
+            let r: ReceiveRequest = parse(bytes)?;
+            let options = ReceiveOptions {
+                max_messages: count("max_messages", r.max_messages.unwrap_or(1), 256)?,
+                wait: span("wait_time_ms", r.wait_time_ms.unwrap_or(0))?,
+                mode: match r.receive_mode.unwrap_or(0) {
+                    0 => ReceiveMode::PeekLock,
+                    1 => ReceiveMode::ReceiveAndDelete,
+                    _ => {
+                        return Err(ApiError::invalid(
+                            "receive_mode is 0 (peek-lock) or 1 (receive-and-delete)",
+                        ));
+                    }
+                },
+                attempt_id: r.receive_attempt_id.filter(|a| !a.is_empty()),
+            };
+            let mut draining = s.draining.clone();
+            if *draining.borrow() {
+                return Err(Error::Closed.into());
+            }
+            // A shutdown wakes a parked long-poll: it answers with what it has (none).
+            let messages = tokio::select! {
+                got = mq.receive(&r.queue, options) => match got {
+                    Err(Error::Closed) => Vec::new(),
+                    other => other?,
+                },
+                _ = draining.wait_for(|d| *d) => Vec::new(),
+            };
+            ok(MessagesResponse {
+                messages: messages
+                    .into_iter()
+                    .map(|m| WireMessage::from_message(m, false))
+                    .collect(),
+            })
+        }
+        Rpc::Complete | Rpc::Abandon | Rpc::Reject | Rpc::Defer | Rpc::Renew => {
+            let r: SettleRequest = parse(bytes)?;
+            let lock = LockItem {
+                seq_number: r.seq_number,
+                lock_token: r.lock_token.clone(),
+            }
+            .lock()?;
+            let q = &r.queue;
+            let mut locked_until_ms = 0;
+            match rpc {
+                Rpc::Complete => mq.complete(q, lock).await?,
+                Rpc::Abandon => mq.abandon(q, lock, span("delay_ms", r.delay_ms)?).await?,
+                Rpc::Reject => {
+                    mq.reject(q, lock, &r.dead_letter_reason, &r.dead_letter_description)
+                        .await?
+                }
+                Rpc::Defer => mq.defer(q, lock).await?,
+                _ => locked_until_ms = mq.renew(q, lock).await?,
+            }
+            ok(OkResponse {
+                ok: true,
+                locked_until_ms,
+            })
+        }
+        Rpc::CompleteBatch | Rpc::RenewBatch => {
+            let r: BatchRequest = parse(bytes)?;
+            let items = locks(&r.messages)?;
+            let results = if rpc == Rpc::CompleteBatch {
+                mq.complete_batch(&r.queue, &items).await?
+            } else {
+                mq.renew_batch(&r.queue, &items).await?
+            };
+            ok(BatchResponse {
+                results: results.into_iter().map(BatchItem::from).collect(),
+            })
+        }
+        Rpc::ReceiveDeferred => {
+            let r: ReceiveDeferredRequest = parse(bytes)?;
+            let seqs: Vec<SeqNumber> = r.seq_numbers.iter().map(|s| SeqNumber(*s)).collect();
+            let messages = mq.receive_deferred(&r.queue, &seqs).await?;
+            ok(MessagesResponse {
+                messages: messages
+                    .into_iter()
+                    .map(|m| WireMessage::from_message(m, false))
+                    .collect(),
+            })
+        }
+        Rpc::Cancel => {
+            let r: CancelRequest = parse(bytes)?;
+            let done = mq.cancel(&r.queue, SeqNumber(r.seq_number)).await?;
+            ok(OkResponse {
+                ok: done,
+                locked_until_ms: 0,
+            })
+        }
+        Rpc::Peek => {
+            let r: PeekRequest = parse(bytes)?;
+            let options = PeekOptions {
+                from_seq: r.from_seq.map(SeqNumber),
+                state: r
+                    .state
+                    .as_deref()
+                    .filter(|s| !s.is_empty())
+                    .map(str::parse::<MessageState>)
+                    .transpose()?,
+                max: count("max", r.max.unwrap_or(32), 1000)?,
+            };
+            let messages = mq.peek(&r.queue, options).await?;
+            ok(MessagesResponse {
+                messages: messages
+                    .into_iter()
+                    .map(|m| WireMessage::from_message(m, true))
+                    .collect(),
+            })
+        }
+        Rpc::Stats => {
+            let r: QueueRequest = parse(bytes)?;
+            let stats = mq.stats(&r.queue).await?;
+            ok(StatsResponse::of(r.queue, stats))
+        }
+        Rpc::CreateQueue => {
+            let r: CreateQueueRequest = parse(bytes)?;
+            let (kind, config) = queue_config(r.config)?;
+            match kind {
+                QueueKind::Queue => mq.create_queue(&r.name, config).await?,
+                QueueKind::Topic => mq.create_topic(&r.name).await?,
+                QueueKind::Subscription => {
+                    return Err(ApiError::invalid(
+                        "a subscription is created with Subscribe {topic, name}",
+                    ));
+                }
+            }
+            ok(Empty {})
+        }
+        Rpc::Subscribe => {
+            let r: SubscribeRequest = parse(bytes)?;
+            let expr = r.filter.map(|f| f.expr).unwrap_or_default();
+            mq.subscribe(&r.topic, &r.name, &expr, QueueConfig::default())
+                .await?;
+            ok(Empty {})
+        }
+        Rpc::ListSubscriptions => {
+            let subscriptions = mq.list_subscriptions(None).await?;
+            ok(SubscriptionsResponse {
+                subscriptions: subscriptions
+                    .into_iter()
+                    .map(|s| WireSubscription {
+                        topic: s.topic,
+                        name: s.name,
+                        expr: s.filter,
+                    })
+                    .collect(),
+            })
+        }
+        Rpc::TestFilter => Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "unimplemented",
+            "subscription filters are not available in this version",
+        )),
+        Rpc::ListQueues => {
+            let queues = mq.list_queues().await?;
+            ok(QueuesResponse {
+                queues: queues.into_iter().map(WireQueue::from).collect(),
+            })
+        }
+        Rpc::Redrive => {
+            let r: RedriveRequest = parse(bytes)?;
+            let options = RedriveOptions {
+                target: r.target.filter(|t| !t.is_empty()),
+                max: non_negative("max", r.max)?,
+                older_than: span("older_than_ms", r.older_than_ms)?,
+                rate_per_sec: non_negative("rate_per_sec", r.rate_per_sec)?,
+            };
+            let moved = mq.redrive(&r.queue, options).await?;
+            ok(RedriveResponse { moved })
+        }
+        Rpc::Purge => {
+            let r: PurgeRequest = parse(bytes)?;
+            let options = PurgeOptions {
+                max: non_negative("max", r.max)?,
+                older_than: span("older_than_ms", r.older_than_ms)?,
+            };
+            let purged = mq.purge(&r.queue, options).await?;
+            ok(PurgeResponse { purged })
+        }
+        Rpc::Status => {
+            let started = Instant::now();
+            let st = mq.status().await?;
+            let ping_ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+            let backend = if st.remote {
+                "remote libSQL/Turso"
+            } else if st.location == ":memory:" {
+                "memory"
+            } else {
+                "local file"
+            };
+            ok(StatusResponse {
+                version: VERSION.into(),
+                backend: backend.into(),
+                remote: st.remote,
+                location: st.location,
+                schema_version: st.schema_token,
+                ping_ms,
+                db_size_bytes: st.size_bytes.unwrap_or(0),
+                queues: st.queues,
+                subscriptions: st.subscriptions,
+                uptime_ms: i64::try_from(s.started.elapsed().as_millis()).unwrap_or(i64::MAX),
+                auth: s.auth.mode().into(),
+            })
+        }
+        Rpc::CreateKey => {
+            let r: CreateKeyRequest = parse(bytes)?;
+            let permissions = r
+                .permissions
+                .iter()
+                .map(|p| p.parse::<Permission>())
+                .collect::<Result<Vec<_>, _>>()?;
+            let id = (!r.id.is_empty()).then_some(r.id.as_str());
+            let created = mq
+                .create_key(id, &r.name, &permissions, r.expires_at_ms)
+                .await?;
+            tracing::info!(id = %created.key.id, by = %principal, "access key created");
+            let mut key = WireKey::from(created.key);
+            key.token = created.token;
+            ok(key)
+        }
+        Rpc::ListKeys => {
+            let r: ListKeysRequest = parse(bytes)?;
+            let limit = count("limit", r.limit.unwrap_or(100), 1000)?;
+            let keys = mq
+                .list_keys(r.after_id.as_deref().filter(|a| !a.is_empty()), limit)
+                .await?;
+            let next_after_id = if keys.len() == limit as usize {
+                keys.last().map(|k| k.id.clone()).unwrap_or_default()
+            } else {
+                String::new()
+            };
+            ok(ListKeysResponse {
+                keys: keys.into_iter().map(WireKey::from).collect(),
+                next_after_id,
+            })
+        }
+        Rpc::RevokeKey => {
+            let r: RevokeKeyRequest = parse(bytes)?;
+            if !mq.revoke_key(&r.id).await? {
+                return Err(Error::NotFound {
+                    kind: "access key",
+                    name: r.id,
+                }
+                .into());
+            }
+            tracing::info!(id = %r.id, by = %principal, "access key revoked");
+            ok(Empty {})
+        }
+    }
+}
