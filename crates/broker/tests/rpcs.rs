@@ -1,0 +1,439 @@
+//! Every RPC of the wire contract over real HTTP on loopback: the happy paths, the
+//! open GET routes, and long-poll wake-ups.
+
+mod common;
+
+use common::*;
+use mqlite_broker::Rpc;
+use mqlite_broker::wire::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_service_happy_paths() {
+    let w = world().await;
+    w.create_queue("jobs", WireQueueConfig::default()).await;
+
+    // Send: one, then a batch; positional sequence numbers.
+    let one = w.send("jobs", &["a"]).await;
+    assert_eq!(one.len(), 1);
+    let batch = w.send("jobs", &["b", "c", "d"]).await;
+    assert_eq!(batch.len(), 3);
+    assert!(batch.windows(2).all(|p| p[0] < p[1]) && one[0] < batch[0]);
+
+    // Receive with properties round-tripped.
+    let got = w.receive("jobs", 2).await;
+    assert_eq!(got.iter().map(text).collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(got[0].delivery_count, 1);
+    assert_eq!(got[0].lock_token.len(), 32);
+    assert!(got[0].locked_until_ms > START_MS);
+
+    // Renew, then Complete; a second Complete replays ok (3.2).
+    let renewed = w
+        .settle(Rpc::Renew, "jobs", &got[0], |_| {})
+        .await
+        .expect("Renew");
+    assert!(renewed.ok && renewed.locked_until_ms >= got[0].locked_until_ms);
+    assert!(
+        w.settle(Rpc::Complete, "jobs", &got[0], |_| {})
+            .await
+            .expect("Complete")
+            .ok
+    );
+    assert!(
+        w.settle(Rpc::Complete, "jobs", &got[0], |_| {})
+            .await
+            .expect("replay")
+            .ok
+    );
+
+    // Abandon with a delay: scheduled until the clock passes it.
+    w.settle(Rpc::Abandon, "jobs", &got[1], |r| r.delay_ms = 5_000)
+        .await
+        .expect("Abandon");
+    assert_eq!(w.stats("jobs").await.scheduled, 1);
+
+    // Defer, then ReceiveDeferred by number.
+    let c = w.receive("jobs", 1).await;
+    assert_eq!(text(&c[0]), "c");
+    w.settle(Rpc::Defer, "jobs", &c[0], |_| {})
+        .await
+        .expect("Defer");
+    let deferred: MessagesResponse = w
+        .client
+        .call(
+            Rpc::ReceiveDeferred,
+            &ReceiveDeferredRequest {
+                queue: "jobs".into(),
+                seq_numbers: vec![c[0].seq_number],
+            },
+        )
+        .await
+        .expect("ReceiveDeferred");
+    assert_eq!(deferred.messages.len(), 1);
+
+    // RenewBatch and CompleteBatch take what Receive returned.
+    let items: Vec<LockItem> = deferred
+        .messages
+        .iter()
+        .map(|m| LockItem {
+            seq_number: m.seq_number,
+            lock_token: m.lock_token.clone(),
+        })
+        .collect();
+    let renewed: BatchResponse = w
+        .client
+        .call(
+            Rpc::RenewBatch,
+            &BatchRequest {
+                queue: "jobs".into(),
+                messages: items.clone(),
+            },
+        )
+        .await
+        .expect("RenewBatch");
+    assert!(renewed.results[0].ok && renewed.results[0].locked_until_ms > 0);
+    let completed: BatchResponse = w
+        .client
+        .call(
+            Rpc::CompleteBatch,
+            &BatchRequest {
+                queue: "jobs".into(),
+                messages: items,
+            },
+        )
+        .await
+        .expect("CompleteBatch");
+    assert!(completed.results[0].ok);
+
+    // Reject: a dead letter with the caller's reason, seen by Peek with its state.
+    let d = w.receive("jobs", 1).await;
+    assert_eq!(text(&d[0]), "d");
+    w.settle(Rpc::Reject, "jobs", &d[0], |r| {
+        r.dead_letter_reason = "bad".into();
+        r.dead_letter_description = "unparseable".into();
+    })
+    .await
+    .expect("Reject");
+    let peeked: MessagesResponse = w
+        .client
+        .call(
+            Rpc::Peek,
+            &PeekRequest {
+                queue: "jobs".into(),
+                state: Some("dead_lettered".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("Peek");
+    assert_eq!(peeked.messages.len(), 1);
+    assert_eq!(peeked.messages[0].state, "dead_lettered");
+    assert_eq!(peeked.messages[0].dead_letter_reason, "bad");
+    assert_eq!(peeked.messages[0].dead_letter_description, "unparseable");
+
+    // Schedule and Cancel.
+    let scheduled: SendResponse = w
+        .client
+        .call(
+            Rpc::Schedule,
+            &SendRequest {
+                queue: "jobs".into(),
+                messages: vec![WireMessage::with_body("later")],
+                scheduled_enqueue_time_ms: Some(START_MS + 60_000),
+                ttl_ms: None,
+            },
+        )
+        .await
+        .expect("Schedule");
+    let cancelled: OkResponse = w
+        .client
+        .call(
+            Rpc::Cancel,
+            &CancelRequest {
+                queue: "jobs".into(),
+                seq_number: scheduled.seq_numbers[0],
+            },
+        )
+        .await
+        .expect("Cancel");
+    assert!(cancelled.ok);
+
+    let stats = w.stats("jobs").await;
+    assert_eq!(
+        (
+            stats.active,
+            stats.locked,
+            stats.deferred,
+            stats.scheduled,
+            stats.dead_lettered
+        ),
+        (0, 0, 0, 1, 1)
+    );
+    assert_eq!(stats.queue, "jobs");
+
+    // The abandoned message comes back once its delay passes.
+    w.clock.advance(5_001);
+    w.broker.engine().run_sweeps().await.expect("sweeps");
+    let again = w.receive("jobs", 1).await;
+    assert_eq!((text(&again[0]), again[0].delivery_count), ("b".into(), 2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_and_auth_service_happy_paths() {
+    let w = world().await;
+    w.create_queue(
+        "orders",
+        WireQueueConfig {
+            lock_duration_ms: Some(10_000),
+            max_delivery_count: Some(3),
+            dedup_window_ms: Some(60_000),
+            ordering_mode: Some("group_fifo".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    // An upsert of the same name and kind is fine.
+    w.create_queue("orders", WireQueueConfig::default()).await;
+    w.create_queue(
+        "events",
+        WireQueueConfig {
+            kind: Some("topic".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    let _: Empty = w
+        .client
+        .call(
+            Rpc::Subscribe,
+            &SubscribeRequest {
+                topic: "events".into(),
+                name: "audit".into(),
+                filter: None,
+            },
+        )
+        .await
+        .expect("Subscribe");
+    let subs: SubscriptionsResponse = w
+        .client
+        .call(Rpc::ListSubscriptions, &Empty {})
+        .await
+        .expect("ListSubscriptions");
+    assert_eq!(subs.subscriptions.len(), 1);
+    assert_eq!(
+        (
+            subs.subscriptions[0].topic.as_str(),
+            subs.subscriptions[0].name.as_str()
+        ),
+        ("events", "audit")
+    );
+    let queues: QueuesResponse = w
+        .client
+        .call(Rpc::ListQueues, &Empty {})
+        .await
+        .expect("ListQueues");
+    let names: Vec<(&str, &str)> = queues
+        .queues
+        .iter()
+        .map(|q| (q.name.as_str(), q.kind.as_str()))
+        .collect();
+    assert!(names.contains(&("orders", "queue")));
+    assert!(names.contains(&("events", "topic")));
+    assert!(names.contains(&("audit", "subscription")));
+    let (status, code) = code(
+        w.client
+            .call::<_, Empty>(
+                Rpc::TestFilter,
+                &FilterSpec {
+                    expr: "true".into(),
+                },
+            )
+            .await,
+    );
+    assert_eq!((status, code.as_str()), (501, "unimplemented"));
+
+    // Redrive and Purge over dead letters.
+    w.create_queue(
+        "work",
+        WireQueueConfig {
+            max_delivery_count: Some(1),
+            ..Default::default()
+        },
+    )
+    .await;
+    w.send("work", &["x", "y", "z"]).await;
+    for m in w.receive("work", 3).await {
+        w.settle(Rpc::Abandon, "work", &m, |_| {})
+            .await
+            .expect("abandon");
+    }
+    assert_eq!(w.stats("work").await.dead_lettered, 3);
+    let moved: RedriveResponse = w
+        .client
+        .call(
+            Rpc::Redrive,
+            &RedriveRequest {
+                queue: "work".into(),
+                max: 1,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("Redrive");
+    assert_eq!(moved.moved, 1);
+    let purged: PurgeResponse = w
+        .client
+        .call(
+            Rpc::Purge,
+            &PurgeRequest {
+                queue: "work".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("Purge");
+    assert_eq!(purged.purged, 2);
+    let s = w.stats("work").await;
+    assert_eq!((s.active, s.dead_lettered), (1, 0));
+
+    let status: StatusResponse = w.client.call(Rpc::Status, &Empty {}).await.expect("Status");
+    assert_eq!(status.backend, "local file");
+    assert!(!status.remote);
+    assert_eq!(status.auth, "bearer");
+    assert_eq!(status.version, mqlite_broker::VERSION);
+    assert!(status.schema_version.starts_with("mqlite-rs/"));
+    assert!(status.queues >= 2 && status.subscriptions == 1);
+
+    // Keys: created with a token shown once, listed without it, revoked.
+    let key: WireKey = w
+        .client
+        .call(
+            Rpc::CreateKey,
+            &CreateKeyRequest {
+                id: "0123456789abcdef0123456789abcdef".into(),
+                name: "producer".into(),
+                permissions: vec!["send".into()],
+                expires_at_ms: 0,
+            },
+        )
+        .await
+        .expect("CreateKey");
+    assert!(key.token.starts_with("mqk_") && key.token.len() == 68);
+    assert_eq!(key.permissions, ["send"]);
+    let listed: ListKeysResponse = w
+        .client
+        .call(Rpc::ListKeys, &ListKeysRequest::default())
+        .await
+        .expect("ListKeys");
+    assert_eq!(listed.keys.len(), 1);
+    assert!(
+        listed.keys[0].token.is_empty(),
+        "a listed key never shows its token"
+    );
+    let _: Empty = w
+        .client
+        .call(Rpc::RevokeKey, &RevokeKeyRequest { id: key.id.clone() })
+        .await
+        .expect("RevokeKey");
+    // Idempotent.
+    let _: Empty = w
+        .client
+        .call(Rpc::RevokeKey, &RevokeKeyRequest { id: key.id })
+        .await
+        .expect("RevokeKey again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_routes_discovery_health_and_metrics() {
+    let w = world().await;
+    let anonymous = w.client.with_token(None);
+    let (status, body) = anonymous.get("/healthz").await.expect("healthz");
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    let (status, body) = anonymous.get("/").await.expect("card");
+    assert_eq!(status, 200);
+    let card: DiscoveryCard = serde_json::from_str(&body).expect("card json");
+    assert_eq!((card.name.as_str(), card.status.as_str()), ("mqlite", "ok"));
+    assert_eq!(card.auth, "bearer");
+    assert_eq!(card.health, "/healthz");
+    for rpc in Rpc::ALL {
+        assert!(
+            card.endpoints.contains(&rpc.path()),
+            "{} listed",
+            rpc.path()
+        );
+    }
+    assert_eq!(card.endpoints.len(), Rpc::ALL.len());
+
+    // /metrics needs auth.
+    let (status, _) = anonymous.get("/metrics").await.expect("metrics");
+    assert_eq!(status, 401);
+    w.create_queue("jobs", WireQueueConfig::default()).await;
+    w.send("jobs", &["a", "b"]).await;
+    w.receive("jobs", 1).await;
+    let (status, text) = w.client.get("/metrics").await.expect("metrics");
+    assert_eq!(status, 200);
+    assert!(
+        text.contains(r#"mqlite_messages{queue="jobs",state="active"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"mqlite_messages{queue="jobs",state="locked"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"mqlite_requests_total{rpc="Send",code="200"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"mqlite_request_duration_seconds_count{rpc="Receive"} 1"#),
+        "{text}"
+    );
+
+    // An unknown route is a 404 envelope.
+    let (status, body) = w.client.get("/nope").await.expect("404");
+    assert_eq!(status, 404);
+    assert!(body.contains("not_found"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_wakes_on_a_send_and_on_shutdown() {
+    let w = world().await;
+    w.create_queue("jobs", WireQueueConfig::default()).await;
+    let mut parked = w.broker.engine().long_poll_waiters();
+    let client = w.client.clone();
+    let waiting = tokio::spawn(async move {
+        client
+            .call::<_, MessagesResponse>(
+                Rpc::Receive,
+                &ReceiveRequest {
+                    queue: "jobs".into(),
+                    wait_time_ms: Some(20_000),
+                    ..Default::default()
+                },
+            )
+            .await
+    });
+    parked.wait_for(|n| *n == 1).await.expect("parked");
+    // The manual clock never moves: only the send can wake it.
+    w.send("jobs", &["wake"]).await;
+    let got = waiting.await.expect("join").expect("Receive");
+    assert_eq!(got.messages.iter().map(text).collect::<Vec<_>>(), ["wake"]);
+
+    // A parked long-poll answers (empty) when the broker shuts down.
+    let client = w.client.clone();
+    let waiting = tokio::spawn(async move {
+        client
+            .call::<_, MessagesResponse>(
+                Rpc::Receive,
+                &ReceiveRequest {
+                    queue: "jobs".into(),
+                    wait_time_ms: Some(20_000),
+                    ..Default::default()
+                },
+            )
+            .await
+    });
+    parked.wait_for(|n| *n == 1).await.expect("parked again");
+    w.broker.shutdown().await.expect("graceful shutdown");
+    let got = waiting.await.expect("join").expect("answered, not cut");
+    assert!(got.messages.is_empty());
+}
