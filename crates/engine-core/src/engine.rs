@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::{RwLock, RwLockReadGuard, watch};
+use std::collections::HashMap;
+
+use tokio::sync::{Notify, RwLock, RwLockReadGuard, watch};
 use tokio::task::JoinHandle;
 
 use std::time::{Duration, Instant};
@@ -127,8 +129,12 @@ struct Inner<S: Store> {
     closed: AtomicBool,
     /// Calls hold a read guard while they run; close takes the write side to wait for them.
     gate: RwLock<()>,
-    /// Bumped on every committed send and on close; long-polls wait on it.
+    /// Bumped when any queue may have work (sweeps, redrives, a committed outbox
+    /// transaction) and on close; every long-poll wakes.
     wake: watch::Sender<u64>,
+    /// Per-queue wake-ups: a send of n messages wakes up to n receivers parked on its
+    /// queue, not every receiver of every queue (1.8 without a thundering herd).
+    queue_wake: std::sync::Mutex<HashMap<String, Arc<Notify>>>,
     /// How many receives are parked in a long-poll wait right now.
     waiters: watch::Sender<usize>,
     /// Clock time of the last completed pass of each loop.
@@ -245,6 +251,7 @@ impl<S: Store> Engine<S> {
                 closed: AtomicBool::new(false),
                 gate: RwLock::new(()),
                 wake: watch::Sender::new(0),
+                queue_wake: std::sync::Mutex::new(HashMap::new()),
                 waiters: watch::Sender::new(0),
                 progress: std::array::from_fn(|_| watch::Sender::new(now)),
                 loops: std::sync::Mutex::new(Vec::new()),
@@ -286,6 +293,39 @@ impl<S: Store> Engine<S> {
 
     fn wake_receivers(&self) {
         self.inner.wake.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The wake-up of receivers parked on `queue` (made on first use).
+    fn queue_notify(&self, queue: &str) -> Arc<Notify> {
+        let mut map = self
+            .inner
+            .queue_wake
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = map.get(queue) {
+            return n.clone();
+        }
+        // Names nobody waits on any more (a receive of a name that never existed, say)
+        // are dropped once the map grows, so it stays bounded by the queues in use.
+        if map.len() >= 4096 {
+            map.retain(|_, n| Arc::strong_count(n) > 1);
+        }
+        map.entry(queue.to_owned()).or_default().clone()
+    }
+
+    /// Wakes up to `n` receivers parked on `queue`: `n` messages may have become
+    /// eligible there. A receiver that is woken and finds nothing parks again.
+    fn wake_queue(&self, queue: &str, n: usize) {
+        let map = self
+            .inner
+            .queue_wake
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(notify) = map.get(queue) {
+            for _ in 0..n.min(MAX_RECEIVE_BATCH as usize * 4) {
+                notify.notify_one();
+            }
+        }
     }
 
     // ----- queues -------------------------------------------------------------------
@@ -406,7 +446,7 @@ impl<S: Store> Engine<S> {
             .store
             .enqueue(queue.to_owned(), messages, options)
             .await?;
-        self.wake_receivers();
+        self.wake_queue(queue, slots.len());
         Ok(slots)
     }
 
@@ -479,8 +519,14 @@ impl<S: Store> Engine<S> {
         let clock = &self.inner.clock;
         let deadline = clock.now_ms().saturating_add(millis(options.wait));
         let mut woken = self.inner.wake.subscribe();
+        let notify = self.queue_notify(queue);
         loop {
             woken.borrow_and_update();
+            // Registered before the claim, so a send that lands after the claim looked
+            // still wakes this receiver; a wake-up it leaves unused passes to the next.
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
             let got = {
                 let _g = self.admit().await?;
                 self.inner
@@ -491,7 +537,7 @@ impl<S: Store> Engine<S> {
             let now = clock.now_ms();
             if spec.mode == ReceiveMode::ReceiveAndDelete {
                 // Deleted heads handed their lines on: other receivers may have work.
-                self.woken_if(got.len() as u64);
+                self.wake_queue(queue, got.len());
             }
             if !got.is_empty() || now >= deadline {
                 return Ok(got);
@@ -501,6 +547,7 @@ impl<S: Store> Engine<S> {
                 let _parked = Parked::new(&self.inner.waiters);
                 tokio::select! {
                     _ = woken.changed() => {}
+                    _ = &mut notified => {}
                     _ = clock.sleep_until(recheck) => {}
                 }
             }
@@ -566,7 +613,7 @@ impl<S: Store> Engine<S> {
             .await?;
         // An abandon makes its message eligible again, and a head that left play (or was
         // deferred) hands its line on: a long-poll may have work now (1.8).
-        self.wake_receivers();
+        self.wake_queue(queue, 1);
         Ok(())
     }
 
@@ -653,9 +700,7 @@ impl<S: Store> Engine<S> {
             .complete_batch(queue.to_owned(), locks.to_vec())
             .await?;
         // Completed heads hand their lines on (1.8).
-        if results.iter().any(|r| r.ok) {
-            self.wake_receivers();
-        }
+        self.wake_queue(queue, results.iter().filter(|r| r.ok).count());
         Ok(results)
     }
 
@@ -692,7 +737,7 @@ impl<S: Store> Engine<S> {
         let cancelled = self.inner.store.cancel(queue.to_owned(), seq).await?;
         if cancelled {
             // A cancelled head hands its line on (1.8).
-            self.wake_receivers();
+            self.wake_queue(queue, 1);
         }
         Ok(cancelled)
     }
@@ -869,7 +914,9 @@ impl<S: Store> Engine<S> {
             .collect();
         let names: Vec<String> = routes.iter().map(|r| r.subscription.clone()).collect();
         let slots = store.publish(topic.to_owned(), routes, options).await?;
-        self.wake_receivers();
+        for name in &names {
+            self.wake_queue(name, messages.len());
+        }
         Ok(names.into_iter().zip(slots).collect())
     }
 
