@@ -15,7 +15,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -259,15 +259,18 @@ async fn load_over_loopback_loses_nothing_and_never_answers_5xx() {
         woken.insert(p.await.expect("parked task").seq_number);
     }
 
-    let mut l = ledger.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(
-        l.server_errors.is_empty(),
-        "5xx or transport errors: {:?}",
-        l.server_errors
-    );
-    assert_eq!(l.acked.len(), total, "every send acknowledged");
-    assert_eq!(l.completed, l.acked, "every acknowledged message completed");
-    assert_eq!(l.overlaps, 0, "no message held by two receivers at once");
+    let latencies = {
+        let mut l = ledger.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(
+            l.server_errors.is_empty(),
+            "5xx or transport errors: {:?}",
+            l.server_errors
+        );
+        assert_eq!(l.acked.len(), total, "every send acknowledged");
+        assert_eq!(l.completed, l.acked, "every acknowledged message completed");
+        assert_eq!(l.overlaps, 0, "no message held by two receivers at once");
+        std::mem::take(&mut l.latencies)
+    };
     assert_eq!(
         woken.len(),
         parked_n,
@@ -289,15 +292,13 @@ async fn load_over_loopback_loses_nothing_and_never_answers_5xx() {
         "broker end to end: {total} messages, {SENDERS} senders x {RECEIVERS} receivers, \
          single operations, {parked_n} parked long-polls: {rate:.0} msg/s\n"
     );
-    let lat: HashMap<&str, Vec<Duration>> = std::mem::take(&mut l.latencies).into_iter().collect();
-    for (rpc, mut v) in lat {
+    for (rpc, mut v) in latencies {
         report.push_str(&format!(
             "  p99 {rpc}: {:?} over {} calls\n",
             p99(&mut v),
             v.len()
         ));
     }
-    drop(l);
     broker.shutdown().await.expect("shutdown");
 
     // The same workload shape in process, same run, for the ratio.
