@@ -50,10 +50,7 @@ impl Auth {
 
     /// "bearer" or "none", as the discovery card and Status say.
     pub(crate) fn mode(&self) -> &'static str {
-        match self.config {
-            AuthConfig::Off => "none",
-            AuthConfig::Tokens(_) => "bearer",
-        }
+        self.config.mode()
     }
 
     /// The caller, if it may do what `needs` names.

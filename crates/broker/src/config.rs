@@ -52,6 +52,14 @@ impl AuthConfig {
         Ok(Some(AuthConfig::Tokens(tokens)))
     }
 
+    /// "bearer" or "none", as the discovery card and Status say.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            AuthConfig::Off => "none",
+            AuthConfig::Tokens(_) => "bearer",
+        }
+    }
+
     /// A fresh administrator token: `mqk_` and 64 hexadecimal characters.
     pub fn generate_token() -> String {
         let parts = mqlite_engine_core::LockToken::random_batch(2);

@@ -557,6 +557,22 @@ async fn dispatch(
         }
         Rpc::CreateQueue => {
             let r: CreateQueueRequest = parse(bytes)?;
+            let topic_with_options = r.config.kind.as_deref() == Some("topic")
+                && (r.config.lock_duration_ms.is_some()
+                    || r.config.max_delivery_count.is_some()
+                    || r.config.default_ttl_ms.is_some()
+                    || r.config.dead_letter_on_expire.is_some()
+                    || r.config.dedup_window_ms.is_some()
+                    || r.config.ordering_mode.is_some()
+                    || r.config.dlq_max_age_ms.is_some()
+                    || r.config.dlq_max_count.is_some()
+                    || r.config.dlq_max_bytes.is_some());
+            if topic_with_options {
+                // A topic holds no messages: its subscriptions carry the options.
+                return Err(ApiError::invalid(
+                    "a topic takes no queue options: set them on its subscriptions",
+                ));
+            }
             let (kind, config) = queue_config(r.config)?;
             match kind {
                 QueueKind::Queue => mq.create_queue(&r.name, config).await?,
@@ -640,6 +656,7 @@ async fn dispatch(
                 ping_ms,
                 db_size_bytes: st.size_bytes.unwrap_or(0),
                 queues: st.queues,
+                topics: st.topics,
                 subscriptions: st.subscriptions,
                 uptime_ms: i64::try_from(s.started.elapsed().as_millis()).unwrap_or(i64::MAX),
                 auth: s.auth.mode().into(),

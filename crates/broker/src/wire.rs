@@ -573,6 +573,8 @@ pub struct StatusResponse {
     pub db_size_bytes: u64,
     /// Queues.
     pub queues: u64,
+    /// Topics (beyond the contract's fields; clients ignore unknown fields).
+    pub topics: u64,
     /// Subscriptions.
     pub subscriptions: u64,
     /// Since the broker started, ms.

@@ -469,6 +469,10 @@ async fn malformed_requests_get_4xx_and_change_nothing() {
             Rpc::CreateQueue,
             r#"{"name": "x", "config": {"max_delivery_count": 0}}"#.into(),
         ),
+        (
+            Rpc::CreateQueue,
+            r#"{"name": "t", "config": {"kind": "topic", "lock_duration_ms": 5000}}"#.into(),
+        ),
         (Rpc::Redrive, r#"{"queue": "q", "max": -1}"#.into()),
         (Rpc::Purge, r#"{"queue": "q", "older_than_ms": -1}"#.into()),
         (

@@ -1,0 +1,447 @@
+//! The command line: every subcommand and flag, each flag also read from its
+//! `MQLITE_*` environment variable where it has one (the flag wins).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use mqlite_broker::config::{self, Synchronous};
+
+/// mqlite: a message queue in one SQLite file.
+///
+/// `mqlite serve` runs the broker; the other subcommands talk to a running broker over
+/// its HTTP/JSON wire contract (`--endpoint`, `--token`), except `backup`, which copies
+/// a local database file.
+#[derive(Debug, Parser)]
+#[command(name = "mqlite", version, propagate_version = true)]
+pub(crate) struct Cli {
+    /// The broker to talk to.
+    #[arg(
+        long,
+        env = "MQLITE_ENDPOINT",
+        global = true,
+        default_value = "http://127.0.0.1:6754",
+        value_name = "URL"
+    )]
+    pub(crate) endpoint: String,
+
+    /// The bearer token to call the broker with (an administrator token or an access
+    /// key's token).
+    #[arg(
+        long,
+        env = "MQLITE_TOKEN",
+        global = true,
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub(crate) token: Option<String>,
+
+    /// How to print answers: aligned columns for people, or the wire response as JSON
+    /// for scripts.
+    #[arg(long, global = true, value_enum, default_value_t = Output::Table)]
+    pub(crate) output: Output,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// How answers are printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Output {
+    /// Human-readable aligned columns.
+    Table,
+    /// The wire response object, pretty-printed JSON.
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Run the broker until SIGTERM or SIGINT.
+    Serve(ServeArgs),
+    /// Create a queue (or a topic).
+    CreateQueue(CreateQueueArgs),
+    /// List every queue, topic and subscription.
+    ListQueues,
+    /// Send one message; prints its sequence number.
+    Send(SendArgs),
+    /// Receive messages; prints them and completes them (unless --no-complete).
+    Receive(ReceiveArgs),
+    /// Complete a received message (it is done).
+    Complete(SettleArgs),
+    /// Abandon a received message (deliver it again).
+    Abandon(AbandonArgs),
+    /// Reject a received message (dead-letter it).
+    Reject(RejectArgs),
+    /// Defer a received message (set it aside until received by number).
+    Defer(SettleArgs),
+    /// Renew the lock of a received message; prints the new lease end.
+    Renew(SettleArgs),
+    /// Look at messages without locking them.
+    Peek(PeekArgs),
+    /// A queue's message counts.
+    Stats(QueueArg),
+    /// Move a queue's dead letters back to it (or to --target).
+    Redrive(RedriveArgs),
+    /// Delete a queue's dead letters.
+    Purge(PurgeArgs),
+    /// The broker's status: version, store, size, uptime.
+    Status,
+    /// Manage access keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Copy a local SQLite database consistently (VACUUM INTO); not a broker call.
+    ///
+    /// Safe while a broker serves the file: the copy is one read transaction's
+    /// snapshot. The source is opened read-only; an existing destination is refused.
+    Backup(BackupArgs),
+}
+
+/// `mqlite serve`'s flags. An empty value (an environment variable set to "") counts
+/// as unset, as in the broker's own `BrokerConfig::from_env`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Where to listen, host:port (port 0: any free port).
+    #[arg(long, env = "MQLITE_ADDR", default_value = config::DEFAULT_ADDR, value_parser = parse_addr)]
+    pub(crate) addr: SocketAddr,
+
+    /// The store: a file path, `:memory:`, or `redb:<path>`.
+    #[arg(long, env = "MQLITE_DB", default_value = config::DEFAULT_DB)]
+    pub(crate) db: String,
+
+    /// Comma-separated administrator tokens, or `off` for no authentication. Unset: a
+    /// token is generated and printed once to stderr.
+    #[arg(long, env = "MQLITE_TOKENS", hide_env_values = true)]
+    pub(crate) tokens: Option<String>,
+
+    /// The durability point of a SQLite store: normal or full [default: normal].
+    #[arg(long, env = "MQLITE_SYNC", value_parser = parse_sync)]
+    pub(crate) sync: Option<Setting<Synchronous>>,
+
+    /// The body limit per message, bytes [default: the engine's].
+    #[arg(long, env = "MQLITE_MAX_MESSAGE_BYTES", value_name = "BYTES", value_parser = parse_bytes)]
+    pub(crate) max_message_bytes: Option<Setting<usize>>,
+}
+
+impl ServeArgs {
+    /// The store location, the default for an empty value.
+    pub(crate) fn db(&self) -> &str {
+        if self.db.is_empty() {
+            config::DEFAULT_DB
+        } else {
+            &self.db
+        }
+    }
+
+    /// The tokens setting, None for an empty value.
+    pub(crate) fn tokens(&self) -> Option<&str> {
+        self.tokens.as_deref().filter(|t| !t.is_empty())
+    }
+}
+
+/// A flag's value; `Setting(None)` for an empty one (the default applies).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Setting<T>(pub(crate) Option<T>);
+
+fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    let text = if text.is_empty() {
+        config::DEFAULT_ADDR
+    } else {
+        text
+    };
+    config::parse_addr(text).map_err(|e| e.to_string())
+}
+
+fn parse_sync(text: &str) -> Result<Setting<Synchronous>, String> {
+    if text.is_empty() {
+        return Ok(Setting(None));
+    }
+    config::parse_sync(text)
+        .map(|s| Setting(Some(s)))
+        .map_err(|e| e.to_string())
+}
+
+fn parse_bytes(text: &str) -> Result<Setting<usize>, String> {
+    if text.is_empty() {
+        return Ok(Setting(None));
+    }
+    text.parse()
+        .map(|n| Setting(Some(n)))
+        .map_err(|_| format!("{text:?} is not a byte count"))
+}
+
+/// The kinds CreateQueue makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Kind {
+    /// A queue.
+    Queue,
+    /// A topic (subscriptions receive its messages).
+    Topic,
+}
+
+impl Kind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Kind::Queue => "queue",
+            Kind::Topic => "topic",
+        }
+    }
+}
+
+/// A queue's delivery order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+pub(crate) enum OrderingMode {
+    /// No order promised.
+    Standard,
+    /// In order within a group_id.
+    GroupFifo,
+    /// In order across the queue.
+    StrictFifo,
+}
+
+impl OrderingMode {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            OrderingMode::Standard => "standard",
+            OrderingMode::GroupFifo => "group_fifo",
+            OrderingMode::StrictFifo => "strict_fifo",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CreateQueueArgs {
+    /// The queue's name.
+    pub(crate) name: String,
+    /// queue or topic (a topic takes none of the queue options).
+    #[arg(long, value_enum, default_value_t = Kind::Queue)]
+    pub(crate) kind: Kind,
+    /// Lease length of a receive, ms (default 30000).
+    #[arg(long, value_name = "MS")]
+    pub(crate) lock_duration_ms: Option<i64>,
+    /// Deliveries before a message is dead-lettered (default 10).
+    #[arg(long, value_name = "N")]
+    pub(crate) max_delivery_count: Option<i64>,
+    /// Default time to live, ms (default 0: none).
+    #[arg(long, value_name = "MS")]
+    pub(crate) default_ttl_ms: Option<i64>,
+    /// Duplicate-detection window by message id, ms (default 0: off).
+    #[arg(long, value_name = "MS")]
+    pub(crate) dedup_window_ms: Option<i64>,
+    /// Delivery order.
+    #[arg(long, value_enum)]
+    pub(crate) ordering_mode: Option<OrderingMode>,
+}
+
+impl CreateQueueArgs {
+    /// Whether any queue option is given (a topic takes none).
+    pub(crate) fn has_queue_options(&self) -> bool {
+        self.lock_duration_ms.is_some()
+            || self.max_delivery_count.is_some()
+            || self.default_ttl_ms.is_some()
+            || self.dedup_window_ms.is_some()
+            || self.ordering_mode.is_some()
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SendArgs {
+    /// The queue (or topic).
+    pub(crate) queue: String,
+    /// The body, as text.
+    #[arg(required_unless_present = "file", conflicts_with = "file")]
+    pub(crate) body: Option<String>,
+    /// Read the body from this file (`-`: standard input).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) file: Option<PathBuf>,
+    /// The producer's message id (duplicate detection).
+    #[arg(long, value_name = "ID")]
+    pub(crate) message_id: Option<String>,
+    /// The ordering group.
+    #[arg(long, value_name = "G")]
+    pub(crate) group_id: Option<String>,
+    /// Time to live, ms.
+    #[arg(long, value_name = "MS")]
+    pub(crate) ttl_ms: Option<i64>,
+    /// Deliver no earlier than this time, epoch ms.
+    #[arg(long, value_name = "EPOCH_MS")]
+    pub(crate) at_ms: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReceiveArgs {
+    /// The queue (or subscription).
+    pub(crate) queue: String,
+    /// At most this many messages (1..=256).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub(crate) max: i64,
+    /// Wait up to this long for a message, ms (at most 20000).
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub(crate) wait_ms: i64,
+    /// Leave the messages locked and print their lock tokens, to settle them later
+    /// with complete, abandon, reject, defer or renew.
+    #[arg(long)]
+    pub(crate) no_complete: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SettleArgs {
+    /// The queue.
+    pub(crate) queue: String,
+    /// The message's sequence number.
+    pub(crate) seq: i64,
+    /// The lock token its receive printed.
+    pub(crate) lock_token: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AbandonArgs {
+    #[command(flatten)]
+    pub(crate) lock: SettleArgs,
+    /// Deliver it again after this long, ms.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub(crate) delay_ms: i64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RejectArgs {
+    #[command(flatten)]
+    pub(crate) lock: SettleArgs,
+    /// The dead-letter reason.
+    #[arg(long, default_value = "")]
+    pub(crate) reason: String,
+    /// The dead-letter description.
+    #[arg(long, default_value = "")]
+    pub(crate) description: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PeekArgs {
+    /// The queue.
+    pub(crate) queue: String,
+    /// Start at this sequence number (inclusive).
+    #[arg(long, value_name = "N")]
+    pub(crate) from_seq: Option<i64>,
+    /// Only messages in this state: active, locked, deferred, scheduled,
+    /// dead_lettered.
+    #[arg(long, value_name = "S")]
+    pub(crate) state: Option<String>,
+    /// At most this many (default 32, max 1000).
+    #[arg(long, value_name = "N")]
+    pub(crate) max: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct QueueArg {
+    /// The queue.
+    pub(crate) queue: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RedriveArgs {
+    /// The queue whose dead letters move.
+    pub(crate) queue: String,
+    /// Move them to this queue instead.
+    #[arg(long, value_name = "T")]
+    pub(crate) target: Option<String>,
+    /// At most this many (0: all).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(crate) max: i64,
+    /// Only dead letters at least this old, ms.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub(crate) older_than_ms: i64,
+    /// At most this many per second (0: unthrottled).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(crate) rate_per_sec: i64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PurgeArgs {
+    /// The queue whose dead letters are deleted.
+    pub(crate) queue: String,
+    /// At most this many (0: all).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(crate) max: i64,
+    /// Only dead letters at least this old, ms.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub(crate) older_than_ms: i64,
+}
+
+/// What an access key may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Permission {
+    /// Send, Schedule, Cancel.
+    Send,
+    /// Receive, settle, Peek, Stats.
+    Listen,
+    /// Administration.
+    Manage,
+}
+
+impl Permission {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Permission::Send => "send",
+            Permission::Listen => "listen",
+            Permission::Manage => "manage",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum KeyCommand {
+    /// Create an access key; prints its token, which is shown only this once.
+    Create(KeyCreateArgs),
+    /// List access keys (never their tokens).
+    List(KeyListArgs),
+    /// Revoke an access key.
+    Revoke {
+        /// The key's id.
+        id: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct KeyCreateArgs {
+    /// A human name for the key.
+    pub(crate) name: String,
+    /// What it may do (repeatable, or comma-separated).
+    #[arg(long, value_enum, required = true, value_delimiter = ',')]
+    pub(crate) permission: Vec<Permission>,
+    /// Its public id, 32 hexadecimal characters (default: a random one).
+    #[arg(long, value_name = "HEX32")]
+    pub(crate) id: Option<String>,
+    /// When it stops working, epoch ms (default: never).
+    #[arg(long, value_name = "EPOCH_MS")]
+    pub(crate) expires_at_ms: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct KeyListArgs {
+    /// Start after this key id (the previous page's last).
+    #[arg(long, value_name = "ID")]
+    pub(crate) after_id: Option<String>,
+    /// At most this many (default 100, max 1000).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BackupArgs {
+    /// The SQLite database to copy (opened read-only).
+    pub(crate) db_path: PathBuf,
+    /// Where to write the copy (must not exist).
+    pub(crate) dest_path: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}

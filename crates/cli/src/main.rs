@@ -1,0 +1,105 @@
+//! `mqlite`: runs the mqlite broker (`mqlite serve`), talks to a running one over the
+//! v1 wire contract (every other subcommand but `backup`), and backs up a local SQLite
+//! store (`mqlite backup`).
+//!
+//! Errors print `mqlite: <error>` to stderr and exit 1; bad usage exits 2.
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+mod args;
+mod backup;
+mod output;
+mod remote;
+mod serve;
+
+use args::{Cli, Command};
+
+/// Why a command failed, as printed after `mqlite: `.
+#[derive(Debug)]
+pub(crate) struct Failure(String);
+
+impl From<String> for Failure {
+    fn from(text: String) -> Self {
+        Failure(text)
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(text: &str) -> Self {
+        Failure(text.to_owned())
+    }
+}
+
+impl From<mqlite_broker::ClientError> for Failure {
+    fn from(e: mqlite_broker::ClientError) -> Self {
+        Failure(chain(&e))
+    }
+}
+
+impl From<mqlite_broker::BrokerError> for Failure {
+    fn from(e: mqlite_broker::BrokerError) -> Self {
+        Failure(chain(&e))
+    }
+}
+
+/// An error and its sources, each source once (a message that already quotes its
+/// source does not repeat it).
+pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}
+
+/// Usage errors clap's declarations cannot express (exit 2, as clap's own).
+fn validate(cli: &Cli) -> Result<(), clap::Error> {
+    if let Command::CreateQueue(a) = &cli.command
+        && a.kind == args::Kind::Topic
+        && a.has_queue_options()
+    {
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "a topic takes no queue options (--lock-duration-ms, --max-delivery-count, \
+             --default-ttl-ms, --dedup-window-ms, --ordering-mode)",
+        ));
+    }
+    Ok(())
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Command::Serve(a) => serve::run(a),
+        Command::Backup(a) => backup::run(&a, cli.output),
+        command => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Failure(format!("cannot start the async runtime: {e}")))?;
+            let client = mqlite_broker::Client::new(cli.endpoint, cli.token);
+            runtime.block_on(remote::run(&client, cli.output, command))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Err(e) = validate(&cli) {
+        e.exit();
+    }
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(text)) => {
+            eprintln!("mqlite: {text}");
+            ExitCode::FAILURE
+        }
+    }
+}

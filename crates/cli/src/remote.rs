@@ -1,0 +1,434 @@
+//! The client subcommands: one wire call each (receive adds CompleteBatch), the wire
+//! types in and out, the answer printed as JSON or as a table.
+
+use std::io::Read;
+
+use mqlite_broker::wire::{
+    BatchRequest, BatchResponse, CreateKeyRequest, CreateQueueRequest, Empty, ListKeysRequest,
+    ListKeysResponse, LockItem, MessagesResponse, OkResponse, PeekRequest, PurgeRequest,
+    PurgeResponse, QueueRequest, QueuesResponse, ReceiveRequest, RedriveRequest, RedriveResponse,
+    RevokeKeyRequest, SendRequest, SendResponse, SettleRequest, StatsResponse, StatusResponse,
+    WireKey, WireMessage, WireQueueConfig,
+};
+use mqlite_broker::{Client, Rpc};
+
+use crate::Failure;
+use crate::args::{
+    Command, CreateQueueArgs, KeyCommand, KeyCreateArgs, KeyListArgs, Output, PeekArgs,
+    ReceiveArgs, SendArgs, SettleArgs,
+};
+use crate::output::{self, body, ms_or_dash, or_dash};
+
+/// Runs one client subcommand against the broker `client` talks to.
+pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Result<(), Failure> {
+    match command {
+        Command::CreateQueue(a) => create_queue(client, out, a).await,
+        Command::ListQueues => list_queues(client, out).await,
+        Command::Send(a) => send(client, out, a).await,
+        Command::Receive(a) => receive(client, out, a).await,
+        Command::Complete(a) => settle(client, out, Rpc::Complete, a, 0, "", "").await,
+        Command::Abandon(a) => settle(client, out, Rpc::Abandon, a.lock, a.delay_ms, "", "").await,
+        Command::Reject(a) => {
+            settle(
+                client,
+                out,
+                Rpc::Reject,
+                a.lock,
+                0,
+                &a.reason,
+                &a.description,
+            )
+            .await
+        }
+        Command::Defer(a) => settle(client, out, Rpc::Defer, a, 0, "", "").await,
+        Command::Renew(a) => settle(client, out, Rpc::Renew, a, 0, "", "").await,
+        Command::Peek(a) => peek(client, out, a).await,
+        Command::Stats(a) => stats(client, out, a.queue).await,
+        Command::Redrive(a) => {
+            let request = RedriveRequest {
+                queue: a.queue,
+                target: a.target,
+                max: a.max,
+                older_than_ms: a.older_than_ms,
+                rate_per_sec: a.rate_per_sec,
+            };
+            let r: RedriveResponse = client.call(Rpc::Redrive, &request).await?;
+            match out {
+                Output::Json => output::json(&r),
+                Output::Table => output::line(&format!("moved {} dead letters", r.moved)),
+            }
+        }
+        Command::Purge(a) => {
+            let request = PurgeRequest {
+                queue: a.queue,
+                max: a.max,
+                older_than_ms: a.older_than_ms,
+            };
+            let r: PurgeResponse = client.call(Rpc::Purge, &request).await?;
+            match out {
+                Output::Json => output::json(&r),
+                Output::Table => output::line(&format!("purged {} dead letters", r.purged)),
+            }
+        }
+        Command::Status => status(client, out).await,
+        Command::Key(KeyCommand::Create(a)) => key_create(client, out, a).await,
+        Command::Key(KeyCommand::List(a)) => key_list(client, out, a).await,
+        Command::Key(KeyCommand::Revoke { id }) => {
+            let r: Empty = client
+                .call(Rpc::RevokeKey, &RevokeKeyRequest { id: id.clone() })
+                .await?;
+            match out {
+                Output::Json => output::json(&r),
+                Output::Table => output::line(&format!("revoked key {id}")),
+            }
+        }
+        Command::Serve(_) | Command::Backup(_) => {
+            Err("serve and backup are not broker calls".into())
+        }
+    }
+}
+
+async fn create_queue(client: &Client, out: Output, a: CreateQueueArgs) -> Result<(), Failure> {
+    let request = CreateQueueRequest {
+        name: a.name.clone(),
+        config: WireQueueConfig {
+            kind: Some(a.kind.as_str().to_owned()),
+            lock_duration_ms: a.lock_duration_ms,
+            max_delivery_count: a.max_delivery_count,
+            default_ttl_ms: a.default_ttl_ms,
+            dedup_window_ms: a.dedup_window_ms,
+            ordering_mode: a.ordering_mode.map(|m| m.as_str().to_owned()),
+            ..Default::default()
+        },
+    };
+    let r: Empty = client.call(Rpc::CreateQueue, &request).await?;
+    match out {
+        Output::Json => output::json(&r),
+        Output::Table => output::line(&format!("created {} {}", a.kind.as_str(), a.name)),
+    }
+}
+
+async fn list_queues(client: &Client, out: Output) -> Result<(), Failure> {
+    let r: QueuesResponse = client.call(Rpc::ListQueues, &Empty {}).await?;
+    if out == Output::Json {
+        return output::json(&r);
+    }
+    if r.queues.is_empty() {
+        eprintln!("no queues");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = r
+        .queues
+        .iter()
+        .map(|q| {
+            vec![
+                q.name.clone(),
+                q.kind.clone(),
+                q.lock_duration_ms.to_string(),
+                q.max_delivery_count.to_string(),
+                ms_or_dash(q.default_ttl_ms),
+                ms_or_dash(q.dedup_window_ms),
+            ]
+        })
+        .collect();
+    output::table(
+        &[
+            "NAME",
+            "KIND",
+            "LOCK_MS",
+            "MAX_DELIVERIES",
+            "TTL_MS",
+            "DEDUP_MS",
+        ],
+        &rows,
+    )
+}
+
+/// The body to send: the argument's text, or a file's (`-`: stdin) bytes.
+fn read_body(a: &SendArgs) -> Result<Vec<u8>, Failure> {
+    match (&a.body, &a.file) {
+        (Some(text), None) => Ok(text.as_bytes().to_vec()),
+        (None, Some(path)) if path.as_os_str() == "-" => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .map_err(|e| Failure::from(format!("cannot read standard input: {e}")))?;
+            Ok(bytes)
+        }
+        (None, Some(path)) => std::fs::read(path)
+            .map_err(|e| Failure::from(format!("cannot read {}: {e}", path.display()))),
+        // clap requires exactly one of them.
+        _ => Err("give the body as an argument or with --file, not both".into()),
+    }
+}
+
+async fn send(client: &Client, out: Output, a: SendArgs) -> Result<(), Failure> {
+    let mut message = WireMessage::with_body(read_body(&a)?);
+    message.message_id = a.message_id.unwrap_or_default();
+    message.group_id = a.group_id.unwrap_or_default();
+    let request = SendRequest {
+        queue: a.queue,
+        messages: vec![message],
+        scheduled_enqueue_time_ms: a.at_ms,
+        ttl_ms: a.ttl_ms,
+    };
+    let r: SendResponse = client.call(Rpc::Send, &request).await?;
+    match out {
+        Output::Json => output::json(&r),
+        Output::Table => {
+            let seqs: Vec<String> = r.seq_numbers.iter().map(i64::to_string).collect();
+            output::line(&seqs.join("\n"))
+        }
+    }
+}
+
+async fn receive(client: &Client, out: Output, a: ReceiveArgs) -> Result<(), Failure> {
+    let request = ReceiveRequest {
+        queue: a.queue.clone(),
+        max_messages: Some(a.max),
+        wait_time_ms: Some(a.wait_ms),
+        ..Default::default()
+    };
+    let r: MessagesResponse = client.call(Rpc::Receive, &request).await?;
+    match out {
+        Output::Json => output::json(&r)?,
+        Output::Table if r.messages.is_empty() => eprintln!("no messages"),
+        Output::Table => {
+            let mut headers = vec!["SEQ", "DELIVERIES"];
+            if a.no_complete {
+                headers.push("LOCK_TOKEN");
+            }
+            headers.push("BODY");
+            let rows: Vec<Vec<String>> = r
+                .messages
+                .iter()
+                .map(|m| {
+                    let mut row = vec![m.seq_number.to_string(), m.delivery_count.to_string()];
+                    if a.no_complete {
+                        row.push(m.lock_token.clone());
+                    }
+                    row.push(body(m));
+                    row
+                })
+                .collect();
+            output::table(&headers, &rows)?;
+        }
+    }
+    if a.no_complete || r.messages.is_empty() {
+        return Ok(());
+    }
+    let batch = BatchRequest {
+        queue: a.queue,
+        messages: r
+            .messages
+            .iter()
+            .map(|m| LockItem {
+                seq_number: m.seq_number,
+                lock_token: m.lock_token.clone(),
+            })
+            .collect(),
+    };
+    let done: BatchResponse = client.call(Rpc::CompleteBatch, &batch).await?;
+    let lost: Vec<String> = done
+        .results
+        .iter()
+        .filter(|i| !i.ok)
+        .map(|i| i.seq_number.to_string())
+        .collect();
+    if lost.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "not completed (the lock was lost; it will be delivered again): seq {}",
+            lost.join(", ")
+        )
+        .into())
+    }
+}
+
+async fn settle(
+    client: &Client,
+    out: Output,
+    rpc: Rpc,
+    a: SettleArgs,
+    delay_ms: i64,
+    reason: &str,
+    description: &str,
+) -> Result<(), Failure> {
+    let request = SettleRequest {
+        queue: a.queue,
+        seq_number: a.seq,
+        lock_token: a.lock_token,
+        delay_ms,
+        dead_letter_reason: reason.to_owned(),
+        dead_letter_description: description.to_owned(),
+    };
+    let r: OkResponse = client.call(rpc, &request).await?;
+    if out == Output::Json {
+        return output::json(&r);
+    }
+    let seq = a.seq;
+    let text = match rpc {
+        Rpc::Complete => format!("completed seq {seq}"),
+        Rpc::Abandon => format!("abandoned seq {seq}"),
+        Rpc::Reject => format!("rejected seq {seq} (dead-lettered)"),
+        Rpc::Defer => format!("deferred seq {seq}"),
+        _ => format!(
+            "renewed seq {seq}: locked until {} (epoch ms)",
+            r.locked_until_ms
+        ),
+    };
+    output::line(&text)
+}
+
+async fn peek(client: &Client, out: Output, a: PeekArgs) -> Result<(), Failure> {
+    let request = PeekRequest {
+        queue: a.queue,
+        from_seq: a.from_seq,
+        state: a.state,
+        max: a.max,
+    };
+    let r: MessagesResponse = client.call(Rpc::Peek, &request).await?;
+    if out == Output::Json {
+        return output::json(&r);
+    }
+    if r.messages.is_empty() {
+        eprintln!("no messages");
+        return Ok(());
+    }
+    let reasons = r.messages.iter().any(|m| !m.dead_letter_reason.is_empty());
+    let mut headers = vec!["SEQ", "STATE", "DELIVERIES", "GROUP", "ENQUEUED_AT_MS"];
+    if reasons {
+        headers.push("DLQ_REASON");
+    }
+    headers.push("BODY");
+    let rows: Vec<Vec<String>> = r
+        .messages
+        .iter()
+        .map(|m| {
+            let mut row = vec![
+                m.seq_number.to_string(),
+                or_dash(&m.state),
+                m.delivery_count.to_string(),
+                or_dash(&m.group_id),
+                m.enqueued_at_ms.to_string(),
+            ];
+            if reasons {
+                row.push(or_dash(&m.dead_letter_reason));
+            }
+            row.push(body(m));
+            row
+        })
+        .collect();
+    output::table(&headers, &rows)
+}
+
+async fn stats(client: &Client, out: Output, queue: String) -> Result<(), Failure> {
+    let r: StatsResponse = client.call(Rpc::Stats, &QueueRequest { queue }).await?;
+    match out {
+        Output::Json => output::json(&r),
+        Output::Table => output::pairs(&[
+            ("queue", r.queue.clone()),
+            ("active", r.active.to_string()),
+            ("locked", r.locked.to_string()),
+            ("deferred", r.deferred.to_string()),
+            ("scheduled", r.scheduled.to_string()),
+            ("dead_lettered", r.dead_lettered.to_string()),
+            ("total", r.total.to_string()),
+            ("oldest_message_age_ms", r.oldest_message_age_ms.to_string()),
+        ]),
+    }
+}
+
+async fn status(client: &Client, out: Output) -> Result<(), Failure> {
+    let r: StatusResponse = client.call(Rpc::Status, &Empty {}).await?;
+    match out {
+        Output::Json => output::json(&r),
+        Output::Table => output::pairs(&[
+            ("version", r.version.clone()),
+            ("backend", r.backend.clone()),
+            ("location", r.location.clone()),
+            ("remote", r.remote.to_string()),
+            ("schema_version", r.schema_version.clone()),
+            ("db_size_bytes", r.db_size_bytes.to_string()),
+            ("queues", r.queues.to_string()),
+            ("subscriptions", r.subscriptions.to_string()),
+            ("ping_ms", r.ping_ms.to_string()),
+            ("uptime_ms", r.uptime_ms.to_string()),
+            ("auth", r.auth.clone()),
+        ]),
+    }
+}
+
+async fn key_create(client: &Client, out: Output, a: KeyCreateArgs) -> Result<(), Failure> {
+    let mut permissions: Vec<String> = Vec::new();
+    for p in &a.permission {
+        let p = p.as_str().to_owned();
+        if !permissions.contains(&p) {
+            permissions.push(p);
+        }
+    }
+    let request = CreateKeyRequest {
+        id: a.id.unwrap_or_default(),
+        name: a.name,
+        permissions,
+        expires_at_ms: a.expires_at_ms.unwrap_or(0),
+    };
+    let k: WireKey = client.call(Rpc::CreateKey, &request).await?;
+    if out == Output::Json {
+        return output::json(&k);
+    }
+    output::pairs(&[
+        ("id", k.id.clone()),
+        ("name", k.name.clone()),
+        ("permissions", k.permissions.join(",")),
+        ("expires_at_ms", ms_or_dash(k.expires_at_ms)),
+        ("token", k.token.clone()),
+    ])?;
+    eprintln!("mqlite: the token is shown only this once; keep it");
+    Ok(())
+}
+
+async fn key_list(client: &Client, out: Output, a: KeyListArgs) -> Result<(), Failure> {
+    let request = ListKeysRequest {
+        after_id: a.after_id,
+        limit: a.limit,
+    };
+    let r: ListKeysResponse = client.call(Rpc::ListKeys, &request).await?;
+    if out == Output::Json {
+        return output::json(&r);
+    }
+    if r.keys.is_empty() {
+        eprintln!("no keys");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = r
+        .keys
+        .iter()
+        .map(|k| {
+            vec![
+                k.id.clone(),
+                k.permissions.join(","),
+                k.created_at_ms.to_string(),
+                ms_or_dash(k.expires_at_ms),
+                ms_or_dash(k.revoked_at_ms),
+                k.name.clone(),
+            ]
+        })
+        .collect();
+    output::table(
+        &[
+            "ID",
+            "PERMISSIONS",
+            "CREATED_AT_MS",
+            "EXPIRES_AT_MS",
+            "REVOKED_AT_MS",
+            "NAME",
+        ],
+        &rows,
+    )?;
+    if !r.next_after_id.is_empty() {
+        eprintln!("more keys: mqlite key list --after-id {}", r.next_after_id);
+    }
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! `mqlite serve`: the broker, until SIGTERM or SIGINT.
+
+use mqlite_broker::{AuthConfig, Broker, BrokerConfig};
+
+use crate::Failure;
+use crate::args::{ServeArgs, Setting};
+use crate::output;
+
+/// Runs the broker the flags describe until SIGTERM or SIGINT, then shuts it down
+/// gracefully.
+pub(crate) fn run(a: ServeArgs) -> Result<(), Failure> {
+    let parsed = AuthConfig::parse(a.tokens()).map_err(|e| Failure::from(e.to_string()))?;
+    let (auth, generated) = match parsed {
+        Some(auth) => (auth, None),
+        None => {
+            let token = AuthConfig::generate_token();
+            (AuthConfig::Tokens(vec![token.clone()]), Some(token))
+        }
+    };
+    let mode = auth.mode();
+    let mut config = BrokerConfig::new(a.addr, a.db(), auth);
+    if let Some(Setting(Some(sync))) = a.sync {
+        config.sync = sync;
+    }
+    if let Some(Setting(Some(bytes))) = a.max_message_bytes {
+        config.max_message_bytes = bytes;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::from(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(async move {
+        // Installed before the ready line, so a signal sent as soon as it is read is
+        // a graceful stop, not the default death.
+        let mut stop = Stop::install()?;
+        let broker = Broker::start(config).await?;
+        if let Some(token) = generated {
+            eprintln!("mqlite: no MQLITE_TOKENS given; generated admin token: {token}");
+        }
+        let ready = output::line(&format!(
+            "mqlite broker listening on http://{} (db {}, auth {mode})",
+            broker.addr(),
+            a.db()
+        ));
+        if let Err(e) = ready {
+            let _ = broker.shutdown().await;
+            return Err(e);
+        }
+        stop.next().await;
+        // Shutdown lets admitted requests finish; a second signal stops waiting.
+        tokio::select! {
+            done = broker.shutdown() => done?,
+            () = stop.next() => return Err(FORCED.into()),
+        }
+        output::line("mqlite broker stopped")
+    })
+}
+
+/// Why a second signal during shutdown exits 1.
+const FORCED: &str = "a second signal: stopped without waiting for requests in flight";
+
+/// SIGTERM and SIGINT, listened for from installation on.
+struct Stop {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Stop {
+    #[cfg(unix)]
+    fn install() -> Result<Stop, Failure> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|e| Failure::from(format!("cannot listen for {name}: {e}")))
+        };
+        Ok(Stop {
+            term: listen(SignalKind::terminate(), "SIGTERM")?,
+            int: listen(SignalKind::interrupt(), "SIGINT")?,
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn install() -> Result<Stop, Failure> {
+        Ok(Stop {})
+    }
+
+    /// The next SIGTERM or SIGINT.
+    #[cfg(unix)]
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+
+    /// The next Ctrl-C.
+    #[cfg(not(unix))]
+    async fn next(&mut self) {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

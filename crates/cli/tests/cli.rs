@@ -1,0 +1,615 @@
+//! The `mqlite` command end to end: a broker served by the built binary on a loopback
+//! port over a database in a temporary directory under the target directory, and the
+//! client subcommands run as child processes against it.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use mqlite::rusqlite::{Connection, OpenFlags};
+use serde_json::Value;
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_mqlite");
+const TOKEN: &str = "t0ken";
+/// How long a served broker may take to say it listens, or to stop. Generous: a slow,
+/// loaded machine; the tests never wait this long unless something is wrong.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The environment the command reads; cleared so the caller's cannot leak in.
+const ENV: &[&str] = &[
+    "MQLITE_ADDR",
+    "MQLITE_DB",
+    "MQLITE_TOKENS",
+    "MQLITE_SYNC",
+    "MQLITE_MAX_MESSAGE_BYTES",
+    "MQLITE_ENDPOINT",
+    "MQLITE_TOKEN",
+];
+
+fn mqlite() -> Command {
+    let mut c = Command::new(BIN);
+    for v in ENV {
+        c.env_remove(v);
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+/// A scratch directory inside the target directory (nothing outside the repository).
+fn scratch() -> TempDir {
+    tempfile::Builder::new()
+        .prefix("mqlite-cli-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("a scratch directory")
+}
+
+/// What a client subcommand did.
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl From<Output> for Ran {
+    fn from(o: Output) -> Self {
+        Ran {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl Ran {
+    /// Asserts exit 0 and returns stdout.
+    #[track_caller]
+    fn ok(&self) -> &str {
+        assert_eq!(
+            self.code,
+            Some(0),
+            "expected success; stdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        &self.stdout
+    }
+
+    /// Asserts exit `code` and returns stderr.
+    #[track_caller]
+    fn failed(&self, code: i32) -> &str {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "expected exit {code}; stdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        &self.stderr
+    }
+
+    #[track_caller]
+    fn json(&self) -> Value {
+        serde_json::from_str(self.ok()).expect("the output parses as JSON")
+    }
+}
+
+/// `mqlite serve` on a free loopback port, killed when dropped.
+struct Server {
+    child: Option<Child>,
+    stdout: Option<BufReader<ChildStdout>>,
+    endpoint: String,
+    dir: TempDir,
+}
+
+impl Server {
+    /// Served with the administrator token [`TOKEN`].
+    fn start() -> Server {
+        Server::start_with(&["--tokens", TOKEN])
+    }
+
+    fn start_with(extra: &[&str]) -> Server {
+        Server::start_in(scratch(), extra)
+    }
+
+    /// Served over `dir`'s `q.db`.
+    fn start_in(dir: TempDir, extra: &[&str]) -> Server {
+        let db = dir.path().join("q.db");
+        let stderr = fs::File::create(dir.path().join("serve.err")).expect("a stderr file");
+        let mut child = mqlite()
+            .args(["serve", "--addr", "127.0.0.1:0", "--db"])
+            .arg(&db)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("mqlite serve starts");
+        let stdout = child.stdout.take().expect("its stdout");
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let read = reader.read_line(&mut line);
+            let _ = tx.send((read.map(|_| line), reader));
+        });
+        let mut server = Server {
+            child: Some(child),
+            stdout: None,
+            endpoint: String::new(),
+            dir,
+        };
+        let (line, reader) = match rx.recv_timeout(PATIENCE) {
+            Ok((Ok(line), reader)) => (line, reader),
+            Ok((Err(e), _)) => panic!("cannot read mqlite serve's stdout: {e}"),
+            Err(_) => panic!(
+                "mqlite serve said nothing in {PATIENCE:?}; stderr: {}",
+                server.stderr()
+            ),
+        };
+        server.stdout = Some(reader);
+        let endpoint = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no http:// address in the first line {line:?}; stderr: {}",
+                    server.stderr()
+                )
+            });
+        assert!(
+            line.starts_with("mqlite broker listening on http://127.0.0.1:"),
+            "{line:?}"
+        );
+        assert!(line.contains(&format!("(db {}", db.display())), "{line:?}");
+        server.endpoint = endpoint.to_owned();
+        server
+    }
+
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("q.db")
+    }
+
+    /// What the server wrote to stderr so far.
+    fn stderr(&self) -> String {
+        fs::read_to_string(self.dir.path().join("serve.err")).unwrap_or_default()
+    }
+
+    /// Runs `mqlite --endpoint <it> --token <token> <args>`.
+    fn run_as(&self, token: &str, args: &[&str]) -> Ran {
+        mqlite()
+            .args(["--endpoint", &self.endpoint, "--token", token])
+            .args(args)
+            .output()
+            .expect("mqlite runs")
+            .into()
+    }
+
+    /// Runs a client subcommand with the administrator token.
+    fn run(&self, args: &[&str]) -> Ran {
+        self.run_as(TOKEN, args)
+    }
+
+    /// The `active:` count `stats` prints for `queue`.
+    fn active(&self, queue: &str) -> u64 {
+        let ran = self.run(&["stats", queue]);
+        field(ran.ok(), "active")
+            .parse()
+            .expect("active is a count")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The value of `name:` in `name: value` lines.
+#[track_caller]
+fn field<'a>(text: &'a str, name: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no {name}: in\n{text}"))
+}
+
+#[test]
+fn create_send_receive_completes_and_stats_show_none_active() {
+    let s = Server::start();
+    assert_eq!(
+        s.run(&["create-queue", "jobs"]).ok().trim(),
+        "created queue jobs"
+    );
+    let listed = s.run(&["list-queues"]);
+    assert!(
+        listed.ok().lines().any(|l| l.starts_with("jobs ")),
+        "{}",
+        listed.stdout
+    );
+
+    assert_eq!(s.run(&["send", "jobs", "hello world"]).ok().trim(), "1");
+    assert_eq!(s.active("jobs"), 1);
+
+    let received = s.run(&["receive", "jobs"]);
+    let out = received.ok();
+    assert!(out.lines().next().unwrap_or("").starts_with("SEQ"), "{out}");
+    let row = out.lines().nth(1).expect("a message row");
+    assert!(row.starts_with("1 "), "{out}");
+    assert!(row.ends_with("hello world"), "{out}");
+
+    let stats = s.run(&["stats", "jobs"]);
+    assert_eq!(field(stats.ok(), "active"), "0");
+    assert_eq!(field(stats.ok(), "locked"), "0");
+    assert_eq!(field(stats.ok(), "total"), "0");
+
+    // Nothing left: a note on stderr, nothing on stdout, still success.
+    let empty = s.run(&["receive", "jobs"]);
+    assert_eq!(empty.ok(), "");
+    assert!(empty.stderr.contains("no messages"), "{}", empty.stderr);
+}
+
+#[test]
+fn json_output_parses_as_the_wire_response() {
+    let s = Server::start();
+    assert_eq!(
+        s.run(&["--output", "json", "create-queue", "jobs"]).json(),
+        serde_json::json!({})
+    );
+    let sent = s.run(&["--output", "json", "send", "jobs", "hi", "--group-id", "g"]);
+    assert_eq!(sent.json()["seq_numbers"], serde_json::json!([1]));
+
+    let stats = s.run(&["stats", "jobs", "--output", "json"]).json();
+    assert_eq!(stats["queue"], "jobs");
+    assert_eq!(stats["active"], 1);
+
+    let peeked = s.run(&["--output", "json", "peek", "jobs"]).json();
+    assert_eq!(peeked["messages"][0]["state"], "active");
+    assert_eq!(peeked["messages"][0]["group_id"], "g");
+
+    let received = s.run(&["--output", "json", "receive", "jobs"]).json();
+    let m = &received["messages"][0];
+    assert_eq!(m["seq_number"], 1);
+    assert_eq!(m["body"], "aGk=", "the wire's base64 body");
+    assert_eq!(s.active("jobs"), 0);
+
+    let status = s.run(&["--output", "json", "status"]).json();
+    assert_eq!(status["auth"], "bearer");
+    assert_eq!(status["backend"], "local file");
+
+    let queues = s.run(&["--output", "json", "list-queues"]).json();
+    assert_eq!(queues["queues"][0]["name"], "jobs");
+}
+
+#[test]
+fn wrong_token_exits_1_with_unauthenticated() {
+    let s = Server::start();
+    let ran = s.run_as("not-the-token", &["stats", "jobs"]);
+    let err = ran.failed(1);
+    assert!(err.starts_with("mqlite: 401 unauthenticated: "), "{err}");
+    assert_eq!(ran.stdout, "");
+}
+
+#[test]
+fn api_errors_exit_1_with_status_and_code() {
+    let s = Server::start();
+    let ran = s.run(&["stats", "nope"]);
+    let err = ran.failed(1);
+    assert!(err.starts_with("mqlite: 404 not_found: "), "{err}");
+}
+
+#[test]
+fn receive_no_complete_prints_the_lock_token_to_settle_later() {
+    let s = Server::start();
+    s.run(&["create-queue", "jobs", "--lock-duration-ms", "60000"])
+        .ok();
+    s.run(&["send", "jobs", "one"]).ok();
+    s.run(&["send", "jobs", "two"]).ok();
+
+    let held = s.run(&["receive", "jobs", "--max", "2", "--no-complete"]);
+    let out = held.ok();
+    assert!(
+        out.lines().next().unwrap_or("").contains("LOCK_TOKEN"),
+        "{out}"
+    );
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!(s.active("jobs"), 0);
+    let stats = s.run(&["stats", "jobs"]);
+    assert_eq!(field(stats.ok(), "locked"), "2");
+
+    let (seq1, token1) = (rows[0][0], rows[0][2]);
+    assert_eq!(token1.len(), 32, "{out}");
+    assert_eq!(
+        s.run(&["complete", "jobs", seq1, token1]).ok().trim(),
+        format!("completed seq {seq1}")
+    );
+    // A retried identical settlement replays its receipt; a wrong token is refused.
+    s.run(&["complete", "jobs", seq1, token1]).ok();
+    let (seq2, token2) = (rows[1][0], rows[1][2]);
+    let wrong = s.run(&["complete", "jobs", seq2, &"0".repeat(32)]);
+    assert!(
+        wrong.failed(1).starts_with("mqlite: 409 lock_lost: "),
+        "{}",
+        wrong.stderr
+    );
+
+    let renewed = s
+        .run(&["--output", "json", "renew", "jobs", seq2, token2])
+        .json();
+    assert_eq!(renewed["ok"], true);
+    assert!(
+        renewed["locked_until_ms"].as_i64().unwrap_or(0) > 0,
+        "{renewed}"
+    );
+    s.run(&["abandon", "jobs", seq2, token2]).ok();
+    assert_eq!(s.active("jobs"), 1);
+
+    let taken = s
+        .run(&["receive", "jobs", "--no-complete", "--output", "json"])
+        .json();
+    let token3 = taken["messages"][0]["lock_token"]
+        .as_str()
+        .expect("a lock token");
+    let rejected = s.run(&["reject", "jobs", seq2, token3, "--reason", "bad"]);
+    assert_eq!(
+        rejected.ok().trim(),
+        format!("rejected seq {seq2} (dead-lettered)")
+    );
+    let dead = s.run(&["peek", "jobs", "--state", "dead_lettered"]);
+    assert!(dead.ok().contains("bad"), "{}", dead.stdout);
+    assert_eq!(
+        s.run(&["redrive", "jobs"]).ok().trim(),
+        "moved 1 dead letters"
+    );
+    assert_eq!(s.active("jobs"), 1);
+}
+
+#[test]
+fn send_reads_the_body_from_stdin_or_a_file() {
+    let s = Server::start();
+    s.run(&["create-queue", "jobs"]).ok();
+
+    let mut child = mqlite()
+        .args(["--endpoint", &s.endpoint, "--token", TOKEN])
+        .args(["send", "jobs", "--file", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mqlite send runs");
+    child
+        .stdin
+        .take()
+        .expect("its stdin")
+        .write_all(b"line one\nline two")
+        .expect("the body is written");
+    let ran: Ran = child.wait_with_output().expect("mqlite send ends").into();
+    assert_eq!(ran.ok().trim(), "1");
+
+    let file = s.dir.path().join("body.txt");
+    fs::write(&file, "x".repeat(100)).expect("a body file");
+    let path = file.to_str().expect("a UTF-8 path");
+    assert_eq!(s.run(&["send", "jobs", "--file", path]).ok().trim(), "2");
+
+    let got = s.run(&["receive", "jobs", "--max", "2"]);
+    let out = got.ok();
+    assert!(out.contains("line one\\nline two"), "{out}");
+    let long = out.lines().nth(2).expect("the second row");
+    assert!(
+        long.ends_with(&format!("{}…", "x".repeat(59))),
+        "bodies are cut to 60 characters: {out}"
+    );
+}
+
+#[test]
+fn access_keys_are_created_used_listed_and_revoked() {
+    let s = Server::start();
+    s.run(&["create-queue", "jobs"]).ok();
+    let key = s
+        .run(&[
+            "--output",
+            "json",
+            "key",
+            "create",
+            "producer",
+            "--permission",
+            "send",
+        ])
+        .json();
+    let id = key["id"].as_str().expect("an id").to_owned();
+    let token = key["token"].as_str().expect("a token").to_owned();
+    assert_eq!(key["permissions"], serde_json::json!(["send"]));
+
+    assert_eq!(s.run_as(&token, &["send", "jobs", "hi"]).ok().trim(), "1");
+    let denied = s.run_as(&token, &["receive", "jobs"]);
+    assert!(
+        denied
+            .failed(1)
+            .starts_with("mqlite: 403 permission_denied: "),
+        "{}",
+        denied.stderr
+    );
+
+    let listed = s.run(&["key", "list"]);
+    assert!(listed.ok().contains(&id), "{}", listed.stdout);
+    assert!(
+        !listed.ok().contains(&token),
+        "a listing never shows a token"
+    );
+
+    assert_eq!(
+        s.run(&["key", "revoke", &id]).ok().trim(),
+        format!("revoked key {id}")
+    );
+    let revoked = s.run_as(&token, &["send", "jobs", "hi"]);
+    assert!(
+        revoked.failed(1).contains("unauthenticated"),
+        "{}",
+        revoked.stderr
+    );
+}
+
+#[test]
+fn backup_copies_a_served_database_with_its_message() {
+    let s = Server::start();
+    s.run(&["create-queue", "jobs"]).ok();
+    s.run(&["send", "jobs", "keep me"]).ok();
+
+    let out = scratch();
+    let dest = out.path().join("backup.db");
+    let db = s.db();
+    let args = [
+        "backup",
+        db.to_str().expect("a UTF-8 path"),
+        dest.to_str().expect("a UTF-8 path"),
+    ];
+    // A local operation: no endpoint, no token, while the broker holds the file.
+    let ran: Ran = mqlite().args(args).output().expect("mqlite runs").into();
+    let size = fs::metadata(&dest).expect("the backup exists").len();
+    assert!(size > 0);
+    assert!(
+        ran.ok().trim().ends_with(&format!("({size} bytes)")),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(messages_in(&dest), 1);
+
+    // Never over an existing file, which is left as it was.
+    let again: Ran = mqlite().args(args).output().expect("mqlite runs").into();
+    assert!(
+        again.failed(1).contains("already exists"),
+        "{}",
+        again.stderr
+    );
+    assert_eq!(fs::metadata(&dest).expect("still there").len(), size);
+
+    let missing = out.path().join("missing.db");
+    let none: Ran = mqlite()
+        .arg("backup")
+        .arg(&missing)
+        .arg(out.path().join("b2.db"))
+        .output()
+        .expect("mqlite runs")
+        .into();
+    none.failed(1);
+    assert!(
+        !out.path().join("b2.db").exists(),
+        "a failed backup leaves nothing"
+    );
+}
+
+fn messages_in(db: &Path) -> i64 {
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("the backup is a SQLite database");
+    conn.query_row("SELECT count(*) FROM mqlite_messages", [], |r| r.get(0))
+        .expect("it holds the message table")
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_the_server_with_status_0() {
+    use rustix::process::{Pid, Signal, kill_process};
+
+    let mut s = Server::start();
+    s.run(&["create-queue", "jobs"]).ok();
+    s.run(&["send", "jobs", "survives"]).ok();
+    let mut child = s.child.take().expect("the server");
+    let mut stdout = s.stdout.take().expect("its stdout");
+    kill_process(Pid::from_child(&child), Signal::TERM).expect("SIGTERM is sent");
+
+    // The rest of stdout ends when the process does.
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut rest = String::new();
+        let read = stdout.read_to_string(&mut rest);
+        let _ = tx.send(read.map(|_| rest));
+    });
+    let rest = match rx.recv_timeout(PATIENCE) {
+        Ok(rest) => rest.expect("stdout reads"),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server did not stop within {PATIENCE:?} of SIGTERM");
+        }
+    };
+    let status = child.wait().expect("the server is reaped");
+    assert!(status.success(), "{status:?}; stderr: {}", s.stderr());
+    assert_eq!(rest.trim(), "mqlite broker stopped");
+
+    // A broker over the same file finds the message.
+    let dir = std::mem::replace(&mut s.dir, scratch());
+    drop(s);
+    let again = Server::start_in(dir, &["--tokens", TOKEN]);
+    assert_eq!(again.active("jobs"), 1);
+}
+
+#[test]
+fn a_generated_token_is_printed_once_to_stderr() {
+    let s = Server::start_with(&[]);
+    let err = s.stderr();
+    let token = err
+        .lines()
+        .find_map(|l| l.strip_prefix("mqlite: no MQLITE_TOKENS given; generated admin token: "))
+        .unwrap_or_else(|| panic!("no generated token in {err:?}"))
+        .trim()
+        .to_owned();
+    assert!(token.starts_with("mqk_") && token.len() == 68, "{token}");
+    assert_eq!(err.matches("mqk_").count(), 1, "printed once: {err:?}");
+    let status = s.run_as(&token, &["status"]);
+    assert_eq!(field(status.ok(), "auth"), "bearer");
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    let no_body: Ran = mqlite()
+        .args(["send", "jobs"])
+        .output()
+        .expect("mqlite runs")
+        .into();
+    no_body.failed(2);
+    let topic: Ran = mqlite()
+        .args([
+            "create-queue",
+            "news",
+            "--kind",
+            "topic",
+            "--lock-duration-ms",
+            "5",
+        ])
+        .output()
+        .expect("mqlite runs")
+        .into();
+    assert!(topic.failed(2).contains("a topic takes no queue options"));
+    let sync: Ran = mqlite()
+        .args(["serve", "--sync", "sometimes"])
+        .output()
+        .expect("mqlite runs")
+        .into();
+    sync.failed(2);
+}
+
+#[test]
+fn an_unreachable_broker_exits_1() {
+    // Port 1 on loopback: nothing listens there.
+    let ran: Ran = mqlite()
+        .args(["--endpoint", "http://127.0.0.1:1", "status"])
+        .output()
+        .expect("mqlite runs")
+        .into();
+    let err = ran.failed(1);
+    assert!(
+        err.starts_with("mqlite: cannot reach the broker at http://127.0.0.1:1"),
+        "{err}"
+    );
+}
