@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tokio::sync::{Notify, RwLock, RwLockReadGuard, watch};
 use tokio::task::JoinHandle;
@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use crate::access::{AccessKey, CreatedKey, Permission};
 use crate::clock::SharedClock;
 use crate::error::{Error, Result};
+use crate::filter::{Filter, FilterTest, Seen};
 use crate::meter;
 use crate::store::{HasOutbox, OpenStore, OutboxStore, Ownership, Store, StoreStatus, StoreTx};
 use crate::topics::{Route, Subscription};
@@ -135,6 +136,12 @@ struct Inner<S: Store> {
     /// Per-queue wake-ups: a send of n messages wakes up to n receivers parked on its
     /// queue, not every receiver of every queue (1.8 without a thundering herd).
     queue_wake: std::sync::Mutex<HashMap<String, Arc<Notify>>>,
+    /// The topic names, read at open and kept by create_topic and delete_queue: a send
+    /// resolves its name as a topic first (12.2). The engine is its store's one owner,
+    /// so nothing else creates topics behind it.
+    topics: std::sync::RwLock<Arc<HashSet<String>>>,
+    /// Compiled subscription filters, by text.
+    filters: std::sync::Mutex<HashMap<String, Arc<Filter>>>,
     /// How many receives are parked in a long-poll wait right now.
     waiters: watch::Sender<usize>,
     /// Clock time of the last completed pass of each loop.
@@ -242,6 +249,13 @@ impl<S: Store> Engine<S> {
                 );
             }
         }
+        let topics: HashSet<String> = store
+            .list_queues()
+            .await?
+            .into_iter()
+            .filter(|q| q.kind == QueueKind::Topic)
+            .map(|q| q.name)
+            .collect();
         let clock = store.clock().clone();
         let now = clock.now_ms();
         let engine = Engine {
@@ -252,6 +266,8 @@ impl<S: Store> Engine<S> {
                 gate: RwLock::new(()),
                 wake: watch::Sender::new(0),
                 queue_wake: std::sync::Mutex::new(HashMap::new()),
+                topics: std::sync::RwLock::new(Arc::new(topics)),
+                filters: std::sync::Mutex::new(HashMap::new()),
                 waiters: watch::Sender::new(0),
                 progress: std::array::from_fn(|_| watch::Sender::new(now)),
                 loops: std::sync::Mutex::new(Vec::new()),
@@ -293,6 +309,49 @@ impl<S: Store> Engine<S> {
 
     fn wake_receivers(&self) {
         self.inner.wake.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The topic names as of now.
+    fn topics(&self) -> Arc<HashSet<String>> {
+        self.inner
+            .topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_topic(&self, name: &str, present: bool) {
+        let mut topics = self.inner.topics.write().unwrap_or_else(|e| e.into_inner());
+        if topics.contains(name) != present {
+            let mut next = (**topics).clone();
+            if present {
+                next.insert(name.to_owned());
+            } else {
+                next.remove(name);
+            }
+            *topics = Arc::new(next);
+        }
+    }
+
+    /// The compiled filter of this text (compiled once, then cached).
+    fn filter(&self, text: &str) -> Result<Arc<Filter>> {
+        let key = text.trim();
+        if let Some(f) = self
+            .inner
+            .filters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+        {
+            return Ok(f.clone());
+        }
+        let compiled = Arc::new(Filter::compile(key)?);
+        self.inner
+            .filters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_owned(), compiled.clone());
+        Ok(compiled)
     }
 
     /// The wake-up of receivers parked on `queue` (made on first use).
@@ -366,7 +425,11 @@ impl<S: Store> Engine<S> {
     pub async fn delete_queue(&self, name: &str) -> Result<bool> {
         validate_name(name)?;
         let _g = self.admit().await?;
-        self.inner.store.delete_queue(name.to_owned()).await
+        let deleted = self.inner.store.delete_queue(name.to_owned()).await?;
+        if deleted {
+            self.set_topic(name, false);
+        }
+        Ok(deleted)
     }
 
     // ----- send ---------------------------------------------------------------------
@@ -440,6 +503,10 @@ impl<S: Store> Engine<S> {
             &options,
             self.inner.options.max_message_bytes,
         )?;
+        // A name is looked up as a topic first, then as a queue (12.2).
+        if self.topics().contains(queue) {
+            return Ok(self.publish_inner(queue, messages, options).await?.1);
+        }
         let _g = self.admit().await?;
         let slots = self
             .inner
@@ -470,11 +537,13 @@ impl<S: Store> Engine<S> {
         let _g = self.admit().await?;
         let store = self.inner.store.outbox()?;
         let max = self.inner.options.max_message_bytes;
+        let topics = self.topics();
         let out = store
             .in_tx(async move |native: &mut N::Tx<'_>| {
                 let mut tx = EngineTx {
                     native,
                     max_message_bytes: max,
+                    topics,
                 };
                 f(&mut tx).await
             })
@@ -837,12 +906,16 @@ impl<S: Store> Engine<S> {
                 QueueConfig::default(),
                 false,
             )
-            .await
+            .await?;
+        self.set_topic(name, true);
+        Ok(())
     }
 
     /// Creates or updates a subscription of `topic` named `name`, backed by a queue of
-    /// that name with `config`. Only the empty filter (every message) is accepted until
-    /// filters arrive; a name held by a queue or topic is `NameConflict` (12.1).
+    /// that name with `config`, routing the messages `filter` accepts (empty: every
+    /// message; see [`crate::filter`]). A filter that does not compile or check is
+    /// `InvalidArgument` and nothing is stored (11.1); a name held by a queue or topic
+    /// is `NameConflict` (12.1).
     #[tracing::instrument(level = "debug", skip_all, fields(topic = topic, subscription = name), err(level = "debug"))]
     pub async fn subscribe(
         &self,
@@ -854,21 +927,33 @@ impl<S: Store> Engine<S> {
         validate_name(topic)?;
         validate_name(name)?;
         config.validate()?;
-        if !filter.trim().is_empty() {
-            return Err(Error::invalid(
-                "subscription filters are not supported yet: use the empty filter",
-            ));
-        }
+        let compiled = self.filter(filter)?;
         let _g = self.admit().await?;
         let subscription = Subscription {
             topic: topic.to_owned(),
             name: name.to_owned(),
-            filter: String::new(),
+            filter: compiled.text().to_owned(),
         };
         self.inner
             .store
             .upsert_subscription(subscription, config)
             .await
+    }
+
+    /// Deletes the subscription `name` of `topic` with its backing queue and its
+    /// messages; false if the topic has no such subscription.
+    pub async fn unsubscribe(&self, topic: &str, name: &str) -> Result<bool> {
+        validate_name(topic)?;
+        validate_name(name)?;
+        let subscribed = self
+            .list_subscriptions(Some(topic))
+            .await?
+            .iter()
+            .any(|s| s.name == name);
+        if !subscribed {
+            return Ok(false);
+        }
+        self.delete_queue(name).await
     }
 
     /// Every subscription (of one topic, or of all), by topic then name.
@@ -883,9 +968,11 @@ impl<S: Store> Engine<S> {
             .await
     }
 
-    /// Publishes messages to a topic: one copy per subscription, all in one transaction
-    /// (11.2); a topic without subscriptions is a valid no-op (11.4). Returns, per
-    /// subscription, the subscription's name and what its queue did with each copy.
+    /// Publishes messages to a topic: to every subscription, the messages its filter
+    /// accepts, all in one transaction (11.2); a filter that fails on a message routes
+    /// it nowhere and is logged (11.3); a publish that routes nothing is a valid no-op
+    /// (11.4). Returns, per subscription that took a copy, its name and what its queue
+    /// did with each copy.
     #[tracing::instrument(level = "debug", skip_all, fields(topic = topic, n = messages.len()), err(level = "debug"))]
     pub async fn publish(
         &self,
@@ -899,25 +986,85 @@ impl<S: Store> Engine<S> {
             &options,
             self.inner.options.max_message_bytes,
         )?;
+        Ok(self.publish_inner(topic, messages, options).await?.0)
+    }
+
+    /// Tests a filter without storing anything: whether Subscribe would accept it and,
+    /// given a message, whether the message passes (the wire's TestFilter).
+    pub fn test_filter(&self, filter: &str, message: Option<&OutMessage>) -> FilterTest {
+        let now = self.inner.clock.now_ms();
+        crate::filter::test_filter(
+            filter,
+            message.map(|message| Seen {
+                message,
+                enqueued_at: now,
+                visible_at: now,
+            }),
+        )
+    }
+
+    /// Routes and publishes; also returns, per message, the slot of its first copy
+    /// ([`EnqueueSlot::Unrouted`] when no subscription took it).
+    async fn publish_inner(
+        &self,
+        topic: &str,
+        messages: Vec<OutMessage>,
+        options: SendOptions,
+    ) -> Result<(Vec<(String, Vec<EnqueueSlot>)>, Vec<EnqueueSlot>)> {
         let _g = self.admit().await?;
         let store = &self.inner.store;
-        // Routing is decided here, once for every store: today every subscription takes
-        // every message (the empty filter); filters will choose per message.
-        let routes: Vec<Route> = store
-            .list_subscriptions(Some(topic.to_owned()))
-            .await?
-            .into_iter()
-            .map(|s| Route {
+        let now = self.inner.clock.now_ms();
+        let visible_at = options.scheduled_at_ms.unwrap_or(now).max(0);
+        // Routing is decided here, once for every store.
+        let mut routes = Vec::new();
+        let mut picks: Vec<Vec<usize>> = Vec::new();
+        for s in store.list_subscriptions(Some(topic.to_owned())).await? {
+            let filter = match self.filter(&s.filter) {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(subscription = %s.name, error = %e, "a stored filter does not compile: it routes nothing");
+                    continue;
+                }
+            };
+            let picked: Vec<usize> = messages
+                .iter()
+                .enumerate()
+                .filter(|(_, message)| {
+                    let seen = Seen {
+                        message,
+                        enqueued_at: now,
+                        visible_at,
+                    };
+                    filter.matches(seen).unwrap_or_else(|e| {
+                        tracing::warn!(subscription = %s.name, filter = %filter.text(), error = %e, "filter failed on a message: not routed there (fail-closed)");
+                        false
+                    })
+                })
+                .map(|(i, _)| i)
+                .collect();
+            if picked.is_empty() {
+                continue;
+            }
+            routes.push(Route {
                 subscription: s.name,
-                messages: messages.clone(),
-            })
-            .collect();
+                messages: picked.iter().map(|i| messages[*i].clone()).collect(),
+            });
+            picks.push(picked);
+        }
         let names: Vec<String> = routes.iter().map(|r| r.subscription.clone()).collect();
         let slots = store.publish(topic.to_owned(), routes, options).await?;
-        for name in &names {
-            self.wake_queue(name, messages.len());
+        let mut first = vec![EnqueueSlot::Unrouted; messages.len()];
+        for (picked, route_slots) in picks.iter().zip(&slots) {
+            for (i, slot) in picked.iter().zip(route_slots) {
+                if first[*i] == EnqueueSlot::Unrouted {
+                    first[*i] = *slot;
+                }
+            }
         }
-        Ok(names.into_iter().zip(slots).collect())
+        for (name, route_slots) in names.iter().zip(&slots) {
+            self.wake_queue(name, route_slots.len());
+        }
+        Ok((names.into_iter().zip(slots).collect(), first))
     }
 
     // ----- access keys --------------------------------------------------------------
@@ -1147,6 +1294,7 @@ impl Drop for Parked<'_> {
 pub struct EngineTx<'a, T: StoreTx> {
     native: &'a mut T,
     max_message_bytes: usize,
+    topics: Arc<HashSet<String>>,
 }
 
 impl<T: StoreTx> EngineTx<'_, T> {
@@ -1172,6 +1320,12 @@ impl<T: StoreTx> EngineTx<'_, T> {
         options: SendOptions,
     ) -> Result<Vec<EnqueueSlot>> {
         validate_send(queue, &messages, &options, self.max_message_bytes)?;
+        if self.topics.contains(queue) {
+            return Err(Error::invalid(format!(
+                "{queue:?} is a topic: a transaction sends to queues; publish to the topic \
+                 after the transaction commits"
+            )));
+        }
         self.native.check_cancelled()?;
         self.native.enqueue(queue, messages, options).await
     }

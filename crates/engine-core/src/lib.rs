@@ -12,6 +12,7 @@ pub mod dyn_store;
 pub mod engine;
 pub mod enqueue;
 pub mod error;
+pub mod filter;
 #[cfg(feature = "serde")]
 pub mod json;
 mod meter;
@@ -28,6 +29,7 @@ pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use dyn_store::DynStore;
 pub use engine::{Engine, EngineOptions, EngineTx, LoopKind, SweepReport};
 pub use error::{Error, LockHolder, LockLostReason, Result};
+pub use filter::{Filter, FilterTest};
 pub use queue::Queue;
 pub use store::{
     HasOutbox, OpenStore, OutboxStore, Ownership, Store, StoreStatus, StoreTx, WorkStats,

@@ -358,6 +358,9 @@ pub enum EnqueueSlot {
     Duplicate(SeqNumber),
     /// The id was seen in the window with another body (4.2, 4.3).
     Conflict,
+    /// Sent to a topic, and no subscription's filter took it: nothing was stored
+    /// (11.4). Reported as sequence number 0.
+    Unrouted,
 }
 
 impl EnqueueSlot {
@@ -365,7 +368,7 @@ impl EnqueueSlot {
     pub fn seq(&self) -> SeqNumber {
         match self {
             EnqueueSlot::Enqueued(s) | EnqueueSlot::Duplicate(s) => *s,
-            EnqueueSlot::Conflict => SeqNumber(0),
+            EnqueueSlot::Conflict | EnqueueSlot::Unrouted => SeqNumber(0),
         }
     }
 }
