@@ -12,8 +12,9 @@
 //!   fields, properties or body, so its cost is bounded by the message (the body by
 //!   the message size limit), and `matches` uses the linear-time `regex` crate;
 //! - a trial evaluation against a sample message with every field present, and one
-//!   with every field empty: an unknown name is refused, and so is a result that is not
-//!   a boolean. A trial that fails otherwise (a comparison of a string with a number on
+//!   with every field empty: an unknown name or function is refused, and so is a
+//!   result that is not a boolean; so are the date functions (`now()`, `date()`),
+//!   which this build leaves out: compare `enqueued_at` or `visible_at` instead. A trial that fails otherwise (a comparison of a string with a number on
 //!   the empty sample, say) is accepted: such a filter fails at run time on messages
 //!   like it, and routes nothing there.
 //!
@@ -218,6 +219,19 @@ impl Filter {
                         format_args!("{e} (a filter sees {})", FILTER_FIELDS.join(", ")),
                     ));
                 }
+                Err(e) if e.starts_with("Unknown function") => {
+                    return Err(invalid(trimmed, e));
+                }
+                // now(), date(), duration(): the date functions are left out of this
+                // build, and a filter that reads the clock would route differently on
+                // every publish anyway.
+                Err(e) if e.contains("requires expr-lang's") => {
+                    return Err(invalid(
+                        trimmed,
+                        "the date and time functions are not available in filters; \
+                         compare enqueued_at or visible_at (epoch ms) instead",
+                    ));
+                }
                 // Fails on this sample only: fails closed on such messages at run time.
                 Err(_) => {}
             }
@@ -257,7 +271,10 @@ impl Filter {
         let parts = if subject.is_empty() {
             Vec::new()
         } else {
-            subject.split('.').map(|p| Value::String(p.to_owned())).collect()
+            subject
+                .split('.')
+                .map(|p| Value::String(p.to_owned()))
+                .collect()
         };
         let mut ctx = Context::default();
         ctx.insert("subject", Value::String(subject));
@@ -284,7 +301,12 @@ impl Filter {
         );
         ctx.insert(
             "property_keys",
-            Value::Array(m.properties.keys().map(|k| Value::String(k.clone())).collect()),
+            Value::Array(
+                m.properties
+                    .keys()
+                    .map(|k| Value::String(k.clone()))
+                    .collect(),
+            ),
         );
         if self.body_text {
             ctx.insert(
@@ -367,7 +389,12 @@ fn body_json(m: &OutMessage) -> Value {
     let is_json = match m.content_type.as_deref() {
         None | Some("") => true,
         Some(ct) => {
-            let ct = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+            let ct = ct
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
             ct == "application/json" || ct.ends_with("+json") || ct == "text/json"
         }
     };

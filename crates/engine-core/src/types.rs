@@ -327,6 +327,12 @@ impl OutMessage {
         self
     }
 
+    /// Sets the subject (what filters usually route on).
+    pub fn with_subject(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+
     /// Sets the ordering group.
     pub fn with_group(mut self, group: impl Into<String>) -> Self {
         self.group_id = Some(group.into());
