@@ -135,6 +135,15 @@ pub struct StoreStatus {
 /// A future dropped before the store admits its work executes nothing (13.1, 13.2).
 /// Once admitted, work runs to its commit like a request whose client hung up, or is
 /// rolled back if the store can still tell the caller is gone before committing (13.4).
+///
+/// A store may let calls waiting for its writer share one commit (group commit, as the
+/// SQLite store does through [`crate::writer::WriterThread::run_grouped`]) under one
+/// rule (14.6): each call is independent — its failure undoes its own work alone and
+/// its neighbours commit; no call is answered before the commit that holds it; a call
+/// admitted into a group commits with the group even if its caller leaves after its
+/// work is done; and a commit that fails fails every call it held, with nothing of the
+/// group visible. The application's transaction ([`OutboxStore::in_tx`]) is always a
+/// transaction of its own.
 pub trait Store: Send + Sync + 'static {
     /// A short name of the backend ("sqlite", "libsql", "redb").
     fn backend(&self) -> &'static str;

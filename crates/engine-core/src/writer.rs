@@ -4,6 +4,18 @@
 //! ever overlap. A job whose caller has gone before the thread reaches it is skipped:
 //! nothing executes (13.1, 13.2). The stores build their transactions on top of
 //! [`WriterThread::run`] and [`WriterThread::run_catching`].
+//!
+//! Group commit ([`WriterThread::run_grouped`], for a handle that implements
+//! [`GroupCommit`]): the calls waiting for the writer share one transaction. The writer
+//! takes every grouped call queued when it gets to them (up to [`MAX_GROUP`]), runs each
+//! in its own savepoint — a call that fails is undone alone and answered at once — then
+//! commits once and answers the others with the commit's outcome. No call is answered
+//! before the commit that holds it; a call whose caller left before the writer reached
+//! it runs nothing, and one whose caller left while it ran is undone (13.1, 13.2, 13.4);
+//! once its savepoint is released, it commits with the group like a request whose client
+//! hung up. When the commit fails, or the database rolls the transaction back by itself
+//! (SQLite does after some I/O and disk-full errors), every call of the group gets the
+//! error and nothing of the group is visible.
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::Mutex;
@@ -19,7 +31,203 @@ type Job<T> = Box<dyn FnOnce(&mut T, &SharedClock) + Send>;
 
 enum Command<T> {
     Run(Job<T>),
+    Grouped(Box<dyn GroupedCall<T>>),
     Close,
+}
+
+/// The most calls one group commit holds.
+pub const MAX_GROUP: usize = 256;
+
+/// What a writer's handle does so that calls can share one commit: the group's
+/// transaction, and a savepoint per call.
+pub trait GroupCommit: 'static {
+    /// The backend's name, for errors.
+    const BACKEND: &'static str;
+    /// Opens the group's transaction.
+    fn begin(&mut self) -> Result<()>;
+    /// Commits it.
+    fn commit(&mut self) -> Result<()>;
+    /// Rolls it back (a failed commit).
+    fn rollback(&mut self);
+    /// Whether the group's transaction is still open: the database may have rolled it
+    /// back by itself after an error.
+    fn in_transaction(&self) -> bool;
+    /// Opens a call's savepoint.
+    fn savepoint(&mut self) -> Result<()>;
+    /// Keeps the call's work: it commits with the group.
+    fn release(&mut self) -> Result<()>;
+    /// Undoes the call's work alone.
+    fn undo(&mut self) -> Result<()>;
+}
+
+/// The group's commit failed, or its transaction was lost: nothing of the group was
+/// committed.
+#[derive(Debug)]
+pub struct GroupFailed(String);
+
+impl std::fmt::Display for GroupFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the shared commit failed ({}); nothing of this call was committed",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for GroupFailed {}
+
+type Reply = Box<dyn FnOnce(std::result::Result<(), &str>) + Send>;
+
+/// The table of a handle's group operations, taken from the first call of a group.
+struct GroupOps<T> {
+    backend: &'static str,
+    begin: fn(&mut T) -> Result<()>,
+    commit: fn(&mut T) -> Result<()>,
+    rollback: fn(&mut T),
+    in_transaction: fn(&T) -> bool,
+}
+
+/// A call that shares its commit.
+trait GroupedCall<T>: Send {
+    fn ops(&self) -> GroupOps<T>;
+    /// Runs inside the group's transaction, in its own savepoint; the reply to send
+    /// once the commit's outcome is known, or None when it has answered already.
+    fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock) -> Option<Reply>;
+    /// The group could not start: answer without running.
+    fn fail(self: Box<Self>, why: &str);
+}
+
+struct Call<F, R> {
+    f: F,
+    tx: oneshot::Sender<Result<R>>,
+}
+
+impl<T, F, R> GroupedCall<T> for Call<F, R>
+where
+    T: GroupCommit,
+    F: FnOnce(&mut T, i64) -> Result<R> + Send + 'static,
+    R: Send + 'static,
+{
+    fn ops(&self) -> GroupOps<T> {
+        GroupOps {
+            backend: T::BACKEND,
+            begin: T::begin,
+            commit: T::commit,
+            rollback: T::rollback,
+            in_transaction: T::in_transaction,
+        }
+    }
+
+    fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock) -> Option<Reply> {
+        let Call { f, tx } = *self;
+        if tx.is_closed() {
+            return None;
+        }
+        if let Err(e) = handle.savepoint() {
+            let _ = tx.send(Err(e));
+            return None;
+        }
+        let now = clock.now_ms();
+        let out = catch_unwind(AssertUnwindSafe(|| f(handle, now))).unwrap_or_else(|panic| {
+            let what = panic_text(panic.as_ref());
+            tracing::error!(panic = %what, "a store job panicked; its call fails and the writer goes on");
+            Err(Error::backend("store", JobPanicked(what)))
+        });
+        let kept = match out {
+            Ok(r) if !tx.is_closed() => handle.release().map(|()| r),
+            // Nobody will hear of it: undone, never committed (13.4).
+            Ok(_) => Err(Error::Cancelled),
+            Err(e) => Err(e),
+        };
+        match kept {
+            Ok(r) => {
+                let backend = T::BACKEND;
+                Some(Box::new(move |commit: std::result::Result<(), &str>| {
+                    let _ = tx.send(match commit {
+                        Ok(()) => Ok(r),
+                        Err(why) => Err(Error::backend(backend, GroupFailed(why.to_owned()))),
+                    });
+                }))
+            }
+            Err(e) => {
+                if handle.in_transaction()
+                    && let Err(undo) = handle.undo()
+                {
+                    tracing::error!(error = %undo, "undoing a failed call in a group failed");
+                }
+                let _ = tx.send(Err(e));
+                None
+            }
+        }
+    }
+
+    fn fail(self: Box<Self>, why: &str) {
+        let _ = self
+            .tx
+            .send(Err(Error::backend(T::BACKEND, GroupFailed(why.to_owned()))));
+    }
+}
+
+/// Runs one group: begin, each call in its savepoint, one commit, the replies.
+fn run_group<T>(handle: &mut T, clock: &SharedClock, calls: Vec<Box<dyn GroupedCall<T>>>) {
+    let Some(first) = calls.first() else { return };
+    let ops = first.ops();
+    let mut open = match (ops.begin)(handle) {
+        Ok(()) => true,
+        Err(e) => {
+            let why = e.to_string();
+            for c in calls {
+                c.fail(&why);
+            }
+            return;
+        }
+    };
+    let mut replies: Vec<Reply> = Vec::with_capacity(calls.len());
+    for call in calls {
+        if !open {
+            match (ops.begin)(handle) {
+                Ok(()) => open = true,
+                Err(e) => {
+                    call.fail(&e.to_string());
+                    continue;
+                }
+            }
+        }
+        if let Some(reply) = call.run(handle, clock) {
+            replies.push(reply);
+        }
+        if !(ops.in_transaction)(handle) {
+            // The database rolled the group back by itself: the work of every call
+            // answered so far is gone with it.
+            let why = format!("{}: the database rolled the transaction back", ops.backend);
+            tracing::error!("{why}; the calls of this group fail");
+            for r in replies.drain(..) {
+                r(Err(&why));
+            }
+            open = false;
+        }
+    }
+    if !open {
+        return;
+    }
+    match (ops.commit)(handle) {
+        Ok(()) => {
+            for r in replies {
+                r(Ok(()));
+            }
+        }
+        Err(e) => {
+            let why = e.to_string();
+            tracing::error!(error = %why, calls = replies.len(), "a group commit failed; its calls fail");
+            if (ops.in_transaction)(handle) {
+                (ops.rollback)(handle);
+            }
+            for r in replies {
+                r(Err(&why));
+            }
+        }
+    }
 }
 
 /// A store job panicked: its call failed, and nothing of it was committed.
@@ -78,8 +286,42 @@ impl<T: 'static> WriterThread<T> {
                     }
                 };
                 let _ = ready_tx.send(Ok(()));
-                while let Ok(cmd) = jobs_rx.recv() {
+                let mut next: Option<Command<T>> = None;
+                loop {
+                    let cmd = match next.take() {
+                        Some(c) => c,
+                        None => match jobs_rx.recv() {
+                            Ok(c) => c,
+                            Err(_) => break,
+                        },
+                    };
                     match cmd {
+                        Command::Grouped(first) => {
+                            // Every grouped call already waiting joins this group; the
+                            // first other command waits for the commit.
+                            let mut calls = vec![first];
+                            while calls.len() < MAX_GROUP {
+                                match jobs_rx.try_recv() {
+                                    Ok(Command::Grouped(c)) => calls.push(c),
+                                    Ok(other) => {
+                                        next = Some(other);
+                                        break;
+                                    }
+                                    Err(_) => break,
+                                }
+                            }
+                            let n = calls.len();
+                            if catch_unwind(AssertUnwindSafe(|| {
+                                run_group(&mut handle, &clock, calls)
+                            }))
+                            .is_err()
+                            {
+                                tracing::error!(
+                                    calls = n,
+                                    "a group commit panicked; the writer goes on"
+                                );
+                            }
+                        }
                         Command::Run(job) => {
                             // A job's panic is caught in the job (its caller gets an
                             // error); this is the last line, so the writer keeps serving.
@@ -106,6 +348,10 @@ impl<T: 'static> WriterThread<T> {
     }
 
     fn submit(&self, job: Job<T>) -> Result<()> {
+        self.send(Command::Run(job))
+    }
+
+    fn send(&self, command: Command<T>) -> Result<()> {
         if std::thread::current().id() == self.thread_id {
             return Err(Error::invalid(
                 "the store was called from inside its own transaction body: use the \
@@ -114,7 +360,7 @@ impl<T: 'static> WriterThread<T> {
         }
         let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         match jobs.as_ref() {
-            Some(tx) => tx.send(Command::Run(job)).map_err(|_| Error::Closed),
+            Some(tx) => tx.send(command).map_err(|_| Error::Closed),
             None => Err(Error::Closed),
         }
     }
@@ -181,6 +427,23 @@ impl<T: 'static> WriterThread<T> {
                 Ok(Err(panic)) => resume_unwind(panic),
                 Ok(Ok(r)) => r,
             }
+        }
+    }
+
+    /// Runs `f` on the writer thread inside a group commit (see the module docs) with
+    /// the statement-time clock reading: answered after the commit that holds it.
+    pub fn run_grouped<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut T, i64) -> Result<R> + Send + 'static,
+    ) -> impl Future<Output = Result<R>> + Send + 'static
+    where
+        T: GroupCommit,
+    {
+        let (tx, rx) = oneshot::channel();
+        let sent = self.send(Command::Grouped(Box::new(Call { f, tx })));
+        async move {
+            sent?;
+            rx.await.map_err(|_| Error::Closed)?
         }
     }
 

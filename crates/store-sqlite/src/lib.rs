@@ -191,6 +191,12 @@ impl SqliteStore {
         })
     }
 
+    /// How many group commits the writer has made: calls waiting for the writer share
+    /// one (tests count them; see engine-core's writer).
+    pub fn group_commits(&self) -> u64 {
+        self.writer.commits()
+    }
+
     /// The canonical path of the database file (None for `:memory:`).
     pub fn path(&self) -> Option<&std::path::Path> {
         self.path.as_deref()

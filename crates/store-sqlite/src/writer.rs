@@ -2,15 +2,75 @@
 //! connection (and, after it, the file lock): no two statements ever overlap and the
 //! claim needs no locking beyond SQLite's own.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-use mqlite_engine_core::writer::WriterThread;
+use mqlite_engine_core::writer::{GroupCommit, WriterThread};
 use mqlite_engine_core::{Error, Result, SharedClock};
 
 use crate::db;
 
+/// The writer thread's connection, with the group commit's statements (one IMMEDIATE
+/// transaction per group, a savepoint per call) and a count of group commits.
+pub(crate) struct Conn {
+    pub(crate) conn: Connection,
+    commits: Arc<AtomicU64>,
+}
+
+impl Conn {
+    fn run(&self, sql: &str) -> Result<()> {
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+            .map(|_| ())
+            .map_err(db)
+    }
+}
+
+impl GroupCommit for Conn {
+    const BACKEND: &'static str = crate::BACKEND;
+
+    fn begin(&mut self) -> Result<()> {
+        self.run("BEGIN IMMEDIATE")
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        self.run("COMMIT")?;
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn rollback(&mut self) {
+        if let Err(e) = self.run("ROLLBACK") {
+            tracing::error!(error = %e, "rolling back a failed group commit failed");
+        }
+    }
+
+    fn in_transaction(&self) -> bool {
+        !self.conn.is_autocommit()
+    }
+
+    fn savepoint(&mut self) -> Result<()> {
+        self.run("SAVEPOINT mqlite_call")
+    }
+
+    fn release(&mut self) -> Result<()> {
+        self.run("RELEASE mqlite_call")
+    }
+
+    fn undo(&mut self) -> Result<()> {
+        self.run("ROLLBACK TO mqlite_call")?;
+        self.run("RELEASE mqlite_call")
+    }
+}
+
 /// The handle to the writer thread.
-pub(crate) struct Writer(WriterThread<Connection>);
+pub(crate) struct Writer {
+    thread: WriterThread<Conn>,
+    commits: Arc<AtomicU64>,
+}
 
 impl Writer {
     /// Starts the writer thread; `open` runs on it and its error is returned here. The
@@ -19,9 +79,26 @@ impl Writer {
         clock: SharedClock,
         open: impl FnOnce() -> Result<(Connection, T)> + Send + 'static,
     ) -> Result<Self> {
-        WriterThread::start("mqlite-sqlite-writer", clock, open)
-            .await
-            .map(Writer)
+        let commits = Arc::new(AtomicU64::new(0));
+        let counter = commits.clone();
+        let thread = WriterThread::start("mqlite-sqlite-writer", clock, move || {
+            open().map(|(conn, guard)| {
+                (
+                    Conn {
+                        conn,
+                        commits: counter,
+                    },
+                    guard,
+                )
+            })
+        })
+        .await?;
+        Ok(Writer { thread, commits })
+    }
+
+    /// Group commits so far.
+    pub(crate) fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
     }
 
     /// Runs `f` on the writer thread with the statement-time clock reading. If the
@@ -31,28 +108,19 @@ impl Writer {
         &self,
         f: impl FnOnce(&mut Connection, i64) -> Result<R> + Send + 'static,
     ) -> impl Future<Output = Result<R>> + Send + 'static {
-        self.0.run(move |conn, now, _| f(conn, now))
+        self.thread.run(move |c, now, _| f(&mut c.conn, now))
     }
 
-    /// Runs `f` inside one IMMEDIATE transaction on the writer thread; commits on Ok,
-    /// unless the caller went away meanwhile: a statement already running finishes
-    /// (13.3), but work nobody will hear about is rolled back, never committed (13.4) —
-    /// a receive-and-delete whose caller is gone must not delete.
+    /// Runs `f` in a group commit on the writer thread (see engine-core's writer):
+    /// its own savepoint inside the group's IMMEDIATE transaction, answered after the
+    /// commit. A statement already running finishes (13.3), but work nobody will hear
+    /// about is undone, never committed (13.4) — a receive-and-delete whose caller is
+    /// gone must not delete.
     pub(crate) fn run_tx<R: Send + 'static>(
         &self,
-        f: impl FnOnce(&Transaction<'_>, i64) -> Result<R> + Send + 'static,
+        f: impl FnOnce(&Connection, i64) -> Result<R> + Send + 'static,
     ) -> impl Future<Output = Result<R>> + Send + 'static {
-        self.0.run(move |conn, now, gone| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(db)?;
-            let out = f(&tx, now)?;
-            if gone() {
-                return Err(Error::Cancelled);
-            }
-            tx.commit().map_err(db)?;
-            Ok(out)
-        })
+        self.thread.run_grouped(move |c, now| f(&c.conn, now))
     }
 
     /// Runs an application transaction: `f` gets the transaction, the statement time and
@@ -66,8 +134,9 @@ impl Writer {
         R: Send + 'static,
         E: From<Error> + Send + 'static,
     {
-        self.0.run_catching(move |conn, now, gone| {
-            let t = conn
+        self.thread.run_catching(move |c, now, gone| {
+            let t = c
+                .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(|e| E::from(db(e)))?;
             f(t, now, gone)
@@ -76,6 +145,6 @@ impl Writer {
 
     /// Lets the queued jobs finish, then closes the connection and releases the lock.
     pub(crate) async fn close(&self) {
-        self.0.close().await;
+        self.thread.close().await;
     }
 }

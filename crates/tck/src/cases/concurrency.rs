@@ -262,3 +262,63 @@ pub async fn p14_5_close_stops_admission_and_wakes_long_polls<F: Access>(ctx: Ct
     );
     Ok(())
 }
+
+/// 14.6 Calls that may share a commit stay independent: among concurrent sends, a
+/// send to a queue that does not exist and settlements with forged tokens fail alone;
+/// every other send is committed and acknowledged, and the failures change nothing.
+pub async fn p14_6_a_failing_call_leaves_its_neighbours_committed<F: Access>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(600_000, 10)).await?;
+    send_n(&mq, Q, "held", 1).await?;
+    let held = receive_one(&mq, Q).await?;
+    let forged = LockRef {
+        seq: held.seq,
+        token: mqlite_engine_core::LockToken::random(),
+    };
+    let mut calls = Vec::new();
+    for round in 0..8 {
+        for i in 0..6 {
+            let mq = mq.clone();
+            calls.push(tokio::spawn(async move {
+                mq.send(Q, OutMessage::new(format!("r{round}-{i}")))
+                    .await
+                    .map(|_| "sent")
+            }));
+        }
+        let mq2 = mq.clone();
+        calls.push(tokio::spawn(async move {
+            mq2.send("missing", OutMessage::new("nowhere"))
+                .await
+                .map(|_| "sent to missing")
+        }));
+        let mq3 = mq.clone();
+        calls.push(tokio::spawn(async move {
+            mq3.complete(Q, forged).await.map(|()| "forged complete")
+        }));
+    }
+    let mut sent = 0;
+    for c in calls {
+        match c.await? {
+            Ok("sent") => sent += 1,
+            Ok(other) => return Err(format!("{other} succeeded").into()),
+            Err(Error::NotFound { .. } | Error::LockLost { .. }) => {}
+            Err(e) => return Err(format!("unexpected error: {e}").into()),
+        }
+    }
+    assert_eq!(sent, 48);
+    let all = peek_all(&mq, Q).await?;
+    assert_eq!(all.len(), 49, "48 sends and the held message");
+    let locked: Vec<_> = all
+        .iter()
+        .filter(|m| m.state == mqlite_engine_core::MessageState::Locked)
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(
+        locked,
+        vec![held.seq],
+        "the forged completes changed nothing"
+    );
+    mq.complete(Q, &held).await?;
+    Ok(())
+}

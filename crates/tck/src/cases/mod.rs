@@ -127,6 +127,7 @@ register! {
     concurrency::p14_3_completed_message_is_never_redelivered [Reopen],
     concurrency::p14_4_every_message_is_eventually_completed,
     concurrency::p14_5_close_stops_admission_and_wakes_long_polls [Reopen],
+    concurrency::p14_6_a_failing_call_leaves_its_neighbours_committed,
     outbox::p16_1_outbox_commits_both_or_neither,
     outbox::p16_2_native_handle_inside_the_transaction,
 }

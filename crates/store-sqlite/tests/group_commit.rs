@@ -1,0 +1,196 @@
+//! Group commit: calls waiting for the writer share one transaction, each in its own
+//! savepoint. The writer is held by an application transaction while the calls queue
+//! up (the store submits a call to the writer when the call is made), so the grouping
+//! is deterministic: counted, not timed.
+
+use mqlite_engine_core::{
+    ClaimSpec, EnqueueSlot, Error, LockRef, LockToken, ManualClock, OutMessage, OutboxStore,
+    QueueConfig, QueueKind, ReceiveMode, SendOptions, SeqNumber, Settlement, Store,
+};
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+async fn store(dir: &tempfile::TempDir) -> Arc<SqliteStore> {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let path = dir.path().join("group.db").to_string_lossy().into_owned();
+    let store = SqliteStore::open(SqliteOptions::new(path).clock(clock.shared()))
+        .await
+        .expect("open");
+    store
+        .upsert_queue("q".into(), QueueKind::Queue, QueueConfig::default(), false)
+        .await
+        .expect("queue");
+    Arc::new(store)
+}
+
+/// Holds the writer thread in an application transaction until the returned sender
+/// fires; returns once the writer is held.
+async fn hold_writer(
+    store: &Arc<SqliteStore>,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (release, released) = oneshot::channel::<()>();
+    let (held, is_held) = oneshot::channel::<()>();
+    let store = store.clone();
+    let task = tokio::spawn(async move {
+        store
+            .in_tx(async move |_tx| -> Result<(), Error> {
+                let _ = held.send(());
+                let _ = released.await;
+                Ok(())
+            })
+            .await
+            .expect("the holding transaction");
+    });
+    is_held.await.expect("the writer is held");
+    (release, task)
+}
+
+fn send<'a>(
+    store: &'a SqliteStore,
+    queue: &str,
+    body: &str,
+) -> impl Future<Output = mqlite_engine_core::Result<Vec<EnqueueSlot>>> + use<'a> {
+    store.enqueue(
+        queue.into(),
+        vec![OutMessage::new(body)],
+        SendOptions::default(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_waiting_for_the_writer_share_one_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    let (release, holder) = hold_writer(&store).await;
+    let before = store.group_commits();
+    let calls: Vec<_> = (0..50)
+        .map(|i| send(&store, "q", &format!("m{i}")))
+        .collect();
+    release.send(()).expect("release");
+    holder.await.expect("holder");
+    for c in calls {
+        let slots = c.await.expect("send");
+        assert!(matches!(slots[0], EnqueueSlot::Enqueued(_)));
+    }
+    assert_eq!(
+        store.group_commits() - before,
+        1,
+        "50 calls that waited for the writer share one commit"
+    );
+    let n = store
+        .query_i64("SELECT count(*) FROM mqlite_messages")
+        .await
+        .expect("count");
+    assert_eq!(n, 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_call_leaves_its_neighbours_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    // One message held under a real token, to be settled with a forged one.
+    send(&store, "q", "held").await.expect("send");
+    let held = store
+        .claim(
+            "q".into(),
+            ClaimSpec {
+                max_messages: 1,
+                mode: ReceiveMode::PeekLock,
+                attempt_id: None,
+            },
+        )
+        .await
+        .expect("claim")
+        .remove(0);
+    let (release, holder) = hold_writer(&store).await;
+    let before = store.group_commits();
+    let first = send(&store, "q", "before");
+    let missing = send(&store, "missing", "nowhere");
+    let forged = store.settle(
+        "q".into(),
+        LockRef {
+            seq: held.seq,
+            token: LockToken::random(),
+        },
+        Settlement::Complete,
+    );
+    let gone = store.settle(
+        "q".into(),
+        LockRef {
+            seq: SeqNumber(999),
+            token: LockToken::random(),
+        },
+        Settlement::Abandon {
+            delay: std::time::Duration::ZERO,
+        },
+    );
+    let last = send(&store, "q", "after");
+    release.send(()).expect("release");
+    holder.await.expect("holder");
+    assert!(first.await.is_ok());
+    assert!(matches!(missing.await, Err(Error::NotFound { .. })));
+    assert!(matches!(forged.await, Err(Error::LockLost { .. })));
+    assert!(matches!(gone.await, Err(Error::LockLost { .. })));
+    assert!(last.await.is_ok());
+    assert_eq!(store.group_commits() - before, 1, "one shared commit");
+    // The neighbours committed; the failures changed nothing: the held message is
+    // still locked under its own token and settles with it.
+    let bodies = store
+        .query_i64("SELECT count(*) FROM mqlite_messages WHERE state = 'active'")
+        .await
+        .expect("count");
+    assert_eq!(bodies, 2, "`before` and `after` committed");
+    store
+        .settle("q".into(), LockRef::from(&held), Settlement::Complete)
+        .await
+        .expect("the real token still settles");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_transaction_fails_every_call_of_its_group_and_shows_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    // A database that cannot grow: page count capped at what it holds now, so a
+    // large send fails with SQLITE_FULL inside the group.
+    let pages = store
+        .query_i64("PRAGMA page_count")
+        .await
+        .expect("page_count");
+    store
+        .query_i64(&format!("PRAGMA max_page_count = {pages}"))
+        .await
+        .expect("cap");
+    let (release, holder) = hold_writer(&store).await;
+    let small = send(&store, "q", "small");
+    let big = store.enqueue(
+        "q".into(),
+        vec![OutMessage::new(vec![7u8; 512 * 1024])],
+        SendOptions::default(),
+    );
+    let after = send(&store, "q", "after");
+    release.send(()).expect("release");
+    holder.await.expect("holder");
+    let (small, big, after) = (small.await, big.await, after.await);
+    assert!(big.is_err(), "the send that does not fit fails: {big:?}");
+    // Whatever SQLite did with the transaction after SQLITE_FULL (kept it, or rolled
+    // it back), what was answered Ok is there, and what is there was answered Ok.
+    let stored = store
+        .query_i64("SELECT count(*) FROM mqlite_messages")
+        .await
+        .expect("count");
+    let acknowledged = [small.is_ok(), after.is_ok()]
+        .iter()
+        .filter(|ok| **ok)
+        .count() as i64;
+    assert_eq!(stored, acknowledged, "small {small:?}, after {after:?}");
+    for r in [&small, &after] {
+        if let Err(e) = r {
+            assert!(
+                matches!(e, Error::Backend { .. }),
+                "a call that lost its group gets a backend error: {e:?}"
+            );
+        }
+    }
+}
