@@ -53,6 +53,7 @@ rpcs! {
     CreateQueue => "AdminService", Manage;
     Subscribe => "AdminService", Manage;
     ListSubscriptions => "AdminService", Manage;
+    Unsubscribe => "AdminService", Manage;
     TestFilter => "AdminService", Manage;
     ListQueues => "AdminService", Manage;
     Redrive => "AdminService", Manage;

@@ -605,11 +605,48 @@ async fn dispatch(
                     .collect(),
             })
         }
-        Rpc::TestFilter => Err(ApiError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "unimplemented",
-            "subscription filters are not available in this version",
-        )),
+        Rpc::Unsubscribe => {
+            let r: UnsubscribeRequest = parse(bytes)?;
+            if !mq.unsubscribe(&r.topic, &r.name).await? {
+                return Err(Error::NotFound {
+                    kind: "subscription",
+                    name: format!("{}/{}", r.topic, r.name),
+                }
+                .into());
+            }
+            tracing::info!(topic = %r.topic, subscription = %r.name, by = %principal, "unsubscribed");
+            ok(Empty {})
+        }
+        Rpc::TestFilter => {
+            let r: TestFilterRequest = parse(bytes)?;
+            let message = r.message.map(WireMessage::into_out).transpose()?;
+            // A sample is judged like a message sent: no larger than Send would take.
+            let limit = mq.options().max_message_bytes;
+            if let Some(m) = &message
+                && m.body.len() > limit
+            {
+                return Err(Error::MessageTooLarge {
+                    size: m.body.len(),
+                    limit,
+                }
+                .into());
+            }
+            // The evaluation is synchronous and its cost grows with the sample: off the
+            // async workers, so a slow filter does not stall other requests.
+            let engine = mq.clone();
+            let tested =
+                tokio::task::spawn_blocking(move || engine.test_filter(&r.expr, message.as_ref()))
+                    .await
+                    .map_err(|e| {
+                        tracing::error!(error = %e, "a filter test failed to run");
+                        ApiError::new(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "internal",
+                            "internal error",
+                        )
+                    })?;
+            ok(TestFilterResponse::from(tested))
+        }
         Rpc::ListQueues => {
             let queues = mq.list_queues().await?;
             ok(QueuesResponse {

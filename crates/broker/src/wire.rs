@@ -449,6 +449,55 @@ pub struct FilterSpec {
     pub expr: String,
 }
 
+/// Unsubscribe (an extension beyond the contract: the subscription and its backing
+/// queue with its messages are deleted).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UnsubscribeRequest {
+    /// The topic.
+    pub topic: String,
+    /// The subscription's name.
+    pub name: String,
+}
+
+/// TestFilter: whether a filter is valid and, given a sample message, whether it
+/// matches. Nothing is stored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TestFilterRequest {
+    /// The filter expression.
+    pub expr: String,
+    /// A sample message to evaluate it on (its body base64, as in Send).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<WireMessage>,
+}
+
+/// TestFilter's answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TestFilterResponse {
+    /// Whether Subscribe would accept the filter.
+    pub valid: bool,
+    /// Why it is not valid, or why its evaluation on the sample failed.
+    #[serde(skip_serializing_if = "empty")]
+    pub error: String,
+    /// Whether the sample message was evaluated.
+    pub ran: bool,
+    /// Whether the sample matched (false when it did not run or failed).
+    pub matched: bool,
+}
+
+impl From<mqlite_engine_core::FilterTest> for TestFilterResponse {
+    fn from(t: mqlite_engine_core::FilterTest) -> Self {
+        TestFilterResponse {
+            valid: t.valid,
+            error: t.error.unwrap_or_default(),
+            ran: t.ran,
+            matched: t.matched,
+        }
+    }
+}
+
 /// One subscription.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]

@@ -485,6 +485,24 @@ async fn malformed_requests_get_4xx_and_change_nothing() {
             r#"{"id": "short", "name": "k", "permissions": ["send"]}"#.into(),
         ),
         (Rpc::ListKeys, r#"{"limit": 5000}"#.into()),
+        (
+            Rpc::Subscribe,
+            r#"{"topic": "t", "name": "s", "filter": {"expr": "subject =="}}"#.into(),
+        ),
+        (
+            Rpc::Subscribe,
+            r#"{"topic": "t", "name": "s", "filter": "subject == \"a\""}"#.into(),
+        ),
+        (Rpc::TestFilter, r#"{"expr": 7}"#.into()),
+        (
+            Rpc::TestFilter,
+            r#"{"expr": "true", "message": {"body": "%%%not base64"}}"#.into(),
+        ),
+        (
+            Rpc::TestFilter,
+            r#"{"expr": "true", "message": "x"}"#.into(),
+        ),
+        (Rpc::Unsubscribe, r#"{"topic": "t", "name": "s"}"#.into()),
     ];
     for (rpc, body) in &rows {
         let (status, bytes) = w

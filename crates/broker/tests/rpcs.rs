@@ -239,17 +239,24 @@ async fn admin_and_auth_service_happy_paths() {
     assert!(names.contains(&("orders", "queue")));
     assert!(names.contains(&("events", "topic")));
     assert!(names.contains(&("audit", "subscription")));
-    let (status, code) = code(
-        w.client
-            .call::<_, Empty>(
-                Rpc::TestFilter,
-                &FilterSpec {
-                    expr: "true".into(),
-                },
-            )
-            .await,
+    let tested: TestFilterResponse = w
+        .client
+        .call(
+            Rpc::TestFilter,
+            &TestFilterRequest {
+                expr: "true".into(),
+                message: None,
+            },
+        )
+        .await
+        .expect("TestFilter");
+    assert_eq!(
+        tested,
+        TestFilterResponse {
+            valid: true,
+            ..Default::default()
+        }
     );
-    assert_eq!((status, code.as_str()), (501, "unimplemented"));
 
     // Redrive and Purge over dead letters.
     w.create_queue(

@@ -84,6 +84,17 @@ pub(crate) enum Command {
     Redrive(RedriveArgs),
     /// Delete a queue's dead letters.
     Purge(PurgeArgs),
+    /// Subscribe to a topic: a subscription (a queue of its own) receiving the messages
+    /// sent to the topic that its filter accepts (every message without --filter).
+    /// Again with the same name: its filter is replaced.
+    Subscribe(SubscribeArgs),
+    /// Delete a subscription, with its backing queue and its messages.
+    Unsubscribe(UnsubscribeArgs),
+    /// List every subscription with its filter.
+    Subscriptions,
+    /// Check a filter expression without storing anything and, given a sample message
+    /// (any of --body, --subject, --property, --content-type), whether it matches.
+    TestFilter(TestFilterArgs),
     /// The broker's status: version, store, size, uptime.
     Status,
     /// Manage access keys.
@@ -365,6 +376,61 @@ pub(crate) struct PurgeArgs {
     /// Only dead letters at least this old, ms.
     #[arg(long, default_value_t = 0, value_name = "MS")]
     pub(crate) older_than_ms: i64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SubscribeArgs {
+    /// The topic.
+    pub(crate) topic: String,
+    /// The subscription's name (also the name of the queue to receive from).
+    pub(crate) name: String,
+    /// A boolean expression in the expr language over the message (subject,
+    /// properties, body_json, ...); see `test-filter`.
+    #[arg(long, value_name = "EXPR")]
+    pub(crate) filter: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UnsubscribeArgs {
+    /// The topic.
+    pub(crate) topic: String,
+    /// The subscription's name.
+    pub(crate) name: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TestFilterArgs {
+    /// The filter expression.
+    pub(crate) expr: String,
+    /// The sample message's body, as text.
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) body: Option<String>,
+    /// The sample message's subject.
+    #[arg(long, value_name = "S")]
+    pub(crate) subject: Option<String>,
+    /// A property of the sample message, key=value (repeatable).
+    #[arg(long = "property", value_name = "KEY=VALUE", value_parser = parse_property)]
+    pub(crate) properties: Vec<(String, String)>,
+    /// The sample message's content type.
+    #[arg(long, value_name = "CT")]
+    pub(crate) content_type: Option<String>,
+}
+
+impl TestFilterArgs {
+    /// Whether a sample message is described.
+    pub(crate) fn has_sample(&self) -> bool {
+        self.body.is_some()
+            || self.subject.is_some()
+            || !self.properties.is_empty()
+            || self.content_type.is_some()
+    }
+}
+
+fn parse_property(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
 }
 
 /// What an access key may do.

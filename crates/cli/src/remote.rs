@@ -4,18 +4,19 @@
 use std::io::Read;
 
 use mqlite_broker::wire::{
-    BatchRequest, BatchResponse, CreateKeyRequest, CreateQueueRequest, Empty, ListKeysRequest,
-    ListKeysResponse, LockItem, MessagesResponse, OkResponse, PeekRequest, PurgeRequest,
-    PurgeResponse, QueueRequest, QueuesResponse, ReceiveRequest, RedriveRequest, RedriveResponse,
-    RevokeKeyRequest, SendRequest, SendResponse, SettleRequest, StatsResponse, StatusResponse,
-    WireKey, WireMessage, WireQueueConfig,
+    BatchRequest, BatchResponse, CreateKeyRequest, CreateQueueRequest, Empty, FilterSpec,
+    ListKeysRequest, ListKeysResponse, LockItem, MessagesResponse, OkResponse, PeekRequest,
+    PurgeRequest, PurgeResponse, QueueRequest, QueuesResponse, ReceiveRequest, RedriveRequest,
+    RedriveResponse, RevokeKeyRequest, SendRequest, SendResponse, SettleRequest, StatsResponse,
+    StatusResponse, SubscribeRequest, SubscriptionsResponse, TestFilterRequest, TestFilterResponse,
+    UnsubscribeRequest, WireKey, WireMessage, WireQueueConfig,
 };
 use mqlite_broker::{Client, Rpc};
 
 use crate::Failure;
 use crate::args::{
     Command, CreateQueueArgs, KeyCommand, KeyCreateArgs, KeyListArgs, Output, PeekArgs,
-    ReceiveArgs, SendArgs, SettleArgs,
+    ReceiveArgs, SendArgs, SettleArgs, SubscribeArgs, TestFilterArgs,
 };
 use crate::output::{self, body, ms_or_dash, or_dash};
 
@@ -70,6 +71,23 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
                 Output::Table => output::line(&format!("purged {} dead letters", r.purged)),
             }
         }
+        Command::Subscribe(a) => subscribe(client, out, a).await,
+        Command::Unsubscribe(a) => {
+            let request = UnsubscribeRequest {
+                topic: a.topic,
+                name: a.name,
+            };
+            let r: Empty = client.call(Rpc::Unsubscribe, &request).await?;
+            match out {
+                Output::Json => output::json(&r),
+                Output::Table => output::line(&format!(
+                    "unsubscribed {} from topic {}",
+                    request.name, request.topic
+                )),
+            }
+        }
+        Command::Subscriptions => subscriptions(client, out).await,
+        Command::TestFilter(a) => test_filter(client, out, a).await,
         Command::Status => status(client, out).await,
         Command::Key(KeyCommand::Create(a)) => key_create(client, out, a).await,
         Command::Key(KeyCommand::List(a)) => key_list(client, out, a).await,
@@ -338,6 +356,70 @@ async fn stats(client: &Client, out: Output, queue: String) -> Result<(), Failur
             ("oldest_message_age_ms", r.oldest_message_age_ms.to_string()),
         ]),
     }
+}
+
+async fn subscribe(client: &Client, out: Output, a: SubscribeArgs) -> Result<(), Failure> {
+    let request = SubscribeRequest {
+        topic: a.topic,
+        name: a.name,
+        filter: a.filter.map(|expr| FilterSpec { expr }),
+    };
+    let r: Empty = client.call(Rpc::Subscribe, &request).await?;
+    match out {
+        Output::Json => output::json(&r),
+        Output::Table => output::line(&format!(
+            "subscribed {} to topic {}{}",
+            request.name,
+            request.topic,
+            match &request.filter {
+                Some(f) if !f.expr.trim().is_empty() => format!(" with filter {}", f.expr.trim()),
+                _ => " (every message)".to_owned(),
+            }
+        )),
+    }
+}
+
+async fn subscriptions(client: &Client, out: Output) -> Result<(), Failure> {
+    let r: SubscriptionsResponse = client.call(Rpc::ListSubscriptions, &Empty {}).await?;
+    if out == Output::Json {
+        return output::json(&r);
+    }
+    if r.subscriptions.is_empty() {
+        eprintln!("no subscriptions");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = r
+        .subscriptions
+        .iter()
+        .map(|s| vec![s.topic.clone(), s.name.clone(), or_dash(&s.expr)])
+        .collect();
+    output::table(&["TOPIC", "NAME", "FILTER"], &rows)
+}
+
+async fn test_filter(client: &Client, out: Output, a: TestFilterArgs) -> Result<(), Failure> {
+    let message = a.has_sample().then(|| WireMessage {
+        subject: a.subject.clone().unwrap_or_default(),
+        content_type: a.content_type.clone().unwrap_or_default(),
+        properties: a.properties.iter().cloned().collect(),
+        ..WireMessage::with_body(a.body.as_deref().unwrap_or_default())
+    });
+    let request = TestFilterRequest {
+        expr: a.expr,
+        message,
+    };
+    let r: TestFilterResponse = client.call(Rpc::TestFilter, &request).await?;
+    if out == Output::Json {
+        return output::json(&r);
+    }
+    let mut pairs = vec![("valid", r.valid.to_string())];
+    if request.message.is_some() {
+        pairs.push(("ran", r.ran.to_string()));
+        pairs.push(("matched", r.matched.to_string()));
+    }
+    if !r.error.is_empty() {
+        pairs.push(("error", r.error.clone()));
+    }
+    output::pairs(&pairs)
 }
 
 async fn status(client: &Client, out: Output) -> Result<(), Failure> {

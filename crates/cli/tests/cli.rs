@@ -461,6 +461,159 @@ fn access_keys_are_created_used_listed_and_revoked() {
 }
 
 #[test]
+fn a_filtered_subscription_receives_the_matching_messages_sent_to_its_topic() {
+    let s = Server::start();
+    s.run(&["create-queue", "orders", "--kind", "topic"]).ok();
+    assert_eq!(
+        s.run(&[
+            "subscribe",
+            "orders",
+            "big",
+            "--filter",
+            "body_json.amount > 100"
+        ])
+        .ok()
+        .trim(),
+        "subscribed big to topic orders with filter body_json.amount > 100"
+    );
+    assert_eq!(
+        s.run(&["subscribe", "orders", "all"]).ok().trim(),
+        "subscribed all to topic orders (every message)"
+    );
+    let listed = s.run(&["subscriptions"]);
+    let out = listed.ok();
+    assert!(out.starts_with("TOPIC"), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("orders")
+            && l.contains("big")
+            && l.ends_with("body_json.amount > 100")),
+        "{out}"
+    );
+    let json = s.run(&["--output", "json", "subscriptions"]).json();
+    assert_eq!(json["subscriptions"][1]["name"], "big");
+    assert_eq!(json["subscriptions"][1]["expr"], "body_json.amount > 100");
+
+    // An invalid filter: exit 1 with the wire's 400, nothing stored.
+    let bad = s.run(&["subscribe", "orders", "odd", "--filter", "amount >"]);
+    assert!(
+        bad.failed(1).starts_with("mqlite: 400 invalid_argument: "),
+        "{}",
+        bad.stderr
+    );
+    assert!(!s.run(&["subscriptions"]).ok().contains("odd"));
+
+    s.run(&["send", "orders", r#"{"amount":50}"#]).ok();
+    s.run(&["send", "orders", r#"{"amount":150}"#]).ok();
+    assert_eq!(s.active("big"), 1);
+    assert_eq!(s.active("all"), 2);
+    let received = s.run(&["receive", "big", "--max", "10"]);
+    let out = received.ok();
+    assert_eq!(out.lines().count(), 2, "one message: {out}");
+    assert!(
+        out.lines()
+            .nth(1)
+            .unwrap_or("")
+            .ends_with(r#"{"amount":150}"#),
+        "{out}"
+    );
+    assert_eq!(s.active("big"), 0);
+
+    // A message no subscription takes is accepted and reported as sequence number 0.
+    assert_eq!(
+        s.run(&["unsubscribe", "orders", "all"]).ok().trim(),
+        "unsubscribed all from topic orders"
+    );
+    assert_eq!(
+        s.run(&["send", "orders", r#"{"amount":1}"#]).ok().trim(),
+        "0"
+    );
+    let gone = s.run(&["unsubscribe", "orders", "all"]);
+    assert!(
+        gone.failed(1).starts_with("mqlite: 404 not_found: "),
+        "{}",
+        gone.stderr
+    );
+}
+
+#[test]
+fn test_filter_prints_validity_and_the_sample_match() {
+    let s = Server::start();
+    let ran = s.run(&["test-filter", r#"subject == "a.b""#]);
+    assert_eq!(ran.ok().trim(), "valid:  true");
+
+    let expr =
+        r#"body_json.amount > 100 && properties.region == "eu" && subject_parts[0] == "orders""#;
+    let sample = [
+        "--body",
+        r#"{"amount":150}"#,
+        "--subject",
+        "orders.created",
+        "--property",
+        "region=eu",
+        "--property",
+        "tier=gold",
+    ];
+    let yes = s.run(&[&["test-filter", expr][..], &sample].concat());
+    let out = yes.ok();
+    assert_eq!(field(out, "valid"), "true");
+    assert_eq!(field(out, "ran"), "true");
+    assert_eq!(field(out, "matched"), "true");
+
+    let no = s.run(&[
+        "test-filter",
+        expr,
+        "--body",
+        r#"{"amount":150}"#,
+        "--property",
+        "region=us",
+    ]);
+    assert_eq!(field(no.ok(), "matched"), "false");
+    // A content type that is not JSON: body_json is empty, so the comparison fails
+    // (the error is shown) and nothing matches.
+    let text = s.run(&[
+        "test-filter",
+        "body_json.amount > 100",
+        "--body",
+        r#"{"amount":150}"#,
+        "--content-type",
+        "text/plain",
+    ]);
+    let out = text.ok();
+    assert_eq!(field(out, "matched"), "false");
+    assert!(!field(out, "error").is_empty(), "{out}");
+
+    let json = s
+        .run(&[
+            "--output",
+            "json",
+            "test-filter",
+            "nope == 1",
+            "--body",
+            "x",
+        ])
+        .json();
+    assert_eq!(json["valid"], false);
+    assert_eq!(json["ran"], false);
+    assert!(
+        json["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("unknown variable: nope"),
+        "{json}"
+    );
+    let json = s
+        .run(&[&["--output", "json", "test-filter", expr][..], &sample].concat())
+        .json();
+    assert_eq!(
+        json,
+        serde_json::json!({"valid": true, "ran": true, "matched": true})
+    );
+
+    let bad = s.run(&["test-filter", "true", "--property", "novalue"]);
+    bad.failed(2);
+}
+
+#[test]
 fn backup_copies_a_served_database_with_its_message() {
     let s = Server::start();
     s.run(&["create-queue", "jobs"]).ok();

@@ -1016,42 +1016,38 @@ impl<S: Store> Engine<S> {
         let now = self.inner.clock.now_ms();
         let visible_at = options.scheduled_at_ms.unwrap_or(now).max(0);
         // Routing is decided here, once for every store.
-        let mut routes = Vec::new();
-        let mut picks: Vec<Vec<usize>> = Vec::new();
+        let mut filters = Vec::new();
         for s in store.list_subscriptions(Some(topic.to_owned())).await? {
-            let filter = match self.filter(&s.filter) {
-                Ok(f) => f,
+            match self.filter(&s.filter) {
+                Ok(f) => filters.push((s.name, f)),
                 Err(e) => {
                     tracing::warn!(subscription = %s.name, error = %e, "a stored filter does not compile: it routes nothing");
-                    continue;
                 }
-            };
-            let picked: Vec<usize> = messages
-                .iter()
-                .enumerate()
-                .filter(|(_, message)| {
-                    let seen = Seen {
-                        message,
-                        enqueued_at: now,
-                        visible_at,
-                    };
-                    filter.matches(seen).unwrap_or_else(|e| {
-                        tracing::warn!(subscription = %s.name, filter = %filter.text(), error = %e, "filter failed on a message: not routed there (fail-closed)");
-                        false
-                    })
-                })
-                .map(|(i, _)| i)
-                .collect();
-            if picked.is_empty() {
-                continue;
             }
-            routes.push(Route {
-                subscription: s.name,
-                messages: picked.iter().map(|i| messages[*i].clone()).collect(),
-            });
-            picks.push(picked);
         }
-        let names: Vec<String> = routes.iter().map(|r| r.subscription.clone()).collect();
+        let heavy = filters.iter().any(|(_, f)| !f.text().is_empty());
+        let messages = Arc::new(messages);
+        let route = {
+            let messages = messages.clone();
+            move || route_by_filters(&filters, &messages, now, visible_at)
+        };
+        // Filters walk message bodies: off the executor when there is one to run.
+        let picks: Vec<(String, Vec<usize>)> = if heavy {
+            tokio::task::spawn_blocking(route)
+                .await
+                .map_err(|e| Error::backend("filter", e))?
+        } else {
+            route()
+        };
+        let (names, picks): (Vec<String>, Vec<Vec<usize>>) = picks.into_iter().unzip();
+        let routes: Vec<Route> = names
+            .iter()
+            .zip(&picks)
+            .map(|(name, picked)| Route {
+                subscription: name.clone(),
+                messages: picked.iter().map(|i| messages[*i].clone()).collect(),
+            })
+            .collect();
         let slots = store.publish(topic.to_owned(), routes, options).await?;
         let mut first = vec![EnqueueSlot::Unrouted; messages.len()];
         for (picked, route_slots) in picks.iter().zip(&slots) {
@@ -1425,4 +1421,38 @@ fn validate_send(
         }
     }
     Ok(())
+}
+
+/// Which messages each subscription takes, by index: the filters evaluated, failures
+/// routing nothing and logged (sampled, so a stream of failures does not flood the log).
+fn route_by_filters(
+    filters: &[(String, Arc<Filter>)],
+    messages: &[OutMessage],
+    now: i64,
+    visible_at: i64,
+) -> Vec<(String, Vec<usize>)> {
+    filters
+        .iter()
+        .filter_map(|(name, filter)| {
+            let picked: Vec<usize> = messages
+                .iter()
+                .enumerate()
+                .filter(|(_, message)| {
+                    let seen = Seen {
+                        message,
+                        enqueued_at: now,
+                        visible_at,
+                    };
+                    filter.matches(seen).unwrap_or_else(|e| {
+                        if let Some(n) = filter.note_failure() {
+                            tracing::warn!(subscription = %name, filter = %filter.text(), error = %e, failures = n, "filter failed on a message: not routed there (fail-closed)");
+                        }
+                        false
+                    })
+                })
+                .map(|(i, _)| i)
+                .collect();
+            (!picked.is_empty()).then(|| (name.clone(), picked))
+        })
+        .collect()
 }

@@ -6,11 +6,15 @@
 //! are ours:
 //! - the text is at most [`MAX_FILTER_LEN`] bytes and nests brackets at most
 //!   [`MAX_FILTER_DEPTH`] deep;
-//! - the two constructs whose cost is not bounded by the message's own size are
-//!   refused: the range operator `a..b` (it builds an array of `b - a` items) and
-//!   `repeat(s, n)` (a string of `n` copies). Everything else walks the message's
-//!   fields, properties or body, so its cost is bounded by the message (the body by
-//!   the message size limit), and `matches` uses the linear-time `regex` crate;
+//! - the constructs whose cost is not bounded by the message's own size are refused:
+//!   the range operator `a..b` (an array of `b - a` items), `repeat(s, n)` (`n`
+//!   copies), `replace` (an empty pattern replaced by the body is quadratic in it),
+//!   `$env` (it would read the body without the filter naming it), and a predicate
+//!   inside a predicate (`all(a, {all(a, {...})})` is quadratic, and deeper is worse):
+//!   braces nest at most one deep. What remains walks the message's fields,
+//!   properties or body a bounded number of times, so its cost is bounded by the
+//!   message (the body by the message size limit), and `matches` uses the linear-time
+//!   `regex` crate;
 //! - a trial evaluation against a sample message with every field present, and one
 //!   with every field empty: an unknown name or function is refused, and so is a
 //!   result that is not a boolean; so are the date functions (`now()`, `date()`),
@@ -62,6 +66,7 @@ pub struct Filter {
     program: Option<Program>,
     body_text: bool,
     body_json: bool,
+    failures: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Filter {
@@ -98,6 +103,7 @@ pub struct FilterTest {
 struct Scan {
     idents: Vec<String>,
     depth: usize,
+    brace_depth: usize,
     range: bool,
 }
 
@@ -105,9 +111,11 @@ fn scan(text: &str) -> Scan {
     let mut out = Scan {
         idents: Vec::new(),
         depth: 0,
+        brace_depth: 0,
         range: false,
     };
     let mut depth = 0usize;
+    let mut braces = 0usize;
     let mut chars = text.chars().peekable();
     let mut ident = String::new();
     let mut quote: Option<char> = None;
@@ -135,8 +143,17 @@ fn scan(text: &str) -> Scan {
             '(' | '[' | '{' => {
                 depth += 1;
                 out.depth = out.depth.max(depth);
+                if c == '{' {
+                    braces += 1;
+                    out.brace_depth = out.brace_depth.max(braces);
+                }
             }
-            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            ')' | ']' | '}' => {
+                depth = depth.saturating_sub(1);
+                if c == '}' {
+                    braces = braces.saturating_sub(1);
+                }
+            }
             '.' if prev == '.' => out.range = true,
             _ => {}
         }
@@ -164,6 +181,7 @@ impl Filter {
                 program: None,
                 body_text: false,
                 body_json: false,
+                failures: Default::default(),
             });
         }
         if trimmed.len() > MAX_FILTER_LEN {
@@ -186,10 +204,22 @@ impl Filter {
                  bounded by the message)",
             ));
         }
-        if s.idents.iter().any(|i| i == "repeat") {
+        for refused in ["repeat", "replace", "$env"] {
+            if s.idents.iter().any(|i| i == refused) {
+                return Err(invalid(
+                    trimmed,
+                    format_args!(
+                        "{refused} is not allowed in a filter (its cost is not bounded by \
+                         the message)"
+                    ),
+                ));
+            }
+        }
+        if s.brace_depth > 1 {
             return Err(invalid(
                 trimmed,
-                "repeat() is not allowed in a filter (its cost is not bounded by the message)",
+                "a predicate inside a predicate is not allowed in a filter (its cost grows \
+                 as a power of the message)",
             ));
         }
         let program = expr::compile(trimmed).map_err(|e| invalid(trimmed, e))?;
@@ -198,6 +228,7 @@ impl Filter {
             program: Some(program),
             body_text: s.idents.iter().any(|i| i == "body_text"),
             body_json: s.idents.iter().any(|i| i == "body_json"),
+            failures: Default::default(),
         };
         for sample in [full_sample(), OutMessage::default()] {
             let seen = Seen {
@@ -237,6 +268,16 @@ impl Filter {
             }
         }
         Ok(filter)
+    }
+
+    /// Counts a run-time failure; true when it should be logged: the 1st, 2nd, 4th,
+    /// 8th... so a filter that fails on every message of a stream does not flood the log.
+    pub fn note_failure(&self) -> Option<u64> {
+        let n = self
+            .failures
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        n.is_power_of_two().then_some(n)
     }
 
     /// The filter's text (empty: every message).

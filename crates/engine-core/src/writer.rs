@@ -91,9 +91,10 @@ struct GroupOps<T> {
 /// A call that shares its commit.
 trait GroupedCall<T>: Send {
     fn ops(&self) -> GroupOps<T>;
-    /// Runs inside the group's transaction, in its own savepoint; the reply to send
-    /// once the commit's outcome is known, or None when it has answered already.
-    fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock) -> Option<Reply>;
+    /// Runs inside the group's transaction, in its own savepoint (none when `solo`: the
+    /// call is the whole group, and a failure rolls the transaction back); the reply to
+    /// send once the commit's outcome is known, or None when it has answered already.
+    fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock, solo: bool) -> Option<Reply>;
     /// The group could not start: answer without running.
     fn fail(self: Box<Self>, why: &str);
 }
@@ -119,12 +120,12 @@ where
         }
     }
 
-    fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock) -> Option<Reply> {
+    fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock, solo: bool) -> Option<Reply> {
         let Call { f, tx } = *self;
         if tx.is_closed() {
             return None;
         }
-        if let Err(e) = handle.savepoint() {
+        if !solo && let Err(e) = handle.savepoint() {
             let _ = tx.send(Err(e));
             return None;
         }
@@ -135,7 +136,13 @@ where
             Err(Error::backend("store", JobPanicked(what)))
         });
         let kept = match out {
-            Ok(r) if !tx.is_closed() => handle.release().map(|()| r),
+            Ok(r) if !tx.is_closed() => {
+                if solo {
+                    Ok(r)
+                } else {
+                    handle.release().map(|()| r)
+                }
+            }
             // Nobody will hear of it: undone, never committed (13.4).
             Ok(_) => Err(Error::Cancelled),
             Err(e) => Err(e),
@@ -151,7 +158,9 @@ where
                 }))
             }
             Err(e) => {
-                if handle.in_transaction()
+                // Alone, the group rolls back: nothing to undo here.
+                if !solo
+                    && handle.in_transaction()
                     && let Err(undo) = handle.undo()
                 {
                     tracing::error!(error = %undo, "undoing a failed call in a group failed");
@@ -173,6 +182,8 @@ where
 fn run_group<T>(handle: &mut T, clock: &SharedClock, calls: Vec<Box<dyn GroupedCall<T>>>) {
     let Some(first) = calls.first() else { return };
     let ops = first.ops();
+    // A call alone needs no savepoint: the transaction is its own.
+    let solo = calls.len() == 1;
     let mut open = match (ops.begin)(handle) {
         Ok(()) => true,
         Err(e) => {
@@ -194,7 +205,7 @@ fn run_group<T>(handle: &mut T, clock: &SharedClock, calls: Vec<Box<dyn GroupedC
                 }
             }
         }
-        if let Some(reply) = call.run(handle, clock) {
+        if let Some(reply) = call.run(handle, clock, solo) {
             replies.push(reply);
         }
         if !(ops.in_transaction)(handle) {
@@ -209,6 +220,11 @@ fn run_group<T>(handle: &mut T, clock: &SharedClock, calls: Vec<Box<dyn GroupedC
         }
     }
     if !open {
+        return;
+    }
+    if replies.is_empty() {
+        // Nothing to keep: every call failed or its caller left.
+        (ops.rollback)(handle);
         return;
     }
     match (ops.commit)(handle) {

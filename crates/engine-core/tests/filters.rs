@@ -137,6 +137,15 @@ const TABLE: &[(&str, Expect)] = &[
     ("now() > 0", Refused("date and time")),
     ("len(1..1000000) > 0", Refused("range")),
     (r#"repeat(subject, 1000000) != """#, Refused("repeat")),
+    (
+        r#"replace(body_text, "", body_text) != """#,
+        Refused("replace"),
+    ),
+    (r#"$env["body_json"].amount > 1"#, Refused("$env")),
+    (
+        "all(body_json.items ?? [], {all(body_json.items ?? [], {true})})",
+        Refused("predicate inside a predicate"),
+    ),
 ];
 
 fn seen(message: &OutMessage) -> Seen<'_> {

@@ -141,7 +141,7 @@ pub(crate) fn open_connection(location: &Location, sync: Synchronous) -> Result<
         Synchronous::Full => "FULL",
     };
     conn.execute_batch(&format!(
-        "PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON;"
+        "PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;"
     ))
     .map_err(db)?;
     let tx = conn
