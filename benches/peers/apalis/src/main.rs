@@ -1,0 +1,244 @@
+//! Benchmark of apalis 1.0 with its SQLite storage (`apalis-sqlite`), a peer of mqlite.
+//!
+//! Scenarios (each on a fresh SQLite file in its own temporary directory):
+//! - `enqueue_single`: N x `TaskSink::push` from one producer.
+//! - `enqueue_bulk`: N jobs through `TaskSink::push_bulk` in batches of 64.
+//! - `end_to_end`: 4 producer tasks `push` N jobs in total while 4 workers
+//!   (`WorkerBuilder`, no-op handler) process them; first push -> last completion
+//!   recorded in the database.
+//!
+//! Prints one JSON line per scenario on stdout:
+//! `{"peer":"apalis","scenario":"enqueue_single","n":20000,"jobs_per_sec":...}`
+//!
+//! Usage: `mqlite-peer-apalis [--n 20000]` (or `N=20000` in the environment).
+
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use apalis::prelude::*;
+use apalis_sqlite::{Config, SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteStorage};
+use sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+
+const QUEUE: &str = "bench";
+const BATCH: usize = 64;
+const PRODUCERS: usize = 4;
+const WORKERS: usize = 4;
+/// apalis-sqlite has no default wake-up: a worker whose fetch came back empty sleeps
+/// until something wakes it. We wake each worker every POLL_MS with
+/// `poll_with_interval`, the lowest interval that works (a zero interval stalls the
+/// worker: the strategy's timer is re-armed without being polled).
+const POLL_MS: u64 = 1;
+
+type Payload = String;
+
+fn payload() -> Payload {
+    // 256-byte payload; apalis's JSON codec stores it as 258 bytes.
+    "x".repeat(256)
+}
+
+/// A pool over `file` with WAL and synchronous=NORMAL on every connection.
+async fn pool(file: &Path) -> SqlitePool {
+    let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", file.display()))
+        .expect("sqlite url")
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(5));
+    // sqlx's default pool size (10 connections) is kept.
+    SqlitePoolOptions::new().connect_with(opts).await.expect("open pool")
+}
+
+/// Runs apalis's migrations on a throwaway one-connection pool, so that the
+/// `PRAGMA synchronous = OFF` which `SqliteStorage::setup` issues lands on a
+/// connection the benchmark does not use.
+async fn setup(file: &Path) {
+    let opts = SqliteConnectOptions::from_str(&format!("sqlite://{}", file.display()))
+        .expect("sqlite url")
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal);
+    let p = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(opts)
+        .await
+        .expect("open setup pool");
+    SqliteStorage::setup(&p).await.expect("apalis-sqlite migrations");
+    p.close().await;
+}
+
+fn storage(pool: &SqlitePool) -> SqliteStorage<Payload> {
+    SqliteStorage::new(pool).with_config(Config::default().queue(QUEUE))
+}
+
+async fn count(pool: &SqlitePool, status: Option<&str>) -> i64 {
+    let (n,): (i64,) = match status {
+        Some(s) => sqlx::query_as("SELECT COUNT(*) FROM Jobs WHERE job_type = ?1 AND status = ?2")
+            .bind(QUEUE)
+            .bind(s)
+            .fetch_one(pool)
+            .await
+            .expect("count"),
+        None => sqlx::query_as("SELECT COUNT(*) FROM Jobs WHERE job_type = ?1")
+            .bind(QUEUE)
+            .fetch_one(pool)
+            .await
+            .expect("count"),
+    };
+    n
+}
+
+struct Fresh {
+    _dir: tempfile::TempDir,
+    file: std::path::PathBuf,
+}
+
+async fn fresh() -> Fresh {
+    let dir = tempfile::Builder::new()
+        .prefix("apalis-bench-")
+        .tempdir()
+        .expect("tempdir");
+    let file = dir.path().join("queue.db");
+    setup(&file).await;
+    Fresh { _dir: dir, file }
+}
+
+async fn enqueue_single(n: usize) -> (f64, String) {
+    let f = fresh().await;
+    let pool = pool(&f.file).await;
+    let mut s = storage(&pool);
+    let p = payload();
+    let t0 = Instant::now();
+    for _ in 0..n {
+        s.push(p.clone()).await.expect("push");
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(count(&pool, None).await as usize, n, "enqueue_single stored");
+    pool.close().await;
+    (secs, String::new())
+}
+
+async fn enqueue_bulk(n: usize) -> (f64, String) {
+    let f = fresh().await;
+    let pool = pool(&f.file).await;
+    let mut s = storage(&pool);
+    let p = payload();
+    let batches: Vec<Vec<Payload>> = (0..n)
+        .step_by(BATCH)
+        .map(|i| vec![p.clone(); BATCH.min(n - i)])
+        .collect();
+    let t0 = Instant::now();
+    for batch in batches {
+        s.push_bulk(batch).await.expect("push_bulk");
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(count(&pool, None).await as usize, n, "enqueue_bulk stored");
+    pool.close().await;
+    (secs, format!(r#","batch":{BATCH}"#))
+}
+
+static HANDLED: AtomicUsize = AtomicUsize::new(0);
+static TARGET: AtomicUsize = AtomicUsize::new(usize::MAX);
+static ALL_HANDLED: OnceLock<tokio::sync::Notify> = OnceLock::new();
+
+async fn no_op(_job: Payload) -> Result<(), BoxDynError> {
+    if HANDLED.fetch_add(1, Ordering::SeqCst) + 1 == TARGET.load(Ordering::SeqCst) {
+        ALL_HANDLED.get().expect("notify").notify_one();
+    }
+    Ok(())
+}
+
+async fn end_to_end(n: usize) -> (f64, String) {
+    let f = fresh().await;
+    let pool = pool(&f.file).await;
+    HANDLED.store(0, Ordering::SeqCst);
+    TARGET.store(n, Ordering::SeqCst);
+    let all_handled = ALL_HANDLED.get_or_init(tokio::sync::Notify::new);
+
+    let mut workers = Vec::new();
+    for w in 0..WORKERS {
+        let backend = storage(&pool).poll_with_interval(Duration::from_millis(POLL_MS));
+        let worker = WorkerBuilder::new(format!("bench-worker-{w}"))
+            .backend(backend)
+            .concurrency(1)
+            .build(no_op);
+        workers.push(tokio::spawn(worker.run()));
+    }
+    // Let the workers register and reach their idle polling before the clock starts.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let go = Arc::new(tokio::sync::Barrier::new(PRODUCERS + 1));
+    let mut producers = Vec::new();
+    for p in 0..PRODUCERS {
+        let share = n / PRODUCERS + usize::from(p < n % PRODUCERS);
+        let mut s = storage(&pool);
+        let go = go.clone();
+        producers.push(tokio::spawn(async move {
+            let body = payload();
+            go.wait().await;
+            for _ in 0..share {
+                s.push(body.clone()).await.expect("push");
+            }
+        }));
+    }
+    let t0 = Instant::now();
+    go.wait().await;
+    all_handled.notified().await;
+    let handled_secs = t0.elapsed().as_secs_f64();
+    // Completions reach the database in batches after the handler returns; the clock
+    // stops when the last one is recorded as Done.
+    while (count(&pool, Some("Done")).await as usize) < n {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    for p in producers {
+        p.await.expect("producer");
+    }
+    for w in workers {
+        w.abort();
+    }
+    pool.close().await;
+    (
+        secs,
+        format!(
+            r#","producers":{PRODUCERS},"workers":{WORKERS},"poll_ms":{POLL_MS},"handled_jobs_per_sec":{}"#,
+            (n as f64 / handled_secs).round()
+        ),
+    )
+}
+
+fn parse_n() -> usize {
+    let mut n: usize = std::env::var("N")
+        .ok()
+        .map(|v| v.parse().expect("N must be a positive integer"))
+        .unwrap_or(20_000);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--n" {
+            n = args.next().expect("--n needs a value").parse().expect("--n");
+        } else if let Some(v) = a.strip_prefix("--n=") {
+            n = v.parse().expect("--n");
+        } else {
+            panic!("unknown argument {a}");
+        }
+    }
+    assert!(n > 0, "n must be positive");
+    n
+}
+
+fn emit(scenario: &str, n: usize, (secs, extra): (f64, String)) {
+    println!(
+        r#"{{"peer":"apalis","scenario":"{scenario}","n":{n},"jobs_per_sec":{},"secs":{:.3}{extra}}}"#,
+        (n as f64 / secs).round(),
+        secs
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let n = parse_n();
+    emit("enqueue_single", n, enqueue_single(n).await);
+    emit("enqueue_bulk", n, enqueue_bulk(n).await);
+    emit("end_to_end", n, end_to_end(n).await);
+}

@@ -1,0 +1,377 @@
+//! The SQLite store's throughput paths against bare SQLite, in the same run (issue
+//! "Speed"): each criterion group holds the store and the same work done straight on
+//! rusqlite over the fixed queue-shaped table of docs/benchmark.md, so the report is a
+//! ratio. WAL + NORMAL on both sides unless the group says FULL; 256-byte bodies.
+//!
+//! `cargo bench -p mqlite-benches --bench throughput` (quick: add `-- --quick`; the
+//! groups: single_send, producers_16, send_batch_64, drain_64, end_to_end_4x4,
+//! producers_16_full).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
+use mqlite_engine_core::{
+    DynStore, Engine, EngineOptions, LockRef, OutMessage, QueueConfig, ReceiveOptions, SystemClock,
+};
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+use rusqlite::Connection;
+
+const BODY: usize = 256;
+const Q: &str = "q";
+
+fn body(i: u64) -> Vec<u8> {
+    let mut b = format!("{i}/").into_bytes();
+    b.resize(BODY, b'x');
+    b
+}
+
+struct World {
+    rt: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+    engine: Engine<SqliteStore>,
+    bare: Connection,
+    n: Arc<AtomicUsize>,
+}
+
+fn world(sync: Synchronous) -> World {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("store.db").display().to_string();
+    let engine = rt.block_on(async {
+        let store = SqliteStore::open(
+            SqliteOptions::new(path)
+                .clock(SystemClock::shared())
+                .synchronous(sync),
+        )
+        .await
+        .expect("open");
+        let engine = Engine::with_store(
+            store,
+            EngineOptions {
+                background: false,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("engine");
+        engine
+            .create_queue(Q, QueueConfig::default())
+            .await
+            .expect("queue");
+        engine
+    });
+    let bare = Connection::open(dir.path().join("bare.db")).expect("bare");
+    let sync_text = match sync {
+        Synchronous::Full => "FULL",
+        _ => "NORMAL",
+    };
+    bare.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync_text};
+         CREATE TABLE messages (id INTEGER PRIMARY KEY, queue TEXT, state TEXT, body BLOB,
+             visible_at INTEGER, locked_until INTEGER, token BLOB, delivery_count INTEGER);
+         CREATE INDEX active ON messages(queue, id) WHERE state = 'active';"
+    ))
+    .expect("bare schema");
+    World {
+        rt,
+        _dir: dir,
+        engine,
+        bare,
+        n: Arc::new(AtomicUsize::new(0)),
+    }
+}
+
+impl World {
+    fn next(&self) -> Vec<u8> {
+        body(self.n.fetch_add(1, Ordering::Relaxed) as u64)
+    }
+
+    fn bare_insert(&self, rows: usize) {
+        let mut stmt = self
+            .bare
+            .prepare_cached(
+                "INSERT INTO messages (queue, state, body, visible_at, locked_until, \
+                 delivery_count) VALUES ('q', 'active', ?1, 0, 0, 0)",
+            )
+            .expect("prepare");
+        for _ in 0..rows {
+            stmt.execute([self.next()]).expect("insert");
+        }
+    }
+
+    fn bare_insert_tx(&self, rows: usize) {
+        let tx = self.bare.unchecked_transaction().expect("begin");
+        self.bare_insert(rows);
+        tx.commit().expect("commit");
+    }
+
+    /// The bare drain loop: one UPDATE … IN (SELECT … LIMIT 64) RETURNING transaction,
+    /// then one DELETE transaction for what it returned.
+    fn bare_drain(&self, max: usize) -> usize {
+        let tx = self.bare.unchecked_transaction().expect("begin");
+        let ids: Vec<i64> = {
+            let mut stmt = tx
+                .prepare_cached(
+                    "UPDATE messages SET state = 'locked', locked_until = 1, token = ?1, \
+                     delivery_count = delivery_count + 1 WHERE id IN (SELECT id FROM messages \
+                     WHERE queue = 'q' AND state = 'active' ORDER BY id LIMIT ?2) RETURNING id, body",
+                )
+                .expect("prepare");
+            stmt.query_map(rusqlite::params![vec![7u8; 16], max as i64], |r| {
+                let _: Vec<u8> = r.get(1)?;
+                r.get(0)
+            })
+            .expect("claim")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows")
+        };
+        tx.commit().expect("commit");
+        let tx = self.bare.unchecked_transaction().expect("begin");
+        {
+            let mut del = tx
+                .prepare_cached("DELETE FROM messages WHERE id = ?1 AND state = 'locked'")
+                .expect("prepare");
+            for id in &ids {
+                del.execute([id]).expect("delete");
+            }
+        }
+        tx.commit().expect("commit");
+        ids.len()
+    }
+}
+
+fn configure(g: &mut BenchmarkGroup<'_, WallTime>, elements: u64) {
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(3));
+    g.warm_up_time(Duration::from_secs(1));
+    g.throughput(Throughput::Elements(elements));
+}
+
+/// One producer, one message per call: the store's send against an autocommit INSERT;
+/// and the typed engine against the run-time (dyn) one.
+fn single_send(c: &mut Criterion) {
+    let w = world(Synchronous::Normal);
+    let dynamic: Engine<DynStore> = w.rt.block_on(async {
+        let dir = w._dir.path().join("dyn.db").display().to_string();
+        let store = SqliteStore::open(SqliteOptions::new(dir).clock(SystemClock::shared()))
+            .await
+            .expect("open");
+        let e = Engine::with_store(
+            DynStore::new(store),
+            EngineOptions {
+                background: false,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("engine");
+        e.create_queue(Q, QueueConfig::default()).await.expect("q");
+        e
+    });
+    let mut g = c.benchmark_group("single_send");
+    configure(&mut g, 1);
+    g.bench_function("bare", |b| b.iter(|| w.bare_insert(1)));
+    g.bench_function("mqlite", |b| {
+        b.iter_custom(|iters| {
+            w.rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    w.engine
+                        .send(Q, OutMessage::new(w.next()))
+                        .await
+                        .expect("send");
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.bench_function("mqlite-dyn", |b| {
+        b.iter_custom(|iters| {
+            w.rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    dynamic
+                        .send(Q, OutMessage::new(w.next()))
+                        .await
+                        .expect("send");
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.finish();
+}
+
+/// 16 producers sending single messages at once (the store's group commit) against
+/// the same number of autocommit INSERTs from one thread.
+fn producers(c: &mut Criterion, name: &str, sync: Synchronous) {
+    const PER: usize = 8;
+    const PRODUCERS: usize = 16;
+    let w = world(sync);
+    let mut g = c.benchmark_group(name);
+    configure(&mut g, (PER * PRODUCERS) as u64);
+    g.bench_function("bare", |b| b.iter(|| w.bare_insert(PER * PRODUCERS)));
+    g.bench_function("mqlite", |b| {
+        b.iter_custom(|iters| {
+            w.rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let tasks: Vec<_> = (0..PRODUCERS)
+                        .map(|_| {
+                            let (e, n) = (w.engine.clone(), w.n.clone());
+                            tokio::spawn(async move {
+                                for _ in 0..PER {
+                                    let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
+                                    e.send(Q, OutMessage::new(b)).await.expect("send");
+                                }
+                            })
+                        })
+                        .collect();
+                    for t in tasks {
+                        t.await.expect("producer");
+                    }
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.finish();
+}
+
+fn producers_16(c: &mut Criterion) {
+    producers(c, "producers_16", Synchronous::Normal);
+}
+
+fn producers_16_full(c: &mut Criterion) {
+    producers(c, "producers_16_full", Synchronous::Full);
+}
+
+/// A batch of 64 in one call against 64 rows in one transaction.
+fn send_batch_64(c: &mut Criterion) {
+    let w = world(Synchronous::Normal);
+    let mut g = c.benchmark_group("send_batch_64");
+    configure(&mut g, 64);
+    g.bench_function("bare", |b| b.iter(|| w.bare_insert_tx(64)));
+    g.bench_function("mqlite", |b| {
+        b.iter_custom(|iters| {
+            w.rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
+                    w.engine.send_batch(Q, batch).await.expect("send");
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.finish();
+}
+
+/// Receive 64 and complete them in one batch, against the bare drain loop; 64 fresh
+/// messages are written before each timed drain, outside the measurement.
+fn drain_64(c: &mut Criterion) {
+    let w = world(Synchronous::Normal);
+    let mut g = c.benchmark_group("drain_64");
+    configure(&mut g, 64);
+    g.bench_function("bare", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                w.bare_insert_tx(64);
+                let start = Instant::now();
+                assert_eq!(w.bare_drain(64), 64);
+                spent += start.elapsed();
+            }
+            spent
+        })
+    });
+    g.bench_function("mqlite", |b| {
+        b.iter_custom(|iters| {
+            w.rt.block_on(async {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
+                    w.engine.send_batch(Q, batch).await.expect("fill");
+                    let start = Instant::now();
+                    let got = w
+                        .engine
+                        .receive(Q, ReceiveOptions::batch(64))
+                        .await
+                        .expect("receive");
+                    let locks: Vec<LockRef> = got.iter().map(LockRef::from).collect();
+                    let done = w.engine.complete_batch(Q, &locks).await.expect("complete");
+                    assert_eq!(done.len(), 64);
+                    spent += start.elapsed();
+                }
+                spent
+            })
+        })
+    });
+    g.finish();
+}
+
+/// 4 producers and 4 consumers with single operations until 256 messages are sent,
+/// received and completed, against 256 autocommit INSERTs.
+fn end_to_end_4x4(c: &mut Criterion) {
+    const N: usize = 256;
+    let w = world(Synchronous::Normal);
+    let mut g = c.benchmark_group("end_to_end_4x4");
+    configure(&mut g, N as u64);
+    g.bench_function("bare", |b| b.iter(|| w.bare_insert(N)));
+    g.bench_function("mqlite", |b| {
+        b.iter_custom(|iters| {
+            w.rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let done = Arc::new(AtomicUsize::new(0));
+                    let mut tasks = Vec::new();
+                    for _ in 0..4 {
+                        let (e, n) = (w.engine.clone(), w.n.clone());
+                        tasks.push(tokio::spawn(async move {
+                            for _ in 0..N / 4 {
+                                let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
+                                e.send(Q, OutMessage::new(b)).await.expect("send");
+                            }
+                        }));
+                        let (e, done) = (w.engine.clone(), done.clone());
+                        tasks.push(tokio::spawn(async move {
+                            while done.load(Ordering::Relaxed) < N {
+                                let options = ReceiveOptions {
+                                    wait: Duration::from_millis(50),
+                                    ..Default::default()
+                                };
+                                for m in e.receive(Q, options).await.expect("receive") {
+                                    e.complete(Q, &m).await.expect("complete");
+                                    done.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                        }));
+                    }
+                    for t in tasks {
+                        t.await.expect("task");
+                    }
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    single_send,
+    producers_16,
+    send_batch_64,
+    drain_64,
+    end_to_end_4x4,
+    producers_16_full
+);
+criterion_main!(benches);
