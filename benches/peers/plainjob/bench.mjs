@@ -5,8 +5,10 @@
 //   enqueue_bulk    N jobs through queue.addMany() in batches of 64 (one transaction each)
 //   end_to_end      4 producer threads queue.add() N jobs in total while 4 worker threads
 //                   (defineWorker, no-op handler) process them; first add -> last done
-//   end_to_end_one_thread (only with --variants): the same 4 producers and 4 workers as
-//                   async loops on the main thread over one connection
+// Only with --variants:
+//   end_to_end_poll_10ms, end_to_end_poll_100ms  end_to_end with a longer worker poll
+//   end_to_end_one_thread  the same 4 producers and 4 workers as async loops on the main
+//                   thread over one connection
 //
 // Prints one JSON line per scenario on stdout:
 //   {"peer":"plainjob","scenario":"enqueue_single","n":20000,"jobs_per_sec":...}
@@ -64,7 +66,7 @@ function countDone(queue) {
 // Thread bodies of end_to_end.
 
 async function threadMain() {
-  const { role, file, count, n, ctl } = workerData;
+  const { role, file, count, n, ctl, pollMs } = workerData;
   const c = new Int32Array(ctl);
   const queue = openQueue(file);
   if (role === "producer") {
@@ -79,7 +81,7 @@ async function threadMain() {
   // role === "worker"
   const worker = defineWorker(JOB_TYPE, async () => {}, {
     queue,
-    pollIntervall: POLL_MS,
+    pollIntervall: pollMs,
     logger: noopLogger,
     // Called after markJobAsDone has committed.
     onCompleted: () => {
@@ -135,7 +137,7 @@ function enqueueBulk(n) {
   return { secs, batch: BATCH };
 }
 
-async function endToEnd(n) {
+async function endToEnd(n, pollMs = POLL_MS) {
   const { dir, file } = freshDb();
   // Create the schema once before the threads open their own connections.
   openQueue(file).close();
@@ -149,7 +151,7 @@ async function endToEnd(n) {
   let onDone;
   const allDone = new Promise((r) => (onDone = r));
   const spawn = (role, count) => {
-    const t = new Worker(self, { workerData: { role, file, count, n, ctl } });
+    const t = new Worker(self, { workerData: { role, file, count, n, ctl, pollMs } });
     t.on("message", (m) => {
       if (m.kind === "ready" && ++readyCount === PRODUCERS + WORKERS) onReady();
       if (m.kind === "all_done") onDone(m.at);
@@ -182,7 +184,7 @@ async function endToEnd(n) {
   check.close();
   rmSync(dir, { recursive: true, force: true });
   if (done !== n) throw new Error(`end_to_end: ${done} of ${n} jobs marked done`);
-  return { secs, producers: PRODUCERS, workers: WORKERS, poll_ms: POLL_MS, threads: "worker_threads" };
+  return { secs, producers: PRODUCERS, workers: WORKERS, poll_ms: pollMs, threads: "worker_threads" };
 }
 
 async function endToEndOneThread(n) {
@@ -267,7 +269,11 @@ async function main() {
   emit("enqueue_single", n, enqueueSingle(n));
   emit("enqueue_bulk", n, enqueueBulk(n));
   emit("end_to_end", n, await endToEnd(n));
-  if (variants) emit("end_to_end_one_thread", n, await endToEndOneThread(n));
+  if (variants) {
+    emit("end_to_end_poll_10ms", n, await endToEnd(n, 10));
+    emit("end_to_end_poll_100ms", n, await endToEnd(n, 100));
+    emit("end_to_end_one_thread", n, await endToEndOneThread(n));
+  }
 }
 
 if (isMainThread) {

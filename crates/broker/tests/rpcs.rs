@@ -401,24 +401,32 @@ async fn open_routes_discovery_health_and_metrics() {
     assert!(body.contains("not_found"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_long_poll_wakes_on_a_send_and_on_shutdown() {
-    let w = world().await;
-    w.create_queue("jobs", WireQueueConfig::default()).await;
-    let mut parked = w.broker.engine().long_poll_waiters();
-    let client = w.client.clone();
-    let waiting = tokio::spawn(async move {
+/// A Receive that waits up to 20 s, on its own task.
+fn long_poll(
+    client: &mqlite_broker::Client,
+    queue: &str,
+) -> tokio::task::JoinHandle<Result<MessagesResponse, mqlite_broker::ClientError>> {
+    let (client, queue) = (client.clone(), queue.to_owned());
+    tokio::spawn(async move {
         client
-            .call::<_, MessagesResponse>(
+            .call(
                 Rpc::Receive,
                 &ReceiveRequest {
-                    queue: "jobs".into(),
+                    queue,
                     wait_time_ms: Some(20_000),
                     ..Default::default()
                 },
             )
             .await
-    });
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_wakes_on_a_send_and_on_shutdown() {
+    let w = world().await;
+    w.create_queue("jobs", WireQueueConfig::default()).await;
+    let mut parked = w.broker.engine().long_poll_waiters();
+    let waiting = long_poll(&w.client, "jobs");
     parked.wait_for(|n| *n == 1).await.expect("parked");
     // The manual clock never moves: only the send can wake it.
     w.send("jobs", &["wake"]).await;
@@ -426,19 +434,7 @@ async fn a_long_poll_wakes_on_a_send_and_on_shutdown() {
     assert_eq!(got.messages.iter().map(text).collect::<Vec<_>>(), ["wake"]);
 
     // A parked long-poll answers (empty) when the broker shuts down.
-    let client = w.client.clone();
-    let waiting = tokio::spawn(async move {
-        client
-            .call::<_, MessagesResponse>(
-                Rpc::Receive,
-                &ReceiveRequest {
-                    queue: "jobs".into(),
-                    wait_time_ms: Some(20_000),
-                    ..Default::default()
-                },
-            )
-            .await
-    });
+    let waiting = long_poll(&w.client, "jobs");
     parked.wait_for(|n| *n == 1).await.expect("parked again");
     w.broker.shutdown().await.expect("graceful shutdown");
     let got = waiting.await.expect("join").expect("answered, not cut");
