@@ -317,6 +317,53 @@ fn drain_64(c: &mut Criterion) {
     g.finish();
 }
 
+/// One consumer receiving one message and completing it, again and again (64
+/// messages written before each timed round, outside the measurement), against the
+/// bare drain loop one row at a time.
+fn drain_single(c: &mut Criterion) {
+    let w = world(Synchronous::Normal);
+    let mut g = c.benchmark_group("drain_single");
+    configure(&mut g, 64);
+    g.bench_function("bare", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                w.bare_insert_tx(64);
+                let start = Instant::now();
+                for _ in 0..64 {
+                    assert_eq!(w.bare_drain(1), 1);
+                }
+                spent += start.elapsed();
+            }
+            spent
+        })
+    });
+    g.bench_function("mqlite", |b| {
+        b.iter_custom(|iters| {
+            w.rt.block_on(async {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
+                    w.engine.send_batch(Q, batch).await.expect("fill");
+                    let start = Instant::now();
+                    for _ in 0..64 {
+                        let m = w
+                            .engine
+                            .receive_one(Q)
+                            .await
+                            .expect("receive")
+                            .expect("one");
+                        w.engine.complete(Q, &m).await.expect("complete");
+                    }
+                    spent += start.elapsed();
+                }
+                spent
+            })
+        })
+    });
+    g.finish();
+}
+
 /// 4 producers and 4 consumers with single operations until 256 messages are sent,
 /// received and completed, against 256 autocommit INSERTs.
 fn end_to_end_4x4(c: &mut Criterion) {
@@ -371,6 +418,7 @@ criterion_group!(
     producers_16,
     send_batch_64,
     drain_64,
+    drain_single,
     end_to_end_4x4,
     producers_16_full
 );

@@ -89,6 +89,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("BUSY_LINES", line::BUSY_LINES),
     ("RELEASE_LINES", line::RELEASE_LINES),
     ("CLAIM", claim::CLAIM),
+    ("LOCK_PICKED", claim::LOCK_PICKED),
     ("PICK_HEADS", claim::PICK_HEADS),
     ("LINE_SUCCESSORS", claim::LINE_SUCCESSORS),
     ("DELETE_IDS", claim::DELETE_IDS),
