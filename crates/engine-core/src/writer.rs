@@ -178,6 +178,30 @@ where
     }
 }
 
+/// How long the writer keeps looking for the next call before it sleeps. A caller that
+/// got its answer usually sends its next call within microseconds; a writer asleep by
+/// then costs a thread wake-up (tens of microseconds on a virtual machine) per call.
+/// Measured on the 2-core machine: 15 µs raises a lone consumer's receive-and-complete
+/// rate by two thirds and leaves 16 concurrent producers as they were; 50 µs took CPU
+/// from them.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(15);
+
+/// The next command: looked for without sleeping for [`SPIN`], then waited for. None
+/// when every sender is gone.
+fn next_command<T>(jobs: &mpsc::Receiver<Command<T>>) -> Option<Command<T>> {
+    let until = std::time::Instant::now() + SPIN;
+    loop {
+        match jobs.try_recv() {
+            Ok(c) => return Some(c),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) if std::time::Instant::now() < until => {
+                std::hint::spin_loop();
+            }
+            Err(mpsc::TryRecvError::Empty) => return jobs.recv().ok(),
+        }
+    }
+}
+
 /// Runs one group: begin, each call in its savepoint, one commit, the replies.
 fn run_group<T>(handle: &mut T, clock: &SharedClock, calls: Vec<Box<dyn GroupedCall<T>>>) {
     let Some(first) = calls.first() else { return };
@@ -306,9 +330,9 @@ impl<T: 'static> WriterThread<T> {
                 loop {
                     let cmd = match next.take() {
                         Some(c) => c,
-                        None => match jobs_rx.recv() {
-                            Ok(c) => c,
-                            Err(_) => break,
+                        None => match next_command(&jobs_rx) {
+                            Some(c) => c,
+                            None => break,
                         },
                     };
                     match cmd {

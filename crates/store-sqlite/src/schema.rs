@@ -130,6 +130,20 @@ pub(crate) fn open_connection(location: &Location, sync: Synchronous) -> Result<
             Connection::open(path).map_err(db)?
         }
     };
+    // Every statement the flows run stays prepared: rusqlite's default cache holds 16,
+    // fewer than a send, a claim and a completion use between them with the group
+    // commit's own, so a mixed workload re-parsed its statements on every call.
+    conn.set_prepared_statement_cache_capacity(mqlite_sql::STATEMENTS.len() + 32);
+    // One plan per statement whatever its bound values (the query planner stability
+    // guarantee). Without it, a statement whose `LIMIT :max` or partial-index terms the
+    // planner read as values is marked expired by every new binding and re-prepared on
+    // every call — a profile of the claim found most of its time in the parser. The plans
+    // are the ones the plan pins hold (store-sqlite/tests/plan_pins.rs).
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map_err(db)?;
     if matches!(location, Location::File(_)) {
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
