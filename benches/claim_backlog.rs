@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mqlite_engine_core::{Engine, EngineOptions, OutMessage, QueueConfig, Store, SystemClock};
+use mqlite_engine_core::{Engine, OutMessage, QueueConfig, Store, SystemClock};
 use mqlite_tck::{Access, Typed};
 
 const Q: &str = "bench";
@@ -27,20 +27,11 @@ async fn setup<A: Access>(access: &A, backlog: usize, in_flight: bool) -> Setup<
         .open(dir.path(), SystemClock::shared())
         .await
         .expect("open");
-    let engine = Engine::with_store(
-        store,
-        EngineOptions {
-            background: false,
-            ..Default::default()
-        },
-    )
-    .await
-    .expect("engine");
     let config = QueueConfig {
         lock_duration: Duration::from_secs(3600),
         ..Default::default()
     };
-    engine.create_queue(Q, config).await.expect("queue");
+    let engine = mqlite_benches::engine_with_queue(store, Q, config).await;
     let group = |i: usize| OutMessage::new(format!("blocked-{i}")).with_group("blocked");
     engine.send(Q, group(0)).await.expect("head");
     let head = engine
@@ -190,15 +181,7 @@ fn claim_at_backlog_on<A: Access>(c: &mut Criterion, store: &str, access: &A) {
                 .open(dir.path(), SystemClock::shared())
                 .await
                 .expect("open");
-            let options = EngineOptions {
-                background: false,
-                ..Default::default()
-            };
-            let engine = Engine::with_store(store, options).await.expect("engine");
-            engine
-                .create_queue(Q, QueueConfig::default())
-                .await
-                .expect("queue");
+            let engine = mqlite_benches::engine_with_queue(store, Q, QueueConfig::default()).await;
             for start in (0..backlog).step_by(1000) {
                 let batch = (start..(start + 1000).min(backlog))
                     .map(|i| OutMessage::new(format!("m{i}")))

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mqlite_engine_core::{Engine, EngineOptions, OutMessage, QueueConfig, SendOptions};
+use mqlite_engine_core::{OutMessage, QueueConfig, SendOptions};
 use mqlite_stores::mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// Messages per publish (and per send).
@@ -82,15 +82,7 @@ fn publish(c: &mut Criterion) {
         let store = SqliteStore::open(SqliteOptions::new(path).synchronous(Synchronous::Normal))
             .await
             .expect("open");
-        let options = EngineOptions {
-            background: false,
-            ..Default::default()
-        };
-        let engine = Engine::with_store(store, options).await.expect("engine");
-        engine
-            .create_queue("q", QueueConfig::default())
-            .await
-            .expect("queue");
+        let engine = mqlite_benches::engine_with_queue(store, "q", QueueConfig::default()).await;
         engine.create_topic("t").await.expect("topic");
         engine.create_topic("u").await.expect("control topic");
         for i in 0..2 * FILTERED {

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use mqlite_engine_core::{Engine, EngineOptions, OutMessage, QueueConfig, SystemClock};
+use mqlite_engine_core::{OutMessage, QueueConfig, SystemClock};
 use mqlite_tck::{Access, Typed};
 
 const BATCH: usize = 64;
@@ -29,16 +29,7 @@ fn store_send_batch<A: Access>(c: &mut Criterion, store: &str, access: &A) {
             .open(dir.path(), SystemClock::shared())
             .await
             .expect("open");
-        let options = EngineOptions {
-            background: false,
-            ..Default::default()
-        };
-        let engine = Engine::with_store(store, options).await.expect("engine");
-        engine
-            .create_queue("q", QueueConfig::default())
-            .await
-            .expect("queue");
-        engine
+        mqlite_benches::engine_with_queue(store, "q", QueueConfig::default()).await
     });
     let mut group = c.benchmark_group("send_batch_64");
     group.sample_size(20);

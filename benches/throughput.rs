@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use mqlite_engine_core::{
-    DynStore, Engine, EngineOptions, LockRef, OutMessage, QueueConfig, ReceiveOptions, SystemClock,
+    DynStore, Engine, LockRef, OutMessage, QueueConfig, ReceiveOptions, SystemClock,
 };
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use rusqlite::Connection;
@@ -52,20 +52,7 @@ fn world(sync: Synchronous) -> World {
         )
         .await
         .expect("open");
-        let engine = Engine::with_store(
-            store,
-            EngineOptions {
-                background: false,
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("engine");
-        engine
-            .create_queue(Q, QueueConfig::default())
-            .await
-            .expect("queue");
-        engine
+        mqlite_benches::engine_with_queue(store, Q, QueueConfig::default()).await
     });
     let bare = Connection::open(dir.path().join("bare.db")).expect("bare");
     let sync_text = match sync {
@@ -163,17 +150,7 @@ fn single_send(c: &mut Criterion) {
         let store = SqliteStore::open(SqliteOptions::new(dir).clock(SystemClock::shared()))
             .await
             .expect("open");
-        let e = Engine::with_store(
-            DynStore::new(store),
-            EngineOptions {
-                background: false,
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("engine");
-        e.create_queue(Q, QueueConfig::default()).await.expect("q");
-        e
+        mqlite_benches::engine_with_queue(DynStore::new(store), Q, QueueConfig::default()).await
     });
     let mut g = c.benchmark_group("single_send");
     configure(&mut g, 1);
