@@ -1,0 +1,122 @@
+//! What criterion does not report: bytes this process passed to write(2) per message
+//! (`wchar` of /proc/self/io), write calls per message (`syscw`), and peak RSS, for
+//! single sends and sends of 64, through the SQLite store and straight into bare SQLite
+//! (the table of docs/benchmark.md), WAL + NORMAL on both sides.
+//!
+//! `cargo bench -p mqlite-benches --bench io_per_message` (`MQLITE_IO_MESSAGES` sets
+//! how many messages each path writes; 4,000 by default).
+
+use mqlite_engine_core::{OutMessage, QueueConfig, SystemClock};
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+
+const BODY: usize = 256;
+
+#[derive(Clone, Copy, Default)]
+struct Io {
+    wchar: u64,
+    syscw: u64,
+}
+
+fn io() -> Io {
+    let text = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    Io {
+        wchar: field("wchar:"),
+        syscw: field("syscw:"),
+    }
+}
+
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn body(i: usize) -> Vec<u8> {
+    let mut b = format!("{i}/").into_bytes();
+    b.resize(BODY, b'x');
+    b
+}
+
+fn report(path: &str, n: usize, before: Io) {
+    let after = io();
+    println!(
+        "{path:<32} {:>9.0} bytes/message {:>6.2} writes/message",
+        (after.wchar - before.wchar) as f64 / n as f64,
+        (after.syscw - before.syscw) as f64 / n as f64
+    );
+}
+
+fn bare(n: usize, batch: usize) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conn = rusqlite::Connection::open(dir.path().join("bare.db")).expect("open");
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+         CREATE TABLE messages (id INTEGER PRIMARY KEY, queue TEXT, state TEXT, body BLOB,
+             visible_at INTEGER, locked_until INTEGER, token BLOB, delivery_count INTEGER);
+         CREATE INDEX active ON messages(queue, id) WHERE state = 'active';",
+    )
+    .expect("schema");
+    let before = io();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(batch) {
+        let tx = conn.unchecked_transaction().expect("begin");
+        {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO messages (queue, state, body, visible_at, locked_until, \
+                     delivery_count) VALUES ('q', 'active', ?1, 0, 0, 0)",
+                )
+                .expect("prepare");
+            for i in chunk {
+                stmt.execute([body(*i)]).expect("insert");
+            }
+        }
+        tx.commit().expect("commit");
+    }
+    report(&format!("bare, transactions of {batch}"), n, before);
+}
+
+fn store(rt: &tokio::runtime::Runtime, n: usize, batch: usize) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("store.db").display().to_string();
+    rt.block_on(async {
+        let store = SqliteStore::open(
+            SqliteOptions::new(path)
+                .clock(SystemClock::shared())
+                .synchronous(Synchronous::Normal),
+        )
+        .await
+        .expect("open");
+        let mq = mqlite_benches::engine_with_queue(store, "q", QueueConfig::default()).await;
+        let before = io();
+        for chunk in (0..n).collect::<Vec<_>>().chunks(batch) {
+            let messages = chunk.iter().map(|i| OutMessage::new(body(*i))).collect();
+            mq.send_batch("q", messages).await.expect("send");
+        }
+        report(&format!("mqlite, sends of {batch}"), n, before);
+        mq.close().await;
+    });
+}
+
+fn main() {
+    // `cargo test --benches` runs this once as a smoke test with a small count.
+    let smoke = std::env::args().any(|a| a == "--test" || a == "--list");
+    let n = std::env::var("MQLITE_IO_MESSAGES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if smoke { 256 } else { 4_000 });
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    for batch in [1, 64] {
+        bare(n, batch);
+        store(&rt, n, batch);
+    }
+    println!("peak RSS of this process: {} KiB", peak_rss_kib());
+}
