@@ -130,11 +130,7 @@ where
             return None;
         }
         let now = clock.now_ms();
-        let out = catch_unwind(AssertUnwindSafe(|| f(handle, now))).unwrap_or_else(|panic| {
-            let what = panic_text(panic.as_ref());
-            tracing::error!(panic = %what, "a store job panicked; its call fails and the writer goes on");
-            Err(Error::backend("store", JobPanicked(what)))
-        });
+        let out = failing_on_panic(|| f(handle, now));
         let kept = match out {
             Ok(r) if !tx.is_closed() => {
                 if solo {
@@ -286,6 +282,20 @@ impl std::fmt::Display for JobPanicked {
 
 impl std::error::Error for JobPanicked {}
 
+/// Runs a store job; a panic fails this call alone with an error, and the writer serves
+/// the next job. What the job wrote is undone as for any failed call: its transaction
+/// rolls back as it unwinds, or its savepoint is undone by the group.
+fn failing_on_panic<R>(f: impl FnOnce() -> Result<R>) -> Result<R> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let what = panic_text(panic.as_ref());
+        tracing::error!(
+            panic = %what,
+            "a store job panicked; its call fails and the writer goes on"
+        );
+        Err(Error::backend("store", JobPanicked(what)))
+    })
+}
+
 /// The message of a panic payload.
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     payload
@@ -418,17 +428,7 @@ impl<T: 'static> WriterThread<T> {
                 return;
             }
             let now = clock.now_ms();
-            // A panic fails this call alone: an open transaction rolls back as it
-            // unwinds, and the writer serves the next job.
-            let out = catch_unwind(AssertUnwindSafe(|| f(handle, now, &|| tx.is_closed())))
-                .unwrap_or_else(|panic| {
-                    let what = panic_text(panic.as_ref());
-                    tracing::error!(
-                        panic = %what,
-                        "a store job panicked; its call fails and the writer goes on"
-                    );
-                    Err(Error::backend("store", JobPanicked(what)))
-                });
+            let out = failing_on_panic(|| f(handle, now, &|| tx.is_closed()));
             let _ = tx.send(out);
         });
         let submitted = self.submit(job);
