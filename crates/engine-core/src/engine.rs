@@ -311,7 +311,16 @@ impl<S: Store> Engine<S> {
         self.inner.wake.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    /// The topic names as of now.
+    /// Whether `name` is a topic.
+    fn is_topic(&self, name: &str) -> bool {
+        self.inner
+            .topics
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(name)
+    }
+
+    /// The topic names as of now (a transaction keeps its own copy).
     fn topics(&self) -> Arc<HashSet<String>> {
         self.inner
             .topics
@@ -504,7 +513,7 @@ impl<S: Store> Engine<S> {
             self.inner.options.max_message_bytes,
         )?;
         // A name is looked up as a topic first, then as a queue (12.2).
-        if self.topics().contains(queue) {
+        if self.is_topic(queue) {
             return Ok(self.publish_inner(queue, messages, options).await?.1);
         }
         let _g = self.admit().await?;
@@ -1014,7 +1023,7 @@ impl<S: Store> Engine<S> {
         let _g = self.admit().await?;
         let store = &self.inner.store;
         let now = self.inner.clock.now_ms();
-        let visible_at = options.scheduled_at_ms.unwrap_or(now).max(0);
+        let visible_at = crate::enqueue::Timing::visible_at(now, &options);
         // Routing is decided here, once for every store.
         let mut filters = Vec::new();
         for s in store.list_subscriptions(Some(topic.to_owned())).await? {

@@ -4,10 +4,12 @@
 //! whether it waits there (the line rule in [`crate::store`]). The stores only look up
 //! what these need (live dedup entries, busy lines) and write the result.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::dedup::dedup_key;
-use crate::types::{MessageState, OrderingMode, OutMessage, QueueConfig, SendOptions, SeqNumber};
+use crate::types::{
+    EnqueueSlot, MessageState, OrderingMode, OutMessage, QueueConfig, SendOptions, SeqNumber,
+};
 
 /// When a send becomes visible, in which state it is stored, and when it expires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,9 +23,14 @@ pub struct Timing {
 }
 
 impl Timing {
+    /// When a send at `now` with `options` becomes visible, epoch ms.
+    pub fn visible_at(now: i64, options: &SendOptions) -> i64 {
+        options.scheduled_at_ms.unwrap_or(now).max(0)
+    }
+
     /// The timing of a send at `now` with `options` into a queue of `config`.
     pub fn of(now: i64, options: &SendOptions, config: &QueueConfig) -> Self {
-        let visible_at = options.scheduled_at_ms.unwrap_or(now).max(0);
+        let visible_at = Self::visible_at(now, options);
         let ttl = options
             .ttl
             .map_or_else(|| config.default_ttl_ms(), crate::types::millis);
@@ -76,6 +83,49 @@ pub enum Plan {
     DuplicateOf(usize),
     /// Its id was seen with another body (4.2, 4.3).
     Conflict,
+}
+
+/// The slots of a batch its plan stores afresh, and the line each joins (5.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fresh {
+    /// The fresh slots' indexes in the batch, in order.
+    pub slots: Vec<usize>,
+    /// The line of each fresh slot (None: no line), in the same order.
+    pub lines: Vec<Option<String>>,
+}
+
+impl Fresh {
+    /// The fresh slots of `plans` and their lines in a queue of `mode`.
+    pub fn of(plans: &[Plan], messages: &[OutMessage], mode: OrderingMode) -> Self {
+        let slots: Vec<usize> = (0..messages.len())
+            .filter(|i| matches!(plans[*i], Plan::Insert { .. }))
+            .collect();
+        let lines = slots
+            .iter()
+            .map(|i| line_of(mode, messages[*i].group_id.as_deref()))
+            .collect();
+        Fresh { slots, lines }
+    }
+
+    /// The distinct lines the fresh slots join (the ones whose busyness to look up).
+    pub fn distinct_lines(&self) -> BTreeSet<String> {
+        self.lines.iter().flatten().cloned().collect()
+    }
+}
+
+/// What the store did with each slot, once the fresh slots are stored under `seqs`
+/// (slot index -> sequence number).
+pub fn slots(plans: &[Plan], seqs: &HashMap<usize, SeqNumber>) -> Vec<EnqueueSlot> {
+    plans
+        .iter()
+        .enumerate()
+        .map(|(i, plan)| match plan {
+            Plan::Insert { .. } => EnqueueSlot::Enqueued(seqs[&i]),
+            Plan::Duplicate(seq) => EnqueueSlot::Duplicate(*seq),
+            Plan::DuplicateOf(j) => EnqueueSlot::Duplicate(seqs[j]),
+            Plan::Conflict => EnqueueSlot::Conflict,
+        })
+        .collect()
 }
 
 /// The dedup keys of a batch: `(key, body hash)` per message when the queue has a

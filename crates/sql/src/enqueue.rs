@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use mqlite_engine_core::enqueue::{
-    Plan, Timing, dedup_keys, line_of, plan, require_groups, waiting_flags,
+    Fresh, Plan, Timing, dedup_keys, plan, require_groups, slots, waiting_flags,
 };
 use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, Result, SendOptions, SeqNumber};
 use serde_json::json;
@@ -67,15 +67,12 @@ pub async fn enqueue<X: SqlExec>(
 
     // Lines (5.1): each fresh row waits if its line is busy or an earlier row of this
     // batch joined it first.
-    let fresh: Vec<usize> = (0..messages.len())
-        .filter(|i| matches!(plans[*i], Plan::Insert { .. }))
-        .collect();
-    let lines: Vec<Option<String>> = fresh
-        .iter()
-        .map(|i| line_of(cfg.ordering_mode, messages[*i].group_id.as_deref()))
-        .collect();
-    let distinct: BTreeSet<String> = lines.iter().flatten().cloned().collect();
-    let busy = busy_lines(x, queue, &distinct).await?;
+    let fresh = Fresh::of(&plans, &messages, cfg.ordering_mode);
+    let busy = busy_lines(x, queue, &fresh.distinct_lines()).await?;
+    let Fresh {
+        slots: fresh,
+        lines,
+    } = fresh;
     let waiting = waiting_flags(&lines, &busy);
 
     let mut seqs: HashMap<usize, SeqNumber> = HashMap::new();
@@ -143,16 +140,7 @@ pub async fn enqueue<X: SqlExec>(
         )
         .await?;
     }
-    Ok(plans
-        .iter()
-        .enumerate()
-        .map(|(i, plan)| match plan {
-            Plan::Insert { .. } => EnqueueSlot::Enqueued(seqs[&i]),
-            Plan::Duplicate(seq) => EnqueueSlot::Duplicate(*seq),
-            Plan::DuplicateOf(j) => EnqueueSlot::Duplicate(seqs[j]),
-            Plan::Conflict => EnqueueSlot::Conflict,
-        })
-        .collect())
+    Ok(slots(&plans, &seqs))
 }
 
 /// The live dedup entries for the keys among `keys`: key -> (seq, body hash).

@@ -9,7 +9,7 @@ use redb::ReadableTable;
 
 use mqlite_engine_core::codec::{decode_messages, encode_messages};
 use mqlite_engine_core::enqueue::{
-    Plan, Timing, dedup_keys, line_of, plan, require_groups, waiting_flags,
+    Fresh, Plan, Timing, dedup_keys, line_of, plan, require_groups, slots, waiting_flags,
 };
 use mqlite_engine_core::upsert::{Upsert, decide, mode_change_refused};
 use mqlite_engine_core::{
@@ -289,15 +289,12 @@ pub(crate) fn enqueue(
         }
     }
     let plans = plan(&keys, &seen);
-    let fresh: Vec<usize> = (0..messages.len())
-        .filter(|i| matches!(plans[*i], Plan::Insert { .. }))
-        .collect();
-    let lines: Vec<Option<String>> = fresh
-        .iter()
-        .map(|i| line_of(cfg.ordering_mode, messages[*i].group_id.as_deref()))
-        .collect();
-    let distinct: BTreeSet<String> = lines.iter().flatten().cloned().collect();
-    let busy = busy_lines(t, queue, &distinct)?;
+    let fresh = Fresh::of(&plans, &messages, cfg.ordering_mode);
+    let busy = busy_lines(t, queue, &fresh.distinct_lines())?;
+    let Fresh {
+        slots: fresh,
+        lines,
+    } = fresh;
     let waiting = waiting_flags(&lines, &busy);
     let mut seqs: HashMap<usize, SeqNumber> = HashMap::new();
     let mut messages: Vec<Option<OutMessage>> = messages.into_iter().map(Some).collect();
@@ -346,16 +343,7 @@ pub(crate) fn enqueue(
                 .map_err(db)?;
         }
     }
-    Ok(plans
-        .iter()
-        .enumerate()
-        .map(|(i, plan)| match plan {
-            Plan::Insert { .. } => EnqueueSlot::Enqueued(seqs[&i]),
-            Plan::Duplicate(seq) => EnqueueSlot::Duplicate(*seq),
-            Plan::DuplicateOf(j) => EnqueueSlot::Duplicate(seqs[j]),
-            Plan::Conflict => EnqueueSlot::Conflict,
-        })
-        .collect())
+    Ok(slots(&plans, &seqs))
 }
 
 // ---------------------------------------------------------------- claim
