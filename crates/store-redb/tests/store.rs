@@ -255,35 +255,9 @@ async fn deleted_messages_give_their_space_back() {
         .expect("queue");
     let mut sizes = Vec::new();
     for round in 0..8 {
-        for chunk in 0..4 {
-            let batch = (0..500)
-                .map(|i| {
-                    // Unique bodies: the queue dedups by content inside its window.
-                    let mut body = format!("{round}/{chunk}/{i}/").into_bytes();
-                    body.resize(2048, b'a' + ((round + chunk + i) % 26) as u8);
-                    OutMessage::new(body)
-                })
-                .collect();
-            mq.send_batch("q", batch).await.expect("send");
-        }
-        let mut drained = 0;
-        loop {
-            let got = mq
-                .receive(
-                    "q",
-                    ReceiveOptions {
-                        max_messages: 256,
-                        mode: ReceiveMode::ReceiveAndDelete,
-                        ..Default::default()
-                    },
-                )
-                .await
-                .expect("receive and delete");
-            if got.is_empty() {
-                break;
-            }
-            drained += got.len();
-        }
+        let drained = mqlite_tck::cases::space_reuse_round(&mq, "q", round)
+            .await
+            .expect("round");
         assert_eq!(drained, 2_000);
         sizes.push(std::fs::metadata(&path).expect("size").len());
         // Past the dedup window, so its entries go too.

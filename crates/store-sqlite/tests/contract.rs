@@ -3,8 +3,7 @@
 
 use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{
-    Engine, EngineOptions, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveMode,
-    ReceiveOptions,
+    Engine, EngineOptions, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveOptions,
 };
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 
@@ -65,34 +64,9 @@ async fn deleted_messages_give_their_pages_back() {
     mq.create_queue("q", config).await.expect("queue");
     let mut pages = Vec::new();
     for round in 0..8 {
-        for chunk in 0..4 {
-            let batch = (0..500)
-                .map(|i| {
-                    let mut body = format!("{round}/{chunk}/{i}/").into_bytes();
-                    body.resize(2048, b'a' + ((round + chunk + i) % 26) as u8);
-                    OutMessage::new(body)
-                })
-                .collect();
-            mq.send_batch("q", batch).await.expect("send");
-        }
-        let mut drained = 0;
-        loop {
-            let got = mq
-                .receive(
-                    "q",
-                    ReceiveOptions {
-                        max_messages: 256,
-                        mode: ReceiveMode::ReceiveAndDelete,
-                        ..Default::default()
-                    },
-                )
-                .await
-                .expect("receive and delete");
-            if got.is_empty() {
-                break;
-            }
-            drained += got.len();
-        }
+        let drained = mqlite_tck::cases::space_reuse_round(&mq, "q", round)
+            .await
+            .expect("round");
         assert_eq!(drained, 2_000);
         // Past the dedup window, so its entries go too.
         clock.advance(120_000);

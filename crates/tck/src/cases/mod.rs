@@ -3,7 +3,8 @@
 
 use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{
-    Engine, Message, MessageState, OutMessage, PeekOptions, QueueConfig, Result, SeqNumber, Store,
+    Engine, Message, MessageState, OutMessage, PeekOptions, QueueConfig, ReceiveMode,
+    ReceiveOptions, Result, SeqNumber, Store,
 };
 
 use crate::harness::{Access, Capability, Case};
@@ -157,6 +158,44 @@ pub async fn send_n<S: Store>(
         );
     }
     Ok(seqs)
+}
+
+/// One round of the space-reuse workload of G7 (the store tests that show deleted
+/// messages give their space back): 2,000 unique bodies of 2 KiB sent in batches of
+/// 500, then drained by receive-and-delete; returns how many were drained.
+pub async fn space_reuse_round<S: Store>(
+    engine: &Engine<S>,
+    queue: &str,
+    round: usize,
+) -> Result<usize> {
+    for chunk in 0..4 {
+        let batch = (0..500)
+            .map(|i| {
+                // Unique bodies: the queue dedups by content inside its window.
+                let mut body = format!("{round}/{chunk}/{i}/").into_bytes();
+                body.resize(2048, b'a' + ((round + chunk + i) % 26) as u8);
+                OutMessage::new(body)
+            })
+            .collect();
+        engine.send_batch(queue, batch).await?;
+    }
+    let mut drained = 0;
+    loop {
+        let got = engine
+            .receive(
+                queue,
+                ReceiveOptions {
+                    max_messages: 256,
+                    mode: ReceiveMode::ReceiveAndDelete,
+                    ..Default::default()
+                },
+            )
+            .await?;
+        if got.is_empty() {
+            return Ok(drained);
+        }
+        drained += got.len();
+    }
 }
 
 /// Every message of a queue in any state (up to 1000).
