@@ -6,10 +6,9 @@
 //! `cargo bench -p mqlite-benches --bench io_per_message` (`MQLITE_IO_MESSAGES` sets
 //! how many messages each path writes; 4,000 by default).
 
+use mqlite_benches::body;
 use mqlite_engine_core::{OutMessage, QueueConfig, SystemClock};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
-
-const BODY: usize = 256;
 
 #[derive(Clone, Copy, Default)]
 struct Io {
@@ -40,12 +39,6 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-fn body(i: usize) -> Vec<u8> {
-    let mut b = format!("{i}/").into_bytes();
-    b.resize(BODY, b'x');
-    b
-}
-
 fn report(path: &str, n: usize, before: Io) {
     let after = io();
     println!(
@@ -57,29 +50,10 @@ fn report(path: &str, n: usize, before: Io) {
 
 fn bare(n: usize, batch: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let conn = rusqlite::Connection::open(dir.path().join("bare.db")).expect("open");
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
-         CREATE TABLE messages (id INTEGER PRIMARY KEY, queue TEXT, state TEXT, body BLOB,
-             visible_at INTEGER, locked_until INTEGER, token BLOB, delivery_count INTEGER);
-         CREATE INDEX active ON messages(queue, id) WHERE state = 'active';",
-    )
-    .expect("schema");
+    let conn = mqlite_benches::bare_sqlite(&dir.path().join("bare.db"), false);
     let before = io();
     for chunk in (0..n).collect::<Vec<_>>().chunks(batch) {
-        let tx = conn.unchecked_transaction().expect("begin");
-        {
-            let mut stmt = tx
-                .prepare_cached(
-                    "INSERT INTO messages (queue, state, body, visible_at, locked_until, \
-                     delivery_count) VALUES ('q', 'active', ?1, 0, 0, 0)",
-                )
-                .expect("prepare");
-            for i in chunk {
-                stmt.execute([body(*i)]).expect("insert");
-            }
-        }
-        tx.commit().expect("commit");
+        mqlite_benches::bare_insert_tx(&conn, chunk.iter().map(|i| body(*i as u64)));
     }
     report(&format!("bare, transactions of {batch}"), n, before);
 }
@@ -98,7 +72,10 @@ fn store(rt: &tokio::runtime::Runtime, n: usize, batch: usize) {
         let mq = mqlite_benches::engine_with_queue(store, "q", QueueConfig::default()).await;
         let before = io();
         for chunk in (0..n).collect::<Vec<_>>().chunks(batch) {
-            let messages = chunk.iter().map(|i| OutMessage::new(body(*i))).collect();
+            let messages = chunk
+                .iter()
+                .map(|i| OutMessage::new(body(*i as u64)))
+                .collect();
             mq.send_batch("q", messages).await.expect("send");
         }
         report(&format!("mqlite, sends of {batch}"), n, before);

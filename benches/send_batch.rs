@@ -9,17 +9,11 @@
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use mqlite_benches::body;
 use mqlite_engine_core::{OutMessage, QueueConfig, SystemClock};
 use mqlite_tck::{Access, Typed};
 
 const BATCH: usize = 64;
-const BODY: usize = 256;
-
-fn body(i: u64) -> Vec<u8> {
-    let mut b = format!("{i}/").into_bytes();
-    b.resize(BODY, b'x');
-    b
-}
 
 fn store_send_batch<A: Access>(c: &mut Criterion, store: &str, access: &A) {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -83,34 +77,20 @@ fn bare_redb(c: &mut Criterion) {
 
 fn bare_sqlite(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let conn = rusqlite::Connection::open(dir.path().join("bare.db")).expect("open");
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
-         CREATE TABLE messages (id INTEGER PRIMARY KEY, queue TEXT, state TEXT, body BLOB,
-             visible_at INTEGER, locked_until INTEGER, token BLOB, delivery_count INTEGER);
-         CREATE INDEX active ON messages(queue, id) WHERE state = 'active';",
-    )
-    .expect("schema");
+    let conn = mqlite_benches::bare_sqlite(&dir.path().join("bare.db"), false);
     let mut group = c.benchmark_group("send_batch_64");
     group.sample_size(20);
     group.measurement_time(Duration::from_secs(3));
     let mut n = 0u64;
     group.bench_function("bare-sqlite", |b| {
         b.iter(|| {
-            let tx = conn.unchecked_transaction().expect("begin");
-            {
-                let mut stmt = tx
-                    .prepare_cached(
-                        "INSERT INTO messages (queue, state, body, visible_at, locked_until, \
-                         delivery_count) VALUES ('q', 'active', ?1, 0, 0, 0)",
-                    )
-                    .expect("prepare");
-                for _ in 0..BATCH {
+            mqlite_benches::bare_insert_tx(
+                &conn,
+                (0..BATCH).map(|_| {
                     n += 1;
-                    stmt.execute([body(n)]).expect("insert");
-                }
-            }
-            tx.commit().expect("commit");
+                    body(n)
+                }),
+            );
         })
     });
     group.finish();

@@ -13,20 +13,14 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
+use mqlite_benches::body;
 use mqlite_engine_core::{
     DynStore, Engine, LockRef, OutMessage, QueueConfig, ReceiveOptions, SystemClock,
 };
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use rusqlite::Connection;
 
-const BODY: usize = 256;
 const Q: &str = "q";
-
-fn body(i: u64) -> Vec<u8> {
-    let mut b = format!("{i}/").into_bytes();
-    b.resize(BODY, b'x');
-    b
-}
 
 struct World {
     rt: tokio::runtime::Runtime,
@@ -54,18 +48,7 @@ fn world(sync: Synchronous) -> World {
         .expect("open");
         mqlite_benches::engine_with_queue(store, Q, QueueConfig::default()).await
     });
-    let bare = Connection::open(dir.path().join("bare.db")).expect("bare");
-    let sync_text = match sync {
-        Synchronous::Full => "FULL",
-        _ => "NORMAL",
-    };
-    bare.execute_batch(&format!(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync_text};
-         CREATE TABLE messages (id INTEGER PRIMARY KEY, queue TEXT, state TEXT, body BLOB,
-             visible_at INTEGER, locked_until INTEGER, token BLOB, delivery_count INTEGER);
-         CREATE INDEX active ON messages(queue, id) WHERE state = 'active';"
-    ))
-    .expect("bare schema");
+    let bare = mqlite_benches::bare_sqlite(&dir.path().join("bare.db"), sync == Synchronous::Full);
     World {
         rt,
         _dir: dir,
@@ -81,22 +64,11 @@ impl World {
     }
 
     fn bare_insert(&self, rows: usize) {
-        let mut stmt = self
-            .bare
-            .prepare_cached(
-                "INSERT INTO messages (queue, state, body, visible_at, locked_until, \
-                 delivery_count) VALUES ('q', 'active', ?1, 0, 0, 0)",
-            )
-            .expect("prepare");
-        for _ in 0..rows {
-            stmt.execute([self.next()]).expect("insert");
-        }
+        mqlite_benches::bare_insert(&self.bare, (0..rows).map(|_| self.next()));
     }
 
     fn bare_insert_tx(&self, rows: usize) {
-        let tx = self.bare.unchecked_transaction().expect("begin");
-        self.bare_insert(rows);
-        tx.commit().expect("commit");
+        mqlite_benches::bare_insert_tx(&self.bare, (0..rows).map(|_| self.next()));
     }
 
     /// The bare drain loop: one UPDATE … IN (SELECT … LIMIT 64) RETURNING transaction,
