@@ -31,6 +31,8 @@ pub const MAX_RECEIVE_BATCH: u32 = 256;
 pub const MAX_WAIT: Duration = Duration::from_secs(20);
 /// Longest abandon delay.
 pub const MAX_ABANDON_DELAY: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The most dead letters one selected redrive may name.
+pub const MAX_REDRIVE_SELECTION: usize = 1000;
 /// Largest Peek page.
 pub const MAX_PEEK: u32 = 1000;
 /// Largest RenewBatch.
@@ -850,6 +852,11 @@ impl<S: Store> Engine<S> {
         }
         if options.older_than > MAX_SPAN {
             return Err(Error::invalid("older_than must be at most 100 years"));
+        }
+        if options.seq_numbers.len() > MAX_REDRIVE_SELECTION {
+            return Err(Error::invalid(format!(
+                "a selected redrive names at most {MAX_REDRIVE_SELECTION} dead letters"
+            )));
         }
         if options.rate_per_sec == 0 {
             let _g = self.admit().await?;

@@ -621,6 +621,9 @@ pub struct RedriveOptions {
     pub older_than: Duration,
     /// At most this many per second (0 = unthrottled).
     pub rate_per_sec: u64,
+    /// Only these dead letters (empty = any). A number that is not a dead letter of
+    /// the queue, or not old enough, is left alone; the bounds above still apply.
+    pub seq_numbers: Vec<SeqNumber>,
 }
 
 /// Parameters of a Purge (promise 6.2).

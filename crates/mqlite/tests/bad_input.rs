@@ -177,6 +177,16 @@ async fn names_configs_and_limits_are_refused_with_typed_errors<S: Store>(
         .await,
     );
     invalid(
+        mq.redrive(
+            "q",
+            mqlite::RedriveOptions {
+                seq_numbers: (1..=1001).map(mqlite::SeqNumber).collect(),
+                ..Default::default()
+            },
+        )
+        .await,
+    );
+    invalid(
         mq.purge(
             "q",
             mqlite::PurgeOptions {

@@ -16,7 +16,7 @@ use mqlite_engine_core::upsert::{Upsert, decide, mode_change_refused};
 
 use crate::line::{Departed, busy_lines};
 use crate::rows::{load_queue, message, queue_row};
-use crate::sweeps::DLQ_OLDEST;
+use crate::sweeps::{DLQ_OLDEST, DLQ_PICKED};
 
 /// The kind and ordering mode of a name (the upsert's checks, 12.1 and 5.x).
 pub const SELECT_QUEUE_KIND: &str =
@@ -265,19 +265,22 @@ pub async fn redrive<X: SqlExec>(
     let target = o.target.as_deref().unwrap_or(queue);
     let target_cfg = load_queue(x, target).await?;
     let limit = if o.max == 0 { i64::MAX } else { o.max as i64 };
-    let rows = x
-        .query(
-            DLQ_OLDEST,
-            &[
-                (":queue", Value::from(queue)),
-                (
-                    ":cutoff",
-                    Value::from(now.saturating_sub(millis(o.older_than))),
-                ),
-                (":limit", Value::from(limit)),
-            ],
-        )
-        .await?;
+    let mut params = vec![
+        (":queue", Value::from(queue)),
+        (
+            ":cutoff",
+            Value::from(now.saturating_sub(millis(o.older_than))),
+        ),
+        (":limit", Value::from(limit)),
+    ];
+    let statement = if o.seq_numbers.is_empty() {
+        DLQ_OLDEST
+    } else {
+        let ids = serde_json::Value::from_iter(o.seq_numbers.iter().map(|s| s.0));
+        params.push((":ids", Value::from(ids.to_string())));
+        DLQ_PICKED
+    };
+    let rows = x.query(statement, &params).await?;
     let mut picked: Vec<(i64, Option<String>)> = rows
         .iter()
         .map(|r| Ok((r.int(0)?, r.opt_text(1)?)))

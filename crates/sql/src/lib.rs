@@ -112,6 +112,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("EXPIRE_DISCARD", sweeps::EXPIRE_DISCARD),
     ("RETENTION_BOUNDS", sweeps::RETENTION_BOUNDS),
     ("DLQ_OLDEST", sweeps::DLQ_OLDEST),
+    ("DLQ_PICKED", sweeps::DLQ_PICKED),
     ("DLQ_TOTALS", sweeps::DLQ_TOTALS),
     ("JANITOR_RECEIPTS", sweeps::JANITOR[0]),
     ("JANITOR_ATTEMPTS", sweeps::JANITOR[1]),

@@ -55,6 +55,15 @@ pub const DLQ_OLDEST: &str =
  WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
  ORDER BY dead_lettered_at, id LIMIT :limit";
 
+/// The dead letters among `:ids` (a JSON array of sequence numbers), in the order and
+/// bounds of [`DLQ_OLDEST`]: a selected redrive, one primary-key seek per number (the
+/// cross join keeps the planner off the queue's dead-letter index, which it would walk).
+pub const DLQ_PICKED: &str =
+    "SELECT DISTINCT mqlite_messages.id, group_id, length(body), dead_lettered_at
+  FROM json_each(:ids) j CROSS JOIN mqlite_messages ON mqlite_messages.id = j.value
+ WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
+ ORDER BY dead_lettered_at, mqlite_messages.id LIMIT :limit";
+
 /// Dead-letter count and bytes of a queue (retention, 8.1).
 pub const DLQ_TOTALS: &str = "SELECT count(*), coalesce(sum(length(body)), 0) FROM mqlite_messages
  WHERE queue = :queue AND state = 'dead_lettered'";

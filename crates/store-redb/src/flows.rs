@@ -865,11 +865,31 @@ pub(crate) fn redrive(
     } else {
         o.max as usize
     };
+    let cutoff = now.saturating_sub(millis(o.older_than));
     let mut picked: Vec<Row> = Vec::new();
-    for seq in dlq_oldest(t, queue, now.saturating_sub(millis(o.older_than)), limit)? {
-        if let Some(r) = t.row(seq)? {
-            picked.push(r);
+    if o.seq_numbers.is_empty() {
+        for seq in dlq_oldest(t, queue, cutoff, limit)? {
+            if let Some(r) = t.row(seq)? {
+                picked.push(r);
+            }
         }
+    } else {
+        // A selected redrive: one lookup per number, then the order and bounds of the
+        // dead-letter index.
+        let mut seqs: Vec<i64> = o.seq_numbers.iter().map(|s| s.0).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        for seq in seqs {
+            if let Some(r) = t.row(seq)?.filter(|r| {
+                r.queue == queue
+                    && r.m.state == MessageState::DeadLettered
+                    && r.dead_lettered_at <= cutoff
+            }) {
+                picked.push(r);
+            }
+        }
+        picked.sort_by_key(|r| (r.dead_lettered_at, r.m.seq));
+        picked.truncate(limit);
     }
     if picked.is_empty() {
         return Ok(0);

@@ -311,3 +311,21 @@ async fn claim_plan_holds_for_every_ordering_mode_with_statistics() {
         mq.close().await;
     }
 }
+
+/// A selected redrive seeks each named row by its key and never walks the queue's dead
+/// letters (the planner would pick `mqlite_msg_dlq` without the cross join).
+#[tokio::test]
+async fn selected_redrive_seeks_by_key() {
+    let plan = plan_of(text("DLQ_PICKED")).await;
+    assert!(
+        plan.iter()
+            .any(|l| l.starts_with("SEARCH mqlite_messages USING INTEGER PRIMARY KEY")),
+        "DLQ_PICKED does not seek by key; plan:\n{}",
+        render(&plan)
+    );
+    assert!(
+        !plan.iter().any(|l| uses_index(l, "mqlite_msg_dlq")),
+        "DLQ_PICKED walks the dead-letter index; plan:\n{}",
+        render(&plan)
+    );
+}

@@ -171,6 +171,55 @@ pub async fn p6_2_redrive_purge_and_peek<F: Access>(ctx: Ctx<F>) -> TckResult {
     Ok(())
 }
 
+/// 6.2 A selected redrive moves only the named dead letters: a number that is live,
+/// unknown or of another queue is left alone, and max and older_than still bound it.
+pub async fn p6_2_redrive_selected_moves_only_those<F: Access>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 5)).await?;
+    mq.create_queue("other", config(30_000, 5)).await?;
+    let seqs = dead_letter_n(&ctx, &mq, 4).await?;
+    let elsewhere = dead_letter_n_in(&ctx, &mq, "other", 1).await?;
+    let live = mq.send(Q, OutMessage::new("live")).await?;
+    let select = |seq_numbers: Vec<SeqNumber>| RedriveOptions {
+        seq_numbers,
+        ..Default::default()
+    };
+    let picked = vec![seqs[3], seqs[1], live, elsewhere[0], SeqNumber(9_999_999)];
+    assert_eq!(mq.redrive(Q, select(picked)).await?, 2);
+    let states = [
+        (seqs[0], MessageState::DeadLettered),
+        (seqs[1], MessageState::Active),
+        (seqs[2], MessageState::DeadLettered),
+        (seqs[3], MessageState::Active),
+        (live, MessageState::Active),
+    ];
+    for (seq, want) in states {
+        assert_eq!(state_of(&mq, Q, seq).await?, Some(want), "{seq}");
+    }
+    assert_eq!(
+        state_of(&mq, "other", elsewhere[0]).await?,
+        Some(MessageState::DeadLettered),
+        "another queue's dead letter stays"
+    );
+    // Bounds: max keeps the oldest dead-lettered of the selection; older_than skips
+    // the young.
+    let bounded = RedriveOptions {
+        max: 1,
+        ..select(vec![seqs[2], seqs[0]])
+    };
+    assert_eq!(mq.redrive(Q, bounded).await?, 1);
+    assert_eq!(state_of(&mq, Q, seqs[0]).await?, Some(MessageState::Active));
+    let aged = RedriveOptions {
+        older_than: from_millis(60_000),
+        ..select(vec![seqs[2]])
+    };
+    assert_eq!(mq.redrive(Q, aged).await?, 0, "seqs[2] is too young");
+    assert_eq!(
+        state_of(&mq, Q, seqs[2]).await?,
+        Some(MessageState::DeadLettered)
+    );
+    Ok(())
+}
+
 /// 6.2 Redrive to a target queue moves the dead letters there, active, count reset; a
 /// missing target is NotFound and moves nothing.
 pub async fn p6_2_redrive_to_target_queue<F: Access>(ctx: Ctx<F>) -> TckResult {

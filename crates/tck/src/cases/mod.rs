@@ -100,6 +100,7 @@ register! {
     dead_letters::p6_1_delivery_bound_dead_letters,
     dead_letters::p6_2_redrive_purge_and_peek,
     dead_letters::p6_2_redrive_to_target_queue,
+    dead_letters::p6_2_redrive_selected_moves_only_those,
     dead_letters::p6_2_redrive_rate_bounds_moves_per_second,
     scheduling::p7_1_scheduled_hidden_until_due_and_cancellable,
     scheduling::p7_2_ttl_dead_letters_or_discards,
