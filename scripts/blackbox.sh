@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The broker from the outside: boots the release `mqlite` binary on a random port and
 # walks send / receive / abandon / redelivery / dead-letter / redrive / complete with
-# curl alone, checks the discovery card and /metrics, measures the broker's RSS idle and
+# curl alone, checks the discovery card, the console's assets and /metrics, measures the broker's RSS idle and
 # with a 100,000-message backlog, and stops it with SIGTERM (exit status 0).
 #
 #   cargo build --release -p mqlite-cli && scripts/blackbox.sh target/release/mqlite
@@ -53,7 +53,11 @@ rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$pid/status"; }
 card="$(curl -sS "$url/")"
 grep -q '"name":"mqlite"' <<<"$card" || fail "discovery card: $card"
 grep -q '/mqlite.v1.QueueService/Send' <<<"$card" || fail "the card lists no Send: $card"
-step "discovery card and health ok"
+grep -q '"ui":"/ui"' <<<"$card" || fail "auth is on, yet the card names no console: $card"
+page="$(curl -sS "$url/ui")"
+grep -q 'src="/ui/app.js"' <<<"$page" || fail "/ui is not the console: $page"
+[ "$(curl -sS -o /dev/null -w '%{http_code}' "$url/ui/app.js")" = 200 ] || fail "/ui/app.js"
+step "discovery card, health and console ok"
 idle_rss="$(rss_kb)"
 
 # Unauthenticated calls are 401.

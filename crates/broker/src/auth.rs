@@ -31,6 +31,37 @@ impl std::fmt::Display for Principal {
     }
 }
 
+impl Principal {
+    /// What WhoAmI answers.
+    pub(crate) fn who(&self) -> crate::wire::WhoAmIResponse {
+        let all = || {
+            [Permission::Send, Permission::Listen, Permission::Manage]
+                .iter()
+                .map(|p| p.as_str().to_owned())
+                .collect()
+        };
+        let (principal, id, name, permissions) = match self {
+            Principal::Anyone => ("anyone", "", "", all()),
+            Principal::Admin => ("admin", "", "", all()),
+            Principal::Key(k) => (
+                "key",
+                k.id.as_str(),
+                k.name.as_str(),
+                k.permissions
+                    .iter()
+                    .map(|p| p.as_str().to_owned())
+                    .collect(),
+            ),
+        };
+        crate::wire::WhoAmIResponse {
+            principal: principal.to_owned(),
+            id: id.to_owned(),
+            name: name.to_owned(),
+            permissions,
+        }
+    }
+}
+
 pub(crate) struct Auth {
     config: AuthConfig,
 }
@@ -53,12 +84,12 @@ impl Auth {
         self.config.mode()
     }
 
-    /// The caller, if it may do what `needs` names.
+    /// The caller, if it may do what `needs` names (None: any valid credential).
     pub(crate) async fn check(
         &self,
         engine: &AnyEngine,
         headers: &HeaderMap,
-        needs: Permission,
+        needs: Option<Permission>,
     ) -> Result<Principal, ApiError> {
         let AuthConfig::Tokens(admins) = &self.config else {
             return Ok(Principal::Anyone);
@@ -92,7 +123,7 @@ impl Auth {
             .await
             .map_err(ApiError::from)?
             .ok_or_else(|| unauthenticated("unknown, revoked or expired token"))?;
-        if !key.allows(needs) {
+        if let Some(needs) = needs.filter(|n| !key.allows(*n)) {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "permission_denied",

@@ -87,6 +87,9 @@ pub struct BrokerConfig {
     pub clock: SharedClock,
     /// Whether the engine's background loops run (tests drive sweeps by hand).
     pub background: bool,
+    /// Whether the web console is served at `/ui` (`MQLITE_UI`). Off by default here;
+    /// `mqlite serve` turns it on when auth is on.
+    pub ui: bool,
 }
 
 impl std::fmt::Debug for BrokerConfig {
@@ -97,6 +100,7 @@ impl std::fmt::Debug for BrokerConfig {
             .field("auth", &self.auth)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("sync", &self.sync)
+            .field("ui", &self.ui)
             .finish_non_exhaustive()
     }
 }
@@ -112,11 +116,13 @@ impl BrokerConfig {
             sync: Synchronous::Normal,
             clock: SystemClock::shared(),
             background: true,
+            ui: false,
         }
     }
 
     /// Reads the contract's environment knobs (`MQLITE_DB`, `MQLITE_TOKENS`,
-    /// `MQLITE_SYNC`, `MQLITE_MAX_MESSAGE_BYTES`, and `MQLITE_ADDR` for the address).
+    /// `MQLITE_SYNC`, `MQLITE_MAX_MESSAGE_BYTES`, `MQLITE_UI`, and `MQLITE_ADDR` for the
+    /// address). The console is on when `MQLITE_UI` says so, or, unset, when auth is.
     /// With `MQLITE_TOKENS` unset, a token is generated and returned beside the
     /// configuration so the caller prints it once.
     pub fn from_env() -> Result<(Self, Option<String>)> {
@@ -142,7 +148,22 @@ impl BrokerConfig {
                 ))
             })?;
         }
+        config.ui = match var("MQLITE_UI") {
+            Some(v) => parse_switch("MQLITE_UI", &v)?,
+            None => config.auth != AuthConfig::Off,
+        };
         Ok((config, generated))
+    }
+}
+
+/// Parses `on` or `off` (also `true`/`false`, `1`/`0`) for the setting `name`.
+pub fn parse_switch(name: &str, text: &str) -> Result<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" => Ok(true),
+        "off" | "false" | "0" => Ok(false),
+        _ => Err(Error::invalid(format!(
+            "{name}={text:?} is not understood: on or off"
+        ))),
     }
 }
 

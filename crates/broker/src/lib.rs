@@ -19,6 +19,7 @@
 mod auth;
 pub mod client;
 pub mod config;
+pub mod console;
 mod prom;
 pub mod rpc;
 mod server;
@@ -26,5 +27,6 @@ pub mod wire;
 
 pub use client::{Client, ClientError};
 pub use config::{AuthConfig, BrokerConfig, DEFAULT_ADDR, DEFAULT_DB};
+pub use console::ASSET_BYTES as CONSOLE_ASSET_BYTES;
 pub use rpc::Rpc;
 pub use server::{Broker, BrokerError, MAX_REQUEST_BYTES, VERSION};

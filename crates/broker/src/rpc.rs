@@ -2,6 +2,15 @@
 
 use mqlite_engine_core::Permission;
 
+macro_rules! permission {
+    (Any) => {
+        None
+    };
+    ($p:ident) => {
+        Some(Permission::$p)
+    };
+}
+
 macro_rules! rpcs {
     ($($name:ident => $service:literal, $need:ident;)*) => {
         /// One RPC of the wire contract.
@@ -27,9 +36,10 @@ macro_rules! rpcs {
                 match self { $(Rpc::$name => $service),* }
             }
 
-            /// The permission an access key needs to call it.
-            pub fn needs(self) -> Permission {
-                match self { $(Rpc::$name => Permission::$need),* }
+            /// The permission an access key needs to call it (None: any valid
+            /// credential).
+            pub fn needs(self) -> Option<Permission> {
+                match self { $(Rpc::$name => permission!($need)),* }
             }
         }
     };
@@ -62,6 +72,7 @@ rpcs! {
     CreateKey => "AuthService", Manage;
     ListKeys => "AuthService", Manage;
     RevokeKey => "AuthService", Manage;
+    WhoAmI => "AuthService", Any;
 }
 
 impl Rpc {

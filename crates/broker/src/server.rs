@@ -144,6 +144,7 @@ pub(crate) struct Shared {
     pub(crate) prom: Prom,
     started: Instant,
     draining: watch::Receiver<bool>,
+    ui: bool,
 }
 
 type St = Arc<Shared>;
@@ -175,6 +176,7 @@ impl Broker {
             prom: Prom::default(),
             started: Instant::now(),
             draining: stopped.clone(),
+            ui: config.ui,
         });
         let app = router(shared);
         let engine_for_task = engine.clone();
@@ -252,6 +254,20 @@ fn router(shared: St) -> Router {
         .route("/", get(discovery))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics));
+    app = if shared.ui {
+        app.merge(crate::console::routes())
+    } else {
+        app.route(
+            "/ui",
+            get(|| async {
+                ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    "the console is off: start the broker with `--ui on` (MQLITE_UI=on)",
+                )
+            }),
+        )
+    };
     for &rpc in Rpc::ALL {
         app = app.route(
             &rpc.path(),
@@ -281,13 +297,17 @@ async fn discovery(State(s): State<St>) -> Response {
         endpoints: Rpc::ALL.iter().map(|r| r.path()).collect(),
         health: "/healthz".into(),
         metrics: "/metrics".into(),
-        ui: None,
+        ui: s.ui.then(|| "/ui".into()),
     };
     json_response(StatusCode::OK, &card)
 }
 
 async fn metrics(State(s): State<St>, headers: HeaderMap) -> Response {
-    if let Err(e) = s.auth.check(&s.engine, &headers, Permission::Manage).await {
+    if let Err(e) = s
+        .auth
+        .check(&s.engine, &headers, Some(Permission::Manage))
+        .await
+    {
         return e.into_response();
     }
     match s.prom.render(&s.engine).await {
@@ -660,6 +680,7 @@ async fn dispatch(
                 max: non_negative("max", r.max)?,
                 older_than: span("older_than_ms", r.older_than_ms)?,
                 rate_per_sec: non_negative("rate_per_sec", r.rate_per_sec)?,
+                seq_numbers: r.seq_numbers.into_iter().map(SeqNumber).collect(),
             };
             let moved = mq.redrive(&r.queue, options).await?;
             ok(RedriveResponse { moved })
@@ -743,5 +764,6 @@ async fn dispatch(
             tracing::info!(id = %r.id, by = %principal, "access key revoked");
             ok(Empty {})
         }
+        Rpc::WhoAmI => ok(principal.who()),
     }
 }

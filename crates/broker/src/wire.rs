@@ -572,6 +572,9 @@ pub struct RedriveRequest {
     pub older_than_ms: i64,
     /// At most this many per second (0 = unthrottled).
     pub rate_per_sec: i64,
+    /// Only these dead letters (an extension; empty or absent: any).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub seq_numbers: Vec<i64>,
 }
 
 /// Redrive's answer.
@@ -717,6 +720,23 @@ pub struct ListKeysResponse {
 pub struct RevokeKeyRequest {
     /// The key's id.
     pub id: String,
+}
+
+/// WhoAmI (an extension beyond the contract): who the credential is and what it may
+/// do, so a console shows only the actions the caller is allowed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WhoAmIResponse {
+    /// `admin` (an administrator token), `key` (an access key) or `anyone` (auth off).
+    pub principal: String,
+    /// The access key's id (keys only).
+    #[serde(skip_serializing_if = "empty")]
+    pub id: String,
+    /// The access key's name (keys only).
+    #[serde(skip_serializing_if = "empty")]
+    pub name: String,
+    /// What it may do: `send`, `listen`, `manage`.
+    pub permissions: Vec<String>,
 }
 
 /// The error envelope.

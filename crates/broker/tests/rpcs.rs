@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use mqlite_broker::Rpc;
 use mqlite_broker::wire::*;
+use mqlite_broker::{AuthConfig, Rpc};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_service_happy_paths() {
@@ -439,4 +439,128 @@ async fn a_long_poll_wakes_on_a_send_and_on_shutdown() {
     w.broker.shutdown().await.expect("graceful shutdown");
     let got = waiting.await.expect("join").expect("answered, not cut");
     assert!(got.messages.is_empty());
+}
+
+/// The console: off by default in the library (a 404 that says how to turn it on, no
+/// `ui` in the card); on, its page and assets are served with a policy that forbids
+/// inline script and framing, and the card names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_is_off_by_default_and_served_when_on() {
+    let off = world().await;
+    let anonymous = off.client.with_token(None);
+    let (status, body) = anonymous.get("/ui").await.expect("ui");
+    assert_eq!(status, 404);
+    assert!(body.contains("--ui on"), "{body}");
+    let (_, card) = anonymous.get("/").await.expect("card");
+    let card: DiscoveryCard = serde_json::from_str(&card).expect("card json");
+    assert_eq!(card.ui, None);
+
+    let on = world_with(AuthConfig::Tokens(vec![ADMIN.to_owned()]), |c| c.ui = true).await;
+    let (_, card) = on.client.with_token(None).get("/").await.expect("card");
+    let card: DiscoveryCard = serde_json::from_str(&card).expect("card json");
+    assert_eq!(card.ui.as_deref(), Some("/ui"));
+    let http = reqwest::Client::new();
+    for (path, kind) in [
+        ("/ui", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/app.css", "text/css"),
+    ] {
+        let res = http
+            .get(format!("http://{}{path}", on.broker.addr()))
+            .send()
+            .await
+            .expect(path);
+        assert_eq!(res.status(), 200, "{path}");
+        let header = |name: &str| {
+            res.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert!(header("content-type").starts_with(kind), "{path}");
+        let policy = header("content-security-policy");
+        assert!(
+            policy.contains("script-src 'self'") && policy.contains("frame-ancestors 'none'"),
+            "{path}: {policy}"
+        );
+        assert_eq!(header("x-content-type-options"), "nosniff");
+    }
+    // The page asks for a token; it holds none.
+    let (_, page) = on.client.with_token(None).get("/ui").await.expect("page");
+    assert!(page.contains("id=\"token\""), "a login field");
+    assert!(!page.contains(ADMIN));
+}
+
+/// WhoAmI: any valid credential may ask; an administrator may do everything, a key
+/// what it was given; no credential is 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whoami_names_the_caller_and_its_permissions() {
+    let w = world().await;
+    let me: WhoAmIResponse = w.client.call(Rpc::WhoAmI, &Empty {}).await.expect("admin");
+    assert_eq!(me.principal, "admin");
+    assert_eq!(me.permissions, ["send", "listen", "manage"]);
+    let key: WireKey = w
+        .client
+        .call(
+            Rpc::CreateKey,
+            &CreateKeyRequest {
+                name: "watcher".into(),
+                permissions: vec!["listen".into()],
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("CreateKey");
+    let as_key = w.client.with_token(Some(key.token.clone()));
+    let me: WhoAmIResponse = as_key.call(Rpc::WhoAmI, &Empty {}).await.expect("key");
+    assert_eq!(
+        (me.principal.as_str(), me.id.as_str(), me.name.as_str()),
+        ("key", key.id.as_str(), "watcher")
+    );
+    assert_eq!(me.permissions, ["listen"]);
+    let anonymous = w.client.with_token(None);
+    let refused = anonymous
+        .call::<_, WhoAmIResponse>(Rpc::WhoAmI, &Empty {})
+        .await;
+    assert!(
+        matches!(&refused, Err(e) if e.to_string().contains("unauthenticated")),
+        "{refused:?}"
+    );
+}
+
+/// Redrive with `seq_numbers` (an extension) moves only those dead letters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redrive_of_selected_dead_letters() {
+    let w = world().await;
+    w.create_queue(
+        "jobs",
+        WireQueueConfig {
+            max_delivery_count: Some(1),
+            ..Default::default()
+        },
+    )
+    .await;
+    w.send("jobs", &["a", "b", "c"]).await;
+    let got = w.receive("jobs", 3).await;
+    for m in &got {
+        w.settle(Rpc::Reject, "jobs", m, |_| {})
+            .await
+            .expect("Reject");
+    }
+    let r: RedriveResponse = w
+        .client
+        .call(
+            Rpc::Redrive,
+            &RedriveRequest {
+                queue: "jobs".into(),
+                seq_numbers: vec![got[0].seq_number, got[2].seq_number],
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("Redrive");
+    assert_eq!(r.moved, 2);
+    let st = w.stats("jobs").await;
+    assert_eq!((st.active, st.dead_lettered), (2, 1));
 }

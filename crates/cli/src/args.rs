@@ -131,6 +131,10 @@ pub(crate) struct ServeArgs {
     /// The body limit per message, bytes [default: the engine's].
     #[arg(long, env = "MQLITE_MAX_MESSAGE_BYTES", value_name = "BYTES", value_parser = parse_bytes)]
     pub(crate) max_message_bytes: Option<Setting<usize>>,
+
+    /// The web console at /ui: on or off [default: on when auth is on, off without].
+    #[arg(long, env = "MQLITE_UI", value_name = "on|off", value_parser = parse_ui)]
+    pub(crate) ui: Option<Setting<bool>>,
 }
 
 impl ServeArgs {
@@ -167,6 +171,15 @@ fn parse_sync(text: &str) -> Result<Setting<Synchronous>, String> {
         return Ok(Setting(None));
     }
     config::parse_sync(text)
+        .map(|s| Setting(Some(s)))
+        .map_err(|e| e.to_string())
+}
+
+fn parse_ui(text: &str) -> Result<Setting<bool>, String> {
+    if text.is_empty() {
+        return Ok(Setting(None));
+    }
+    config::parse_switch("--ui", text)
         .map(|s| Setting(Some(s)))
         .map_err(|e| e.to_string())
 }
@@ -364,6 +377,9 @@ pub(crate) struct RedriveArgs {
     /// At most this many per second (0: unthrottled).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub(crate) rate_per_sec: i64,
+    /// Only these dead letters (repeat the flag, or separate with commas).
+    #[arg(long = "seq", value_name = "SEQ", value_delimiter = ',')]
+    pub(crate) seq_numbers: Vec<i64>,
 }
 
 #[derive(Debug, Args)]

@@ -52,6 +52,7 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
                 max: a.max,
                 older_than_ms: a.older_than_ms,
                 rate_per_sec: a.rate_per_sec,
+                seq_numbers: a.seq_numbers,
             };
             let r: RedriveResponse = client.call(Rpc::Redrive, &request).await?;
             match out {

@@ -25,6 +25,17 @@ pub(crate) fn run(a: ServeArgs) -> Result<(), Failure> {
     if let Some(Setting(Some(bytes))) = a.max_message_bytes {
         config.max_message_bytes = bytes;
     }
+    config.ui = match a.ui {
+        Some(Setting(Some(on))) => on,
+        _ => config.auth != AuthConfig::Off,
+    };
+    if config.ui && config.auth == AuthConfig::Off {
+        eprintln!(
+            "mqlite: warning: the console is on with auth off: anyone who reaches the \
+             address can purge queues from a browser"
+        );
+    }
+    let console = config.ui;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -42,6 +53,10 @@ pub(crate) fn run(a: ServeArgs) -> Result<(), Failure> {
             broker.addr(),
             a.db()
         ));
+        let ready = match ready {
+            Ok(()) if console => output::line(&format!("console: http://{}/ui", broker.addr())),
+            other => other,
+        };
         if let Err(e) = ready {
             let _ = broker.shutdown().await;
             return Err(e);

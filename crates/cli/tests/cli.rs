@@ -369,7 +369,14 @@ fn receive_no_complete_prints_the_lock_token_to_settle_later() {
     let dead = s.run(&["peek", "jobs", "--state", "dead_lettered"]);
     assert!(dead.ok().contains("bad"), "{}", dead.stdout);
     assert_eq!(
-        s.run(&["redrive", "jobs"]).ok().trim(),
+        s.run(&["redrive", "jobs", "--seq", "999999,999998"])
+            .ok()
+            .trim(),
+        "moved 0 dead letters",
+        "only the named dead letters move"
+    );
+    assert_eq!(
+        s.run(&["redrive", "jobs", "--seq", seq2]).ok().trim(),
         "moved 1 dead letters"
     );
     assert_eq!(s.active("jobs"), 1);
@@ -698,7 +705,11 @@ fn sigterm_stops_the_server_with_status_0() {
     };
     let status = child.wait().expect("the server is reaped");
     assert!(status.success(), "{status:?}; stderr: {}", s.stderr());
-    assert_eq!(rest.trim(), "mqlite broker stopped");
+    // With auth on, the console is on by default and its address follows the start line.
+    assert_eq!(
+        rest.trim(),
+        format!("console: {}/ui\nmqlite broker stopped", s.endpoint)
+    );
 
     // A broker over the same file finds the message.
     let dir = std::mem::replace(&mut s.dir, scratch());
