@@ -19,7 +19,10 @@ const STYLE: &str = include_str!("../ui/app.css");
 pub const ASSET_BYTES: usize = INDEX.len() + SCRIPT.len() + STYLE.len();
 
 // The console's budget is 1 MB of binary; the build fails long before the assets near it.
-const _: () = assert!(ASSET_BYTES < 200 * 1024, "the console's assets passed 200 KiB");
+const _: () = assert!(
+    ASSET_BYTES < 200 * 1024,
+    "the console's assets passed 200 KiB"
+);
 
 /// What the page may load and where it may connect: only this origin, no inline
 /// script or style, no framing. Message bodies are put into the page as text, and

@@ -27,6 +27,7 @@ const ENV: &[&str] = &[
     "MQLITE_TOKENS",
     "MQLITE_SYNC",
     "MQLITE_MAX_MESSAGE_BYTES",
+    "MQLITE_UI",
     "MQLITE_ENDPOINT",
     "MQLITE_TOKEN",
 ];
@@ -775,5 +776,50 @@ fn an_unreachable_broker_exits_1() {
     assert!(
         err.starts_with("mqlite: cannot reach the broker at http://127.0.0.1:1"),
         "{err}"
+    );
+}
+
+/// The status of `GET path` on the server, over a bare TCP connection.
+fn get_status(s: &Server, path: &str) -> u16 {
+    let addr = s.endpoint.trim_start_matches("http://");
+    let mut conn = std::net::TcpStream::connect(addr).expect("connects");
+    write!(conn, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("writes");
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).expect("reads");
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"))
+}
+
+/// The console follows auth unless told: on with tokens, off without, and `--ui`
+/// overrides either way (with a warning when it opens the console without auth).
+#[test]
+fn the_console_follows_auth_unless_told() {
+    for (args, want, warned) in [
+        (&["--tokens", TOKEN][..], 200, false),
+        (&["--tokens", TOKEN, "--ui", "off"][..], 404, false),
+        (&["--tokens", "off"][..], 404, false),
+        (&["--tokens", "off", "--ui", "on"][..], 200, true),
+    ] {
+        let s = Server::start_with(args);
+        assert_eq!(get_status(&s, "/ui"), want, "{args:?}");
+        assert_eq!(
+            s.stderr().contains("the console is on with auth off"),
+            warned,
+            "{args:?}: {}",
+            s.stderr()
+        );
+    }
+    let refused = mqlite()
+        .args(["serve", "--ui", "maybe"])
+        .output()
+        .expect("mqlite runs");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("on or off"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
     );
 }

@@ -30,6 +30,7 @@ fn main() {
             operator,
         ),
         browser_trial("console::listen_only_key_gets_no_purge", listen_only),
+        browser_trial("console::topics_filters_and_keys", topics_and_keys),
     ];
     libtest_mimic::run(&args, trials).exit();
 }
@@ -272,6 +273,105 @@ fn listen_only(
         check(leak == json!([false, 0]), || {
             format!("token kept elsewhere: {leak}")
         })?;
+        s.close().await;
+        Ok(())
+    })
+}
+
+fn topics_and_keys(
+    w: World,
+    s: Session,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Outcome>>> {
+    Box::pin(async move {
+        w.create_queue(
+            "events",
+            WireQueueConfig {
+                kind: Some("topic".into()),
+                ..Default::default()
+            },
+        )
+        .await;
+        let _: Empty = w
+            .client
+            .call(
+                Rpc::Subscribe,
+                &SubscribeRequest {
+                    topic: "events".into(),
+                    name: "big".into(),
+                    filter: Some(FilterSpec {
+                        expr: "(body_json.amount ?? 0) > 100".into(),
+                    }),
+                },
+            )
+            .await
+            .map_err(|e| format!("Subscribe: {e}"))?;
+        w.send("events", &[r#"{"amount":500}"#, r#"{"amount":5}"#])
+            .await;
+        login(&s, &w, ADMIN).await?;
+
+        // The subscription with its filter and counts; its filter into the tester.
+        s.click("#nav-topics").await?;
+        let sub = "#subscriptions tr[data-subscription=\"big\"]";
+        s.wait_until(&format!("{sub} .count-active"), Some("1"))
+            .await?;
+        s.click(&format!("{sub} button.test")).await?;
+        s.type_into("#filter-body", r#"{"amount": 150}"#).await?;
+        s.click("#filter-test").await?;
+        s.wait_until("#filter-result", Some("valid, matched"))
+            .await?;
+        s.script(
+            "document.querySelector('#filter-body').value = '{\"amount\": 7}'",
+            json!([]),
+        )
+        .await?;
+        s.click("#filter-test").await?;
+        s.wait_until("#filter-result", Some("valid, not matched"))
+            .await?;
+        s.script(
+            "document.querySelector('#filter-expr').value = 'body_json.amount >'",
+            json!([]),
+        )
+        .await?;
+        s.click("#filter-test").await?;
+        s.wait_until("#filter-result.bad", None).await?;
+
+        // A key: created with its token shown once, which works; then revoked.
+        s.click("#nav-keys").await?;
+        s.type_into("#key-name", "billing").await?;
+        s.click("#perm-send").await?;
+        s.click("#key-create").await?;
+        s.wait_until("#new-token code", None).await?;
+        let token = s.text("#new-token code").await?;
+        let as_key = w.client.with_token(Some(token.clone()));
+        let me: WhoAmIResponse = as_key
+            .call(Rpc::WhoAmI, &Empty {})
+            .await
+            .map_err(|e| format!("the shown token does not work: {e}"))?;
+        check(me.name == "billing" && me.permissions == ["send"], || {
+            format!("{me:?}")
+        })?;
+        let row = format!("#keys tr[data-key=\"{}\"]", me.id);
+        s.click(&format!("{row} button.revoke")).await?;
+        s.wait_until(&format!("{row} td.status"), Some("revoked"))
+            .await?;
+        check(
+            as_key
+                .call::<_, WhoAmIResponse>(Rpc::WhoAmI, &Empty {})
+                .await
+                .is_err(),
+            || "a revoked key still works".into(),
+        )?;
+        // Leaving the page drops the token from it.
+        s.click("#nav-queues").await?;
+        s.click("#nav-keys").await?;
+        s.wait_until("#keys", None).await?;
+        let shown = s
+            .script(
+                "return document.body.textContent.includes(arguments[0])",
+                json!([token]),
+            )
+            .await?;
+        check(shown == json!(false), || "the token is shown again".into())?;
         s.close().await;
         Ok(())
     })
