@@ -188,6 +188,8 @@ pub enum LockHolder {
     ThisProcess,
     /// Another process: one process writes a file.
     AnotherProcess,
+    /// Another engine holds the owner lease of a remote database (until it lapses).
+    AnotherOwner,
 }
 
 impl fmt::Display for LockHolder {
@@ -200,6 +202,11 @@ impl fmt::Display for LockHolder {
             LockHolder::AnotherProcess => {
                 "locked by another process: one process writes a file; other processes \
                  reach its queues through that one"
+            }
+            LockHolder::AnotherOwner => {
+                "owned by another engine, whose lease is live: one owner writes a remote \
+                 database; other hosts reach its queues through the owner's broker, and \
+                 take over once its lease lapses"
             }
         })
     }

@@ -74,10 +74,14 @@ pub mod line;
 pub mod rows;
 pub mod schema;
 pub mod settle;
+mod store_ops;
 pub mod sweeps;
 pub mod topics;
 
 pub use exec::{Executed, Params, Row, SqlExec, Value};
+/// The engine core, for [`store_ops!`]'s expansion.
+#[doc(hidden)]
+pub use mqlite_engine_core as core;
 pub use schema::{SCHEMA, SCHEMA_TOKEN};
 
 /// Every statement the flows run, by name, for the plan pins.

@@ -48,6 +48,12 @@ pub trait StoreFactory: Send + Sync + 'static {
     /// Why this store cannot offer `cap`, or None if it can.
     fn unsupported(&self, cap: Capability) -> Option<&'static str>;
 
+    /// Why this store cannot run here at all (a server it needs is not installed), or
+    /// None. Every case is then skipped with the reason; under `CI=true` it fails.
+    fn unavailable(&self) -> Option<String> {
+        None
+    }
+
     /// Rewrites the schema guard token of the (closed) database in `dir` to `token`
     /// (only called when [`Capability::SchemaGuard`] is supported).
     fn set_schema_token(&self, dir: &Path, token: &str) -> Result<()>;
@@ -245,6 +251,12 @@ fn trials_via<A: Access>(store: &str, access: A) -> Vec<Trial> {
             let access = access.clone();
             let name = format!("{store}::{}::{}", access.label(), case.name);
             Trial::ignorable_test(name, move || {
+                if let Some(reason) = access.factory().unavailable() {
+                    if std::env::var("CI").is_ok_and(|v| v == "true") {
+                        return Err(Failed::from(format!("CI=true and {reason}")));
+                    }
+                    return Ok(Completion::ignored_with(format!("skipped: {reason}")));
+                }
                 if let Some(reason) = case.needs.iter().find_map(|c| access.unsupported(*c)) {
                     return Ok(Completion::ignored_with(format!("skipped: {reason}")));
                 }
@@ -278,10 +290,25 @@ fn run_case<F: Access>(factory: Arc<F>, run: CaseFn<F>) -> std::result::Result<(
     // Every task of the case ends here, and with it every store the case left open.
     drop(rt);
     match outcome {
-        Ok(result) => result.map_err(|e| Failed::from(format!("{e}")))?,
+        Ok(result) => result.map_err(|e| Failed::from(chain(&*e)))?,
         Err(_) => return Err(Failed::from(format!("the case did not finish in {secs} s"))),
     }
     consistent(factory.factory(), dir.path())
+}
+
+/// An error with its sources: `a: b: c`.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
 }
 
 /// The store's own consistency check of what a passing case left behind (every index

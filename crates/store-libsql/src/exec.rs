@@ -1,0 +1,228 @@
+//! The libsql side of `mqlite_sql::SqlExec`: each statement is one request to the
+//! server inside the operation's transaction, its named parameters bound by name.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use mqlite_engine_core::Result;
+use mqlite_sql::{Executed, Params, Row, SqlExec, Value};
+
+use crate::db;
+
+/// Statements sent since open (the store's work counter: the client reports no rows
+/// read, so `visits` stays 0 and the TCK's visit pins are skipped on this store).
+#[derive(Debug, Default)]
+pub(crate) struct Sent(AtomicU64);
+
+impl Sent {
+    pub(crate) fn add(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Runs the shared flows' statements inside one libsql transaction.
+pub(crate) struct Exec<'t> {
+    pub(crate) tx: &'t libsql::Transaction,
+    pub(crate) sent: &'t Sent,
+}
+
+fn to_libsql(v: &Value) -> libsql::Value {
+    match v {
+        Value::Null => libsql::Value::Null,
+        Value::Int(i) => libsql::Value::Integer(*i),
+        Value::Real(f) => libsql::Value::Real(*f),
+        Value::Text(t) => libsql::Value::Text(t.clone()),
+        Value::Blob(b) => libsql::Value::Blob(b.clone()),
+    }
+}
+
+fn from_libsql(v: libsql::Value) -> Value {
+    match v {
+        libsql::Value::Null => Value::Null,
+        libsql::Value::Integer(i) => Value::Int(i),
+        libsql::Value::Real(f) => Value::Real(f),
+        libsql::Value::Text(t) => Value::Text(t),
+        libsql::Value::Blob(b) => Value::Blob(b),
+    }
+}
+
+/// Named parameters as libsql takes them.
+pub(crate) fn named(params: Params<'_>) -> libsql::params::Params {
+    libsql::params::Params::Named(
+        params
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), to_libsql(v)))
+            .collect(),
+    )
+}
+
+/// Reads every row of a result.
+pub(crate) async fn collect(mut rows: libsql::Rows) -> Result<Vec<Row>> {
+    let width = rows.column_count();
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().await.map_err(db)? {
+        let mut cols = Vec::with_capacity(usize::try_from(width).unwrap_or(0));
+        for i in 0..width {
+            cols.push(from_libsql(r.get_value(i).map_err(db)?));
+        }
+        out.push(Row(cols));
+    }
+    Ok(out)
+}
+
+/// Runs a query and reads its rows from the batch's answer, not through a cursor: a
+/// cursor's response left unread to its very end makes sqld interrupt the stream's
+/// next statement (SQLITE_INTERRUPT). A batch takes no parameters, so they are inlined
+/// as literals ([`inline`]).
+pub(crate) async fn rows(
+    conn: &libsql::Connection,
+    sql: &str,
+    params: Params<'_>,
+) -> Result<Vec<Row>> {
+    let text = inline(sql, params)?;
+    let mut batch = conn.execute_batch(&text).await.map_err(db)?;
+    match batch.next_stmt_row() {
+        Some(Some(rows)) => collect(rows).await,
+        _ => Ok(Vec::new()),
+    }
+}
+
+impl SqlExec for Exec<'_> {
+    async fn query(&mut self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>> {
+        self.sent.add();
+        rows(self.tx, sql, params).await
+    }
+
+    async fn execute(&mut self, sql: &'static str, params: Params<'_>) -> Result<Executed> {
+        self.sent.add();
+        let changes = self.tx.execute(sql, named(params)).await.map_err(db)?;
+        Ok(Executed {
+            changes,
+            last_insert_rowid: self.tx.last_insert_rowid(),
+        })
+    }
+}
+
+/// `sql` with each `:name` parameter replaced by its value as a SQL literal. Safe by
+/// construction: an integer is its decimal digits (parenthesized when negative), a
+/// blob is `X'hex'`, a text is single-quoted with every `'` doubled (SQLite has no other
+/// escape, so the literal ends only where it should), or, holding a NUL, its UTF-8
+/// bytes as `CAST(X'hex' AS TEXT)`; a non-finite real is NULL (mqlite writes none).
+/// Quoted strings and identifiers of `sql` itself are copied as they are.
+pub(crate) fn inline(sql: &str, params: Params<'_>) -> Result<String> {
+    let mut out = String::with_capacity(sql.len() + 64);
+    let mut chars = sql.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\'' | '"' => {
+                out.push(c);
+                for (_, d) in chars.by_ref() {
+                    out.push(d);
+                    if d == c {
+                        break;
+                    }
+                }
+            }
+            ':' if chars.peek().is_some_and(|(_, d)| d.is_ascii_alphabetic()) => {
+                let mut end = i + 1;
+                while let Some((j, d)) = chars.peek().copied() {
+                    if d.is_ascii_alphanumeric() || d == '_' {
+                        end = j + d.len_utf8();
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                let name = &sql[i..end];
+                let value = params
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v)
+                    .ok_or_else(|| {
+                        mqlite_engine_core::Error::invalid(format!("no value for {name} in: {sql}"))
+                    })?;
+                literal(&mut out, value);
+            }
+            _ => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+fn hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(bytes.len() * 2 + 3);
+    out.push_str("X'");
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out.push('\'');
+}
+
+fn literal(out: &mut String, v: &Value) {
+    use std::fmt::Write as _;
+    match v {
+        Value::Null => out.push_str("NULL"),
+        // -9223372036854775808 would parse as a real: subtract instead.
+        Value::Int(i64::MIN) => out.push_str("(-9223372036854775807 - 1)"),
+        Value::Int(i) if *i < 0 => {
+            let _ = write!(out, "({i})");
+        }
+        Value::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Value::Real(f) if f.is_finite() => {
+            let _ = write!(out, "{f:e}");
+        }
+        Value::Real(_) => out.push_str("NULL"),
+        Value::Text(t) if t.contains('\0') => {
+            out.push_str("CAST(");
+            hex(out, t.as_bytes());
+            out.push_str(" AS TEXT)");
+        }
+        Value::Text(t) => {
+            out.reserve(t.len() + 2);
+            out.push('\'');
+            for c in t.chars() {
+                if c == '\'' {
+                    out.push('\'');
+                }
+                out.push(c);
+            }
+            out.push('\'');
+        }
+        Value::Blob(b) => hex(out, b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_are_quoted_and_parameters_replaced() {
+        let sql = "SELECT :a, :b, ':c', \":d\", :e, :f, :g, :h FROM t WHERE x = :a";
+        let got = inline(
+            sql,
+            &[
+                (":a", Value::Int(-5)),
+                (":b", Value::Text("it's".into())),
+                (":e", Value::Blob(vec![0, 255])),
+                (":f", Value::Null),
+                (":g", Value::Text("a\0b".into())),
+                (":h", Value::Int(i64::MIN)),
+            ],
+        )
+        .expect("inlined");
+        assert_eq!(
+            got,
+            "SELECT (-5), 'it''s', ':c', \":d\", X'00ff', NULL, CAST(X'610062' AS TEXT), \
+             (-9223372036854775807 - 1) FROM t WHERE x = (-5)"
+        );
+        assert!(inline("SELECT :missing", &[]).is_err());
+    }
+}

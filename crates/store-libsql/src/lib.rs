@@ -1,0 +1,464 @@
+//! mqlite on a remote libSQL server (Turso, or one's own sqld) through the libsql
+//! crate's remote client.
+//!
+//! Durability and replication are the server's: the queue outlives any one host. One
+//! engine owns the database at a time, by a lease kept in the data (`mqlite_meta`:
+//! owner, epoch, expiry), renewed in the background; a second opener gets `DbLocked`
+//! while the lease is live and takes over with a higher epoch once it lapses. Every
+//! operation's transaction checks the epoch first, so a deposed owner's writes fail
+//! with `Deposed` and change nothing. The statements and flows are `mqlite_sql`'s,
+//! shared with the SQLite store; this crate supplies the connection, the transaction
+//! and the lease.
+//!
+//! Every statement is a round trip to the server. sqld steals a write lock held longer
+//! than 5 seconds: the other connection proceeds and the first one's COMMIT fails, so
+//! an application transaction (`Engine::tx`) must finish well inside that.
+
+mod exec;
+mod owner;
+#[cfg(feature = "tck")]
+pub mod tck;
+mod tx;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use mqlite_engine_core::{
+    Error, OpenStore, OutboxStore, Ownership, Result, SharedClock, Store, StoreStatus,
+    SystemClock, WorkStats,
+};
+use mqlite_sql as sql;
+
+pub use tx::LibsqlTx;
+
+use exec::{Exec, Sent};
+use owner::Lease;
+
+/// The backend name in errors.
+const BACKEND: &str = "libsql";
+
+/// Converts a libsql error into the boundary's error: a failure to reach the server is
+/// transient (nothing was applied), anything the server answered is not.
+pub(crate) fn db(e: libsql::Error) -> Error {
+    match e {
+        libsql::Error::ConnectionFailed(_) => Error::transient(BACKEND, e),
+        libsql::Error::Hrana(ref inner) if is_transport(&inner.to_string()) => {
+            Error::transient(BACKEND, e)
+        }
+        e => Error::backend(BACKEND, e),
+    }
+}
+
+/// Whether a hrana error is the transport failing rather than the server refusing.
+fn is_transport(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    [
+        "connection",
+        "error trying to connect",
+        "broken pipe",
+        "reset",
+        "timed out",
+        "stream expired",
+        "status=5",
+        "502",
+        "503",
+        "504",
+    ]
+    .iter()
+    .any(|w| t.contains(w))
+}
+
+/// How long an owner lease lasts unless renewed.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
+
+/// How to open a libSQL store.
+#[derive(Clone)]
+pub struct LibsqlOptions {
+    /// `libsql://…`, `http://…` or `https://…`.
+    pub url: String,
+    /// The server's auth token (Turso), if it wants one.
+    pub auth_token: Option<String>,
+    /// The clock every statement and the lease read.
+    pub clock: SharedClock,
+    /// How long the owner lease lasts unless renewed (renewed every third of it).
+    pub lease: Duration,
+}
+
+impl std::fmt::Debug for LibsqlOptions {
+    // Never print the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LibsqlOptions")
+            .field("url", &masked(&self.url))
+            .field("auth_token", &self.auth_token.as_ref().map(|_| "…"))
+            .field("lease", &self.lease)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LibsqlOptions {
+    /// Options for `url`, the token from `MQLITE_DB_AUTH_TOKEN`, the system clock.
+    pub fn new(url: impl Into<String>) -> Self {
+        LibsqlOptions {
+            url: url.into(),
+            auth_token: std::env::var("MQLITE_DB_AUTH_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty()),
+            clock: SystemClock::shared(),
+            lease: DEFAULT_LEASE,
+        }
+    }
+
+    /// Uses this clock.
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Uses this auth token.
+    pub fn auth_token(mut self, token: impl Into<String>) -> Self {
+        self.auth_token = Some(token.into());
+        self
+    }
+
+    /// Uses this lease length.
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self
+    }
+}
+
+/// The URL without credentials or query: safe to show.
+pub(crate) fn masked(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let host = host.split(['?', '#']).next().unwrap_or(host);
+    if scheme.is_empty() {
+        host.to_owned()
+    } else {
+        format!("{scheme}://{host}")
+    }
+}
+
+/// The remote libSQL store.
+pub struct LibsqlStore {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    /// One operation at a time: this store is the owner's one writer.
+    conn: tokio::sync::Mutex<libsql::Connection>,
+    clock: SharedClock,
+    location: String,
+    lease: Lease,
+    sent: Sent,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for LibsqlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LibsqlStore")
+            .field("location", &self.inner.location)
+            .field("epoch", &self.inner.lease.epoch())
+            .finish()
+    }
+}
+
+impl Drop for LibsqlStore {
+    fn drop(&mut self) {
+        // The renewal task holds only a weak reference; it ends with the store. The
+        // lease is released by `close`; a dropped store's lease lapses on its own.
+        self.inner.closed.store(true, Ordering::Release);
+    }
+}
+
+impl LibsqlStore {
+    /// Connects, creates the schema on an empty database (or refuses another schema
+    /// token), takes the owner lease (`DbLocked` while another owner's is live) and
+    /// starts renewing it.
+    pub async fn open(options: LibsqlOptions) -> Result<Self> {
+        if options.lease < Duration::from_secs(1) {
+            return Err(Error::invalid("the owner lease must be at least 1 s"));
+        }
+        let location = masked(&options.url);
+        let url = options
+            .url
+            .strip_prefix("libsql://")
+            .map_or_else(|| options.url.clone(), |rest| format!("https://{rest}"));
+        let database = libsql::Builder::new_remote(url, options.auth_token.unwrap_or_default())
+            .build()
+            .await
+            .map_err(db)?;
+        let conn = database.connect().map_err(db)?;
+        owner::ensure_schema(&conn, &location).await?;
+        let lease = Lease::take(&conn, &options.clock, options.lease, &location).await?;
+        let inner = Arc::new(Inner {
+            conn: tokio::sync::Mutex::new(conn),
+            clock: options.clock,
+            location,
+            lease,
+            sent: Sent::default(),
+            closed: AtomicBool::new(false),
+        });
+        owner::spawn_renewal(Arc::downgrade(&inner));
+        Ok(LibsqlStore { inner })
+    }
+
+    /// Runs a shared flow in one transaction (see [`transaction`]), off the executor.
+    fn sql_tx<R, F>(&self, f: F) -> impl Future<Output = Result<R>> + Send + 'static
+    where
+        R: Send + 'static,
+        F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        off_executor(move |_gone| async move {
+            transaction(&inner, async |tx, now| {
+                let mut x = Exec {
+                    tx,
+                    sent: &inner.sent,
+                };
+                f(&mut x, now).await
+            })
+            .await
+        })
+    }
+
+    /// Runs `EXPLAIN QUERY PLAN` for `sql` on the server (plan pins), each named
+    /// parameter bound by `bind`.
+    pub async fn explain(
+        &self,
+        sql: &str,
+        bind: impl Fn(&str) -> sql::Value + Send + 'static,
+    ) -> Result<Vec<String>> {
+        let names = parameter_names(sql);
+        let params: Vec<(&'static str, sql::Value)> = names
+            .into_iter()
+            .map(|n| {
+                let v = bind(n);
+                (n, v)
+            })
+            .collect();
+        let conn = self.inner.conn.lock().await;
+        exec::rows(&conn, &format!("EXPLAIN QUERY PLAN {sql}"), &params)
+            .await?
+            .iter()
+            .map(|r| r.text(3))
+            .collect()
+    }
+
+    /// The owner epoch this store holds.
+    pub fn epoch(&self) -> u64 {
+        self.inner.lease.epoch()
+    }
+
+    /// Statements sent to the server since open (BEGIN and COMMIT included).
+    pub fn statements_sent(&self) -> u64 {
+        self.inner.sent.get()
+    }
+}
+
+/// The `:name` parameters of a statement, each once, leaked to `'static` (the plan pins
+/// explain a fixed set of statements, so this is bounded).
+fn parameter_names(sql: &str) -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    let bytes = sql.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b':' && bytes.get(i + 1).is_some_and(u8::is_ascii_alphabetic) {
+            let start = i;
+            i += 1;
+            while bytes
+                .get(i)
+                .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            {
+                i += 1;
+            }
+            let name = &sql[start..i];
+            if !out.contains(&name) {
+                out.push(Box::leak(name.to_owned().into_boxed_str()));
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Commits; a failure whose outcome the client cannot know (the request was sent but
+/// no answer came) is `OutcomeUnknown`, never success or plain failure (10.3).
+async fn commit(tx: libsql::Transaction) -> Result<()> {
+    match tx.commit().await {
+        Ok(()) => Ok(()),
+        Err(e) => match db(e) {
+            Error::Backend {
+                transient: true,
+                source,
+                ..
+            } => Err(Error::OutcomeUnknown {
+                backend: BACKEND,
+                source,
+            }),
+            other => Err(other),
+        },
+    }
+}
+
+/// Runs `job` on a blocking thread, driving its future there with the runtime's handle:
+/// the libsql client is async, but the operation's work (and the application's
+/// transaction body, which need not be `Send`) stays off the executor. Dropping the
+/// returned future raises the `gone` flag the job sees; the job itself runs to its end.
+fn off_executor<R, E, Fut>(
+    job: impl FnOnce(Arc<AtomicBool>) -> Fut + Send + 'static,
+) -> impl Future<Output = Result<R, E>> + Send
+where
+    R: Send + 'static,
+    E: From<Error> + Send + 'static,
+    Fut: Future<Output = Result<R, E>>,
+{
+    async move {
+        let handle = tokio::runtime::Handle::try_current()
+            .map_err(|_| E::from(Error::invalid("the libSQL store runs inside a tokio runtime")))?;
+        let gone = Gone(Arc::new(AtomicBool::new(false)));
+        let flag = gone.0.clone();
+        let out = tokio::task::spawn_blocking(move || handle.block_on(job(flag)))
+            .await
+            .map_err(|e| E::from(Error::backend(BACKEND, e)))?;
+        std::mem::forget(gone);
+        out
+    }
+}
+
+/// Raises its flag when dropped: the caller went away.
+struct Gone(Arc<AtomicBool>);
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// One transaction: BEGIN IMMEDIATE, the owner's epoch check, `body` with the
+/// statement time, then COMMIT, or ROLLBACK when `body` fails.
+async fn transaction<R, E: From<Error>>(
+    inner: &Inner,
+    body: impl AsyncFnOnce(&libsql::Transaction, i64) -> Result<R, E>,
+) -> Result<R, E> {
+    inner.check_open()?;
+    let conn = inner.conn.lock().await;
+    inner.sent.add();
+    let tx = conn
+        .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
+        .await
+        .map_err(db)?;
+    if let Err(e) = inner.lease.check(&tx, &inner.sent).await {
+        let _ = tx.rollback().await;
+        return Err(e.into());
+    }
+    let now = inner.clock.now_ms();
+    match body(&tx, now).await {
+        Ok(out) => {
+            inner.sent.add();
+            commit(tx).await?;
+            Ok(out)
+        }
+        Err(e) => {
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+    }
+}
+
+impl Inner {
+    fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl OpenStore for LibsqlStore {
+    async fn open_at(location: &str, clock: SharedClock) -> Result<Self> {
+        LibsqlStore::open(LibsqlOptions::new(location).clock(clock)).await
+    }
+}
+
+impl Store for LibsqlStore {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn clock(&self) -> &SharedClock {
+        &self.inner.clock
+    }
+
+    fn ownership(&self) -> Ownership {
+        Ownership::Lease {
+            epoch: self.inner.lease.epoch(),
+        }
+    }
+
+    fn work(&self) -> Option<WorkStats> {
+        // The remote client reports no rows read: cost pins by visits do not apply.
+        None
+    }
+
+    sql::store_ops!();
+
+    fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
+        let location = self.inner.location.clone();
+        self.sql_tx(async move |x, _| {
+            let c = sql::admin::status(x).await?;
+            Ok(StoreStatus {
+                backend: BACKEND,
+                location,
+                remote: true,
+                schema_token: c.schema_token,
+                size_bytes: c.size_bytes,
+                queues: c.queues,
+                topics: c.topics,
+                subscriptions: c.subscriptions,
+            })
+        })
+    }
+
+    fn close(&self) -> impl Future<Output = ()> + Send {
+        let inner = self.inner.clone();
+        async move {
+            if inner.closed.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            let conn = inner.conn.lock().await;
+            inner.lease.release(&conn, &inner.sent).await;
+        }
+    }
+}
+
+impl OutboxStore for LibsqlStore {
+    type Tx<'t> = LibsqlTx<'t>;
+
+    fn in_tx<R, E, F>(&self, f: F) -> impl Future<Output = Result<R, E>> + Send
+    where
+        F: for<'a, 't> AsyncFnOnce(&'a mut Self::Tx<'t>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: From<Error> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        off_executor(move |gone| async move {
+            transaction(&inner, async |tx, now| {
+                let mut ltx = LibsqlTx {
+                    tx,
+                    now,
+                    sent: &inner.sent,
+                    gone: &gone,
+                };
+                let out = f(&mut ltx).await?;
+                // Cancelled before commit: the transaction rolls back (13.4, 16.1).
+                ltx.check_cancelled_now().map_err(E::from)?;
+                Ok(out)
+            })
+            .await
+        })
+    }
+}

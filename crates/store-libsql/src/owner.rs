@@ -1,0 +1,272 @@
+//! The schema on first use, and the owner lease kept in the data: `mqlite_meta` rows
+//! `owner` (this engine's random id), `owner_epoch` (raised by each takeover) and
+//! `owner_until` (epoch ms). One owner writes; a deposed one finds out at its next
+//! transaction's epoch check.
+
+use std::sync::Weak;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use mqlite_engine_core::{Error, LockHolder, LockToken, Result, SharedClock, millis};
+use mqlite_sql::schema::{SCHEMA, SCHEMA_TOKEN, SELECT_TOKEN};
+
+use crate::exec::{Sent, named, rows};
+use crate::{Inner, db};
+
+/// Every object name of the database.
+const NAMES: &str =
+    "SELECT name FROM sqlite_master WHERE type IN ('table', 'index', 'view', 'trigger')";
+
+/// The lease's rows.
+const READ_LEASE: &str = "SELECT key, value FROM mqlite_meta
+ WHERE key IN ('owner', 'owner_epoch', 'owner_until')";
+
+/// Writes the lease's rows (a takeover or a first owner).
+const WRITE_LEASE: &str = "INSERT INTO mqlite_meta (key, value)
+ VALUES ('owner', :owner), ('owner_epoch', :epoch), ('owner_until', :until)
+ ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+
+/// The epoch now in force.
+const READ_EPOCH: &str = "SELECT value FROM mqlite_meta WHERE key = 'owner_epoch'";
+
+/// Moves the expiry, only while `:epoch` is still in force.
+const MOVE_UNTIL: &str = "UPDATE mqlite_meta SET value = :until
+ WHERE key = 'owner_until'
+   AND EXISTS (SELECT 1 FROM mqlite_meta WHERE key = 'owner_epoch' AND value = :epoch)";
+
+/// Creates the schema on an empty database, or checks the guard token of an existing
+/// one (10.2). A database holding `mqlite_` objects without the token is refused.
+pub(crate) async fn ensure_schema(conn: &libsql::Connection, location: &str) -> Result<()> {
+    let tx = conn
+        .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
+        .await
+        .map_err(db)?;
+    let names: Vec<String> = rows(&tx, NAMES, &[]).await?
+        .iter()
+        .map(|r| r.text(0))
+        .collect::<Result<_>>()?;
+    if names.iter().any(|n| n == "mqlite_meta") {
+        let token = rows(&tx, SELECT_TOKEN, &[]).await?
+            .first()
+            .map(|r| r.text(0))
+            .transpose()?;
+        let _ = tx.rollback().await;
+        return match token {
+            Some(t) if t == SCHEMA_TOKEN => Ok(()),
+            other => Err(Error::SchemaVersionMismatch {
+                found: other.unwrap_or_default(),
+                expected: SCHEMA_TOKEN,
+            }),
+        };
+    }
+    let taken: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| n.starts_with("mqlite_"))
+        .collect();
+    if !taken.is_empty() {
+        let _ = tx.rollback().await;
+        return Err(Error::NotADatabase {
+            path: location.to_owned(),
+            detail: format!(
+                "it holds objects named like mqlite's ({}) but no mqlite schema token",
+                taken.join(", ")
+            ),
+        });
+    }
+    for ddl in SCHEMA {
+        tx.execute(ddl, ()).await.map_err(db)?;
+    }
+    tx.execute(
+        mqlite_sql::schema::INSERT_TOKEN,
+        named(&[(":token", SCHEMA_TOKEN.into())]),
+    )
+    .await
+    .map_err(db)?;
+    tx.commit().await.map_err(db)
+}
+
+/// This engine's hold on the database.
+pub(crate) struct Lease {
+    id: String,
+    epoch: AtomicU64,
+    length_ms: i64,
+    location: String,
+    deposed: AtomicBool,
+}
+
+fn lease_fields(rows: &[mqlite_sql::Row]) -> Result<(Option<String>, u64, i64)> {
+    let (mut owner, mut epoch, mut until) = (None, 0u64, 0i64);
+    for r in rows {
+        let value = r.text(1)?;
+        match r.text(0)?.as_str() {
+            "owner" => owner = Some(value),
+            "owner_epoch" => epoch = value.parse().unwrap_or(0),
+            "owner_until" => until = value.parse().unwrap_or(0),
+            _ => {}
+        }
+    }
+    Ok((owner, epoch, until))
+}
+
+impl Lease {
+    /// Takes the lease: `DbLocked` while another owner's is live; otherwise this engine
+    /// becomes the owner with the next epoch.
+    pub(crate) async fn take(
+        conn: &libsql::Connection,
+        clock: &SharedClock,
+        length: Duration,
+        location: &str,
+    ) -> Result<Lease> {
+        let id = LockToken::random_batch(1)
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let length_ms = millis(length);
+        let tx = conn
+            .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
+            .await
+            .map_err(db)?;
+        let now = clock.now_ms();
+        let found = rows(&tx, READ_LEASE, &[]).await?;
+        let (owner, epoch, until) = lease_fields(&found)?;
+        if owner.is_some() && until > now {
+            let _ = tx.rollback().await;
+            return Err(Error::DbLocked {
+                path: location.to_owned(),
+                holder: LockHolder::AnotherOwner,
+            });
+        }
+        let epoch = epoch + 1;
+        tx.execute(
+            WRITE_LEASE,
+            named(&[
+                (":owner", id.clone().into()),
+                (":epoch", epoch.to_string().into()),
+                (":until", (now + length_ms).to_string().into()),
+            ]),
+        )
+        .await
+        .map_err(db)?;
+        crate::commit(tx).await?;
+        tracing::info!(location, epoch, "took the owner lease");
+        Ok(Lease {
+            id,
+            epoch: AtomicU64::new(epoch),
+            length_ms,
+            location: location.to_owned(),
+            deposed: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
+    }
+
+    fn deposed(&self) -> Error {
+        Error::Deposed {
+            epoch: self.epoch(),
+        }
+    }
+
+    /// The epoch check at the start of every transaction: `Deposed` once another owner
+    /// took over, and the transaction changes nothing.
+    pub(crate) async fn check(&self, tx: &libsql::Transaction, sent: &Sent) -> Result<()> {
+        if self.deposed.load(Ordering::Acquire) {
+            return Err(self.deposed());
+        }
+        sent.add();
+        let found = rows(tx, READ_EPOCH, &[]).await?;
+        let current = found
+            .first()
+            .map(|r| r.text(0))
+            .transpose()?
+            .and_then(|v| v.parse::<u64>().ok());
+        if current == Some(self.epoch()) {
+            Ok(())
+        } else {
+            self.deposed.store(true, Ordering::Release);
+            tracing::warn!(location = %self.location, epoch = self.epoch(), ?current, "deposed");
+            Err(self.deposed())
+        }
+    }
+
+    /// Moves the expiry forward; false once another owner holds the database.
+    async fn renew(&self, conn: &libsql::Connection, now: i64, sent: &Sent) -> Result<bool> {
+        sent.add();
+        let moved = conn
+            .execute(
+                MOVE_UNTIL,
+                named(&[
+                    (":until", (now + self.length_ms).to_string().into()),
+                    (":epoch", self.epoch().to_string().into()),
+                ]),
+            )
+            .await
+            .map_err(db)?;
+        if moved == 0 {
+            self.deposed.store(true, Ordering::Release);
+        }
+        Ok(moved > 0)
+    }
+
+    /// Gives the lease up (close): the next opener takes over at once.
+    pub(crate) async fn release(&self, conn: &libsql::Connection, sent: &Sent) {
+        sent.add();
+        let released = conn
+            .execute(
+                MOVE_UNTIL,
+                named(&[
+                    (":until", "0".into()),
+                    (":epoch", self.epoch().to_string().into()),
+                ]),
+            )
+            .await;
+        if let Err(e) = released {
+            tracing::warn!(location = %self.location, error = %e, "could not release the owner lease; it lapses on its own");
+        }
+    }
+
+    /// This owner's id (diagnostics).
+    #[allow(dead_code)]
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// Renews the lease every third of its length, by the store's clock, until the store
+/// is dropped or closed or another owner takes over.
+pub(crate) fn spawn_renewal(inner: Weak<Inner>) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    handle.spawn(async move {
+        loop {
+            let (next, clock) = {
+                let Some(i) = inner.upgrade() else { return };
+                (
+                    i.clock.now_ms() + (i.lease.length_ms / 3).max(1),
+                    i.clock.clone(),
+                )
+            };
+            clock.sleep_until(next).await;
+            let Some(i) = inner.upgrade() else { return };
+            if i.closed.load(Ordering::Acquire) {
+                return;
+            }
+            let conn = i.conn.lock().await;
+            match i.lease.renew(&conn, i.clock.now_ms(), &i.sent).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(location = %i.location, "deposed: another owner took over");
+                    return;
+                }
+                Err(e) => {
+                    // The server is out of reach: the lease may lapse; the epoch check
+                    // of the next transaction tells.
+                    tracing::warn!(location = %i.location, error = %e, "lease renewal failed");
+                }
+            }
+        }
+    });
+}

