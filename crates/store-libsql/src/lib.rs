@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mqlite_engine_core::{
-    Error, OpenStore, OutboxStore, Ownership, Result, SharedClock, Store, StoreStatus,
-    SystemClock, WorkStats,
+    Error, OpenStore, OutboxStore, Ownership, Result, SharedClock, Store, StoreStatus, SystemClock,
+    WorkStats,
 };
 use mqlite_sql as sql;
 
@@ -38,35 +38,39 @@ use owner::Lease;
 /// The backend name in errors.
 const BACKEND: &str = "libsql";
 
-/// Converts a libsql error into the boundary's error: a failure to reach the server is
-/// transient (nothing was applied), anything the server answered is not.
+/// Converts a libsql error into the boundary's error: a failure to reach the server
+/// (no answer) is transient, an answer from the server (a refusal, a constraint, a
+/// stolen lock) is not.
 pub(crate) fn db(e: libsql::Error) -> Error {
-    match e {
-        libsql::Error::ConnectionFailed(_) => Error::transient(BACKEND, e),
-        libsql::Error::Hrana(ref inner) if is_transport(&inner.to_string()) => {
-            Error::transient(BACKEND, e)
-        }
-        e => Error::backend(BACKEND, e),
+    let transport = match &e {
+        libsql::Error::ConnectionFailed(_) => true,
+        libsql::Error::Hrana(inner) => is_transport(&inner.to_string()),
+        _ => false,
+    };
+    if transport {
+        Error::transient(BACKEND, e)
+    } else {
+        Error::backend(BACKEND, e)
     }
 }
 
-/// Whether a hrana error is the transport failing rather than the server refusing.
+/// Whether a hrana error is the transport failing rather than the server answering.
 fn is_transport(text: &str) -> bool {
+    if text.starts_with("stream error") {
+        // The server answered this request with an error.
+        return false;
+    }
     let t = text.to_ascii_lowercase();
-    [
-        "connection",
-        "error trying to connect",
-        "broken pipe",
-        "reset",
-        "timed out",
-        "stream expired",
-        "status=5",
-        "502",
-        "503",
-        "504",
-    ]
-    .iter()
-    .any(|w| t.contains(w))
+    t.starts_with("http error")
+        || [
+            "connection",
+            "broken pipe",
+            "reset",
+            "timed out",
+            "stream expired",
+        ]
+        .iter()
+        .any(|w| t.contains(w))
 }
 
 /// How long an owner lease lasts unless renewed.
@@ -211,8 +215,8 @@ impl LibsqlStore {
         F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R> + Send + 'static,
     {
         let inner = self.inner.clone();
-        off_executor(move |_gone| async move {
-            transaction(&inner, async |tx, now| {
+        off_executor(move |gone| async move {
+            transaction(&inner, &gone, async |tx, now| {
                 let mut x = Exec {
                     tx,
                     sent: &inner.sent,
@@ -307,44 +311,59 @@ async fn commit(tx: libsql::Transaction) -> Result<()> {
 /// the libsql client is async, but the operation's work (and the application's
 /// transaction body, which need not be `Send`) stays off the executor. Dropping the
 /// returned future raises the `gone` flag the job sees; the job itself runs to its end.
-fn off_executor<R, E, Fut>(
+async fn off_executor<R, E, Fut>(
     job: impl FnOnce(Arc<AtomicBool>) -> Fut + Send + 'static,
-) -> impl Future<Output = Result<R, E>> + Send
+) -> Result<R, E>
 where
     R: Send + 'static,
     E: From<Error> + Send + 'static,
     Fut: Future<Output = Result<R, E>>,
 {
-    async move {
-        let handle = tokio::runtime::Handle::try_current()
-            .map_err(|_| E::from(Error::invalid("the libSQL store runs inside a tokio runtime")))?;
-        let gone = Gone(Arc::new(AtomicBool::new(false)));
-        let flag = gone.0.clone();
-        let out = tokio::task::spawn_blocking(move || handle.block_on(job(flag)))
-            .await
-            .map_err(|e| E::from(Error::backend(BACKEND, e)))?;
-        std::mem::forget(gone);
-        out
-    }
+    let handle = tokio::runtime::Handle::try_current()
+        .map_err(|_| E::from(Error::invalid("the libSQL store runs inside a tokio runtime")))?;
+    let mut gone = Gone {
+        flag: Arc::new(AtomicBool::new(false)),
+        armed: true,
+    };
+    let flag = gone.flag.clone();
+    let out = match tokio::task::spawn_blocking(move || handle.block_on(job(flag))).await {
+        Ok(out) => out,
+        // The application's code panicked inside its transaction (rolled back).
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(E::from(Error::backend(BACKEND, e))),
+    };
+    gone.armed = false;
+    out
 }
 
-/// Raises its flag when dropped: the caller went away.
-struct Gone(Arc<AtomicBool>);
+/// Raises its flag when dropped while armed: the caller went away.
+struct Gone {
+    flag: Arc<AtomicBool>,
+    armed: bool,
+}
 
 impl Drop for Gone {
     fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
+        if self.armed {
+            self.flag.store(true, Ordering::Release);
+        }
     }
 }
 
 /// One transaction: BEGIN IMMEDIATE, the owner's epoch check, `body` with the
-/// statement time, then COMMIT, or ROLLBACK when `body` fails.
+/// statement time, then COMMIT, or ROLLBACK when `body` fails or panics (the panic
+/// then goes on to the caller). A call whose caller left while it waited for the
+/// connection does nothing (13.2).
 async fn transaction<R, E: From<Error>>(
     inner: &Inner,
+    gone: &AtomicBool,
     body: impl AsyncFnOnce(&libsql::Transaction, i64) -> Result<R, E>,
 ) -> Result<R, E> {
     inner.check_open()?;
     let conn = inner.conn.lock().await;
+    if gone.load(Ordering::Acquire) {
+        return Err(Error::Cancelled.into());
+    }
     inner.sent.add();
     let tx = conn
         .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
@@ -355,15 +374,39 @@ async fn transaction<R, E: From<Error>>(
         return Err(e.into());
     }
     let now = inner.clock.now_ms();
-    match body(&tx, now).await {
-        Ok(out) => {
+    match CatchUnwind(Box::pin(body(&tx, now))).await {
+        Ok(Ok(out)) => {
             inner.sent.add();
             commit(tx).await?;
             Ok(out)
         }
-        Err(e) => {
+        Ok(Err(e)) => {
             let _ = tx.rollback().await;
             Err(e)
+        }
+        Err(panic) => {
+            let _ = tx.rollback().await;
+            std::panic::resume_unwind(panic)
+        }
+    }
+}
+
+/// A future whose panic is caught and returned, so the transaction is rolled back
+/// before the panic goes on.
+struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
+
+impl<F: Future> Future for CatchUnwind<F> {
+    type Output = std::thread::Result<F::Output>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(panic) => std::task::Poll::Ready(Err(panic)),
         }
     }
 }
@@ -446,7 +489,7 @@ impl OutboxStore for LibsqlStore {
     {
         let inner = self.inner.clone();
         off_executor(move |gone| async move {
-            transaction(&inner, async |tx, now| {
+            transaction(&inner, &gone, async |tx, now| {
                 let mut ltx = LibsqlTx {
                     tx,
                     now,

@@ -37,16 +37,38 @@ const MOVE_UNTIL: &str = "UPDATE mqlite_meta SET value = :until
 /// Creates the schema on an empty database, or checks the guard token of an existing
 /// one (10.2). A database holding `mqlite_` objects without the token is refused.
 pub(crate) async fn ensure_schema(conn: &libsql::Connection, location: &str) -> Result<()> {
+    // A read first, without the write lock: an owner's transaction may hold it, and
+    // waiting for it would make sqld steal it from that owner after 5 s.
+    let existing = rows(conn, NAMES, &[]).await?;
+    if existing
+        .iter()
+        .any(|r| r.text(0).is_ok_and(|n| n == "mqlite_meta"))
+    {
+        let token = rows(conn, SELECT_TOKEN, &[])
+            .await?
+            .first()
+            .map(|r| r.text(0))
+            .transpose()?;
+        return match token {
+            Some(t) if t == SCHEMA_TOKEN => Ok(()),
+            other => Err(Error::SchemaVersionMismatch {
+                found: other.unwrap_or_default(),
+                expected: SCHEMA_TOKEN,
+            }),
+        };
+    }
     let tx = conn
         .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
         .await
         .map_err(db)?;
-    let names: Vec<String> = rows(&tx, NAMES, &[]).await?
+    let names: Vec<String> = rows(&tx, NAMES, &[])
+        .await?
         .iter()
         .map(|r| r.text(0))
         .collect::<Result<_>>()?;
     if names.iter().any(|n| n == "mqlite_meta") {
-        let token = rows(&tx, SELECT_TOKEN, &[]).await?
+        let token = rows(&tx, SELECT_TOKEN, &[])
+            .await?
             .first()
             .map(|r| r.text(0))
             .transpose()?;
@@ -123,6 +145,15 @@ impl Lease {
             .map(ToString::to_string)
             .unwrap_or_default();
         let length_ms = millis(length);
+        // A read first, without the write lock: a live owner's transaction may hold it.
+        let found = rows(conn, READ_LEASE, &[]).await?;
+        let (owner, _, until) = lease_fields(&found)?;
+        if owner.is_some() && until > clock.now_ms() {
+            return Err(Error::DbLocked {
+                path: location.to_owned(),
+                holder: LockHolder::AnotherOwner,
+            });
+        }
         let tx = conn
             .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
             .await
@@ -234,7 +265,7 @@ impl Lease {
     }
 }
 
-/// Renews the lease every third of its length, by the store's clock, until the store
+/// Renews the lease every third of its length, until the store
 /// is dropped or closed or another owner takes over.
 pub(crate) fn spawn_renewal(inner: Weak<Inner>) {
     let Ok(handle) = tokio::runtime::Handle::try_current() else {
@@ -242,14 +273,13 @@ pub(crate) fn spawn_renewal(inner: Weak<Inner>) {
     };
     handle.spawn(async move {
         loop {
-            let (next, clock) = {
+            // Real time paces the renewals; the store's clock dates the expiry. (A
+            // test's manual clock must not see a sleeper it did not ask for.)
+            let every = {
                 let Some(i) = inner.upgrade() else { return };
-                (
-                    i.clock.now_ms() + (i.lease.length_ms / 3).max(1),
-                    i.clock.clone(),
-                )
+                Duration::from_millis(u64::try_from(i.lease.length_ms / 3).unwrap_or(1).max(1))
             };
-            clock.sleep_until(next).await;
+            tokio::time::sleep(every).await;
             let Some(i) = inner.upgrade() else { return };
             if i.closed.load(Ordering::Acquire) {
                 return;

@@ -138,24 +138,32 @@ pub fn stop_servers() {
 
 /// Runs `f` on a connection to `dir`'s server, on a runtime of its own (the factory's
 /// synchronous hooks).
-fn with_connection<R>(
+fn with_connection<R: Send>(
     dir: &Path,
-    f: impl AsyncFnOnce(&libsql::Connection) -> Result<R>,
+    f: impl AsyncFnOnce(&libsql::Connection) -> Result<R> + Send,
 ) -> Result<Option<R>> {
     let Some(url) = servers().get(dir).map(|s| s.url.clone()) else {
         return Ok(None);
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::backend("libsql", e))?;
-    rt.block_on(async {
-        let database = libsql::Builder::new_remote(url, String::new())
-            .build()
-            .await
-            .map_err(db)?;
-        let conn = database.connect().map_err(db)?;
-        f(&conn).await.map(Some)
+    // On a thread of its own: the caller may be inside a runtime already.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| Error::backend("libsql", e))?;
+                rt.block_on(async {
+                    let database = libsql::Builder::new_remote(url, String::new())
+                        .build()
+                        .await
+                        .map_err(db)?;
+                    let conn = database.connect().map_err(db)?;
+                    f(&conn).await.map(Some)
+                })
+            })
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))
     })
 }
 
@@ -248,7 +256,8 @@ impl StoreFactory for LibsqlFactory {
     fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {
         let verdict = with_connection(dir, async |conn| {
             let found = rows(conn, "PRAGMA integrity_check", &[]).await?;
-            found.first()
+            found
+                .first()
                 .map(|r| r.text(0))
                 .transpose()
                 .map(Option::unwrap_or_default)

@@ -39,6 +39,11 @@ impl<'t> LibsqlTx<'t> {
     }
 }
 
+#[allow(
+    clippy::future_not_send,
+    reason = "the application's transaction runs on a blocking thread of its own, never on \
+              the executor"
+)]
 impl StoreTx for LibsqlTx<'_> {
     async fn enqueue(
         &mut self,
