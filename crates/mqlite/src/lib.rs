@@ -54,6 +54,9 @@ pub use mqlite_store_sqlite::{SqliteOptions, SqliteStore, SqliteTx, Synchronous,
 #[cfg(feature = "redb")]
 pub use mqlite_store_redb::{RedbOptions, RedbStore, RedbTx, redb};
 
+#[cfg(feature = "libsql")]
+pub use mqlite_store_libsql::{LibsqlOptions, LibsqlStore, LibsqlTx};
+
 /// The engine over the default SQLite store: open a file (or `:memory:`), and every
 /// queue operation, the worker and the outbox are methods of it. Clones share one store.
 ///

@@ -1,10 +1,10 @@
 //! The one map from a location to a store, for callers that choose the store at run
 //! time (a server reading `MQLITE_DB`, a tool taking `--store`): a file path or
 //! `:memory:` is the SQLite store; `redb:<path>` is the redb store; `libsql://…` /
-//! `http(s)://…` name the store planned for libSQL. Each store sits behind a cargo
-//! feature of this crate (`sqlite`, on by default; `redb`, off); a location whose store
-//! is compiled out names the feature to turn on, a planned store says it is not
-//! included yet, and an unknown scheme says what locations are understood.
+//! `http(s)://…` is the remote libSQL store (its auth token from `MQLITE_DB_AUTH_TOKEN`).
+//! Each store sits behind a cargo feature of this crate (`sqlite`, on by default;
+//! `redb` and `libsql`, off); a location whose store is compiled out names the feature
+//! to turn on, and an unknown scheme says what locations are understood.
 
 use mqlite_engine_core::{
     DynStore, Engine, EngineOptions, Error, Result, SharedClock, SystemClock,
@@ -86,7 +86,15 @@ pub async fn open_store(location: &str, clock: SharedClock) -> Result<DynStore> 
         }
         #[cfg(not(feature = "redb"))]
         Location::Redb(_) => Err(compiled_out(location, "redb", "redb")),
-        Location::Libsql(_) => Err(not_yet(location, "libSQL")),
+        #[cfg(feature = "libsql")]
+        Location::Libsql(url) => {
+            let options = mqlite_store_libsql::LibsqlOptions::new(url).clock(clock);
+            Ok(DynStore::new(
+                mqlite_store_libsql::LibsqlStore::open(options).await?,
+            ))
+        }
+        #[cfg(not(feature = "libsql"))]
+        Location::Libsql(_) => Err(compiled_out(location, "libSQL", "libsql")),
     }
 }
 
@@ -105,17 +113,14 @@ pub async fn open_with(
     Engine::with_store(open_store(location, clock).await?, options).await
 }
 
-#[cfg(any(not(feature = "sqlite"), not(feature = "redb")))]
+#[cfg(any(
+    not(feature = "sqlite"),
+    not(feature = "redb"),
+    not(feature = "libsql")
+))]
 fn compiled_out(location: &str, store: &str, feature: &str) -> Error {
     Error::invalid(format!(
         "{location:?} names the {store} store, which this build leaves out: enable the \
          `{feature}` feature of the mqlite crate"
-    ))
-}
-
-fn not_yet(location: &str, store: &str) -> Error {
-    Error::invalid(format!(
-        "{location:?} names the {store} store, which this version of mqlite does not \
-         include yet: {FORMS}, with a SQLite location"
     ))
 }

@@ -65,17 +65,35 @@ async fn unknown_scheme_says_what_to_do() {
     }
 }
 
-/// Locations of stores this version does not include name the store and the way out.
+/// Without the `libsql` feature, a libSQL location names the store and the feature
+/// that brings it in.
+#[cfg(not(feature = "libsql"))]
 #[tokio::test]
-async fn planned_stores_are_named_not_guessed() {
-    for (location, store) in [
-        ("libsql://db.example", "libSQL"),
-        ("https://db.example", "libSQL"),
-    ] {
+async fn libsql_without_its_feature_names_the_feature() {
+    for location in ["libsql://db.example", "https://db.example"] {
         match mqlite::open(location).await {
-            Err(Error::InvalidArgument(msg)) => assert!(msg.contains(store), "{msg}"),
+            Err(Error::InvalidArgument(msg)) => {
+                assert!(msg.contains("libSQL store"), "{msg}");
+                assert!(msg.contains("`libsql` feature"), "{msg}");
+            }
             other => panic!("{location}: expected InvalidArgument, got {other:?}"),
         }
+    }
+}
+
+/// With the `libsql` feature, a libSQL location whose server is out of reach is a
+/// transient backend error (worth retrying), never a panic or a hang.
+#[cfg(feature = "libsql")]
+#[tokio::test]
+async fn libsql_out_of_reach_is_a_transient_error() {
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    match mqlite::open(&format!("http://127.0.0.1:{port}")).await {
+        Err(e) => assert!(e.is_transient(), "{e:?}"),
+        Ok(_) => panic!("opened a store with no server"),
     }
 }
 

@@ -42,48 +42,69 @@ pub fn sqld_binary() -> std::result::Result<PathBuf, String> {
     }
 }
 
-/// A running sqld; killed when dropped.
+/// A running sqld; killed when dropped, and also when this process dies: it runs under
+/// a small shell watchdog that kills it once its standard input (a pipe this process
+/// holds) closes, so no server outlives a test or benchmark run.
 pub struct Sqld {
-    child: Child,
+    watchdog: Child,
+    stdin: Option<std::process::ChildStdin>,
+    data: PathBuf,
+    port: u16,
     url: String,
 }
+
+/// The watchdog: starts sqld (`$0` and its arguments), waits for its own input to end,
+/// then kills sqld and waits for it to be gone.
+const WATCHDOG: &str = r#""$0" "$@" </dev/null & server=$!; cat >/dev/null; kill -9 "$server"; wait "$server""#;
 
 impl Sqld {
     /// Starts sqld over `data` on a free loopback port and waits for its listening line.
     pub fn start(data: &Path) -> std::result::Result<Sqld, String> {
-        let binary = sqld_binary()?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port: {e}"))?
             .port();
-        let mut child = Command::new(&binary)
+        Sqld::start_on(data, port)
+    }
+
+    /// Starts sqld over `data` on `port` (a restart after [`Sqld::kill`] reuses both).
+    pub fn start_on(data: &Path, port: u16) -> std::result::Result<Sqld, String> {
+        let binary = sqld_binary()?;
+        let mut watchdog = Command::new("sh")
+            .arg("-c")
+            .arg(WATCHDOG)
+            .arg(&binary)
             .arg("--db-path")
             .arg(data)
             .args(["--http-listen-addr", &format!("127.0.0.1:{port}")])
             .arg("--no-welcome")
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
-        let stdout = child.stdout.take().ok_or("sqld has no stdout")?;
+        let stdin = watchdog.stdin.take();
+        let stdout = watchdog.stdout.take().ok_or("sqld has no stdout")?;
         let mut lines = BufReader::new(stdout).lines();
         let ready = lines
             .by_ref()
             .take(50)
             .map_while(std::result::Result::ok)
             .any(|l| l.contains("listening for incoming user HTTP connection"));
+        let mut server = Sqld {
+            watchdog,
+            stdin,
+            data: data.to_owned(),
+            port,
+            url: format!("http://127.0.0.1:{port}"),
+        };
         if !ready {
-            let _ = child.kill();
-            let _ = child.wait();
+            server.kill();
             return Err(format!("sqld did not start on port {port}"));
         }
         // Its log keeps flowing; drained so it never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
-        Ok(Sqld {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-        })
+        Ok(server)
     }
 
     /// Its URL.
@@ -91,10 +112,17 @@ impl Sqld {
         &self.url
     }
 
-    /// Stops it at once (SIGKILL), as a crash would.
+    /// Kills it at once (SIGKILL), as a crash would, and waits until it is gone.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        drop(self.stdin.take());
+        let _ = self.watchdog.wait();
+    }
+
+    /// Starts it again over the same data on the same port.
+    pub fn restart(&mut self) -> std::result::Result<(), String> {
+        self.kill();
+        *self = Sqld::start_on(&self.data, self.port)?;
+        Ok(())
     }
 }
 

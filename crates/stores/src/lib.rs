@@ -8,6 +8,7 @@
 //! its name, and whether it is local (a file this machine owns: the crash harness kills
 //! processes over local stores only).
 
+pub use mqlite_store_libsql;
 pub use mqlite_store_redb;
 pub use mqlite_store_sqlite;
 pub use mqlite_tck;
@@ -30,6 +31,10 @@ pub const STORES: &[Registered] = &[
     Registered {
         name: "redb",
         local: true,
+    },
+    Registered {
+        name: "libsql",
+        local: false,
     },
 ];
 
@@ -54,7 +59,32 @@ macro_rules! with_each_store {
             let $factory = $crate::mqlite_store_redb::tck::RedbFactory;
             $body;
         }
+        {
+            let $name: &'static str = "libsql";
+            let $factory = $crate::mqlite_store_libsql::tck::LibsqlFactory;
+            $body;
+        }
     }};
+}
+
+/// [`with_each_store!`] over the stores that can run here: a store whose server is not
+/// installed is left out, with its reason printed (the benchmarks use this; the TCK
+/// reports such a store's cases as skipped instead).
+#[macro_export]
+macro_rules! with_each_available_store {
+    ($name:ident, $factory:ident => $body:expr) => {{
+        $crate::with_each_store!($name, $factory => {
+            match $crate::mqlite_tck::StoreFactory::unavailable(&$factory) {
+                Some(why) => eprintln!("{}: left out: {why}", $name),
+                None => $body,
+            }
+        })
+    }};
+}
+
+/// Stops whatever the stores started for a run (the libSQL store's sqld servers).
+pub fn stop_servers() {
+    mqlite_store_libsql::tck::stop_servers();
 }
 
 /// Binds `$factory` to the TCK factory of the store named `$name` and evaluates
@@ -69,6 +99,10 @@ macro_rules! with_store {
             }
             "redb" => {
                 let $factory = $crate::mqlite_store_redb::tck::RedbFactory;
+                Ok($body)
+            }
+            "libsql" => {
+                let $factory = $crate::mqlite_store_libsql::tck::LibsqlFactory;
                 Ok($body)
             }
             other => Err(format!(

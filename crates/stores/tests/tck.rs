@@ -6,5 +6,7 @@ fn main() {
     let mut trials = Vec::new();
     mqlite_stores::with_each_store!(name, factory => trials.extend(mqlite_tck::trials(name, factory)));
     let args = libtest_mimic::Arguments::from_args();
-    libtest_mimic::run(&args, trials).exit()
+    let conclusion = libtest_mimic::run(&args, trials);
+    mqlite_stores::stop_servers();
+    conclusion.exit()
 }
