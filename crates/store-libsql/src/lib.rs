@@ -319,8 +319,11 @@ where
     E: From<Error> + Send + 'static,
     Fut: Future<Output = Result<R, E>>,
 {
-    let handle = tokio::runtime::Handle::try_current()
-        .map_err(|_| E::from(Error::invalid("the libSQL store runs inside a tokio runtime")))?;
+    let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+        E::from(Error::invalid(
+            "the libSQL store runs inside a tokio runtime",
+        ))
+    })?;
     let mut gone = Gone {
         flag: Arc::new(AtomicBool::new(false)),
         armed: true,

@@ -55,7 +55,8 @@ pub struct Sqld {
 
 /// The watchdog: starts sqld (`$0` and its arguments), waits for its own input to end,
 /// then kills sqld and waits for it to be gone.
-const WATCHDOG: &str = r#""$0" "$@" </dev/null & server=$!; cat >/dev/null; kill -9 "$server"; wait "$server""#;
+const WATCHDOG: &str =
+    r#""$0" "$@" </dev/null & server=$!; cat >/dev/null; kill -9 "$server"; wait "$server""#;
 
 impl Sqld {
     /// Starts sqld over `data` on a free loopback port and waits for its listening line.
