@@ -71,6 +71,7 @@ pub mod enqueue;
 pub mod exec;
 pub mod keys;
 pub mod line;
+pub mod plan;
 pub mod rows;
 pub mod schema;
 pub mod settle;

@@ -156,6 +156,7 @@ pub(crate) struct Inner {
     location: String,
     lease: Lease,
     sent: Sent,
+    retries: std::sync::atomic::AtomicU64,
     closed: AtomicBool,
 }
 
@@ -202,6 +203,7 @@ impl LibsqlStore {
             location,
             lease,
             sent: Sent::default(),
+            retries: std::sync::atomic::AtomicU64::new(0),
             closed: AtomicBool::new(false),
         });
         owner::spawn_renewal(Arc::downgrade(&inner));
@@ -258,6 +260,11 @@ impl LibsqlStore {
     /// Statements sent to the server since open (BEGIN and COMMIT included).
     pub fn statements_sent(&self) -> u64 {
         self.inner.sent.get()
+    }
+
+    /// How many times a BEGIN was retried after a transient failure since open.
+    pub fn retries(&self) -> u64 {
+        self.inner.retries.load(Ordering::Relaxed)
     }
 }
 
@@ -367,11 +374,7 @@ async fn transaction<R, E: From<Error>>(
     if gone.load(Ordering::Acquire) {
         return Err(Error::Cancelled.into());
     }
-    inner.sent.add();
-    let tx = conn
-        .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
-        .await
-        .map_err(db)?;
+    let tx = begin(inner, &conn).await?;
     if let Err(e) = inner.lease.check(&tx, &inner.sent).await {
         let _ = tx.rollback().await;
         return Err(e.into());
@@ -390,6 +393,38 @@ async fn transaction<R, E: From<Error>>(
         Err(panic) => {
             let _ = tx.rollback().await;
             std::panic::resume_unwind(panic)
+        }
+    }
+}
+
+/// How many times BEGIN is retried after a transient failure, and the first pause
+/// (doubled each time).
+const BEGIN_RETRIES: u32 = 3;
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+
+/// BEGIN IMMEDIATE, retried with backoff while the server is out of reach: nothing of
+/// the operation has run yet, so a retry cannot repeat an effect (10.3). Failures
+/// after BEGIN are not retried here: they are reported (transient before COMMIT,
+/// `OutcomeUnknown` at COMMIT) and the caller decides.
+async fn begin(inner: &Inner, conn: &libsql::Connection) -> Result<libsql::Transaction> {
+    let mut pause = FIRST_PAUSE;
+    let mut attempt = 0;
+    loop {
+        inner.sent.add();
+        match conn
+            .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
+            .await
+            .map_err(db)
+        {
+            Ok(tx) => return Ok(tx),
+            Err(e) if e.is_transient() && attempt < BEGIN_RETRIES => {
+                attempt += 1;
+                inner.retries.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(location = %inner.location, attempt, error = %e, "BEGIN failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(e) => return Err(e),
         }
     }
 }

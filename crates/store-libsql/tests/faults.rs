@@ -89,9 +89,9 @@ async fn stored(mq: &Engine<LibsqlStore>) -> Result<BTreeSet<SeqNumber>, Error> 
 }
 
 /// sqld killed (SIGKILL) and restarted mid-workload: every send answered Ok is stored;
-/// calls during the outage fail with typed errors (transient, or OutcomeUnknown for a
-/// commit sent without an answer), never a panic or a false success; calls succeed
-/// again after the restart.
+/// calls during the outage retry their BEGIN with backoff, then fail with typed errors
+/// (transient, or OutcomeUnknown for a commit sent without an answer), never a panic or
+/// a false success; calls succeed again after the restart.
 fn killed_server(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output = Outcome>>> {
     Box::pin(async move {
         let mut server = Sqld::start(&dir.path().join("sqld"))?;
@@ -102,6 +102,7 @@ fn killed_server(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output 
             acked.insert(mq.send(Q, OutMessage::new(format!("before-{i}"))).await?);
         }
         server.kill();
+        let retried = mq.store().retries();
         for i in 0..5 {
             match mq.send(Q, OutMessage::new(format!("outage-{i}"))).await {
                 Ok(seq) => {
@@ -110,6 +111,11 @@ fn killed_server(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output 
                 Err(e) if e.is_transient() || matches!(e, Error::OutcomeUnknown { .. }) => {}
                 Err(e) => return Err(format!("an untyped outage error: {e:?}").into()),
             }
+        }
+        // 10.3: each call retried its BEGIN (nothing had run) before giving up.
+        let retries = mq.store().retries() - retried;
+        if retries != 5 * 3 {
+            return Err(format!("{retries} retries for 5 failed calls (3 each expected)").into());
         }
         server.restart()?;
         for i in 0..20 {

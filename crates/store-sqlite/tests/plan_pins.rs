@@ -13,6 +13,7 @@
 use mqlite_engine_core::{
     Engine, EngineOptions, ManualClock, OrderingMode, OutMessage, QueueConfig, Store,
 };
+use mqlite_sql::plan::{CLAIM_INDEXES, INDEX_PINS, is_scan, realistic, render, uses_index};
 use mqlite_sql::{STATEMENTS, Value};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 
@@ -28,37 +29,6 @@ async fn open_store() -> (tempfile::TempDir, SqliteStore) {
     (dir, store)
 }
 
-const TOKEN: &str = "0123456789abcdef0123456789abcdef";
-
-/// A realistic value for a parameter, by its name.
-fn realistic(name: &str) -> Value {
-    let now = 1_700_000_000_000i64;
-    match name {
-        ":queue" | ":name" | ":target" => Value::from("jobs"),
-        ":topic" => Value::from("events"),
-        ":now" | ":cutoff" => Value::from(now),
-        ":max" | ":limit" => Value::from(64i64),
-        ":lock_ms" | ":delay_ms" => Value::from(30_000i64),
-        ":max_dc" => Value::from(10i64),
-        ":seq" | ":from" => Value::from(1_000i64),
-        ":token" => Value::from(TOKEN),
-        ":tokens" => Value::from(format!("[\"{TOKEN}\",\"{TOKEN}\"]")),
-        ":items" => Value::from(format!(
-            "[{{\"seq\":1000,\"token\":\"{TOKEN}\",\"id\":1000,\"line\":\"g\",\"waiting\":1}}]"
-        )),
-        ":lines" => Value::from("[{\"queue\":\"jobs\",\"line\":\"g\",\"head\":1000}]"),
-        ":keys" => Value::from("[\"id:a\",\"id:b\"]"),
-        ":ids" | ":seqs" => Value::from("[1000,1001]"),
-        ":batch" => Value::from("[{\"line\":\"g\",\"waiting\":1,\"body\":\"00ff\"}]"),
-        ":entries" => Value::from("[{\"key\":\"id:a\",\"hash\":\"h\",\"seq\":1000}]"),
-        ":state" => Value::from("dead_lettered"),
-        ":op" => Value::from("complete"),
-        ":args" | ":after" | ":filter" | ":reason" | ":description" => Value::from(""),
-        ":attempt" | ":id" | ":digest" | ":key" | ":hash" | ":token_text" => Value::from("a"),
-        _ => Value::from(1i64),
-    }
-}
-
 /// The plan of `text` with realistic values.
 async fn plan_of(text: &str) -> Vec<String> {
     let (_dir, store) = open_store().await;
@@ -68,51 +38,6 @@ async fn plan_of(text: &str) -> Vec<String> {
         .expect("EXPLAIN QUERY PLAN");
     store.close().await;
     plan
-}
-
-fn render(plan: &[String]) -> String {
-    plan.iter().map(|l| format!("    {l}\n")).collect()
-}
-
-/// Aliases the statements give the tables that grow with traffic.
-const GROWING: &[&str] = &[
-    "mqlite_messages",
-    "m",
-    "b",
-    "x",
-    "s",
-    "mqlite_dedup",
-    "d",
-    "mqlite_receipts",
-    "r",
-    "mqlite_attempts",
-    "mqlite_access_keys",
-];
-
-/// Whether a plan line walks a growing table: a SCAN of it, or a rowid range over
-/// messages (every queue's rows).
-fn is_scan(line: &str) -> bool {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    match words.as_slice() {
-        ["SCAN", alias, ..] => GROWING.contains(alias),
-        [
-            "SEARCH",
-            alias,
-            "USING",
-            "INTEGER",
-            "PRIMARY",
-            "KEY",
-            range,
-            ..,
-        ] => GROWING.contains(alias) && (range.contains("rowid>") || range.contains("rowid<")),
-        _ => false,
-    }
-}
-
-/// Whether a plan line uses the index `index` (plain or covering).
-fn uses_index(line: &str, index: &str) -> bool {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    words.windows(2).any(|w| w[0] == "INDEX" && w[1] == index)
 }
 
 /// Fails, naming the statement and printing its plan, if any line scans.
@@ -136,11 +61,7 @@ fn assert_searches(name: &str, plan: &[String], index: &str) {
 }
 
 fn text(name: &str) -> &'static str {
-    STATEMENTS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, t)| *t)
-        .unwrap_or_else(|| panic!("no statement {name}"))
+    mqlite_sql::plan::text(name).unwrap_or_else(|| panic!("no statement {name}"))
 }
 
 /// No statement the flows run scans a growing table, with realistic values bound.
@@ -184,34 +105,16 @@ async fn claim_seeks_active_index_and_one_line_index_per_probe() {
     for name in ["CLAIM", "PICK_HEADS"] {
         let plan = plan_of(text(name)).await;
         assert_no_scan(name, &plan);
-        assert_searches(name, &plan, "mqlite_msg_active");
-        assert_searches(name, &plan, "mqlite_msg_line_locked");
-        assert_searches(name, &plan, "mqlite_msg_line_deferred");
-        assert_searches(name, &plan, "mqlite_msg_line_scheduled");
+        for index in CLAIM_INDEXES {
+            assert_searches(name, &plan, index);
+        }
     }
 }
 
 /// Each sweep and each per-line step seeks the index that serves it.
 #[tokio::test]
 async fn each_statement_seeks_its_index() {
-    for (name, index) in [
-        ("REAP_TO_DLQ", "mqlite_msg_lease"),
-        ("REAP_TO_ACTIVE", "mqlite_msg_lease"),
-        ("ACTIVATE_DUE", "mqlite_msg_due"),
-        ("EXPIRE_TO_DLQ", "mqlite_msg_expiry"),
-        ("EXPIRE_DISCARD", "mqlite_msg_expiry"),
-        ("BUSY_LINES", "mqlite_msg_line"),
-        ("RELEASE_LINES", "mqlite_msg_line"),
-        ("LINE_SUCCESSORS", "mqlite_msg_line"),
-        ("DLQ_OLDEST", "mqlite_msg_dlq"),
-        ("PURGE", "mqlite_msg_dlq"),
-        ("PEEK", "mqlite_msg_queue"),
-        ("DELETE_QUEUE_MESSAGES", "mqlite_msg_queue"),
-        ("JANITOR_RECEIPTS", "mqlite_receipt_expiry"),
-        ("JANITOR_ATTEMPTS", "mqlite_attempt_expiry"),
-        ("JANITOR_DEDUP", "mqlite_dedup_expiry"),
-        ("SUB_LIST_TOPIC", "mqlite_sub_topic"),
-    ] {
+    for &(name, index) in INDEX_PINS {
         let plan = plan_of(text(name)).await;
         assert_no_scan(name, &plan);
         assert_searches(name, &plan, index);

@@ -1,0 +1,177 @@
+//! The plan pins of the SQL stores (promises 1.5, 5.6), run through a real sqld: the
+//! same statements, the same realistic values and the same expectations as the SQLite
+//! store's `plan_pins.rs` (`mqlite_sql::plan`), with `EXPLAIN QUERY PLAN` answered by
+//! the server's SQLite. Without sqld each trial is reported skipped with the reason.
+
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+
+use mqlite_engine_core::ManualClock;
+use mqlite_sql::plan::{CLAIM_INDEXES, INDEX_PINS, is_scan, realistic, render, text, uses_index};
+use mqlite_sql::{STATEMENTS, Value};
+use mqlite_store_libsql::tck::{Sqld, sqld_binary};
+use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
+
+type Check = fn(&LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>>;
+
+fn main() {
+    let args = Arguments::from_args();
+    let trials = vec![
+        trial("plans::no_statement_scans_a_growing_table", no_scans),
+        trial(
+            "plans::claim_seeks_active_index_and_one_line_index_per_probe",
+            claim,
+        ),
+        trial("plans::each_statement_seeks_its_index", each),
+        trial("plans::selected_redrive_seeks_by_key", picked),
+        trial("plans::scan_detector_sees_a_full_scan", detector),
+    ];
+    libtest_mimic::run(&args, trials).exit();
+}
+
+fn trial(name: &'static str, check: Check) -> Trial {
+    Trial::ignorable_test(name, move || {
+        if let Err(why) = sqld_binary() {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                return Err(Failed::from(format!("CI=true and {why}")));
+            }
+            return Ok(Completion::ignored_with(format!("skipped: {why}")));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| Failed::from(format!("runtime: {e}")))?;
+        let dir = tempfile::tempdir().map_err(|e| Failed::from(e.to_string()))?;
+        let failures = rt.block_on(async {
+            let server = Sqld::start(&dir.path().join("sqld"))?;
+            let clock = ManualClock::new(1_700_000_000_000).shared();
+            let store = LibsqlStore::open(LibsqlOptions::new(server.url()).clock(clock))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>(check(&store).await)
+        })?;
+        if failures.is_empty() {
+            Ok(Completion::Completed)
+        } else {
+            Err(Failed::from(failures.join("\n")))
+        }
+    })
+}
+
+async fn plan(store: &LibsqlStore, sql: &str) -> Vec<String> {
+    store
+        .explain(sql, realistic)
+        .await
+        .unwrap_or_else(|e| vec![format!("EXPLAIN failed: {e}")])
+}
+
+fn statement(name: &str) -> &'static str {
+    text(name).unwrap_or_else(|| panic!("no statement {name}"))
+}
+
+/// What is wrong with `plan` for `name`: a walk of a growing table, or an index it
+/// does not seek.
+fn misses(name: &str, plan: &[String], indexes: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    if plan.iter().any(|l| is_scan(l)) {
+        out.push(format!(
+            "{name} walks a growing table; plan:\n{}",
+            render(plan)
+        ));
+    }
+    for index in indexes {
+        if !plan
+            .iter()
+            .any(|l| l.starts_with("SEARCH ") && uses_index(l, index))
+        {
+            out.push(format!(
+                "{name} does not SEARCH {index}; plan:\n{}",
+                render(plan)
+            ));
+        }
+    }
+    out
+}
+
+fn no_scans(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>> {
+    Box::pin(async move {
+        let mut failures = Vec::new();
+        for (name, sql) in STATEMENTS {
+            failures.extend(misses(name, &plan(store, sql).await, &[]));
+        }
+        let without_state = store
+            .explain(statement("PEEK"), |n| {
+                if n == ":state" {
+                    Value::Null
+                } else {
+                    realistic(n)
+                }
+            })
+            .await
+            .unwrap_or_else(|e| vec![format!("EXPLAIN failed: {e}")]);
+        failures.extend(misses("PEEK without a state", &without_state, &[]));
+        failures
+    })
+}
+
+fn claim(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>> {
+    Box::pin(async move {
+        let mut failures = Vec::new();
+        for name in ["CLAIM", "PICK_HEADS"] {
+            failures.extend(misses(
+                name,
+                &plan(store, statement(name)).await,
+                CLAIM_INDEXES,
+            ));
+        }
+        failures
+    })
+}
+
+fn each(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>> {
+    Box::pin(async move {
+        let mut failures = Vec::new();
+        for &(name, index) in INDEX_PINS {
+            failures.extend(misses(name, &plan(store, statement(name)).await, &[index]));
+        }
+        failures
+    })
+}
+
+fn picked(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>> {
+    Box::pin(async move {
+        let plan = plan(store, statement("DLQ_PICKED")).await;
+        let by_key = plan
+            .iter()
+            .any(|l| l.starts_with("SEARCH mqlite_messages USING INTEGER PRIMARY KEY"));
+        let walks_dlq = plan.iter().any(|l| uses_index(l, "mqlite_msg_dlq"));
+        if by_key && !walks_dlq {
+            Vec::new()
+        } else {
+            vec![format!(
+                "DLQ_PICKED does not seek by key; plan:\n{}",
+                render(&plan)
+            )]
+        }
+    })
+}
+
+fn detector(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>> {
+    Box::pin(async move {
+        let mut failures = Vec::new();
+        for sql in [
+            "SELECT id FROM mqlite_messages WHERE body = x'00'",
+            "SELECT m.id FROM mqlite_messages m WHERE m.body = x'00'",
+            "SELECT id FROM mqlite_messages WHERE id > 5 AND body = x'00'",
+        ] {
+            let plan = plan(store, sql).await;
+            if !plan.iter().any(|l| is_scan(l)) {
+                failures.push(format!(
+                    "not seen as a walk: {sql}; plan:\n{}",
+                    render(&plan)
+                ));
+            }
+        }
+        failures
+    })
+}
