@@ -7,17 +7,18 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use libtest_mimic::Arguments;
 
 use mqlite_engine_core::{
     Engine, EngineOptions, Error, ManualClock, OutMessage, PeekOptions, QueueConfig, SeqNumber,
     SystemClock,
 };
-use mqlite_store_libsql::tck::{Sqld, sqld_binary};
+use mqlite_store_libsql::tck::Sqld;
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
 
-type Outcome = Result<(), Box<dyn std::error::Error>>;
-type Flow = fn(tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output = Outcome>>>;
+mod support;
+
+use support::{Outcome, trial};
 
 fn main() {
     let args = Arguments::from_args();
@@ -34,26 +35,6 @@ fn main() {
         ),
     ];
     libtest_mimic::run(&args, trials).exit();
-}
-
-fn trial(name: &'static str, flow: Flow) -> Trial {
-    Trial::ignorable_test(name, move || {
-        if let Err(why) = sqld_binary() {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                return Err(Failed::from(format!("CI=true and {why}")));
-            }
-            return Ok(Completion::ignored_with(format!("skipped: {why}")));
-        }
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| Failed::from(format!("runtime: {e}")))?;
-        let dir = tempfile::tempdir().map_err(|e| Failed::from(e.to_string()))?;
-        rt.block_on(flow(dir))
-            .map_err(|e| Failed::from(e.to_string()))?;
-        Ok(Completion::Completed)
-    })
 }
 
 const Q: &str = "q";

@@ -3,59 +3,54 @@
 //! store's `plan_pins.rs` (`mqlite_sql::plan`), with `EXPLAIN QUERY PLAN` answered by
 //! the server's SQLite. Without sqld each trial is reported skipped with the reason.
 
-use libtest_mimic::{Arguments, Completion, Failed, Trial};
+use libtest_mimic::Arguments;
 
 use mqlite_engine_core::ManualClock;
 use mqlite_sql::plan::{CLAIM_INDEXES, INDEX_PINS, is_scan, realistic, render, text, uses_index};
 use mqlite_sql::{STATEMENTS, Value};
-use mqlite_store_libsql::tck::{Sqld, sqld_binary};
+use mqlite_store_libsql::tck::Sqld;
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
 
-type Check = fn(&LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>>;
+mod support;
+
+use support::{Outcome, trial};
 
 fn main() {
     let args = Arguments::from_args();
     let trials = vec![
-        trial("plans::no_statement_scans_a_growing_table", no_scans),
+        trial("plans::no_statement_scans_a_growing_table", |d| {
+            Box::pin(pinned(d, no_scans))
+        }),
         trial(
             "plans::claim_seeks_active_index_and_one_line_index_per_probe",
-            claim,
+            |d| Box::pin(pinned(d, claim)),
         ),
-        trial("plans::each_statement_seeks_its_index", each),
-        trial("plans::selected_redrive_seeks_by_key", picked),
-        trial("plans::scan_detector_sees_a_full_scan", detector),
+        trial("plans::each_statement_seeks_its_index", |d| {
+            Box::pin(pinned(d, each))
+        }),
+        trial("plans::selected_redrive_seeks_by_key", |d| {
+            Box::pin(pinned(d, picked))
+        }),
+        trial("plans::scan_detector_sees_a_full_scan", |d| {
+            Box::pin(pinned(d, detector))
+        }),
     ];
     libtest_mimic::run(&args, trials).exit();
 }
 
-fn trial(name: &'static str, check: Check) -> Trial {
-    Trial::ignorable_test(name, move || {
-        if let Err(why) = sqld_binary() {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                return Err(Failed::from(format!("CI=true and {why}")));
-            }
-            return Ok(Completion::ignored_with(format!("skipped: {why}")));
-        }
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| Failed::from(format!("runtime: {e}")))?;
-        let dir = tempfile::tempdir().map_err(|e| Failed::from(e.to_string()))?;
-        let failures = rt.block_on(async {
-            let server = Sqld::start(&dir.path().join("sqld"))?;
-            let clock = ManualClock::new(1_700_000_000_000).shared();
-            let store = LibsqlStore::open(LibsqlOptions::new(server.url()).clock(clock))
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok::<_, String>(check(&store).await)
-        })?;
-        if failures.is_empty() {
-            Ok(Completion::Completed)
-        } else {
-            Err(Failed::from(failures.join("\n")))
-        }
-    })
+type Check = fn(&LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>>;
+
+/// Runs `check` on a store over a fresh sqld; its failures fail the trial.
+async fn pinned(dir: tempfile::TempDir, check: Check) -> Outcome {
+    let server = Sqld::start(&dir.path().join("sqld"))?;
+    let clock = ManualClock::new(1_700_000_000_000).shared();
+    let store = LibsqlStore::open(LibsqlOptions::new(server.url()).clock(clock)).await?;
+    let failures = check(&store).await;
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("\n").into())
+    }
 }
 
 async fn plan(store: &LibsqlStore, sql: &str) -> Vec<String> {

@@ -1,0 +1,111 @@
+//! Round trips per operation do not grow with the batch size: each statement the store
+//! sends is one HTTP request to the server (BEGIN, the owner's epoch check, the flow's
+//! statements, COMMIT), counted by `LibsqlStore::statements_sent`, at N = 1 and 64 for
+//! a send, a receive (peek-lock and receive-and-delete), a renew and a complete. The
+//! counts are printed; docs/libsql.md records them.
+
+mod support;
+
+use std::time::Duration;
+
+use libtest_mimic::Arguments;
+
+use mqlite_engine_core::{
+    Engine, EngineOptions, LockRef, ManualClock, OrderingMode, OutMessage, QueueConfig,
+    ReceiveMode, ReceiveOptions,
+};
+use mqlite_store_libsql::tck::Sqld;
+use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
+use support::{Outcome, trial};
+
+fn main() {
+    let args = Arguments::from_args();
+    let trials = vec![trial(
+        "round_trips::per_operation_do_not_grow_with_batch_size",
+        |d| Box::pin(flat(d)),
+    )];
+    libtest_mimic::run(&args, trials).exit();
+}
+
+/// The statements (round trips) `op` sent.
+async fn sent<T>(mq: &Engine<LibsqlStore>, op: impl Future<Output = T>) -> (u64, T) {
+    let before = mq.store().statements_sent();
+    let out = op.await;
+    (mq.store().statements_sent() - before, out)
+}
+
+fn check(what: &str, one: u64, many: u64) -> Outcome {
+    println!("{what}: round trips at N = 1: {one}, at N = 64: {many}");
+    if many > one {
+        return Err(format!("{what}: round trips grow with N: {one} at 1, {many} at 64").into());
+    }
+    Ok(())
+}
+
+async fn flat(dir: tempfile::TempDir) -> Outcome {
+    let server = Sqld::start(&dir.path().join("sqld"))?;
+    let clock = ManualClock::new(1_700_000_000_000).shared();
+    // A long lease: no renewal lands inside a measurement.
+    let store = LibsqlStore::open(
+        LibsqlOptions::new(server.url())
+            .clock(clock)
+            .lease(Duration::from_secs(600)),
+    )
+    .await?;
+    let options = EngineOptions {
+        background: false,
+        ..Default::default()
+    };
+    let mq = Engine::with_store(store, options).await?;
+    mq.create_queue("q", QueueConfig::default()).await?;
+    let strict = QueueConfig {
+        ordering_mode: OrderingMode::StrictFifo,
+        ..Default::default()
+    };
+    mq.create_queue("line", strict).await?;
+
+    let batch = |tag: &str, n: usize| -> Vec<OutMessage> {
+        (0..n)
+            .map(|i| OutMessage::new(format!("{tag}-{i}")))
+            .collect()
+    };
+    let (one, _) = sent(&mq, mq.send_batch("q", batch("a", 1))).await;
+    let (many, _) = sent(&mq, mq.send_batch("q", batch("b", 64))).await;
+    check("send_batch", one, many)?;
+    mq.send_batch("q", batch("c", 64)).await?;
+
+    let (one, a) = sent(&mq, mq.receive("q", ReceiveOptions::batch(1))).await;
+    let (many, b) = sent(&mq, mq.receive("q", ReceiveOptions::batch(64))).await;
+    let (a, b) = (a?, b?);
+    if (a.len(), b.len()) != (1, 64) {
+        return Err(format!("received {} and {}", a.len(), b.len()).into());
+    }
+    check("receive (peek-lock)", one, many)?;
+
+    let a: Vec<LockRef> = a.iter().map(LockRef::from).collect();
+    let b: Vec<LockRef> = b.iter().map(LockRef::from).collect();
+    let (one, _) = sent(&mq, mq.renew_batch("q", &a)).await;
+    let (many, _) = sent(&mq, mq.renew_batch("q", &b)).await;
+    check("renew_batch", one, many)?;
+    let (one, _) = sent(&mq, mq.complete_batch("q", &a)).await;
+    let (many, r) = sent(&mq, mq.complete_batch("q", &b)).await;
+    if !r?.iter().all(|r| r.ok) {
+        return Err("a complete of the batch failed".into());
+    }
+    check("complete_batch", one, many)?;
+
+    mq.send_batch("line", batch("l", 65)).await?;
+    let delete = |n: u32| ReceiveOptions {
+        max_messages: n,
+        mode: ReceiveMode::ReceiveAndDelete,
+        ..Default::default()
+    };
+    let (one, _) = sent(&mq, mq.receive("line", delete(1))).await;
+    let (many, got) = sent(&mq, mq.receive("line", delete(64))).await;
+    if got?.len() != 64 {
+        return Err("receive-and-delete took less than the line".into());
+    }
+    check("receive (receive-and-delete)", one, many)?;
+    mq.close().await;
+    Ok(())
+}

@@ -1,0 +1,37 @@
+//! What the libSQL store's own tests share: a trial that needs a real sqld, reported
+//! skipped with the reason when none is installed (a failure under `CI=true`), and run
+//! on a runtime of its own with a temporary directory for the server's data.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::pin::Pin;
+
+use libtest_mimic::{Completion, Failed, Trial};
+
+use mqlite_store_libsql::tck::sqld_binary;
+
+/// What a trial's body answers.
+pub type Outcome = Result<(), Box<dyn std::error::Error>>;
+/// A trial's body, given a fresh directory.
+pub type Flow = fn(tempfile::TempDir) -> Pin<Box<dyn Future<Output = Outcome>>>;
+
+/// A trial named `name` running `flow` against a real sqld.
+pub fn trial(name: &'static str, flow: Flow) -> Trial {
+    Trial::ignorable_test(name, move || {
+        if let Err(why) = sqld_binary() {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                return Err(Failed::from(format!("CI=true and {why}")));
+            }
+            return Ok(Completion::ignored_with(format!("skipped: {why}")));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| Failed::from(format!("runtime: {e}")))?;
+        let dir = tempfile::tempdir().map_err(|e| Failed::from(e.to_string()))?;
+        rt.block_on(flow(dir))
+            .map_err(|e| Failed::from(e.to_string()))?;
+        Ok(Completion::Completed)
+    })
+}
