@@ -38,7 +38,7 @@ fn main() {
     libtest_mimic::run(&args, trials).exit();
 }
 
-type Check = fn(&LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>>;
+type Check = fn(&LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + Send + '_>>;
 
 /// Runs `check` on a store over a fresh sqld; its failures fail the trial.
 async fn pinned(dir: tempfile::TempDir, check: Check) -> Outcome {
@@ -88,7 +88,9 @@ fn misses(name: &str, plan: &[String], indexes: &[&str]) -> Vec<String> {
     out
 }
 
-fn no_scans(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>> {
+fn no_scans(
+    store: &LibsqlStore,
+) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + Send + '_>> {
     Box::pin(async move {
         let mut failures = Vec::new();
         for (name, sql) in STATEMENTS {
@@ -109,7 +111,7 @@ fn no_scans(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<St
     })
 }
 
-fn claim(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>> {
+fn claim(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + Send + '_>> {
     Box::pin(async move {
         let mut failures = Vec::new();
         for name in ["CLAIM", "PICK_HEADS"] {
@@ -123,7 +125,7 @@ fn claim(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<Strin
     })
 }
 
-fn each(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>> {
+fn each(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + Send + '_>> {
     Box::pin(async move {
         let mut failures = Vec::new();
         for &(name, index) in INDEX_PINS {
@@ -133,7 +135,7 @@ fn each(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String
     })
 }
 
-fn picked(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>> {
+fn picked(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + Send + '_>> {
     Box::pin(async move {
         let plan = plan(store, statement("DLQ_PICKED")).await;
         let by_key = plan
@@ -151,7 +153,9 @@ fn picked(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<Stri
     })
 }
 
-fn detector(store: &LibsqlStore) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + '_>> {
+fn detector(
+    store: &LibsqlStore,
+) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + Send + '_>> {
     Box::pin(async move {
         let mut failures = Vec::new();
         for sql in [
