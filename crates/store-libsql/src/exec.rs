@@ -7,6 +7,7 @@ use mqlite_engine_core::Result;
 use mqlite_sql::{Executed, Params, Row, SqlExec, Value};
 
 use crate::db;
+use crate::owner::{Lease, READ_EPOCH};
 
 /// Statements sent since open (the store's work counter: the client reports no rows
 /// read, so `visits` stays 0 and the TCK's visit pins are skipped on this store).
@@ -23,10 +24,85 @@ impl Sent {
     }
 }
 
-/// Runs the shared flows' statements inside one libsql transaction.
+/// Runs the shared flows' statements in one transaction on `conn`'s stream. While
+/// `opening` holds the lease, the transaction is not open yet: BEGIN IMMEDIATE and the
+/// owner's epoch check go out in one request with the flow's first statement, which
+/// saves two round trips per operation (an epoch that moved rolls the whole
+/// transaction back).
 pub(crate) struct Exec<'t> {
-    pub(crate) tx: &'t libsql::Transaction,
+    pub(crate) conn: &'t libsql::Connection,
     pub(crate) sent: &'t Sent,
+    pub(crate) opening: Option<&'t Lease>,
+    /// Counts the retries of the opening request.
+    pub(crate) retries: Option<&'t AtomicU64>,
+}
+
+/// How many times the opening request is retried while the server is out of reach,
+/// and the first pause (doubled each time).
+const OPEN_RETRIES: u32 = 3;
+const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+impl Exec<'_> {
+    /// Whether the transaction was opened (a flow may finish without a statement).
+    pub(crate) fn opened(&self) -> bool {
+        self.opening.is_none()
+    }
+
+    /// Sends `sql` (parameters inlined), opening the transaction first when it is not
+    /// open yet; its rows, and what it changed.
+    async fn send(&mut self, sql: &str, params: Params<'_>) -> Result<(Vec<Row>, Executed)> {
+        let Some(lease) = self.opening else {
+            self.sent.add();
+            let rows = rows(self.conn, sql, params).await?;
+            return Ok((rows, self.executed()));
+        };
+        let text = format!("BEGIN IMMEDIATE; {READ_EPOCH}; {}", inline(sql, params)?);
+        let mut batch = self.open(&text).await?;
+        self.opening = None;
+        let _begin = batch.next_stmt_row();
+        let epoch = match batch.next_stmt_row() {
+            Some(Some(r)) => collect(r).await?,
+            _ => Vec::new(),
+        };
+        lease.verify(&epoch)?;
+        let rows = match batch.next_stmt_row() {
+            Some(Some(r)) => collect(r).await?,
+            _ => Vec::new(),
+        };
+        Ok((rows, self.executed()))
+    }
+
+    /// Sends the opening request, retried with backoff while the server is out of
+    /// reach (no answer: the transaction never got anywhere, nothing was committed, 10.3).
+    async fn open(&self, text: &str) -> Result<libsql::BatchRows> {
+        let mut pause = FIRST_PAUSE;
+        let mut attempt = 0;
+        loop {
+            self.sent.add();
+            match self.conn.execute_batch(text).await.map_err(db) {
+                Ok(batch) => return Ok(batch),
+                Err(e) if e.is_transient() && attempt < OPEN_RETRIES => {
+                    attempt += 1;
+                    if let Some(r) = self.retries {
+                        r.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // A fresh stream for the next try.
+                    self.conn.reset().await;
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// What the last statement changed (the stream keeps the last step's counts).
+    fn executed(&self) -> Executed {
+        Executed {
+            changes: self.conn.changes(),
+            last_insert_rowid: self.conn.last_insert_rowid(),
+        }
+    }
 }
 
 fn to_libsql(v: &Value) -> libsql::Value {
@@ -92,16 +168,18 @@ pub(crate) async fn rows(
 
 impl SqlExec for Exec<'_> {
     async fn query(&mut self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>> {
-        self.sent.add();
-        rows(self.tx, sql, params).await
+        self.send(sql, params).await.map(|(rows, _)| rows)
     }
 
     async fn execute(&mut self, sql: &'static str, params: Params<'_>) -> Result<Executed> {
+        if self.opening.is_some() {
+            return self.send(sql, params).await.map(|(_, done)| done);
+        }
         self.sent.add();
-        let changes = self.tx.execute(sql, named(params)).await.map_err(db)?;
+        let changes = self.conn.execute(sql, named(params)).await.map_err(db)?;
         Ok(Executed {
             changes,
-            last_insert_rowid: self.tx.last_insert_rowid(),
+            last_insert_rowid: self.conn.last_insert_rowid(),
         })
     }
 }

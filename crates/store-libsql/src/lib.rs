@@ -210,23 +210,15 @@ impl LibsqlStore {
         Ok(LibsqlStore { inner })
     }
 
-    /// Runs a shared flow in one transaction (see [`transaction`]), off the executor.
+    /// Runs a shared flow in one transaction (see [`flow_transaction`]), off the
+    /// executor.
     fn sql_tx<R, F>(&self, f: F) -> impl Future<Output = Result<R>> + Send + 'static
     where
         R: Send + 'static,
         F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R> + Send + 'static,
     {
         let inner = self.inner.clone();
-        off_executor(move |gone| async move {
-            transaction(&inner, &gone, async |tx, now| {
-                let mut x = Exec {
-                    tx,
-                    sent: &inner.sent,
-                };
-                f(&mut x, now).await
-            })
-            .await
-        })
+        off_executor(move |gone| async move { flow_transaction(&inner, &gone, f).await })
     }
 
     /// Runs `EXPLAIN QUERY PLAN` for `sql` on the server (plan pins), each named
@@ -298,20 +290,7 @@ fn parameter_names(sql: &str) -> Vec<&'static str> {
 /// Commits; a failure whose outcome the client cannot know (the request was sent but
 /// no answer came) is `OutcomeUnknown`, never success or plain failure (10.3).
 async fn commit(tx: libsql::Transaction) -> Result<()> {
-    match tx.commit().await {
-        Ok(()) => Ok(()),
-        Err(e) => match db(e) {
-            Error::Backend {
-                transient: true,
-                source,
-                ..
-            } => Err(Error::OutcomeUnknown {
-                backend: BACKEND,
-                source,
-            }),
-            other => Err(other),
-        },
-    }
+    tx.commit().await.map_err(|e| unknown_if_transient(db(e)))
 }
 
 /// Runs `job` on a blocking thread, driving its future there with the runtime's handle:
@@ -394,6 +373,83 @@ async fn transaction<R, E: From<Error>>(
             let _ = tx.rollback().await;
             std::panic::resume_unwind(panic)
         }
+    }
+}
+
+/// One shared flow in one transaction: BEGIN IMMEDIATE and the owner's epoch check go
+/// out with the flow's first statement ([`Exec`]); then its other statements; then
+/// COMMIT, or ROLLBACK when the flow fails or panics (the panic then goes on). A flow
+/// that sent nothing commits nothing. A call whose caller left while it waited for the
+/// connection does nothing (13.2).
+async fn flow_transaction<R, F>(inner: &Inner, gone: &AtomicBool, f: F) -> Result<R>
+where
+    F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R>,
+{
+    inner.check_open()?;
+    let conn = inner.conn.lock().await;
+    if gone.load(Ordering::Acquire) {
+        return Err(Error::Cancelled);
+    }
+    inner.lease.still_owner()?;
+    let now = inner.clock.now_ms();
+    let mut x = Exec {
+        conn: &conn,
+        sent: &inner.sent,
+        opening: Some(&inner.lease),
+        retries: Some(&inner.retries),
+    };
+    let out = CatchUnwind(Box::pin(f(&mut x, now))).await;
+    let opened = x.opened();
+    match out {
+        Ok(Ok(out)) => {
+            if opened {
+                inner.sent.add();
+                commit_stream(&conn).await?;
+            }
+            Ok(out)
+        }
+        Ok(Err(e)) => {
+            abandon_stream(&conn).await;
+            Err(e)
+        }
+        Err(panic) => {
+            abandon_stream(&conn).await;
+            std::panic::resume_unwind(panic)
+        }
+    }
+}
+
+/// COMMIT on the connection's stream; an answerless failure is `OutcomeUnknown`.
+async fn commit_stream(conn: &libsql::Connection) -> Result<()> {
+    match conn.execute("COMMIT", ()).await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            conn.reset().await;
+            Err(unknown_if_transient(db(e)))
+        }
+    }
+}
+
+/// Ends whatever transaction the stream holds, and starts the next operation on a
+/// fresh stream when the server cannot be told.
+async fn abandon_stream(conn: &libsql::Connection) {
+    if !conn.is_autocommit() && conn.execute("ROLLBACK", ()).await.is_err() {
+        conn.reset().await;
+    }
+}
+
+/// A transient (answerless) failure of a COMMIT is `OutcomeUnknown` (10.3).
+fn unknown_if_transient(e: Error) -> Error {
+    match e {
+        Error::Backend {
+            transient: true,
+            source,
+            ..
+        } => Error::OutcomeUnknown {
+            backend: BACKEND,
+            source,
+        },
+        other => other,
     }
 }
 

@@ -27,7 +27,7 @@ const WRITE_LEASE: &str = "INSERT INTO mqlite_meta (key, value)
  ON CONFLICT (key) DO UPDATE SET value = excluded.value";
 
 /// The epoch now in force.
-const READ_EPOCH: &str = "SELECT value FROM mqlite_meta WHERE key = 'owner_epoch'";
+pub(crate) const READ_EPOCH: &str = "SELECT value FROM mqlite_meta WHERE key = 'owner_epoch'";
 
 /// Moves the expiry, only while `:epoch` is still in force.
 const MOVE_UNTIL: &str = "UPDATE mqlite_meta SET value = :until
@@ -208,6 +208,20 @@ impl Lease {
         }
         sent.add();
         let found = rows(tx, READ_EPOCH, &[]).await?;
+        self.verify(&found)
+    }
+
+    /// `Deposed` once this owner knows it was deposed.
+    pub(crate) fn still_owner(&self) -> Result<()> {
+        if self.deposed.load(Ordering::Acquire) {
+            Err(self.deposed())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Judges the epoch read inside a transaction (`rows` of [`READ_EPOCH`]).
+    pub(crate) fn verify(&self, found: &[mqlite_sql::Row]) -> Result<()> {
         let current = found
             .first()
             .map(|r| r.text(0))

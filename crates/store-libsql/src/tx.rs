@@ -53,8 +53,10 @@ impl StoreTx for LibsqlTx<'_> {
     ) -> Result<Vec<EnqueueSlot>> {
         self.check_cancelled_now()?;
         let mut x = Exec {
-            tx: self.tx,
+            conn: self.tx,
             sent: self.sent,
+            opening: None,
+            retries: None,
         };
         mqlite_sql::enqueue::enqueue(&mut x, self.now, queue, messages, options).await
     }
