@@ -156,19 +156,20 @@ pub async fn claim<X: SqlExec>(
                 .zip(&tokens)
                 .map(|(r, t)| Ok(serde_json::json!({"id": r.int(0)?, "t": t.to_string()})))
                 .collect::<Result<Vec<_>>>()?;
-            let rows = x
-                .query(
-                    LOCK_PICKED,
-                    &[
-                        (":now", Value::from(now)),
-                        (":lock_ms", Value::from(cfg.lock_ms())),
-                        (
-                            ":items",
-                            Value::from(serde_json::Value::Array(items).to_string()),
-                        ),
-                    ],
-                )
-                .await?;
+            let params = [
+                (":now", Value::from(now)),
+                (":lock_ms", Value::from(cfg.lock_ms())),
+                (
+                    ":items",
+                    Value::from(serde_json::Value::Array(items).to_string()),
+                ),
+            ];
+            // Without a receive attempt to record, the lock is the flow's last statement.
+            let rows = if spec.attempt_id.is_none() {
+                x.query_last(LOCK_PICKED, &params).await?
+            } else {
+                x.query(LOCK_PICKED, &params).await?
+            };
             let mut out = rows
                 .iter()
                 .map(|r| message(r, 0))

@@ -173,4 +173,24 @@ pub trait SqlExec {
         sql: &'static str,
         params: Params<'_>,
     ) -> impl Future<Output = Result<Executed>>;
+
+    /// Runs the flow's last statement: after it the flow sends nothing more and only
+    /// reads what it returned, so a driver may commit the transaction in the same
+    /// request (a remote one saves a round trip). The default is [`SqlExec::query`].
+    fn query_last(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> impl Future<Output = Result<Vec<Row>>> {
+        self.query(sql, params)
+    }
+
+    /// [`SqlExec::execute`] for the flow's last statement (see [`SqlExec::query_last`]).
+    fn execute_last(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> impl Future<Output = Result<Executed>> {
+        self.execute(sql, params)
+    }
 }

@@ -161,30 +161,33 @@ fn pairs(rows: &[Row]) -> Result<HashSet<(i64, String)>> {
     rows.iter().map(|r| Ok((r.int(0)?, r.text(1)?))).collect()
 }
 
+/// Records a receipt per settled lock (3.2); `last` when nothing follows it in the flow.
 async fn write_receipts<X: SqlExec>(
     x: &mut X,
     now: i64,
     queue: &str,
     settlement: &Settlement,
     done: &[LockRef],
+    last: bool,
 ) -> Result<()> {
     if done.is_empty() {
         return Ok(());
     }
-    x.execute(
-        RECEIPT_INSERT,
-        &[
-            (":queue", Value::from(queue)),
-            (":op", Value::from(settlement.op())),
-            (":args", Value::from(settlement.receipt_args())),
-            (
-                ":expires_at",
-                Value::from(now.saturating_add(RECEIPT_TTL_MS)),
-            ),
-            (":items", Value::from(items_json(done))),
-        ],
-    )
-    .await?;
+    let params = [
+        (":queue", Value::from(queue)),
+        (":op", Value::from(settlement.op())),
+        (":args", Value::from(settlement.receipt_args())),
+        (
+            ":expires_at",
+            Value::from(now.saturating_add(RECEIPT_TTL_MS)),
+        ),
+        (":items", Value::from(items_json(done))),
+    ];
+    if last {
+        x.execute_last(RECEIPT_INSERT, &params).await?;
+    } else {
+        x.execute(RECEIPT_INSERT, &params).await?;
+    }
     Ok(())
 }
 
@@ -255,7 +258,7 @@ pub async fn settle<X: SqlExec>(
                 departed.add(queue, r.opt_text(0)?, !r.flag(1)?);
                 departed.release(x).await?;
             }
-            write_receipts(x, now, queue, settlement, &[lock]).await
+            write_receipts(x, now, queue, settlement, &[lock], true).await
         }
         None => {
             let replay = replays(x, now, queue, settlement, &[lock]).await?;
@@ -301,7 +304,16 @@ pub async fn complete_batch<X: SqlExec>(
     let key = |l: &LockRef| (l.seq.0, l.token.to_string());
     let (done, missed): (Vec<LockRef>, Vec<LockRef>) =
         locks.iter().partition(|l| completed.contains(&key(l)));
-    write_receipts(x, now, queue, &Settlement::Complete, &done).await?;
+    // With nothing missed, the receipts are the flow's last statement.
+    write_receipts(
+        x,
+        now,
+        queue,
+        &Settlement::Complete,
+        &done,
+        missed.is_empty(),
+    )
+    .await?;
     let replayed = replays(x, now, queue, &Settlement::Complete, &missed).await?;
     let lost: Vec<LockRef> = missed
         .into_iter()

@@ -35,6 +35,8 @@ pub(crate) struct Exec<'t> {
     pub(crate) opening: Option<&'t Lease>,
     /// Counts the retries of the opening request.
     pub(crate) retries: Option<&'t AtomicU64>,
+    /// Set once COMMIT went out with the flow's last statement.
+    pub(crate) committed: bool,
 }
 
 /// How many times the opening request is retried while the server is out of reach,
@@ -51,6 +53,7 @@ impl Exec<'_> {
     /// Sends `sql` (parameters inlined), opening the transaction first when it is not
     /// open yet; its rows, and what it changed.
     async fn send(&mut self, sql: &str, params: Params<'_>) -> Result<(Vec<Row>, Executed)> {
+        self.not_committed()?;
         let Some(lease) = self.opening else {
             self.sent.add();
             let rows = rows(self.conn, sql, params).await?;
@@ -94,6 +97,62 @@ impl Exec<'_> {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// A statement after the flow's last one would run outside its transaction.
+    fn not_committed(&self) -> Result<()> {
+        if self.committed {
+            Err(mqlite_engine_core::Error::invalid(
+                "a statement after the flow's last one: the transaction is committed",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sends the flow's last statement with COMMIT in one request (COMMIT runs only if
+    /// the statement succeeded). Its rows, and for a write what it changed (read by a
+    /// step between the two). Before the epoch check has been answered the commit
+    /// cannot go with it: then the statement opens the transaction as usual.
+    async fn send_last(
+        &mut self,
+        sql: &str,
+        params: Params<'_>,
+        write: bool,
+    ) -> Result<(Vec<Row>, Executed)> {
+        if self.opening.is_some() {
+            return self.send(sql, params).await;
+        }
+        self.not_committed()?;
+        let counts = if write {
+            "; SELECT changes(), last_insert_rowid()"
+        } else {
+            ""
+        };
+        let text = format!("{}{counts}; COMMIT", inline(sql, params)?);
+        self.sent.add();
+        let mut batch = match self.conn.execute_batch(&text).await {
+            Ok(batch) => batch,
+            // No answer: the COMMIT may have landed (10.3).
+            Err(e) => return Err(crate::unknown_if_transient(db(e))),
+        };
+        self.committed = true;
+        let rows = match batch.next_stmt_row() {
+            Some(Some(r)) => collect(r).await?,
+            _ => Vec::new(),
+        };
+        let mut done = Executed::default();
+        if write {
+            if let Some(Some(r)) = batch.next_stmt_row() {
+                if let Some(row) = collect(r).await?.first() {
+                    done = Executed {
+                        changes: u64::try_from(row.int(0)?).unwrap_or(0),
+                        last_insert_rowid: row.int(1)?,
+                    };
+                }
+            }
+        }
+        Ok((rows, done))
     }
 
     /// What the last statement changed (the stream keeps the last step's counts).
@@ -175,12 +234,25 @@ impl SqlExec for Exec<'_> {
         if self.opening.is_some() {
             return self.send(sql, params).await.map(|(_, done)| done);
         }
+        self.not_committed()?;
         self.sent.add();
         let changes = self.conn.execute(sql, named(params)).await.map_err(db)?;
         Ok(Executed {
             changes,
             last_insert_rowid: self.conn.last_insert_rowid(),
         })
+    }
+
+    async fn query_last(&mut self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>> {
+        self.send_last(sql, params, false)
+            .await
+            .map(|(rows, _)| rows)
+    }
+
+    async fn execute_last(&mut self, sql: &'static str, params: Params<'_>) -> Result<Executed> {
+        self.send_last(sql, params, true)
+            .await
+            .map(|(_, done)| done)
     }
 }
 

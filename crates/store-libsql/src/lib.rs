@@ -397,12 +397,13 @@ where
         sent: &inner.sent,
         opening: Some(&inner.lease),
         retries: Some(&inner.retries),
+        committed: false,
     };
     let out = CatchUnwind(Box::pin(f(&mut x, now))).await;
-    let opened = x.opened();
+    let (opened, committed) = (x.opened(), x.committed);
     match out {
         Ok(Ok(out)) => {
-            if opened {
+            if opened && !committed {
                 inner.sent.add();
                 commit_stream(&conn).await?;
             }
@@ -439,7 +440,7 @@ async fn abandon_stream(conn: &libsql::Connection) {
 }
 
 /// A transient (answerless) failure of a COMMIT is `OutcomeUnknown` (10.3).
-fn unknown_if_transient(e: Error) -> Error {
+pub(crate) fn unknown_if_transient(e: Error) -> Error {
     match e {
         Error::Backend {
             transient: true,

@@ -57,6 +57,7 @@ impl StoreTx for LibsqlTx<'_> {
             sent: self.sent,
             opening: None,
             retries: None,
+            committed: false,
         };
         mqlite_sql::enqueue::enqueue(&mut x, self.now, queue, messages, options).await
     }
