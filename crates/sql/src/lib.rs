@@ -69,6 +69,7 @@ pub mod admin;
 pub mod claim;
 pub mod enqueue;
 pub mod exec;
+pub mod golden;
 pub mod keys;
 pub mod line;
 pub mod plan;

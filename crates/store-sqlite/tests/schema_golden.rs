@@ -1,5 +1,7 @@
 //! The whole DDL is pinned (promise 10.2): a layout change must be deliberate, show up in
-//! review as a diff of `tests/golden/schema.sql`, and come with a new schema token.
+//! review as a diff of `crates/sql/golden/schema.sql` (the one golden file of the SQL
+//! stores; the libSQL store checks the server's copy against it too), and come with a
+//! new schema token.
 //!
 //! Run with `MQLITE_BLESS=1` to rewrite the golden file from what a fresh store creates.
 
@@ -7,11 +9,12 @@ use std::path::{Path, PathBuf};
 
 use mqlite_engine_core::{ManualClock, Store};
 use mqlite_sql as sql;
+use mqlite_sql::golden::{self, ddl_only, render, token_line};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 use rusqlite::Connection;
 
 fn golden_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/schema.sql")
+    PathBuf::from(golden::PATH)
 }
 
 /// Creates a fresh store at `dir/mq.db`, closes it, and returns the file's path.
@@ -29,46 +32,11 @@ async fn fresh_database(dir: &Path) -> PathBuf {
 /// Every schema object outside SQLite's own, as (type, name, sql).
 fn schema_rows(path: &Path) -> Vec<(String, String, Option<String>)> {
     let conn = Connection::open(path).expect("open with rusqlite");
-    let mut stmt = conn
-        .prepare(
-            "SELECT type, name, sql FROM sqlite_master \
-             WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name",
-        )
-        .expect("prepare");
+    let mut stmt = conn.prepare(golden::OBJECTS).expect("prepare");
     stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .expect("query")
         .collect::<rusqlite::Result<Vec<_>>>()
         .expect("rows")
-}
-
-/// The line of the golden file that names the token its DDL belongs to.
-fn token_line(token: &str) -> String {
-    format!("-- schema token: {token}\n")
-}
-
-fn render(rows: &[(String, String, Option<String>)]) -> String {
-    let mut out = String::from(
-        "-- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.\n\
-         -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.\n",
-    );
-    out.push_str(&token_line(sql::SCHEMA_TOKEN));
-    for (kind, name, text) in rows {
-        out.push_str(&format!("\n-- {kind} {name}\n"));
-        match text {
-            Some(text) => out.push_str(&format!("{text};\n")),
-            None => out.push_str("-- (no sql)\n"),
-        }
-    }
-    out
-}
-
-/// The golden text without its token line: the DDL alone.
-fn ddl_only(golden: &str) -> String {
-    golden
-        .lines()
-        .filter(|l| !l.starts_with("-- schema token: "))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// A fresh database's DDL equals the checked-in golden file, byte for byte, and the
