@@ -142,15 +142,14 @@ impl Exec<'_> {
             _ => Vec::new(),
         };
         let mut done = Executed::default();
-        if write {
-            if let Some(Some(r)) = batch.next_stmt_row() {
-                if let Some(row) = collect(r).await?.first() {
-                    done = Executed {
-                        changes: u64::try_from(row.int(0)?).unwrap_or(0),
-                        last_insert_rowid: row.int(1)?,
-                    };
-                }
-            }
+        if write
+            && let Some(Some(r)) = batch.next_stmt_row()
+            && let Some(row) = collect(r).await?.first()
+        {
+            done = Executed {
+                changes: u64::try_from(row.int(0)?).unwrap_or(0),
+                last_insert_rowid: row.int(1)?,
+            };
         }
         Ok((rows, done))
     }
