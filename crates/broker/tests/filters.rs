@@ -9,30 +9,6 @@ use mqlite_broker::wire::*;
 use mqlite_broker::{ClientError, Rpc};
 
 impl World {
-    async fn topic(&self, name: &str) {
-        self.create_queue(
-            name,
-            WireQueueConfig {
-                kind: Some("topic".into()),
-                ..Default::default()
-            },
-        )
-        .await;
-    }
-
-    async fn subscribe(&self, topic: &str, name: &str, expr: &str) -> Result<Empty, ClientError> {
-        self.client
-            .call(
-                Rpc::Subscribe,
-                &SubscribeRequest {
-                    topic: topic.into(),
-                    name: name.into(),
-                    filter: (!expr.is_empty()).then(|| FilterSpec { expr: expr.into() }),
-                },
-            )
-            .await
-    }
-
     async fn subscriptions(&self) -> Vec<(String, String, String)> {
         let r: SubscriptionsResponse = self
             .client
@@ -106,7 +82,7 @@ fn message(body: &str, properties: &[(&str, &str)]) -> WireMessage {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filtered_subscription_takes_only_the_matching_messages_sent_to_its_topic() {
     let w = world().await;
-    w.topic("orders").await;
+    w.create_topic("orders").await;
     w.subscribe("orders", "big", "body_json.amount > 100")
         .await
         .expect("Subscribe big");
@@ -174,7 +150,7 @@ async fn a_filtered_subscription_takes_only_the_matching_messages_sent_to_its_to
 
     // A topic whose only subscription is filtered: a message it refuses is a valid
     // no-op, reported as sequence number 0.
-    w.topic("alerts").await;
+    w.create_topic("alerts").await;
     w.subscribe("alerts", "pager", r#"body_json.level == "high""#)
         .await
         .expect("Subscribe pager");
@@ -365,7 +341,7 @@ async fn test_filter_refuses_a_sample_larger_than_a_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribe_with_an_invalid_filter_is_400_and_stores_nothing() {
     let w = world().await;
-    w.topic("orders").await;
+    w.create_topic("orders").await;
     w.subscribe("orders", "big", "body_json.amount > 100")
         .await
         .expect("Subscribe");
@@ -404,7 +380,7 @@ async fn subscribe_with_an_invalid_filter_is_400_and_stores_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsubscribe_deletes_the_subscription_and_404s_when_there_is_none() {
     let w = world().await;
-    w.topic("orders").await;
+    w.create_topic("orders").await;
     w.create_queue("plain", WireQueueConfig::default()).await;
     w.subscribe("orders", "audit", "").await.expect("Subscribe");
     w.send("orders", &["kept?"]).await;

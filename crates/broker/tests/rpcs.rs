@@ -193,26 +193,8 @@ async fn admin_and_auth_service_happy_paths() {
     .await;
     // An upsert of the same name and kind is fine.
     w.create_queue("orders", WireQueueConfig::default()).await;
-    w.create_queue(
-        "events",
-        WireQueueConfig {
-            kind: Some("topic".into()),
-            ..Default::default()
-        },
-    )
-    .await;
-    let _: Empty = w
-        .client
-        .call(
-            Rpc::Subscribe,
-            &SubscribeRequest {
-                topic: "events".into(),
-                name: "audit".into(),
-                filter: None,
-            },
-        )
-        .await
-        .expect("Subscribe");
+    w.create_topic("events").await;
+    w.subscribe("events", "audit", "").await.expect("Subscribe");
     let subs: SubscriptionsResponse = w
         .client
         .call(Rpc::ListSubscriptions, &Empty {})
@@ -500,18 +482,7 @@ async fn whoami_names_the_caller_and_its_permissions() {
     let me: WhoAmIResponse = w.client.call(Rpc::WhoAmI, &Empty {}).await.expect("admin");
     assert_eq!(me.principal, "admin");
     assert_eq!(me.permissions, ["send", "listen", "manage"]);
-    let key: WireKey = w
-        .client
-        .call(
-            Rpc::CreateKey,
-            &CreateKeyRequest {
-                name: "watcher".into(),
-                permissions: vec!["listen".into()],
-                ..Default::default()
-            },
-        )
-        .await
-        .expect("CreateKey");
+    let key = w.create_key("watcher", &["listen"]).await;
     let as_key = w.client.with_token(Some(key.token.clone()));
     let me: WhoAmIResponse = as_key.call(Rpc::WhoAmI, &Empty {}).await.expect("key");
     assert_eq!(

@@ -341,29 +341,23 @@ pub async fn purge<X: SqlExec>(x: &mut X, now: i64, queue: &str, o: &PurgeOption
     .changes)
 }
 
-/// What [`status`] reads: the token, the counts and the size.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StatusCounts {
-    /// The schema guard token.
-    pub schema_token: String,
-    /// Queues.
-    pub queues: u64,
-    /// Topics.
-    pub topics: u64,
-    /// Subscriptions.
-    pub subscriptions: u64,
-    /// Bytes of the database.
-    pub size_bytes: Option<u64>,
-}
-
-/// The store's self-description, in one statement.
-pub async fn status<X: SqlExec>(x: &mut X) -> Result<StatusCounts> {
+/// The store's self-description, in one statement: the token, the counts and the size
+/// read here, beside what the store says of itself.
+pub async fn status<X: SqlExec>(
+    x: &mut X,
+    backend: &'static str,
+    location: String,
+    remote: bool,
+) -> Result<mqlite_engine_core::StoreStatus> {
     let rows = x.query(STATUS, &[]).await?;
     let r = rows
         .first()
         .ok_or_else(|| Error::invalid("status returned no row"))?;
     let n = |v: i64| v.max(0) as u64;
-    Ok(StatusCounts {
+    Ok(mqlite_engine_core::StoreStatus {
+        backend,
+        location,
+        remote,
         schema_token: r.opt_text(0)?.unwrap_or_default(),
         queues: n(r.int(1)?),
         topics: n(r.int(2)?),

@@ -546,19 +546,7 @@ impl Store for LibsqlStore {
 
     fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
         let location = self.inner.location.clone();
-        self.sql_tx(async move |x, _| {
-            let c = sql::admin::status(x).await?;
-            Ok(StoreStatus {
-                backend: BACKEND,
-                location,
-                remote: true,
-                schema_token: c.schema_token,
-                size_bytes: c.size_bytes,
-                queues: c.queues,
-                topics: c.topics,
-                subscriptions: c.subscriptions,
-            })
-        })
+        self.sql_tx(async move |x, _| sql::admin::status(x, BACKEND, location, true).await)
     }
 
     fn close(&self) -> impl Future<Output = ()> + Send {

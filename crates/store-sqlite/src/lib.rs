@@ -274,19 +274,7 @@ impl Store for SqliteStore {
             .path
             .as_ref()
             .map_or_else(|| ":memory:".to_owned(), |p| p.display().to_string());
-        self.sql_tx(async move |x, _| {
-            let c = sql::admin::status(x).await?;
-            Ok(StoreStatus {
-                backend: BACKEND,
-                location,
-                remote: false,
-                schema_token: c.schema_token,
-                size_bytes: c.size_bytes,
-                queues: c.queues,
-                topics: c.topics,
-                subscriptions: c.subscriptions,
-            })
-        })
+        self.sql_tx(async move |x, _| sql::admin::status(x, BACKEND, location, false).await)
     }
 
     fn close(&self) -> impl Future<Output = ()> + Send {

@@ -57,6 +57,48 @@ impl World {
             .expect("CreateQueue");
     }
 
+    pub async fn create_topic(&self, name: &str) {
+        let config = WireQueueConfig {
+            kind: Some("topic".into()),
+            ..Default::default()
+        };
+        self.create_queue(name, config).await;
+    }
+
+    /// Subscribes `name` to `topic` with the filter `expr` (empty: every message).
+    pub async fn subscribe(
+        &self,
+        topic: &str,
+        name: &str,
+        expr: &str,
+    ) -> Result<Empty, ClientError> {
+        self.client
+            .call(
+                Rpc::Subscribe,
+                &SubscribeRequest {
+                    topic: topic.into(),
+                    name: name.into(),
+                    filter: (!expr.is_empty()).then(|| FilterSpec { expr: expr.into() }),
+                },
+            )
+            .await
+    }
+
+    /// A managed access key with these permissions (its token is in the answer).
+    pub async fn create_key(&self, name: &str, permissions: &[&str]) -> WireKey {
+        self.client
+            .call(
+                Rpc::CreateKey,
+                &CreateKeyRequest {
+                    name: name.into(),
+                    permissions: permissions.iter().map(|p| (*p).to_owned()).collect(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("CreateKey")
+    }
+
     pub async fn send(&self, queue: &str, bodies: &[&str]) -> Vec<i64> {
         let r: SendResponse = self
             .client

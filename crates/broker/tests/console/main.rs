@@ -216,18 +216,7 @@ fn listen_only(
         w.create_queue("orders", cfg).await;
         w.send("orders", &["x", "y"]).await;
         let dead = dead_letter(&w, "orders", 1, "Broken").await;
-        let key: WireKey = w
-            .client
-            .call(
-                Rpc::CreateKey,
-                &CreateKeyRequest {
-                    name: "watcher".into(),
-                    permissions: vec!["listen".into()],
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| format!("CreateKey: {e}"))?;
+        let key = w.create_key("watcher", &["listen"]).await;
         login(&s, &w, &key.token).await?;
         // Not allowed to list queues: the page says so and offers to open one by name.
         s.type_into("#open-queue", "orders").await?;
@@ -283,26 +272,8 @@ fn topics_and_keys(
     s: Session,
 ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Outcome>>> {
     Box::pin(async move {
-        w.create_queue(
-            "events",
-            WireQueueConfig {
-                kind: Some("topic".into()),
-                ..Default::default()
-            },
-        )
-        .await;
-        let _: Empty = w
-            .client
-            .call(
-                Rpc::Subscribe,
-                &SubscribeRequest {
-                    topic: "events".into(),
-                    name: "big".into(),
-                    filter: Some(FilterSpec {
-                        expr: "(body_json.amount ?? 0) > 100".into(),
-                    }),
-                },
-            )
+        w.create_topic("events").await;
+        w.subscribe("events", "big", "(body_json.amount ?? 0) > 100")
             .await
             .map_err(|e| format!("Subscribe: {e}"))?;
         w.send("events", &[r#"{"amount":500}"#, r#"{"amount":5}"#])
