@@ -250,20 +250,61 @@ fn trials_via<A: Access>(store: &str, access: A) -> Vec<Trial> {
         .map(|case| {
             let access = access.clone();
             let name = format!("{store}::{}::{}", access.label(), case.name);
-            Trial::ignorable_test(name, move || {
-                if let Some(reason) = access.factory().unavailable() {
-                    if std::env::var("CI").is_ok_and(|v| v == "true") {
-                        return Err(Failed::from(format!("CI=true and {reason}")));
-                    }
-                    return Ok(Completion::ignored_with(format!("skipped: {reason}")));
-                }
-                if let Some(reason) = case.needs.iter().find_map(|c| access.unsupported(*c)) {
-                    return Ok(Completion::ignored_with(format!("skipped: {reason}")));
-                }
-                run_case(access, case.run).map(|()| Completion::Completed)
+            Trial::ignorable_test(name, move || match verdict(&access, &case) {
+                Verdict::Pass => Ok(Completion::Completed),
+                Verdict::Skip(reason) => Ok(Completion::ignored_with(format!("skipped: {reason}"))),
+                Verdict::Fail(why) => Err(Failed::from(why)),
             })
         })
         .collect()
+}
+
+/// What became of one case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// It ran and held.
+    Pass,
+    /// It could not run on this store, for this reason.
+    Skip(String),
+    /// It ran and failed: the first failing assertion or error.
+    Fail(String),
+}
+
+/// Runs `case` through `access` (unless the store cannot run it), with the store's
+/// consistency check after a pass. A store that cannot run here at all skips every
+/// case, and fails it under `CI=true`.
+pub(crate) fn verdict<A: Access>(access: &Arc<A>, case: &Case<A>) -> Verdict {
+    if let Some(reason) = access.factory().unavailable() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            return Verdict::Fail(format!("CI=true and {reason}"));
+        }
+        return Verdict::Skip(reason);
+    }
+    if let Some(reason) = case.needs.iter().find_map(|c| access.unsupported(*c)) {
+        return Verdict::Skip(reason.to_owned());
+    }
+    let access = access.clone();
+    let run = case.run;
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_case(access, run))) {
+        Ok(Ok(())) => Verdict::Pass,
+        Ok(Err(failed)) => Verdict::Fail(
+            failed
+                .message()
+                .map_or_else(|| "failed".to_owned(), str::to_owned),
+        ),
+        Err(panic) => Verdict::Fail(panic_text(panic.as_ref())),
+    }
+}
+
+/// A panic's message.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "the case panicked".to_owned()
+    }
 }
 
 fn run_case<F: Access>(factory: Arc<F>, run: CaseFn<F>) -> std::result::Result<(), Failed> {

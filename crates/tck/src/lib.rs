@@ -14,9 +14,12 @@
 
 pub mod cases;
 mod harness;
+pub mod report;
 
 pub use harness::{
-    Access, Capability, Case, Ctx, Erased, START_MS, StoreFactory, TckResult, Typed, run, trials,
+    Access, Capability, Case, Ctx, Erased, START_MS, StoreFactory, TckResult, Typed, Verdict, run,
+    trials,
 };
+pub use report::{ReportCard, grade};
 
 pub use mqlite_engine_core::ManualClock;
