@@ -6,8 +6,9 @@
 #   scripts/report-cards.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --quiet -p mqlite-tck-cli
-tck="${CARGO_TARGET_DIR:-target}/debug/mqlite-tck"
+# Release: the cards carry the short benchmark's ratios to the SQLite store.
+cargo build --quiet --release -p mqlite-tck-cli
+tck="${CARGO_TARGET_DIR:-target}/release/mqlite-tck"
 cards="$(mktemp)"
 trap 'rm -f "$cards"' EXIT
 for store in sqlite redb libsql; do

@@ -250,3 +250,28 @@ fn broken_stores_fail_exactly_what_they_break() {
         );
     }
 }
+
+/// The short benchmark runs on a store and lands on the card as ratios to SQLite (its
+/// numbers are a quick look; only that it measured something is asserted).
+#[test]
+fn the_short_benchmark_lands_on_the_card() {
+    let store = mqlite_tck::bench::measure(&SqliteFactory).expect("measured");
+    assert!(store.send_per_sec > 0.0 && store.drain_per_sec > 0.0);
+    assert!(store.claim_beside_blocked > std::time::Duration::ZERO);
+    let card = ReportCard {
+        store: "sqlite".into(),
+        results: Vec::new(),
+        bench: Some(mqlite_tck::bench::Beside {
+            store,
+            sqlite: store,
+        }),
+    };
+    let md = card.to_markdown();
+    assert!(md.contains("| send (one message) |"), "{md}");
+    assert!(md.contains("| 1.00 |"), "{md}");
+    assert!(
+        card.to_json().contains("\"ratio\": 1.0"),
+        "{}",
+        card.to_json()
+    );
+}

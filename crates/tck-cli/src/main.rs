@@ -30,6 +30,10 @@ struct Args {
     /// No progress bar (it is drawn only on a terminal anyway).
     #[arg(long)]
     quiet: bool,
+
+    /// Leave out the short benchmark (a few seconds on the store and on SQLite).
+    #[arg(long)]
+    no_bench: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -83,6 +87,24 @@ fn bar(done: usize, total: usize, case: &str) {
     let _ = err.flush();
 }
 
+/// The short benchmark on the store and on the SQLite store, or None (with the reason
+/// on stderr) when it could not run.
+fn beside_sqlite<F: mqlite_tck::StoreFactory>(factory: &F) -> Option<mqlite_tck::bench::Beside> {
+    eprintln!("mqlite-tck: the short benchmark (a few seconds)");
+    let measured = mqlite_tck::bench::measure(factory).and_then(|store| {
+        let sqlite = mqlite_stores::mqlite_store_sqlite::tck::SqliteFactory;
+        mqlite_tck::bench::measure(&sqlite)
+            .map(|sqlite| mqlite_tck::bench::Beside { store, sqlite })
+    });
+    match measured {
+        Ok(b) => Some(b),
+        Err(e) => {
+            eprintln!("mqlite-tck: the short benchmark did not run: {e}");
+            None
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let name = match registered(&args.store) {
@@ -101,9 +123,15 @@ fn main() -> ExitCode {
             bar(done, total, case);
         }
     };
-    let card = mqlite_stores::with_store!(name, factory => mqlite_tck::grade(name, factory, &mut progress));
+    let graded = mqlite_stores::with_store!(name, factory => {
+        let mut card = mqlite_tck::grade(name, factory, &mut progress);
+        if !args.no_bench {
+            card.bench = beside_sqlite(&factory);
+        }
+        card
+    });
     mqlite_stores::stop_servers();
-    let card = match card {
+    let card = match graded {
         Ok(card) => card,
         Err(e) => {
             eprintln!("mqlite-tck: {e}");

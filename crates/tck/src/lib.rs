@@ -12,6 +12,7 @@
 //! Every case drives a [`ManualClock`]; none sleeps. A case a store cannot run is
 //! reported as ignored with its reason, never passed.
 
+pub mod bench;
 pub mod cases;
 mod harness;
 pub mod report;

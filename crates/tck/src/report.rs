@@ -197,6 +197,8 @@ pub struct ReportCard {
     pub store: String,
     /// Every case, both paths.
     pub results: Vec<CaseResult>,
+    /// The short benchmark beside the SQLite store, when it was run.
+    pub bench: Option<crate::bench::Beside>,
 }
 
 /// Runs every case against `factory`'s store through both engines and returns the
@@ -217,6 +219,7 @@ pub fn grade<F: StoreFactory + Clone>(
     ReportCard {
         store: store.to_owned(),
         results,
+        bench: None,
     }
 }
 
@@ -325,6 +328,16 @@ impl ReportCard {
         for (pin, g) in self.cost_pins() {
             let _ = writeln!(out, "| `{pin}` | {} | {} |", g.word(), cell(&g));
         }
+        if let Some(b) = &self.bench {
+            let _ = writeln!(
+                out,
+                "\n| short benchmark | {} | SQLite, same run | × SQLite |\n|---|---|---|---|",
+                self.store
+            );
+            for (path, store, sqlite, ratio) in b.rows() {
+                let _ = writeln!(out, "| {path} | {store} | {sqlite} | {ratio:.2} |");
+            }
+        }
         out
     }
 
@@ -368,6 +381,15 @@ impl ReportCard {
                 .map(|(p, g)| (p.to_owned(), g))
                 .collect(),
         );
+        if let Some(b) = &self.bench {
+            let _ = writeln!(
+                out,
+                "\nshort benchmark (× the SQLite store's speed, same run)"
+            );
+            for (path, store, sqlite, ratio) in b.rows() {
+                let _ = writeln!(out, "  {ratio:>6.2}x  {path}: {store} (SQLite {sqlite})");
+            }
+        }
         out
     }
 
@@ -388,6 +410,9 @@ impl ReportCard {
             "cost_pins": self.cost_pins().iter().map(|(p, g)| {
                 serde_json::json!({"case": p, "grade": grade(g)})
             }).collect::<Vec<_>>(),
+            "bench": self.bench.map(|b| b.rows().into_iter().map(|(path, store, sqlite, ratio)| {
+                serde_json::json!({"path": path, "store": store, "sqlite": sqlite, "ratio": ratio})
+            }).collect::<Vec<_>>()),
             "cases": self.results.iter().map(|r| {
                 let (verdict, detail) = match &r.verdict {
                     Verdict::Pass => ("pass", String::new()),
@@ -427,6 +452,7 @@ mod tests {
     fn grades_follow_the_cases_behind_them() {
         let card = ReportCard {
             store: "toy".into(),
+            bench: None,
             results: vec![
                 result("p1_1_a", Verdict::Pass),
                 result("p1_2_b", Verdict::Fail("assertion failed: x\nmore".into())),
