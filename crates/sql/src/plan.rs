@@ -119,3 +119,65 @@ pub fn text(name: &str) -> Option<&'static str> {
         .find(|(n, _)| *n == name)
         .map(|(_, t)| *t)
 }
+
+/// The indexes statement `name` must seek (none: it must only not walk a growing
+/// table).
+pub fn pinned_indexes(name: &str) -> Vec<&'static str> {
+    match name {
+        "CLAIM" | "PICK_HEADS" => CLAIM_INDEXES.to_vec(),
+        _ => INDEX_PINS
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .map(|(_, i)| *i)
+            .collect(),
+    }
+}
+
+/// What is wrong with `plan` for statement `name`: a walk of a growing table, or an
+/// index of `indexes` it does not seek. Empty: the plan holds.
+pub fn misses(name: &str, plan: &[String], indexes: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    if plan.iter().any(|l| is_scan(l)) {
+        out.push(format!(
+            "{name} walks a growing table; plan:\n{}",
+            render(plan)
+        ));
+    }
+    for index in indexes {
+        if !plan
+            .iter()
+            .any(|l| l.starts_with("SEARCH ") && uses_index(l, index))
+        {
+            out.push(format!(
+                "{name} does not SEARCH {index}; plan:\n{}",
+                render(plan)
+            ));
+        }
+    }
+    out
+}
+
+/// Judges every statement's plan, as `explain` answers it (realistic values bound): a
+/// verdict per statement, `Err` with what is wrong. The report card's plan pins.
+pub async fn judge_all<E, Fut>(mut explain: E) -> Vec<(&'static str, Result<(), String>)>
+where
+    E: FnMut(&'static str) -> Fut,
+    Fut: Future<Output = mqlite_engine_core::Result<Vec<String>>>,
+{
+    let mut out = Vec::new();
+    for (name, sql) in crate::STATEMENTS {
+        let verdict = match explain(sql).await {
+            Ok(plan) => {
+                let wrong = misses(name, &plan, &pinned_indexes(name));
+                if wrong.is_empty() {
+                    Ok(())
+                } else {
+                    Err(wrong.join("\n"))
+                }
+            }
+            Err(e) => Err(format!("EXPLAIN failed: {e}")),
+        };
+        out.push((*name, verdict));
+    }
+    out
+}

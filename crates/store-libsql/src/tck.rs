@@ -282,6 +282,27 @@ impl StoreFactory for LibsqlFactory {
             .collect()
     }
 
+    async fn plan_pins(&self, dir: &Path) -> Vec<(String, std::result::Result<(), String>)> {
+        let dir = dir.to_owned();
+        let url = match tokio::task::spawn_blocking(move || server_for(&dir)).await {
+            Ok(Ok(url)) => url,
+            Ok(Err(e)) => return vec![("plans".into(), Err(format!("sqld: {e}")))],
+            Err(e) => return vec![("plans".into(), Err(format!("sqld: {e}")))],
+        };
+        let store = match LibsqlStore::open(LibsqlOptions::new(url)).await {
+            Ok(s) => s,
+            Err(e) => return vec![("plans".into(), Err(format!("open: {e}")))],
+        };
+        let verdicts =
+            mqlite_sql::plan::judge_all(|sql| store.explain(sql, mqlite_sql::plan::realistic))
+                .await;
+        mqlite_engine_core::Store::close(&store).await;
+        verdicts
+            .into_iter()
+            .map(|(n, v)| (n.to_owned(), v))
+            .collect()
+    }
+
     fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {
         let verdict = with_connection(dir, async |conn| {
             let found = rows(conn, "PRAGMA integrity_check", &[]).await?;

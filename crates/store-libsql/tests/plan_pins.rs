@@ -6,7 +6,9 @@
 use libtest_mimic::Arguments;
 
 use mqlite_engine_core::ManualClock;
-use mqlite_sql::plan::{CLAIM_INDEXES, INDEX_PINS, is_scan, realistic, render, text, uses_index};
+use mqlite_sql::plan::{
+    CLAIM_INDEXES, INDEX_PINS, is_scan, misses, realistic, render, text, uses_index,
+};
 use mqlite_sql::{STATEMENTS, Value};
 use mqlite_store_libsql::tck::Sqld;
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
@@ -62,30 +64,6 @@ async fn plan(store: &LibsqlStore, sql: &str) -> Vec<String> {
 
 fn statement(name: &str) -> &'static str {
     text(name).unwrap_or_else(|| panic!("no statement {name}"))
-}
-
-/// What is wrong with `plan` for `name`: a walk of a growing table, or an index it
-/// does not seek.
-fn misses(name: &str, plan: &[String], indexes: &[&str]) -> Vec<String> {
-    let mut out = Vec::new();
-    if plan.iter().any(|l| is_scan(l)) {
-        out.push(format!(
-            "{name} walks a growing table; plan:\n{}",
-            render(plan)
-        ));
-    }
-    for index in indexes {
-        if !plan
-            .iter()
-            .any(|l| l.starts_with("SEARCH ") && uses_index(l, index))
-        {
-            out.push(format!(
-                "{name} does not SEARCH {index}; plan:\n{}",
-                render(plan)
-            ));
-        }
-    }
-    out
 }
 
 fn no_scans(

@@ -90,6 +90,22 @@ impl StoreFactory for SqliteFactory {
             .map_err(db)
     }
 
+    async fn plan_pins(&self, dir: &Path) -> Vec<(String, std::result::Result<(), String>)> {
+        let path = Self::db_path(dir).to_string_lossy().into_owned();
+        let store = match SqliteStore::open(SqliteOptions::new(path)).await {
+            Ok(s) => s,
+            Err(e) => return vec![("plans".into(), Err(format!("open: {e}")))],
+        };
+        let verdicts =
+            mqlite_sql::plan::judge_all(|sql| store.explain(sql, mqlite_sql::plan::realistic))
+                .await;
+        mqlite_engine_core::Store::close(&store).await;
+        verdicts
+            .into_iter()
+            .map(|(n, v)| (n.to_owned(), v))
+            .collect()
+    }
+
     fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {
         if !Self::db_path(dir).exists() {
             return Ok(None);

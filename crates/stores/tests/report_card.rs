@@ -165,6 +165,10 @@ impl StoreFactory for BrokenFactory {
     fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {
         SqliteFactory.integrity_check(dir)
     }
+
+    async fn plan_pins(&self, dir: &Path) -> Vec<(String, std::result::Result<(), String>)> {
+        SqliteFactory.plan_pins(dir).await
+    }
 }
 
 fn card(name: &str, flaw: Flaw) -> ReportCard {
@@ -261,6 +265,7 @@ fn the_short_benchmark_lands_on_the_card() {
     let card = ReportCard {
         store: "sqlite".into(),
         results: Vec::new(),
+        plans: Vec::new(),
         bench: Some(mqlite_tck::bench::Beside {
             store,
             sqlite: store,

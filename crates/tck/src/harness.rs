@@ -54,6 +54,18 @@ pub trait StoreFactory: Send + Sync + 'static {
         None
     }
 
+    /// The store's query-plan pins, for the report card's cost pins: each statement
+    /// with `Err` saying what is wrong with its plan (a walk of a growing table, an index
+    /// it does not seek), run on a fresh database in `dir`. Stores without a query
+    /// planner have none (the default).
+    fn plan_pins(
+        &self,
+        dir: &Path,
+    ) -> impl Future<Output = Vec<(String, std::result::Result<(), String>)>> + Send {
+        let _ = dir;
+        std::future::ready(Vec::new())
+    }
+
     /// Rewrites the schema guard token of the (closed) database in `dir` to `token`
     /// (only called when [`Capability::SchemaGuard`] is supported).
     fn set_schema_token(&self, dir: &Path, token: &str) -> Result<()>;
