@@ -159,7 +159,7 @@ pub fn misses(name: &str, plan: &[String], indexes: &[&str]) -> Vec<String> {
 
 /// Judges every statement's plan, as `explain` answers it (realistic values bound): a
 /// verdict per statement, `Err` with what is wrong. The report card's plan pins.
-pub async fn judge_all<E, Fut>(mut explain: E) -> Vec<(&'static str, Result<(), String>)>
+pub async fn judge_all<E, Fut>(mut explain: E) -> Vec<(String, Result<(), String>)>
 where
     E: FnMut(&'static str) -> Fut,
     Fut: Future<Output = mqlite_engine_core::Result<Vec<String>>>,
@@ -177,7 +177,7 @@ where
             }
             Err(e) => Err(format!("EXPLAIN failed: {e}")),
         };
-        out.push((*name, verdict));
+        out.push(((*name).to_owned(), verdict));
     }
     out
 }

@@ -298,9 +298,6 @@ impl StoreFactory for LibsqlFactory {
                 .await;
         mqlite_engine_core::Store::close(&store).await;
         verdicts
-            .into_iter()
-            .map(|(n, v)| (n.to_owned(), v))
-            .collect()
     }
 
     fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {

@@ -101,9 +101,6 @@ impl StoreFactory for SqliteFactory {
                 .await;
         mqlite_engine_core::Store::close(&store).await;
         verdicts
-            .into_iter()
-            .map(|(n, v)| (n.to_owned(), v))
-            .collect()
     }
 
     fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {
