@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates the "Report cards" section of docs/backends.md: every registered store
+# Regenerates the report cards in docs/backends.md ("Grades from the kit"): every registered store
 # graded by `mqlite-tck --output markdown`, spliced between the section's markers. The
 # libSQL card needs sqld (scripts/install-sqld.sh).
 #
