@@ -39,10 +39,45 @@ pub(crate) struct Exec<'t> {
     pub(crate) committed: bool,
 }
 
-/// How many times the opening request is retried while the server is out of reach,
-/// and the first pause (doubled each time).
+/// How many times a request that opens a transaction is retried while the server is
+/// out of reach, and the first pause (doubled each time).
 const OPEN_RETRIES: u32 = 3;
 const FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Sends a request that opens a transaction (`send`), retried with backoff while the
+/// server is out of reach: no answer means the transaction never got anywhere and
+/// nothing was committed, so a retry cannot repeat an effect (10.3). Each retry starts
+/// on a fresh stream and is counted in `retries`. Failures after the opening are not
+/// retried: they are reported (transient before COMMIT, `OutcomeUnknown` at COMMIT).
+pub(crate) async fn opening<T, Fut>(
+    conn: &libsql::Connection,
+    sent: &Sent,
+    retries: Option<&AtomicU64>,
+    mut send: impl FnMut() -> Fut,
+) -> Result<T>
+where
+    Fut: Future<Output = std::result::Result<T, libsql::Error>>,
+{
+    let mut pause = FIRST_PAUSE;
+    let mut attempt = 0;
+    loop {
+        sent.add();
+        match send().await.map_err(db) {
+            Ok(out) => return Ok(out),
+            Err(e) if e.is_transient() && attempt < OPEN_RETRIES => {
+                attempt += 1;
+                if let Some(r) = retries {
+                    r.fetch_add(1, Ordering::Relaxed);
+                }
+                tracing::debug!(attempt, error = %e, "the server is out of reach; retrying");
+                conn.reset().await;
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
 
 impl Exec<'_> {
     /// Whether the transaction was opened (a flow may finish without a statement).
@@ -60,7 +95,10 @@ impl Exec<'_> {
             return Ok((rows, self.executed()));
         };
         let text = format!("BEGIN IMMEDIATE; {READ_EPOCH}; {}", inline(sql, params)?);
-        let mut batch = self.open(&text).await?;
+        let mut batch = opening(self.conn, self.sent, self.retries, || {
+            self.conn.execute_batch(&text)
+        })
+        .await?;
         self.opening = None;
         let _begin = batch.next_stmt_row();
         let epoch = match batch.next_stmt_row() {
@@ -73,30 +111,6 @@ impl Exec<'_> {
             _ => Vec::new(),
         };
         Ok((rows, self.executed()))
-    }
-
-    /// Sends the opening request, retried with backoff while the server is out of
-    /// reach (no answer: the transaction never got anywhere, nothing was committed, 10.3).
-    async fn open(&self, text: &str) -> Result<libsql::BatchRows> {
-        let mut pause = FIRST_PAUSE;
-        let mut attempt = 0;
-        loop {
-            self.sent.add();
-            match self.conn.execute_batch(text).await.map_err(db) {
-                Ok(batch) => return Ok(batch),
-                Err(e) if e.is_transient() && attempt < OPEN_RETRIES => {
-                    attempt += 1;
-                    if let Some(r) = self.retries {
-                        r.fetch_add(1, Ordering::Relaxed);
-                    }
-                    // A fresh stream for the next try.
-                    self.conn.reset().await;
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                Err(e) => return Err(e),
-            }
-        }
     }
 
     /// A statement after the flow's last one would run outside its transaction.
@@ -207,14 +221,17 @@ pub(crate) async fn collect(mut rows: libsql::Rows) -> Result<Vec<Row>> {
     Ok(out)
 }
 
+/// No parameters.
+pub(crate) const NO_PARAMS: Params<'static> = &[];
+
 /// Runs a query and reads its rows from the batch's answer, not through a cursor: a
 /// cursor's response left unread to its very end makes sqld interrupt the stream's
 /// next statement (SQLITE_INTERRUPT). A batch takes no parameters, so they are inlined
 /// as literals ([`inline`]).
-pub(crate) async fn rows(
+pub(crate) async fn rows<N: AsRef<str> + Sync>(
     conn: &libsql::Connection,
     sql: &str,
-    params: Params<'_>,
+    params: &[(N, Value)],
 ) -> Result<Vec<Row>> {
     let text = inline(sql, params)?;
     let mut batch = conn.execute_batch(&text).await.map_err(db)?;
@@ -261,7 +278,7 @@ impl SqlExec for Exec<'_> {
 /// escape, so the literal ends only where it should), or, holding a NUL, its UTF-8
 /// bytes as `CAST(X'hex' AS TEXT)`; a non-finite real is NULL (mqlite writes none).
 /// Quoted strings and identifiers of `sql` itself are copied as they are.
-pub(crate) fn inline(sql: &str, params: Params<'_>) -> Result<String> {
+pub(crate) fn inline<N: AsRef<str>>(sql: &str, params: &[(N, Value)]) -> Result<String> {
     let mut out = String::with_capacity(sql.len() + 64);
     let mut chars = sql.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
@@ -288,7 +305,7 @@ pub(crate) fn inline(sql: &str, params: Params<'_>) -> Result<String> {
                 let name = &sql[i..end];
                 let value = params
                     .iter()
-                    .find(|(k, _)| *k == name)
+                    .find(|(k, _)| k.as_ref() == name)
                     .map(|(_, v)| v)
                     .ok_or_else(|| {
                         mqlite_engine_core::Error::invalid(format!("no value for {name} in: {sql}"))
@@ -372,6 +389,6 @@ mod tests {
             "SELECT (-5), 'it''s', ':c', \":d\", X'00ff', NULL, CAST(X'610062' AS TEXT), \
              (-9223372036854775807 - 1) FROM t WHERE x = (-5)"
         );
-        assert!(inline("SELECT :missing", &[]).is_err());
+        assert!(inline("SELECT :missing", NO_PARAMS).is_err());
     }
 }

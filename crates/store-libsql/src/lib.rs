@@ -228,13 +228,9 @@ impl LibsqlStore {
         sql: &str,
         bind: impl Fn(&str) -> sql::Value + Send + 'static,
     ) -> Result<Vec<String>> {
-        let names = parameter_names(sql);
-        let params: Vec<(&'static str, sql::Value)> = names
+        let params: Vec<(&str, sql::Value)> = parameter_names(sql)
             .into_iter()
-            .map(|n| {
-                let v = bind(n);
-                (n, v)
-            })
+            .map(|n| (n, bind(n)))
             .collect();
         let conn = self.inner.conn.lock().await;
         exec::rows(&conn, &format!("EXPLAIN QUERY PLAN {sql}"), &params)
@@ -260,10 +256,9 @@ impl LibsqlStore {
     }
 }
 
-/// The `:name` parameters of a statement, each once, leaked to `'static` (the plan pins
-/// explain a fixed set of statements, so this is bounded).
-fn parameter_names(sql: &str) -> Vec<&'static str> {
-    let mut out: Vec<&'static str> = Vec::new();
+/// The `:name` parameters of a statement, each once.
+fn parameter_names(sql: &str) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
     let bytes = sql.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
@@ -278,7 +273,7 @@ fn parameter_names(sql: &str) -> Vec<&'static str> {
             }
             let name = &sql[start..i];
             if !out.contains(&name) {
-                out.push(Box::leak(name.to_owned().into_boxed_str()));
+                out.push(name);
             }
         } else {
             i += 1;
@@ -353,7 +348,10 @@ async fn transaction<R, E: From<Error>>(
     if gone.load(Ordering::Acquire) {
         return Err(Error::Cancelled.into());
     }
-    let tx = begin(inner, &conn).await?;
+    let tx = exec::opening(&conn, &inner.sent, Some(&inner.retries), || {
+        conn.transaction_with_behavior(libsql::TransactionBehavior::Immediate)
+    })
+    .await?;
     if let Err(e) = inner.lease.check(&tx, &inner.sent).await {
         let _ = tx.rollback().await;
         return Err(e.into());
@@ -451,38 +449,6 @@ pub(crate) fn unknown_if_transient(e: Error) -> Error {
             source,
         },
         other => other,
-    }
-}
-
-/// How many times BEGIN is retried after a transient failure, and the first pause
-/// (doubled each time).
-const BEGIN_RETRIES: u32 = 3;
-const FIRST_PAUSE: Duration = Duration::from_millis(50);
-
-/// BEGIN IMMEDIATE, retried with backoff while the server is out of reach: nothing of
-/// the operation has run yet, so a retry cannot repeat an effect (10.3). Failures
-/// after BEGIN are not retried here: they are reported (transient before COMMIT,
-/// `OutcomeUnknown` at COMMIT) and the caller decides.
-async fn begin(inner: &Inner, conn: &libsql::Connection) -> Result<libsql::Transaction> {
-    let mut pause = FIRST_PAUSE;
-    let mut attempt = 0;
-    loop {
-        inner.sent.add();
-        match conn
-            .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
-            .await
-            .map_err(db)
-        {
-            Ok(tx) => return Ok(tx),
-            Err(e) if e.is_transient() && attempt < BEGIN_RETRIES => {
-                attempt += 1;
-                inner.retries.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(location = %inner.location, attempt, error = %e, "BEGIN failed; retrying");
-                tokio::time::sleep(pause).await;
-                pause *= 2;
-            }
-            Err(e) => return Err(e),
-        }
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use mqlite_engine_core::{Error, LockHolder, LockToken, Result, SharedClock, millis};
 use mqlite_sql::schema::{SCHEMA, SCHEMA_TOKEN, SELECT_TOKEN};
 
-use crate::exec::{Sent, named, rows};
+use crate::exec::{NO_PARAMS, Sent, named, rows};
 use crate::{Inner, db};
 
 /// Every object name of the database.
@@ -39,12 +39,12 @@ const MOVE_UNTIL: &str = "UPDATE mqlite_meta SET value = :until
 pub(crate) async fn ensure_schema(conn: &libsql::Connection, location: &str) -> Result<()> {
     // A read first, without the write lock: an owner's transaction may hold it, and
     // waiting for it would make sqld steal it from that owner after 5 s.
-    let existing = rows(conn, NAMES, &[]).await?;
+    let existing = rows(conn, NAMES, NO_PARAMS).await?;
     if existing
         .iter()
         .any(|r| r.text(0).is_ok_and(|n| n == "mqlite_meta"))
     {
-        let token = rows(conn, SELECT_TOKEN, &[])
+        let token = rows(conn, SELECT_TOKEN, NO_PARAMS)
             .await?
             .first()
             .map(|r| r.text(0))
@@ -61,13 +61,13 @@ pub(crate) async fn ensure_schema(conn: &libsql::Connection, location: &str) -> 
         .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
         .await
         .map_err(db)?;
-    let names: Vec<String> = rows(&tx, NAMES, &[])
+    let names: Vec<String> = rows(&tx, NAMES, NO_PARAMS)
         .await?
         .iter()
         .map(|r| r.text(0))
         .collect::<Result<_>>()?;
     if names.iter().any(|n| n == "mqlite_meta") {
-        let token = rows(&tx, SELECT_TOKEN, &[])
+        let token = rows(&tx, SELECT_TOKEN, NO_PARAMS)
             .await?
             .first()
             .map(|r| r.text(0))
@@ -146,7 +146,7 @@ impl Lease {
             .unwrap_or_default();
         let length_ms = millis(length);
         // A read first, without the write lock: a live owner's transaction may hold it.
-        let found = rows(conn, READ_LEASE, &[]).await?;
+        let found = rows(conn, READ_LEASE, NO_PARAMS).await?;
         let (owner, _, until) = lease_fields(&found)?;
         if owner.is_some() && until > clock.now_ms() {
             return Err(Error::DbLocked {
@@ -159,7 +159,7 @@ impl Lease {
             .await
             .map_err(db)?;
         let now = clock.now_ms();
-        let found = rows(&tx, READ_LEASE, &[]).await?;
+        let found = rows(&tx, READ_LEASE, NO_PARAMS).await?;
         let (owner, epoch, until) = lease_fields(&found)?;
         if owner.is_some() && until > now {
             let _ = tx.rollback().await;
@@ -207,7 +207,7 @@ impl Lease {
             return Err(self.deposed());
         }
         sent.add();
-        let found = rows(tx, READ_EPOCH, &[]).await?;
+        let found = rows(tx, READ_EPOCH, NO_PARAMS).await?;
         self.verify(&found)
     }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 use mqlite_engine_core::{Error, OutboxStore, Result, SharedClock};
 use mqlite_tck::{Capability, StoreFactory};
 
-use crate::exec::rows;
+use crate::exec::{NO_PARAMS, rows};
 use crate::{LibsqlOptions, LibsqlStore, db};
 
 /// The sqld release the tests run against, and its binary's sha256.
@@ -269,13 +269,13 @@ impl StoreFactory for LibsqlFactory {
         let exists = rows(
             sql,
             "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'business')",
-            &[],
+            NO_PARAMS,
         )
         .await?;
         if exists.first().map(|r| r.int(0)).transpose()? != Some(1) {
             return Ok(Vec::new());
         }
-        rows(sql, "SELECT id FROM business ORDER BY id", &[])
+        rows(sql, "SELECT id FROM business ORDER BY id", NO_PARAMS)
             .await?
             .iter()
             .map(|r| r.int(0))
@@ -302,7 +302,7 @@ impl StoreFactory for LibsqlFactory {
 
     fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {
         let verdict = with_connection(dir, async |conn| {
-            let found = rows(conn, "PRAGMA integrity_check", &[]).await?;
+            let found = rows(conn, "PRAGMA integrity_check", NO_PARAMS).await?;
             found
                 .first()
                 .map(|r| r.text(0))
