@@ -200,6 +200,30 @@ fn with_connection<R: Send>(
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LibsqlFactory;
 
+impl LibsqlFactory {
+    /// The plan pins on `dir`'s server.
+    async fn plans_on_a_server(
+        &self,
+        dir: &Path,
+    ) -> Vec<(String, std::result::Result<(), String>)> {
+        let dir = dir.to_owned();
+        let url = match tokio::task::spawn_blocking(move || server_for(&dir)).await {
+            Ok(Ok(url)) => url,
+            Ok(Err(e)) => return vec![("plans".into(), Err(format!("sqld: {e}")))],
+            Err(e) => return vec![("plans".into(), Err(format!("sqld: {e}")))],
+        };
+        let store = match LibsqlStore::open(LibsqlOptions::new(url)).await {
+            Ok(s) => s,
+            Err(e) => return vec![("plans".into(), Err(format!("open: {e}")))],
+        };
+        let verdicts =
+            mqlite_sql::plan::judge_all(|sql| store.explain(sql, mqlite_sql::plan::realistic))
+                .await;
+        mqlite_engine_core::Store::close(&store).await;
+        verdicts
+    }
+}
+
 impl StoreFactory for LibsqlFactory {
     type Store = LibsqlStore;
 
@@ -283,20 +307,8 @@ impl StoreFactory for LibsqlFactory {
     }
 
     async fn plan_pins(&self, dir: &Path) -> Vec<(String, std::result::Result<(), String>)> {
-        let dir = dir.to_owned();
-        let url = match tokio::task::spawn_blocking(move || server_for(&dir)).await {
-            Ok(Ok(url)) => url,
-            Ok(Err(e)) => return vec![("plans".into(), Err(format!("sqld: {e}")))],
-            Err(e) => return vec![("plans".into(), Err(format!("sqld: {e}")))],
-        };
-        let store = match LibsqlStore::open(LibsqlOptions::new(url)).await {
-            Ok(s) => s,
-            Err(e) => return vec![("plans".into(), Err(format!("open: {e}")))],
-        };
-        let verdicts =
-            mqlite_sql::plan::judge_all(|sql| store.explain(sql, mqlite_sql::plan::realistic))
-                .await;
-        mqlite_engine_core::Store::close(&store).await;
+        let verdicts = self.plans_on_a_server(dir).await;
+        stop_server(dir);
         verdicts
     }
 

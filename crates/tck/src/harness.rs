@@ -56,8 +56,8 @@ pub trait StoreFactory: Send + Sync + 'static {
 
     /// The store's query-plan pins, for the report card's cost pins: each statement
     /// with `Err` saying what is wrong with its plan (a walk of a growing table, an index
-    /// it does not seek), run on a fresh database in `dir`. Stores without a query
-    /// planner have none (the default).
+    /// it does not seek), run on a fresh database in `dir`, leaving nothing running
+    /// behind. Stores without a query planner have none (the default).
     fn plan_pins(
         &self,
         dir: &Path,

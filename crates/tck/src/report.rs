@@ -236,11 +236,7 @@ fn plan_pins<F: StoreFactory>(factory: &F) -> Vec<(String, std::result::Result<(
             .build()
             .map_err(|e| e.to_string())?;
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let pins = rt.block_on(factory.plan_pins(dir.path()));
-        drop(rt);
-        // Whatever the pins left behind (a server, a lock) is let go, as after a case.
-        let _ = factory.integrity_check(dir.path());
-        Ok(pins)
+        Ok(rt.block_on(factory.plan_pins(dir.path())))
     };
     run().unwrap_or_else(|e| vec![("plans".to_owned(), Err(e))])
 }
