@@ -10,11 +10,10 @@ use std::time::Duration;
 use libtest_mimic::Arguments;
 
 use mqlite_engine_core::{
-    Engine, EngineOptions, Error, ManualClock, OutMessage, PeekOptions, QueueConfig, SeqNumber,
-    SystemClock,
+    Engine, Error, ManualClock, OutMessage, PeekOptions, QueueConfig, SeqNumber, SystemClock,
 };
+use mqlite_store_libsql::LibsqlStore;
 use mqlite_store_libsql::tck::Sqld;
-use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
 
 mod support;
 
@@ -39,21 +38,12 @@ fn main() {
 
 const Q: &str = "q";
 
+/// An engine whose lease outlives every trial (no renewal lands inside one).
 async fn engine(
     url: &str,
     clock: mqlite_engine_core::SharedClock,
 ) -> Result<Engine<LibsqlStore>, Error> {
-    let store = LibsqlStore::open(
-        LibsqlOptions::new(url)
-            .clock(clock)
-            .lease(Duration::from_secs(60)),
-    )
-    .await?;
-    let options = EngineOptions {
-        background: false,
-        ..Default::default()
-    };
-    Engine::with_store(store, options).await
+    support::engine(url, clock, Duration::from_secs(60)).await
 }
 
 async fn stored(mq: &Engine<LibsqlStore>) -> Result<BTreeSet<SeqNumber>, Error> {

@@ -12,11 +12,11 @@ use std::time::Duration;
 use libtest_mimic::Arguments;
 
 use mqlite_engine_core::{
-    Engine, EngineOptions, LockRef, ManualClock, OrderingMode, OutMessage, QueueConfig,
-    ReceiveMode, ReceiveOptions,
+    Engine, LockRef, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveMode,
+    ReceiveOptions,
 };
+use mqlite_store_libsql::LibsqlStore;
 use mqlite_store_libsql::tck::Sqld;
-use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
 use support::{Outcome, trial};
 
 fn main() {
@@ -56,17 +56,7 @@ async fn flat(dir: tempfile::TempDir) -> Outcome {
     let server = Sqld::start(&dir.path().join("sqld"))?;
     let clock = ManualClock::new(1_700_000_000_000).shared();
     // A long lease: no renewal lands inside a measurement.
-    let store = LibsqlStore::open(
-        LibsqlOptions::new(server.url())
-            .clock(clock)
-            .lease(Duration::from_secs(600)),
-    )
-    .await?;
-    let options = EngineOptions {
-        background: false,
-        ..Default::default()
-    };
-    let mq = Engine::with_store(store, options).await?;
+    let mq = support::engine(server.url(), clock, Duration::from_secs(600)).await?;
     mq.create_queue("q", QueueConfig::default()).await?;
     let strict = QueueConfig {
         ordering_mode: OrderingMode::StrictFifo,

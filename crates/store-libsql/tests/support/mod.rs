@@ -8,7 +8,11 @@ use std::pin::Pin;
 
 use libtest_mimic::{Completion, Failed, Trial};
 
+use std::time::Duration;
+
+use mqlite_engine_core::{Engine, EngineOptions, Error, SharedClock};
 use mqlite_store_libsql::tck::sqld_binary;
+use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
 
 /// What a trial's body answers.
 pub type Outcome = Result<(), Box<dyn std::error::Error>>;
@@ -34,4 +38,18 @@ pub fn trial(name: &'static str, flow: Flow) -> Trial {
             .map_err(|e| Failed::from(e.to_string()))?;
         Ok(Completion::Completed)
     })
+}
+
+/// An engine over the store at `url`, background loops off, with this owner lease.
+pub async fn engine(
+    url: &str,
+    clock: SharedClock,
+    lease: Duration,
+) -> Result<Engine<LibsqlStore>, Error> {
+    let store = LibsqlStore::open(LibsqlOptions::new(url).clock(clock).lease(lease)).await?;
+    let options = EngineOptions {
+        background: false,
+        ..Default::default()
+    };
+    Engine::with_store(store, options).await
 }
