@@ -547,7 +547,7 @@ impl OutboxStore for LibsqlStore {
                 };
                 let out = f(&mut ltx).await?;
                 // Cancelled before commit: the transaction rolls back (13.4, 16.1).
-                ltx.check_cancelled_now().map_err(E::from)?;
+                mqlite_engine_core::StoreTx::check_cancelled(&ltx).map_err(E::from)?;
                 Ok(out)
             })
             .await

@@ -110,7 +110,6 @@ pub(crate) async fn ensure_schema(conn: &libsql::Connection, location: &str) -> 
 
 /// This engine's hold on the database.
 pub(crate) struct Lease {
-    id: String,
     epoch: AtomicU64,
     length_ms: i64,
     location: String,
@@ -172,7 +171,7 @@ impl Lease {
         tx.execute(
             WRITE_LEASE,
             named(&[
-                (":owner", id.clone().into()),
+                (":owner", id.into()),
                 (":epoch", epoch.to_string().into()),
                 (":until", (now + length_ms).to_string().into()),
             ]),
@@ -182,7 +181,6 @@ impl Lease {
         crate::commit(tx).await?;
         tracing::info!(location, epoch, "took the owner lease");
         Ok(Lease {
-            id,
             epoch: AtomicU64::new(epoch),
             length_ms,
             location: location.to_owned(),
@@ -270,12 +268,6 @@ impl Lease {
         if let Err(e) = released {
             tracing::warn!(location = %self.location, error = %e, "could not release the owner lease; it lapses on its own");
         }
-    }
-
-    /// This owner's id (diagnostics).
-    #[allow(dead_code)]
-    pub(crate) fn id(&self) -> &str {
-        &self.id
     }
 }
 

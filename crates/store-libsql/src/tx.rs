@@ -21,21 +21,13 @@ impl<'t> LibsqlTx<'t> {
     /// `Cancelled` once the caller has gone away, so the next statement never runs and
     /// the transaction rolls back (13.4).
     pub fn sql(&self) -> Result<&'t libsql::Transaction> {
-        self.check_cancelled_now()?;
+        self.check_cancelled()?;
         Ok(self.tx)
     }
 
     /// The statement time of this transaction (epoch ms, from the store's clock).
     pub fn now_ms(&self) -> i64 {
         self.now
-    }
-
-    pub(crate) fn check_cancelled_now(&self) -> Result<()> {
-        if self.gone.load(Ordering::Acquire) {
-            Err(Error::Cancelled)
-        } else {
-            Ok(())
-        }
     }
 }
 
@@ -51,7 +43,7 @@ impl StoreTx for LibsqlTx<'_> {
         messages: Vec<OutMessage>,
         options: SendOptions,
     ) -> Result<Vec<EnqueueSlot>> {
-        self.check_cancelled_now()?;
+        self.check_cancelled()?;
         let mut x = Exec {
             conn: self.tx,
             sent: self.sent,
@@ -63,6 +55,10 @@ impl StoreTx for LibsqlTx<'_> {
     }
 
     fn check_cancelled(&self) -> Result<()> {
-        self.check_cancelled_now()
+        if self.gone.load(Ordering::Acquire) {
+            Err(Error::Cancelled)
+        } else {
+            Ok(())
+        }
     }
 }
