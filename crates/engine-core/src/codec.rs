@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::event::EventIdentity;
 use crate::types::{LockToken, Message, MessageState, OutMessage, SeqNumber};
 
 struct Writer(Vec<u8>);
@@ -92,6 +93,17 @@ pub fn encode_messages(messages: &[Message]) -> Vec<u8> {
             w.bytes(k.as_bytes());
             w.bytes(v.as_bytes());
         }
+        match &c.event {
+            None => w.int(0),
+            Some(e) => {
+                w.int(1);
+                w.bytes(e.source.as_bytes());
+                w.bytes(e.id.as_bytes());
+                for f in [&e.kind, &e.specversion, &e.time] {
+                    w.opt(f);
+                }
+            }
+        }
     }
     w.0
 }
@@ -128,6 +140,16 @@ fn decode_one(r: &mut Reader<'_>) -> Option<Message> {
         let v = String::from_utf8(r.bytes()?).ok()?;
         properties.insert(k, v);
     }
+    let event = match r.int()? {
+        0 => None,
+        _ => Some(EventIdentity {
+            source: String::from_utf8(r.bytes()?).ok()?,
+            id: String::from_utf8(r.bytes()?).ok()?,
+            kind: r.opt()?,
+            specversion: r.opt()?,
+            time: r.opt()?,
+        }),
+    };
     Some(Message {
         seq,
         delivery_count,
@@ -148,6 +170,29 @@ fn decode_one(r: &mut Reader<'_>) -> Option<Message> {
             reply_to,
             content_type,
             properties,
+            event,
         },
     })
+}
+
+/// Encodes one message to send (the relay's stored intent).
+pub fn encode_out(m: &OutMessage) -> Vec<u8> {
+    encode_messages(&[Message {
+        seq: SeqNumber(0),
+        delivery_count: 0,
+        lock_token: None,
+        state: MessageState::Active,
+        enqueued_at_ms: 0,
+        expires_at_ms: 0,
+        visible_at_ms: 0,
+        locked_until_ms: 0,
+        dead_letter_reason: None,
+        dead_letter_description: None,
+        content: m.clone(),
+    }])
+}
+
+/// Decodes what [`encode_out`] wrote; `None` for a damaged record.
+pub fn decode_out(buf: &[u8]) -> Option<OutMessage> {
+    decode_messages(buf).pop().map(|m| m.content)
 }

@@ -458,7 +458,7 @@ impl<S: Store> Engine<S> {
         message: OutMessage,
         options: SendOptions,
     ) -> Result<SeqNumber> {
-        let id = message.message_id.clone();
+        let id = message.dedup_key();
         let slots = self.send_batch_with(queue, vec![message], options).await?;
         single_slot(&slots, id)
     }
@@ -505,12 +505,12 @@ impl<S: Store> Engine<S> {
     async fn send_batch_inner(
         &self,
         queue: &str,
-        messages: Vec<OutMessage>,
+        mut messages: Vec<OutMessage>,
         options: SendOptions,
     ) -> Result<Vec<EnqueueSlot>> {
         validate_send(
             queue,
-            &messages,
+            &mut messages,
             &options,
             self.inner.options.max_message_bytes,
         )?;
@@ -993,12 +993,12 @@ impl<S: Store> Engine<S> {
     pub async fn publish(
         &self,
         topic: &str,
-        messages: Vec<OutMessage>,
+        mut messages: Vec<OutMessage>,
         options: SendOptions,
     ) -> Result<Vec<(String, Vec<EnqueueSlot>)>> {
         validate_send(
             topic,
-            &messages,
+            &mut messages,
             &options,
             self.inner.options.max_message_bytes,
         )?;
@@ -1317,21 +1317,31 @@ impl<T: StoreTx> EngineTx<'_, T> {
 
     /// Sends one message inside the transaction.
     pub async fn send(&mut self, queue: &str, message: OutMessage) -> Result<SeqNumber> {
-        let id = message.message_id.clone();
+        let id = message.dedup_key();
         let slots = self
             .send_batch_with(queue, vec![message], SendOptions::default())
             .await?;
         single_slot(&slots, id)
     }
 
+    /// Checks (and stamps the identity of) messages bound for `queue` as a send would.
+    pub(crate) fn validate(&self, queue: &str, messages: &mut [OutMessage]) -> Result<()> {
+        validate_send(
+            queue,
+            messages,
+            &SendOptions::default(),
+            self.max_message_bytes,
+        )
+    }
+
     /// Sends a batch inside the transaction.
     pub async fn send_batch_with(
         &mut self,
         queue: &str,
-        messages: Vec<OutMessage>,
+        mut messages: Vec<OutMessage>,
         options: SendOptions,
     ) -> Result<Vec<EnqueueSlot>> {
-        validate_send(queue, &messages, &options, self.max_message_bytes)?;
+        validate_send(queue, &mut messages, &options, self.max_message_bytes)?;
         if self.topics.contains(queue) {
             return Err(Error::invalid(format!(
                 "{queue:?} is a topic: a transaction sends to queues; publish to the topic \
@@ -1386,7 +1396,7 @@ fn validate_free_text(field: &str, value: &str) -> Result<()> {
 
 fn validate_send(
     queue: &str,
-    messages: &[OutMessage],
+    messages: &mut [OutMessage],
     options: &SendOptions,
     max_bytes: usize,
 ) -> Result<()> {
@@ -1407,6 +1417,7 @@ fn validate_send(
         return Err(Error::invalid("scheduled_enqueue_time_ms must be >= 0"));
     }
     for m in messages {
+        crate::event::stamp(m)?;
         if m.body.len() > max_bytes {
             return Err(Error::MessageTooLarge {
                 size: m.body.len(),

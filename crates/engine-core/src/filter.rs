@@ -422,6 +422,7 @@ fn full_sample() -> OutMessage {
         reply_to: Some("sample-reply".into()),
         content_type: Some("application/json".into()),
         properties: BTreeMap::from([("sample".to_owned(), "value".to_owned())]),
+        event: None,
     }
 }
 

@@ -12,13 +12,18 @@ pub mod dyn_store;
 pub mod engine;
 pub mod enqueue;
 pub mod error;
+pub mod event;
 pub mod filter;
+pub mod inbox;
 #[cfg(feature = "serde")]
 pub mod json;
 mod meter;
 pub mod queue;
+pub mod relay;
+pub mod side;
 pub mod store;
 pub mod topics;
+pub mod trace;
 pub mod types;
 pub mod upsert;
 pub mod worker;
@@ -29,8 +34,10 @@ pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use dyn_store::DynStore;
 pub use engine::{Engine, EngineOptions, EngineTx, LoopKind, SweepReport};
 pub use error::{Error, LockHolder, LockLostReason, Result};
+pub use event::{EventIdentity, Fingerprint};
 pub use filter::{Filter, FilterTest};
 pub use queue::Queue;
+pub use side::{InboxMarker, RelayBacklog, RelayIntent, SentEvidence, SideSweep};
 pub use store::{
     HasOutbox, OpenStore, OutboxStore, Ownership, Store, StoreStatus, StoreTx, WorkStats,
 };

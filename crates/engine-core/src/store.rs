@@ -56,6 +56,7 @@ use std::future::Future;
 use crate::access::AccessKey;
 use crate::clock::SharedClock;
 use crate::error::{Error, Result};
+use crate::side::{InboxMarker, RelayBacklog, RelayIntent, SentEvidence, SideSweep};
 use crate::topics::{Route, Subscription};
 use crate::types::{
     BatchResult, ClaimSpec, EnqueueSlot, LockRef, Message, OutMessage, PeekOptions, PurgeOptions,
@@ -432,6 +433,57 @@ pub trait StoreTx {
 
     /// `Cancelled` once the caller of the transaction has gone away (13.4).
     fn check_cancelled(&self) -> Result<()>;
+
+    /// The statement time of this transaction (epoch ms, from the store's clock).
+    fn now_ms(&self) -> i64;
+
+    // ----- the side tables (crate::side): created by the store on first use ---------
+
+    /// Every consumer's inbox marker for the event `(source, id)`, by consumer.
+    fn inbox_markers(
+        &mut self,
+        source: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Vec<InboxMarker>>>;
+
+    /// Records an inbox marker (the caller checked there is none for its consumer).
+    fn inbox_insert(&mut self, marker: &InboxMarker) -> impl Future<Output = Result<()>>;
+
+    /// Writes a relay intent for `queue` at this transaction's time; returns its seq.
+    fn relay_insert(
+        &mut self,
+        queue: &str,
+        message: &OutMessage,
+    ) -> impl Future<Output = Result<i64>>;
+
+    /// Up to `limit` unpublished intents, oldest first (by seq).
+    fn relay_pending(&mut self, limit: usize) -> impl Future<Output = Result<Vec<RelayIntent>>>;
+
+    /// Marks these intents published at this transaction's time; returns how many were
+    /// still unpublished.
+    fn relay_mark(&mut self, seqs: &[i64]) -> impl Future<Output = Result<u64>>;
+
+    /// Every intent with the event identity `(source, id)`, by seq.
+    fn relay_find(
+        &mut self,
+        source: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Vec<RelayIntent>>>;
+
+    /// The unpublished intents: how many, and the oldest's age.
+    fn relay_backlog(&mut self) -> impl Future<Output = Result<RelayBacklog>>;
+
+    /// Deletes inbox markers applied before `markers_before` and published intents
+    /// published before `intents_before` (epoch ms).
+    fn side_sweep(
+        &mut self,
+        markers_before: i64,
+        intents_before: i64,
+    ) -> impl Future<Output = Result<SideSweep>>;
+
+    /// What `queue` holds about the message id `key`: its dedup entry (even expired,
+    /// until swept) and the message row while it exists.
+    fn find_sent(&mut self, queue: &str, key: &str) -> impl Future<Output = Result<SentEvidence>>;
 }
 
 /// A store whose outbox is reachable as the concrete store `N`: `N` itself (the typed

@@ -310,6 +310,9 @@ pub struct OutMessage {
     pub content_type: Option<String>,
     /// Application properties.
     pub properties: BTreeMap<String, String>,
+    /// The event's CloudEvents identity, when it carries one: then `(source, id)` is its
+    /// dedup key and `message_id` is derived from it (17.1, 4.1).
+    pub event: Option<crate::event::EventIdentity>,
 }
 
 impl OutMessage {
@@ -336,6 +339,21 @@ impl OutMessage {
     /// Sets the ordering group.
     pub fn with_group(mut self, group: impl Into<String>) -> Self {
         self.group_id = Some(group.into());
+        self
+    }
+
+    /// The id the queue deduplicates this message by: the event identity's key, else
+    /// the producer's message id.
+    pub fn dedup_key(&self) -> Option<String> {
+        match &self.event {
+            Some(e) => Some(e.dedup_key()),
+            None => self.message_id.clone(),
+        }
+    }
+
+    /// Gives the message an event identity (see [`crate::event`]).
+    pub fn with_event(mut self, event: crate::event::EventIdentity) -> Self {
+        self.event = Some(event);
         self
     }
 

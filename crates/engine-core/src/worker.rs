@@ -26,6 +26,14 @@ pub enum HandlerError {
     Retry(String),
     /// Never try again: dead-letter it now with this text.
     Permanent(String),
+    /// Never try again: dead-letter it now under this reason (the consumer inbox's
+    /// `InboxConflict`, say) and description.
+    DeadLetter {
+        /// The dead-letter reason.
+        reason: String,
+        /// What happened.
+        description: String,
+    },
 }
 
 impl HandlerError {
@@ -334,10 +342,19 @@ where
         match outcome {
             Ok(Ok(())) => self.settle(Settle::Complete, lock).await,
             Ok(Err(HandlerError::Permanent(why))) => {
-                self.settle(Settle::DeadLetter(why), lock).await
+                self.settle(Settle::DeadLetter(REASON_HANDLER_FAILED.into(), why), lock)
+                    .await
+            }
+            Ok(Err(HandlerError::DeadLetter {
+                reason,
+                description,
+            })) => {
+                self.settle(Settle::DeadLetter(reason, description), lock)
+                    .await
             }
             Ok(Err(HandlerError::Retry(why))) if delivery_count >= self.retry.max_attempts => {
-                self.settle(Settle::DeadLetter(why), lock).await
+                self.settle(Settle::DeadLetter(REASON_HANDLER_FAILED.into(), why), lock)
+                    .await
             }
             Ok(Err(HandlerError::Retry(_))) => {
                 let delay = self.retry.backoff(delivery_count);
@@ -367,18 +384,16 @@ where
                 let delay = (*delay).min(crate::engine::MAX_ABANDON_DELAY);
                 self.engine.abandon(q, lock, delay).await
             }
-            Settle::DeadLetter(why) => {
+            Settle::DeadLetter(reason, why) => {
                 let text: String = why.chars().take(4096).collect();
-                self.engine
-                    .reject(q, lock, REASON_HANDLER_FAILED, &text)
-                    .await
+                self.engine.reject(q, lock, reason, &text).await
             }
         };
         match result {
             Ok(()) => self.count(|r| match how {
                 Settle::Complete => r.completed += 1,
                 Settle::Retry(_) => r.retried += 1,
-                Settle::DeadLetter(_) => r.dead_lettered += 1,
+                Settle::DeadLetter(..) => r.dead_lettered += 1,
             }),
             Err(Error::LockLost { .. }) => self.count(|r| r.lock_lost += 1),
             Err(e) => {
@@ -392,5 +407,6 @@ where
 enum Settle {
     Complete,
     Retry(Duration),
-    DeadLetter(String),
+    /// Reason and description.
+    DeadLetter(String, String),
 }

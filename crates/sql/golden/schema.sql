@@ -1,12 +1,15 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
--- schema token: mqlite-rs/3
+-- schema token: mqlite-rs/4
 
 -- index mqlite_attempt_expiry
 CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at);
 
 -- index mqlite_dedup_expiry
 CREATE INDEX mqlite_dedup_expiry ON mqlite_dedup(expires_at);
+
+-- index mqlite_inbox_applied
+CREATE INDEX mqlite_inbox_applied ON mqlite_inbox(applied_at);
 
 -- index mqlite_msg_active
 CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) WHERE state = 'active' AND waiting = 0;
@@ -40,6 +43,15 @@ CREATE INDEX mqlite_msg_queue ON mqlite_messages(queue, id);
 
 -- index mqlite_receipt_expiry
 CREATE INDEX mqlite_receipt_expiry ON mqlite_receipts(expires_at);
+
+-- index mqlite_relay_event
+CREATE INDEX mqlite_relay_event ON mqlite_relay(source, id);
+
+-- index mqlite_relay_pending
+CREATE INDEX mqlite_relay_pending ON mqlite_relay(seq) WHERE published_at = 0;
+
+-- index mqlite_relay_published
+CREATE INDEX mqlite_relay_published ON mqlite_relay(published_at) WHERE published_at > 0;
 
 -- index mqlite_sub_topic
 CREATE INDEX mqlite_sub_topic ON mqlite_subscriptions(topic, name);
@@ -75,6 +87,16 @@ CREATE TABLE mqlite_dedup (
     PRIMARY KEY (queue, dedup_key)
 ) STRICT, WITHOUT ROWID;
 
+-- table mqlite_inbox
+CREATE TABLE mqlite_inbox (
+    source      TEXT NOT NULL,
+    id          TEXT NOT NULL,
+    consumer    TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    applied_at  INTEGER NOT NULL,
+    PRIMARY KEY (source, id, consumer)
+) STRICT, WITHOUT ROWID;
+
 -- table mqlite_messages
 CREATE TABLE mqlite_messages (
     id                      INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -100,7 +122,8 @@ CREATE TABLE mqlite_messages (
     content_type            TEXT,
     properties              TEXT,
     dead_letter_reason      TEXT,
-    dead_letter_description TEXT
+    dead_letter_description TEXT,
+    event                   TEXT
 ) STRICT;
 
 -- table mqlite_meta
@@ -137,6 +160,17 @@ CREATE TABLE mqlite_receipts (
     expires_at INTEGER NOT NULL,
     PRIMARY KEY (queue, seq, lock_token, op, args)
 ) STRICT, WITHOUT ROWID;
+
+-- table mqlite_relay
+CREATE TABLE mqlite_relay (
+    seq          INTEGER PRIMARY KEY,
+    queue        TEXT NOT NULL,
+    source       TEXT NOT NULL,
+    id           TEXT NOT NULL,
+    message      BLOB NOT NULL,
+    created_at   INTEGER NOT NULL,
+    published_at INTEGER NOT NULL DEFAULT 0
+) STRICT;
 
 -- table mqlite_subscriptions
 CREATE TABLE mqlite_subscriptions (

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::exec::{SqlExec, Value};
 use crate::line::busy_lines;
-use crate::rows::{encode_properties, hex, load_queue};
+use crate::rows::{encode_event, encode_properties, hex, load_queue};
 
 /// Live dedup entries for the keys of `:keys` (a JSON array), one primary-key seek each
 /// (4.1).
@@ -26,11 +26,12 @@ pub const DEDUP_LOOKUP: &str = "SELECT d.dedup_key, d.seq, d.body_hash FROM mqli
 /// `last_insert_rowid()` (one writer, one statement), with no RETURNING.
 pub const INSERT_MESSAGES: &str = "INSERT INTO mqlite_messages (queue, state, line, waiting,
        enqueued_at, visible_at, expires_at, body, message_id, group_id, subject,
-       correlation_id, reply_to, content_type, properties)
+       correlation_id, reply_to, content_type, properties, event)
 SELECT :queue, :state, j.value ->> 'line', j.value ->> 'waiting', :now, :visible_at,
        :expires_at, coalesce(unhex(j.value ->> 'body'), X''), j.value ->> 'message_id',
        j.value ->> 'group_id', j.value ->> 'subject', j.value ->> 'correlation_id',
-       j.value ->> 'reply_to', j.value ->> 'content_type', j.value ->> 'properties'
+       j.value ->> 'reply_to', j.value ->> 'content_type', j.value ->> 'properties',
+       j.value ->> 'event'
   FROM json_each(:batch) j ORDER BY j.key";
 
 /// The dedup entries of the fresh rows (an expired entry for a key is replaced).
@@ -102,6 +103,7 @@ pub async fn enqueue<X: SqlExec>(
             "reply_to": m.reply_to,
             "content_type": m.content_type,
             "properties": encode_properties(&m.properties),
+            "event": m.event.as_ref().map(encode_event),
         });
         let size = m.body.len() * 2 + 256;
         if !chunk.is_empty() && chunk_bytes + size > MAX_BATCH_JSON_BYTES {

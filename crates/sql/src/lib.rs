@@ -21,7 +21,7 @@ macro_rules! message_columns {
     () => {
         "id, delivery_count, lock_token, state, enqueued_at, expires_at, visible_at, \
          locked_until, dead_letter_reason, dead_letter_description, body, message_id, \
-         group_id, subject, correlation_id, reply_to, content_type, properties"
+         group_id, subject, correlation_id, reply_to, content_type, properties, event"
     };
 }
 
@@ -76,6 +76,7 @@ pub mod plan;
 pub mod rows;
 pub mod schema;
 pub mod settle;
+pub mod side;
 mod store_ops;
 pub mod sweeps;
 pub mod topics;

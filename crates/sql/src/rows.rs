@@ -4,18 +4,19 @@ use mqlite_engine_core::types::from_millis;
 use std::collections::BTreeMap;
 
 use mqlite_engine_core::{
-    Error, LockToken, Message, MessageState, OrderingMode, OutMessage, QueueConfig, QueueKind,
-    Result, SeqNumber,
+    Error, EventIdentity, LockToken, Message, MessageState, OrderingMode, OutMessage, QueueConfig,
+    QueueKind, Result, SeqNumber,
 };
 
 use crate::exec::{Row, SqlExec, Value};
 
 /// How many columns [`message`] reads (`message_columns!`).
-pub const MESSAGE_WIDTH: usize = 18;
+pub const MESSAGE_WIDTH: usize = 19;
 
 /// Decodes the columns of `message_columns!` starting at `at`.
 pub fn message(r: &Row, at: usize) -> Result<Message> {
     let properties = r.opt_text(at + 17)?;
+    let event = r.opt_text(at + 18)?.map(|e| decode_event(&e)).transpose()?;
     Ok(Message {
         seq: SeqNumber(r.int(at)?),
         delivery_count: r.int(at + 1)?,
@@ -43,7 +44,33 @@ pub fn message(r: &Row, at: usize) -> Result<Message> {
                 Some(p) => serde_json::from_str(&p)
                     .map_err(|e| Error::backend("sql", crate::exec::CorruptRow(e.to_string())))?,
             },
+            event,
         },
+    })
+}
+
+/// An event identity as stored: a JSON object of its CloudEvents attributes.
+pub fn encode_event(e: &EventIdentity) -> String {
+    serde_json::json!({
+        "source": e.source,
+        "id": e.id,
+        "type": e.kind,
+        "specversion": e.specversion,
+        "time": e.time,
+    })
+    .to_string()
+}
+
+fn decode_event(text: &str) -> Result<EventIdentity> {
+    let corrupt = |what: &str| Error::backend("sql", crate::exec::CorruptRow(what.to_owned()));
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| corrupt(&e.to_string()))?;
+    let field = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+    Ok(EventIdentity {
+        source: field("source").ok_or_else(|| corrupt("an event without a source"))?,
+        id: field("id").ok_or_else(|| corrupt("an event without an id"))?,
+        kind: field("type"),
+        specversion: field("specversion"),
+        time: field("time"),
     })
 }
 

@@ -3,7 +3,7 @@
 /// The schema guard token stored in `meta`. Open refuses any other (10.2); an
 /// incompatible layout change must change this token, never migrate in place. The
 /// golden test of the SQLite store holds the two together.
-pub const SCHEMA_TOKEN: &str = "mqlite-rs/3";
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/4";
 
 /// The eight STRICT tables and their indexes, in creation order.
 ///
@@ -65,7 +65,8 @@ pub const SCHEMA: &[&str] = &[
     content_type            TEXT,
     properties              TEXT,
     dead_letter_reason      TEXT,
-    dead_letter_description TEXT
+    dead_letter_description TEXT,
+    event                   TEXT
 ) STRICT",
     // Every message of a queue by sequence number: Peek in any state, deleting a queue.
     "CREATE INDEX mqlite_msg_queue ON mqlite_messages(queue, id)",

@@ -168,3 +168,99 @@ macro_rules! store_ops {
     }
     };
 }
+
+/// Expands, inside `impl StoreTx for T`, to `enqueue`, `now_ms` and the side-table
+/// methods: `T` has a field `now` and `async fn flow<R>(&mut self, op) -> Result<R>`
+/// that checks cancellation and runs `op(&mut exec)` in the application's transaction.
+#[macro_export]
+macro_rules! side_tx_ops {
+    () => {
+        async fn enqueue(
+            &mut self,
+            queue: &str,
+            messages: Vec<$crate::core::OutMessage>,
+            options: $crate::core::SendOptions,
+        ) -> $crate::core::Result<Vec<$crate::core::EnqueueSlot>> {
+            let now = self.now;
+            self.flow(async |x| $crate::enqueue::enqueue(x, now, queue, messages, options).await)
+                .await
+        }
+
+        fn now_ms(&self) -> i64 {
+            self.now
+        }
+
+        async fn inbox_markers(
+            &mut self,
+            source: &str,
+            id: &str,
+        ) -> $crate::core::Result<Vec<$crate::core::InboxMarker>> {
+            self.flow(async |x| $crate::side::inbox_markers(x, source, id).await)
+                .await
+        }
+
+        async fn inbox_insert(
+            &mut self,
+            marker: &$crate::core::InboxMarker,
+        ) -> $crate::core::Result<()> {
+            self.flow(async |x| $crate::side::inbox_insert(x, marker).await)
+                .await
+        }
+
+        async fn relay_insert(
+            &mut self,
+            queue: &str,
+            message: &$crate::core::OutMessage,
+        ) -> $crate::core::Result<i64> {
+            let now = self.now;
+            self.flow(async |x| $crate::side::relay_insert(x, now, queue, message).await)
+                .await
+        }
+
+        async fn relay_pending(
+            &mut self,
+            limit: usize,
+        ) -> $crate::core::Result<Vec<$crate::core::RelayIntent>> {
+            self.flow(async |x| $crate::side::relay_pending(x, limit).await)
+                .await
+        }
+
+        async fn relay_mark(&mut self, seqs: &[i64]) -> $crate::core::Result<u64> {
+            let now = self.now;
+            self.flow(async |x| $crate::side::relay_mark(x, now, seqs).await)
+                .await
+        }
+
+        async fn relay_find(
+            &mut self,
+            source: &str,
+            id: &str,
+        ) -> $crate::core::Result<Vec<$crate::core::RelayIntent>> {
+            self.flow(async |x| $crate::side::relay_find(x, source, id).await)
+                .await
+        }
+
+        async fn relay_backlog(&mut self) -> $crate::core::Result<$crate::core::RelayBacklog> {
+            self.flow(async |x| $crate::side::relay_backlog(x).await)
+                .await
+        }
+
+        async fn side_sweep(
+            &mut self,
+            markers_before: i64,
+            intents_before: i64,
+        ) -> $crate::core::Result<$crate::core::SideSweep> {
+            self.flow(async |x| $crate::side::sweep(x, markers_before, intents_before).await)
+                .await
+        }
+
+        async fn find_sent(
+            &mut self,
+            queue: &str,
+            key: &str,
+        ) -> $crate::core::Result<$crate::core::SentEvidence> {
+            self.flow(async |x| $crate::side::find_sent(x, queue, key).await)
+                .await
+        }
+    };
+}

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, Result, SendOptions, StoreTx};
+use mqlite_engine_core::{Error, Result, StoreTx};
 
 use crate::exec::{Exec, Sent};
 
@@ -37,12 +37,25 @@ impl<'t> LibsqlTx<'t> {
               the executor"
 )]
 impl StoreTx for LibsqlTx<'_> {
-    async fn enqueue(
-        &mut self,
-        queue: &str,
-        messages: Vec<OutMessage>,
-        options: SendOptions,
-    ) -> Result<Vec<EnqueueSlot>> {
+    mqlite_sql::side_tx_ops!();
+
+    fn check_cancelled(&self) -> Result<()> {
+        if self.gone.load(Ordering::Acquire) {
+            Err(Error::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+#[allow(
+    clippy::future_not_send,
+    reason = "the application's transaction runs on a blocking thread of its own, never on \
+              the executor"
+)]
+impl LibsqlTx<'_> {
+    /// Runs one shared flow in this transaction.
+    async fn flow<R>(&mut self, op: impl AsyncFnOnce(&mut Exec<'_>) -> Result<R>) -> Result<R> {
         self.check_cancelled()?;
         let mut x = Exec {
             conn: self.tx,
@@ -51,14 +64,6 @@ impl StoreTx for LibsqlTx<'_> {
             retries: None,
             committed: false,
         };
-        mqlite_sql::enqueue::enqueue(&mut x, self.now, queue, messages, options).await
-    }
-
-    fn check_cancelled(&self) -> Result<()> {
-        if self.gone.load(Ordering::Acquire) {
-            Err(Error::Cancelled)
-        } else {
-            Ok(())
-        }
+        op(&mut x).await
     }
 }

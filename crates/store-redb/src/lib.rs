@@ -14,6 +14,7 @@
 
 mod enc;
 mod flows;
+mod side;
 mod tables;
 #[cfg(feature = "tck")]
 pub mod tck;
@@ -48,7 +49,7 @@ const BACKEND: &str = "redb";
 
 /// The schema guard token of this store's layout (10.2). An incompatible change of the
 /// tables or their encodings must change it.
-pub const SCHEMA_TOKEN: &str = "mqlite-redb/1";
+pub const SCHEMA_TOKEN: &str = "mqlite-redb/2";
 
 /// The meta key of the schema token.
 const TOKEN_KEY: &str = "schema_token";

@@ -3,10 +3,13 @@
 
 use redb::WriteTransaction;
 
-use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, Result, SendOptions, StoreTx};
+use mqlite_engine_core::{
+    EnqueueSlot, Error, InboxMarker, OutMessage, RelayBacklog, RelayIntent, Result, SendOptions,
+    SentEvidence, SideSweep, StoreTx,
+};
 
-use crate::flows;
 use crate::tables::{Tables, WorkCounter};
+use crate::{flows, side};
 
 /// The redb store's handle inside [`mqlite_engine_core::Engine::tx`].
 pub struct RedbTx<'t> {
@@ -53,5 +56,54 @@ impl StoreTx for RedbTx<'_> {
         } else {
             Ok(())
         }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.now
+    }
+
+    async fn inbox_markers(&mut self, source: &str, id: &str) -> Result<Vec<InboxMarker>> {
+        self.check_cancelled()?;
+        side::inbox_markers(&self.txn, source, id)
+    }
+
+    async fn inbox_insert(&mut self, marker: &InboxMarker) -> Result<()> {
+        self.check_cancelled()?;
+        side::inbox_insert(&self.txn, marker)
+    }
+
+    async fn relay_insert(&mut self, queue: &str, message: &OutMessage) -> Result<i64> {
+        self.check_cancelled()?;
+        side::relay_insert(&self.txn, self.now, queue, message)
+    }
+
+    async fn relay_pending(&mut self, limit: usize) -> Result<Vec<RelayIntent>> {
+        self.check_cancelled()?;
+        side::relay_pending(&self.txn, limit)
+    }
+
+    async fn relay_mark(&mut self, seqs: &[i64]) -> Result<u64> {
+        self.check_cancelled()?;
+        side::relay_mark(&self.txn, self.now, seqs)
+    }
+
+    async fn relay_find(&mut self, source: &str, id: &str) -> Result<Vec<RelayIntent>> {
+        self.check_cancelled()?;
+        side::relay_find(&self.txn, source, id)
+    }
+
+    async fn relay_backlog(&mut self) -> Result<RelayBacklog> {
+        self.check_cancelled()?;
+        side::relay_backlog(&self.txn)
+    }
+
+    async fn side_sweep(&mut self, markers_before: i64, intents_before: i64) -> Result<SideSweep> {
+        self.check_cancelled()?;
+        side::sweep(&self.txn, markers_before, intents_before)
+    }
+
+    async fn find_sent(&mut self, queue: &str, key: &str) -> Result<SentEvidence> {
+        self.check_cancelled()?;
+        side::find_sent(&self.txn, queue, key)
     }
 }

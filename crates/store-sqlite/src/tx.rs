@@ -4,7 +4,7 @@
 use rusqlite::Transaction;
 
 use mqlite_engine_core::blocking::block_on;
-use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, Result, SendOptions, StoreTx};
+use mqlite_engine_core::{Error, Result, StoreTx};
 
 use crate::exec::{Exec, WorkCounter};
 
@@ -36,23 +36,7 @@ impl<'t> SqliteTx<'t> {
     reason = "runs on the writer thread, which owns the connection; never on the executor"
 )]
 impl StoreTx for SqliteTx<'_> {
-    async fn enqueue(
-        &mut self,
-        queue: &str,
-        messages: Vec<OutMessage>,
-        options: SendOptions,
-    ) -> Result<Vec<EnqueueSlot>> {
-        self.check_cancelled()?;
-        let mut x = Exec {
-            conn: &self.tx,
-            work: self.work,
-        };
-        // Already on the writer thread: the flow answers at once.
-        block_on(
-            None,
-            mqlite_sql::enqueue::enqueue(&mut x, self.now, queue, messages, options),
-        )
-    }
+    mqlite_sql::side_tx_ops!();
 
     fn check_cancelled(&self) -> Result<()> {
         if (self.gone)() {
@@ -60,5 +44,18 @@ impl StoreTx for SqliteTx<'_> {
         } else {
             Ok(())
         }
+    }
+}
+
+impl SqliteTx<'_> {
+    /// Runs one shared flow in this transaction. Already on the writer thread: the flow
+    /// answers at once.
+    async fn flow<R>(&mut self, op: impl AsyncFnOnce(&mut Exec<'_>) -> Result<R>) -> Result<R> {
+        self.check_cancelled()?;
+        let mut x = Exec {
+            conn: &self.tx,
+            work: self.work,
+        };
+        block_on(None, op(&mut x))
     }
 }

@@ -17,7 +17,8 @@ fn golden_path() -> PathBuf {
     PathBuf::from(golden::PATH)
 }
 
-/// Creates a fresh store at `dir/mq.db`, closes it, and returns the file's path.
+/// Creates a fresh store at `dir/mq.db` with the side tables of first use (the inbox,
+/// the relay outbox), closes it, and returns the file's path.
 async fn fresh_database(dir: &Path) -> PathBuf {
     let path = dir.join("mq.db");
     let clock = ManualClock::new(1_700_000_000_000).shared();
@@ -26,6 +27,10 @@ async fn fresh_database(dir: &Path) -> PathBuf {
             .await
             .expect("open store");
     store.close().await;
+    let conn = Connection::open(&path).expect("open with rusqlite");
+    for ddl in sql::side::DDL {
+        conn.execute(ddl, []).expect("side table DDL");
+    }
     path
 }
 
@@ -77,7 +82,8 @@ async fn fresh_schema_matches_golden_file() {
     );
 }
 
-/// The database holds exactly the statements of `sql::SCHEMA`, verbatim, and nothing else.
+/// The database holds exactly the statements of `sql::SCHEMA` and `sql::side::DDL`,
+/// verbatim, and nothing else.
 #[tokio::test]
 async fn fresh_schema_is_exactly_the_canonical_text() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -86,7 +92,12 @@ async fn fresh_schema_is_exactly_the_canonical_text() {
         .into_iter()
         .map(|(kind, name, text)| text.unwrap_or_else(|| panic!("{kind} {name} has no sql")))
         .collect();
-    let mut canonical: Vec<String> = sql::SCHEMA.iter().map(|s| s.to_string()).collect();
+    let mut canonical: Vec<String> = sql::SCHEMA
+        .iter()
+        .chain(sql::side::DDL)
+        // SQLite keeps a statement's text without its IF NOT EXISTS.
+        .map(|s| s.replace(" IF NOT EXISTS", ""))
+        .collect();
     stored.sort();
     canonical.sort();
     assert_eq!(stored, canonical);

@@ -15,6 +15,7 @@ pub mod concurrency;
 pub mod dead_letters;
 pub mod dedup;
 pub mod idempotency;
+pub mod inbox;
 pub mod integrity;
 pub mod lifecycle;
 pub mod model;
@@ -132,6 +133,10 @@ register! {
     concurrency::p14_6_a_failing_call_leaves_its_neighbours_committed,
     outbox::p16_1_outbox_commits_both_or_neither,
     outbox::p16_2_native_handle_inside_the_transaction,
+    inbox::p17_1_identity_survives_every_transport_attempt,
+    inbox::p17_2_each_consumer_applies_once,
+    inbox::p17_3_marker_commits_with_the_effect,
+    inbox::p17_4_same_identity_other_payload_is_conflict,
 }
 
 /// A queue configuration with this lock duration and delivery bound.
