@@ -13,7 +13,8 @@ use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
 use mqlite_engine_core::{
-    AccessKey, BatchResult, Error, LockToken, Message, OutMessage, QueueInfo, QueueStats, Result,
+    AccessKey, BatchResult, Error, EventIdentity, LockToken, Message, OutMessage, QueueInfo,
+    QueueStats, Result,
 };
 
 /// Whether a string is empty (for `skip_serializing_if`).
@@ -83,6 +84,56 @@ pub struct WireMessage {
     /// The dead-letter description (out).
     #[serde(skip_serializing_if = "empty")]
     pub dead_letter_description: String,
+    /// The CloudEvents `source` of the event's identity (mqlite extension; with
+    /// `event_id`, the message's dedup key).
+    #[serde(skip_serializing_if = "empty")]
+    pub event_source: String,
+    /// The CloudEvents `id` of the event's identity (mqlite extension).
+    #[serde(skip_serializing_if = "empty")]
+    pub event_id: String,
+    /// The CloudEvents `type` (mqlite extension).
+    #[serde(skip_serializing_if = "empty")]
+    pub event_type: String,
+    /// The CloudEvents `specversion` (mqlite extension).
+    #[serde(skip_serializing_if = "empty")]
+    pub event_specversion: String,
+    /// The CloudEvents `time` (mqlite extension).
+    #[serde(skip_serializing_if = "empty")]
+    pub event_time: String,
+}
+
+/// The identity of a wire message: none without `event_source` and `event_id`; one
+/// of them alone, or the other attributes without them, is `invalid_argument`.
+fn wire_event(w: &mut WireMessage) -> Result<Option<EventIdentity>> {
+    let (source, id) = (
+        std::mem::take(&mut w.event_source),
+        std::mem::take(&mut w.event_id),
+    );
+    let (kind, spec, time) = (
+        some(std::mem::take(&mut w.event_type)),
+        some(std::mem::take(&mut w.event_specversion)),
+        some(std::mem::take(&mut w.event_time)),
+    );
+    if source.is_empty() && id.is_empty() {
+        if kind.is_some() || spec.is_some() || time.is_some() {
+            return Err(Error::invalid(
+                "event_type, event_specversion and event_time need event_source and event_id",
+            ));
+        }
+        return Ok(None);
+    }
+    if source.is_empty() || id.is_empty() {
+        return Err(Error::invalid(
+            "an event identity needs both event_source and event_id",
+        ));
+    }
+    Ok(Some(EventIdentity {
+        source,
+        id,
+        kind,
+        specversion: spec,
+        time,
+    }))
 }
 
 fn some(s: String) -> Option<String> {
@@ -106,8 +157,10 @@ impl WireMessage {
     }
 
     /// The message to send.
-    pub fn into_out(self) -> Result<OutMessage> {
+    pub fn into_out(mut self) -> Result<OutMessage> {
+        let event = wire_event(&mut self)?;
         Ok(OutMessage {
+            event,
             body: self.decoded_body()?,
             message_id: some(self.message_id),
             group_id: some(self.group_id),
@@ -122,7 +175,13 @@ impl WireMessage {
     /// A received or peeked message; `with_state` adds its state (Peek).
     pub fn from_message(m: Message, with_state: bool) -> Self {
         let c = m.content;
+        let e = c.event.unwrap_or_default();
         WireMessage {
+            event_source: e.source,
+            event_id: e.id,
+            event_type: e.kind.unwrap_or_default(),
+            event_specversion: e.specversion.unwrap_or_default(),
+            event_time: e.time.unwrap_or_default(),
             body: STANDARD.encode(&c.body),
             message_id: c.message_id.unwrap_or_default(),
             group_id: c.group_id.unwrap_or_default(),

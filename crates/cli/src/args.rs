@@ -105,6 +105,13 @@ pub(crate) enum Command {
     /// Safe while a broker serves the file: the copy is one read transaction's
     /// snapshot. The source is opened read-only; an existing destination is refused.
     Backup(BackupArgs),
+    /// Where one event stopped: a row per boundary (the producer's relay outbox, the
+    /// queue, each consumer's inbox) with its evidence and what it cannot tell.
+    ///
+    /// Reads the databases directly (paths, redb:…, libsql://…), not through a broker;
+    /// a local file another process holds open is refused (DbLocked): trace it from
+    /// that process with the library's `Trace`, or after it stops.
+    Trace(TraceArgs),
 }
 
 /// `mqlite serve`'s flags. An empty value (an environment variable set to "") counts
@@ -290,6 +297,15 @@ pub(crate) struct SendArgs {
     /// Deliver no earlier than this time, epoch ms.
     #[arg(long, value_name = "EPOCH_MS")]
     pub(crate) at_ms: Option<i64>,
+    /// The event's CloudEvents source; with --event-id, its identity and dedup key.
+    #[arg(long, value_name = "URI", requires = "event_id")]
+    pub(crate) event_source: Option<String>,
+    /// The event's CloudEvents id.
+    #[arg(long, value_name = "ID", requires = "event_source")]
+    pub(crate) event_id: Option<String>,
+    /// The event's CloudEvents type.
+    #[arg(long, value_name = "TYPE", requires = "event_id")]
+    pub(crate) event_type: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -514,6 +530,31 @@ pub(crate) struct BackupArgs {
     pub(crate) db_path: PathBuf,
     /// Where to write the copy (must not exist).
     pub(crate) dest_path: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TraceArgs {
+    /// The event's CloudEvents source.
+    #[arg(long)]
+    pub(crate) source: String,
+    /// The event's CloudEvents id.
+    #[arg(long)]
+    pub(crate) id: String,
+    /// The producer's database (its relay outbox).
+    #[arg(long, value_name = "LOCATION")]
+    pub(crate) producer: Option<String>,
+    /// The queue's database.
+    #[arg(long, value_name = "LOCATION", requires = "queue")]
+    pub(crate) queue_db: Option<String>,
+    /// The queue's name.
+    #[arg(long, value_name = "NAME", requires = "queue_db")]
+    pub(crate) queue: Option<String>,
+    /// The consumers' database (their inbox).
+    #[arg(long, value_name = "LOCATION")]
+    pub(crate) consumer_db: Option<String>,
+    /// A consumer expected to apply the event (repeatable).
+    #[arg(long = "consumer", value_name = "NAME", requires = "consumer_db")]
+    pub(crate) consumers: Vec<String>,
 }
 
 #[cfg(test)]

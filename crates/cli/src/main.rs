@@ -1,6 +1,7 @@
 //! `mqlite`: runs the mqlite broker (`mqlite serve`), talks to a running one over the
-//! v1 wire contract (every other subcommand but `backup`), and backs up a local SQLite
-//! store (`mqlite backup`).
+//! v1 wire contract (every other subcommand but `backup` and `trace`), backs up a local
+//! SQLite store (`mqlite backup`) and traces an event across databases (`mqlite
+//! trace`).
 //!
 //! Errors print `mqlite: <error>` to stderr and exit 1; bad usage exits 2.
 
@@ -13,6 +14,7 @@ mod backup;
 mod output;
 mod remote;
 mod serve;
+mod trace;
 
 use args::{Cli, Command};
 
@@ -79,6 +81,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Serve(a) => serve::run(a),
         Command::Backup(a) => backup::run(&a, cli.output),
+        Command::Trace(a) => trace::run(a, cli.output),
         command => {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -101,7 +101,7 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
                 Output::Table => output::line(&format!("revoked key {id}")),
             }
         }
-        Command::Serve(_) | Command::Backup(_) => {
+        Command::Serve(_) | Command::Backup(_) | Command::Trace(_) => {
             Err("serve and backup are not broker calls".into())
         }
     }
@@ -185,6 +185,9 @@ async fn send(client: &Client, out: Output, a: SendArgs) -> Result<(), Failure> 
     let mut message = WireMessage::with_body(read_body(&a)?);
     message.message_id = a.message_id.unwrap_or_default();
     message.group_id = a.group_id.unwrap_or_default();
+    message.event_source = a.event_source.unwrap_or_default();
+    message.event_id = a.event_id.unwrap_or_default();
+    message.event_type = a.event_type.unwrap_or_default();
     let request = SendRequest {
         queue: a.queue,
         messages: vec![message],

@@ -26,12 +26,12 @@
 // thread) stay in `mqlite-engine-core` for store authors.
 pub use mqlite_engine_core::{
     AccessKey, BatchResult, Clock, CreatedKey, DEFAULT_LOCK_DURATION, DEFAULT_MAX_DELIVERY_COUNT,
-    DynStore, EngineOptions, EngineTx, EnqueueSlot, Error, HasOutbox, LockHolder, LockLostReason,
-    LockRef, LockToken, LoopKind, ManualClock, Message, MessageState, OrderingMode, OutMessage,
-    OutboxStore, Ownership, PeekOptions, Permission, PurgeOptions, Queue, QueueConfig, QueueInfo,
-    QueueKind, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RECEIPT_TTL_MS, ReceiveMode,
-    ReceiveOptions, RedriveOptions, Result, RetentionDefaults, SendOptions, SeqNumber, SharedClock,
-    Store, StoreStatus, StoreTx, Subscription, SweepReport, SystemClock, WorkStats,
+    DynStore, EngineOptions, EngineTx, EnqueueSlot, Error, EventIdentity, HasOutbox, LockHolder,
+    LockLostReason, LockRef, LockToken, LoopKind, ManualClock, Message, MessageState, OrderingMode,
+    OutMessage, OutboxStore, Ownership, PeekOptions, Permission, PurgeOptions, Queue, QueueConfig,
+    QueueInfo, QueueKind, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RECEIPT_TTL_MS,
+    ReceiveMode, ReceiveOptions, RedriveOptions, Result, RetentionDefaults, SendOptions, SeqNumber,
+    SharedClock, Store, StoreStatus, StoreTx, Subscription, SweepReport, SystemClock, WorkStats,
 };
 
 /// The worker: handlers over long-polls with renewal, retries and a graceful stop.
@@ -47,6 +47,35 @@ pub type GenericEngine<S> = mqlite_engine_core::Engine<S>;
 
 mod registry;
 pub use registry::{AnyEngine, Location, open, open_store, open_with};
+
+pub mod trace;
+
+/// Event identity (CloudEvents 1.0.2): the dedup key, the fingerprint, and the HTTP
+/// binary and structured modes.
+pub mod event {
+    pub use mqlite_engine_core::event::{
+        EventIdentity, Fingerprint, fingerprint, from_binary_headers, from_structured,
+        to_binary_headers, to_structured,
+    };
+}
+
+/// The consumer inbox: an effect and its marker in one transaction of the consumer's
+/// database (17.2–17.4).
+pub mod inbox {
+    pub use mqlite_engine_core::inbox::{
+        DEFAULT_INBOX_RETENTION, Inbox, Processed, REASON_INBOX_CONFLICT, settle,
+    };
+    pub use mqlite_engine_core::side::InboxMarker;
+}
+
+/// The relay from a producer's database to a queue in another.
+pub mod relay {
+    pub use mqlite_engine_core::relay::{
+        DEFAULT_RELAY_BATCH, DEFAULT_RELAY_INTERVAL, DEFAULT_RELAY_RETENTION, Relay, RelayRound,
+        SentIntents,
+    };
+    pub use mqlite_engine_core::side::{RelayBacklog, RelayIntent};
+}
 
 #[cfg(feature = "sqlite")]
 pub use mqlite_store_sqlite::{SqliteOptions, SqliteStore, SqliteTx, Synchronous, rusqlite};
