@@ -21,7 +21,12 @@ pub fn body_digest(body: &[u8]) -> String {
 pub fn dedup_key(message: &OutMessage) -> (String, String) {
     let digest = body_digest(&message.body);
     match message.message_id.as_deref() {
-        Some(id) if !id.is_empty() => (format!("id:{id}"), digest),
+        Some(id) if !id.is_empty() => (id_key(id), digest),
         _ => (format!("sha256:{digest}"), digest),
     }
+}
+
+/// The dedup entry's key of a producer's message id.
+pub fn id_key(id: &str) -> String {
+    format!("id:{id}")
 }

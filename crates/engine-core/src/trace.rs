@@ -161,7 +161,7 @@ impl Trace {
         queue: &str,
         label: &str,
     ) -> Result<()> {
-        let key = self.event.dedup_key();
+        let key = crate::dedup::id_key(&self.event.dedup_key());
         let q = queue.to_owned();
         let now = engine.clock().now_ms();
         let found: SentEvidence = engine
