@@ -53,8 +53,26 @@ pub struct Trace {
     published: Option<bool>,
 }
 
+/// An epoch-ms time as RFC 3339 UTC (`2026-11-30T10:00:00.000Z`).
 fn when(ms: i64) -> String {
-    format!("{ms} ms")
+    let (days, in_day) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian calendar).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, sec, milli) = (
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1000 % 60,
+        in_day % 1000,
+    );
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{sec:02}.{milli:03}Z")
 }
 
 impl Trace {
@@ -173,7 +191,7 @@ impl Trace {
             (_, Some(m)) => {
                 self.saw(&m.content);
                 let mut detail = format!(
-                    "#{} {} after {} deliveries",
+                    "#{} {} (delivery count {})",
                     m.seq,
                     m.state.as_str(),
                     m.delivery_count
@@ -353,5 +371,15 @@ impl fmt::Display for Trace {
             }
         }
         write!(f, "verdict: {}", self.verdict())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times_read_as_utc() {
+        assert_eq!(super::when(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(super::when(1_764_500_000_123), "2025-11-30T10:53:20.123Z");
+        assert_eq!(super::when(951_782_400_000), "2000-02-29T00:00:00.000Z");
     }
 }

@@ -357,3 +357,73 @@ async fn the_queue_handle_settles_what_it_received() {
     jobs.complete(&m).await.expect("complete on its own queue");
     mq.close().await;
 }
+
+/// The worker's inbox option: through `Inbox::handler`, a handler's local effect and its
+/// marker commit together, so a repeat is completed without a second effect and the
+/// same identity with another payload is dead-lettered as an inbox conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inbox_handler_applies_once_and_dead_letters_a_conflict() {
+    use mqlite::EventIdentity;
+    use mqlite::inbox::{Inbox, REASON_INBOX_CONFLICT};
+
+    let clock = ManualClock::new(1_700_000_000_000);
+    let mq = engine(&clock, 60_000).await;
+    mq.tx(async |t| {
+        t.native()
+            .sql()?
+            .execute("CREATE TABLE effects (body TEXT)", [])
+            .map_err(|e| mqlite::Error::backend("sqlite", e))
+    })
+    .await
+    .expect("effects table");
+    let event = |body: &str| {
+        OutMessage::new(body.to_owned()).with_event(EventIdentity::new("test", "evt-1"))
+    };
+    // Q has no dedup window: the repeat and the other payload arrive as messages.
+    mq.send_batch(Q, vec![event("a"), event("a"), event("b")])
+        .await
+        .expect("send");
+    let inbox = Inbox::new(mq.clone());
+    let handler = inbox.handler("projection", async |m: &mqlite::Message, t| {
+        let body = String::from_utf8_lossy(m.body()).into_owned();
+        t.native()
+            .sql()?
+            .execute("INSERT INTO effects (body) VALUES (?1)", [body])
+            .map_err(|e| HandlerError::retry(e))?;
+        Ok(())
+    });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(mq.worker(Q, handler).run_until(async {
+        let _ = stopped.await;
+    }));
+    eventually("every message settled", || async {
+        mq.stats(Q).await.expect("stats").active == 0
+            && mq.stats(Q).await.expect("stats").locked == 0
+    })
+    .await;
+    let _ = stop.send(());
+    let report = worker.await.expect("join").expect("worker");
+    assert_eq!((report.completed, report.dead_lettered), (2, 1));
+    let effects: Vec<String> = mq
+        .tx(async |t| {
+            let sql = t.native().sql()?;
+            let mut stmt = sql
+                .prepare("SELECT body FROM effects")
+                .map_err(|e| mqlite::Error::backend("sqlite", e))?;
+            let rows = stmt
+                .query_map([], |r| r.get(0))
+                .and_then(Iterator::collect)
+                .map_err(|e| mqlite::Error::backend("sqlite", e))?;
+            Ok::<_, mqlite::Error>(rows)
+        })
+        .await
+        .expect("effects");
+    assert_eq!(effects, ["a"], "one effect");
+    let dead = only_message(&mq).await.expect("the conflict");
+    assert_eq!(dead.state, MessageState::DeadLettered);
+    assert_eq!(
+        dead.dead_letter_reason.as_deref(),
+        Some(REASON_INBOX_CONFLICT)
+    );
+    assert_eq!(dead.body(), b"b");
+}
