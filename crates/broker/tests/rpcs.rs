@@ -535,3 +535,70 @@ async fn redrive_of_selected_dead_letters() {
     let st = w.stats("jobs").await;
     assert_eq!((st.active, st.dead_lettered), (2, 1));
 }
+
+/// The event identity travels as named fields of a message: sent, it is the dedup key
+/// (a repeat collapses into the original), and every receive carries it back; one of
+/// `event_source` / `event_id` alone is invalid_argument.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_identity_travels_as_named_fields() {
+    let w = world().await;
+    w.create_queue(
+        "events",
+        WireQueueConfig {
+            dedup_window_ms: Some(60_000),
+            ..Default::default()
+        },
+    )
+    .await;
+    let event = WireMessage {
+        event_source: "https://shop.example/orders".into(),
+        event_id: "evt-1".into(),
+        event_type: "order.created".into(),
+        ..WireMessage::with_body("{}")
+    };
+    let send = |m: WireMessage| SendRequest {
+        queue: "events".into(),
+        messages: vec![m.clone(), m],
+        ..Default::default()
+    };
+    let sent: SendResponse = w
+        .client
+        .call(Rpc::Send, &send(event.clone()))
+        .await
+        .expect("send");
+    assert_eq!(
+        sent.seq_numbers[0], sent.seq_numbers[1],
+        "one identity, one message"
+    );
+    let got: MessagesResponse = w
+        .client
+        .call(
+            Rpc::Receive,
+            &ReceiveRequest {
+                queue: "events".into(),
+                max_messages: Some(10),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("receive");
+    assert_eq!(got.messages.len(), 1);
+    let m = &got.messages[0];
+    assert_eq!(
+        (
+            m.event_source.as_str(),
+            m.event_id.as_str(),
+            m.event_type.as_str()
+        ),
+        ("https://shop.example/orders", "evt-1", "order.created")
+    );
+    let half = WireMessage {
+        event_source: String::new(),
+        ..event
+    };
+    let r = w
+        .client
+        .call::<_, SendResponse>(Rpc::Send, &send(half))
+        .await;
+    assert_eq!(code(r), (400, "invalid_argument".into()));
+}

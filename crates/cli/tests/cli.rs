@@ -823,3 +823,48 @@ fn the_console_follows_auth_unless_told() {
         String::from_utf8_lossy(&refused.stderr)
     );
 }
+
+/// `mqlite trace` reads a producer's relay outbox by path: a committed, unsent intent is
+/// `pending`, in JSON for scripts; a path that does not exist is refused, not created.
+#[test]
+fn trace_reads_a_producers_outbox_and_creates_nothing() {
+    let dir = scratch();
+    let db = dir.path().join("producer.db");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let producer = mqlite::Engine::open(&db).await.expect("open");
+        producer
+            .tx(async |t| {
+                let m = mqlite::OutMessage::new("{}")
+                    .with_event(mqlite::EventIdentity::new("shop", "order-1"));
+                t.relay("orders", m).await
+            })
+            .await
+            .expect("the intent commits");
+        producer.close().await;
+    });
+    let db_arg = db.display().to_string();
+    let trace = |path: &str| -> Ran {
+        mqlite()
+            .args([
+                "--output", "json", "trace", "--source", "shop", "--id", "order-1",
+            ])
+            .args(["--producer", path])
+            .output()
+            .expect("mqlite runs")
+            .into()
+    };
+    let t = trace(&db_arg).json();
+    assert_eq!(t["boundaries"][0]["state"], "pending", "{t}");
+    assert_eq!(
+        t["verdict"],
+        "stuck in the producer outbox: pending, never published"
+    );
+    let missing = dir.path().join("missing.db");
+    let r = trace(&missing.display().to_string());
+    assert!(r.failed(1).contains("no database"), "{}", r.stderr);
+    assert!(!missing.exists(), "nothing created");
+}
