@@ -264,7 +264,7 @@ fn conflict_text(consumer: &str, applied: &InboxMarker, incoming: Fingerprint) -
 
 /// Settles a delivery by what the inbox did: Applied and Duplicate complete it,
 /// Conflict dead-letters it under [`REASON_INBOX_CONFLICT`] with both fingerprints.
-pub async fn settle<Q: Store, R>(
+pub async fn settle<Q: Store, R: Sync>(
     queue_engine: &Engine<Q>,
     queue: &str,
     message: &Message,

@@ -389,7 +389,7 @@ async fn the_inbox_handler_applies_once_and_dead_letters_a_conflict() {
         t.native()
             .sql()?
             .execute("INSERT INTO effects (body) VALUES (?1)", [body])
-            .map_err(|e| HandlerError::retry(e))?;
+            .map_err(HandlerError::retry)?;
         Ok(())
     });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

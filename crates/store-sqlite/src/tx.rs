@@ -47,6 +47,10 @@ impl StoreTx for SqliteTx<'_> {
     }
 }
 
+#[allow(
+    clippy::future_not_send,
+    reason = "runs on the writer thread, which owns the connection; never on the executor"
+)]
 impl SqliteTx<'_> {
     /// Runs one shared flow in this transaction. Already on the writer thread: the flow
     /// answers at once.
