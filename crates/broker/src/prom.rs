@@ -78,6 +78,20 @@ impl Prom {
         out.push_str("# TYPE mqlite_long_polls gauge\n");
         let parked = *engine.long_poll_waiters().borrow();
         let _ = writeln!(out, "mqlite_long_polls {parked}");
+        // A producer's relay outbox in the served database (the relay runs in the
+        // producer's process; its stuck intents show here too).
+        let relay = engine.status().await?.relay;
+        let age_s = relay.oldest_created_at_ms.map_or(0.0, |t| {
+            (engine.clock().now_ms() - t).max(0) as f64 / 1000.0
+        });
+        out.push_str("# HELP mqlite_relay_pending Relay intents not yet published.\n");
+        out.push_str("# TYPE mqlite_relay_pending gauge\n");
+        let _ = writeln!(out, "mqlite_relay_pending {}", relay.pending);
+        out.push_str(
+            "# HELP mqlite_relay_oldest_pending_seconds Age of the oldest unpublished relay intent.\n",
+        );
+        out.push_str("# TYPE mqlite_relay_oldest_pending_seconds gauge\n");
+        let _ = writeln!(out, "mqlite_relay_oldest_pending_seconds {age_s}");
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         out.push_str("# HELP mqlite_requests_total Requests answered, per RPC and status code.\n");
         out.push_str("# TYPE mqlite_requests_total counter\n");

@@ -718,6 +718,11 @@ async fn dispatch(
                 subscriptions: st.subscriptions,
                 uptime_ms: i64::try_from(s.started.elapsed().as_millis()).unwrap_or(i64::MAX),
                 auth: s.auth.mode().into(),
+                relay_pending: st.relay.pending,
+                relay_oldest_pending_ms: st
+                    .relay
+                    .oldest_created_at_ms
+                    .map_or(0, |t| (s.engine.clock().now_ms() - t).max(0)),
             })
         }
         Rpc::CreateKey => {

@@ -692,6 +692,10 @@ pub struct StatusResponse {
     pub uptime_ms: i64,
     /// bearer or none.
     pub auth: String,
+    /// Relay intents in the served database not yet published (mqlite extension).
+    pub relay_pending: u64,
+    /// The age of the oldest of them, ms; 0 without one (mqlite extension).
+    pub relay_oldest_pending_ms: i64,
 }
 
 /// CreateKey.

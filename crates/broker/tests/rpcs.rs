@@ -602,3 +602,36 @@ async fn the_event_identity_travels_as_named_fields() {
         .await;
     assert_eq!(code(r), (400, "invalid_argument".into()));
 }
+
+/// A relay outbox in the served database shows in Status and /metrics: its pending
+/// intents and the age of the oldest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_metrics_show_stuck_relay_intents() {
+    let w = world().await;
+    let before: StatusResponse = w.client.call(Rpc::Status, &Empty {}).await.expect("status");
+    assert_eq!(
+        (before.relay_pending, before.relay_oldest_pending_ms),
+        (0, 0)
+    );
+    w.broker
+        .engine()
+        .tx_via::<mqlite::SqliteStore, _, _>(async |t| {
+            let m = mqlite::OutMessage::new("{}")
+                .with_event(mqlite::EventIdentity::new("shop", "order-1"));
+            t.relay("elsewhere", m).await
+        })
+        .await
+        .expect("an intent");
+    w.clock.advance(90_000);
+    let after: StatusResponse = w.client.call(Rpc::Status, &Empty {}).await.expect("status");
+    assert_eq!(
+        (after.relay_pending, after.relay_oldest_pending_ms),
+        (1, 90_000)
+    );
+    let (_, text) = w.client.get("/metrics").await.expect("metrics");
+    assert!(text.contains("mqlite_relay_pending 1\n"), "{text}");
+    assert!(
+        text.contains("mqlite_relay_oldest_pending_seconds 90\n"),
+        "{text}"
+    );
+}

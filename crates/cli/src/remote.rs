@@ -442,6 +442,11 @@ async fn status(client: &Client, out: Output) -> Result<(), Failure> {
             ("ping_ms", r.ping_ms.to_string()),
             ("uptime_ms", r.uptime_ms.to_string()),
             ("auth", r.auth.clone()),
+            ("relay_pending", r.relay_pending.to_string()),
+            (
+                "relay_oldest_pending_ms",
+                r.relay_oldest_pending_ms.to_string(),
+            ),
         ]),
     }
 }

@@ -127,6 +127,9 @@ pub struct StoreStatus {
     pub topics: u64,
     /// Subscriptions.
     pub subscriptions: u64,
+    /// The relay's backlog in this database: intents not yet published, and when the
+    /// oldest was written (zero without a relay outbox).
+    pub relay: RelayBacklog,
 }
 
 /// The narrow boundary every backend implements, native async.

@@ -354,7 +354,14 @@ pub async fn status<X: SqlExec>(
         .first()
         .ok_or_else(|| Error::invalid("status returned no row"))?;
     let n = |v: i64| v.max(0) as u64;
+    let used = !x.query(crate::side::RELAY_USED, &[]).await?.is_empty();
+    let relay = if used {
+        crate::side::relay_backlog(x).await?
+    } else {
+        mqlite_engine_core::RelayBacklog::default()
+    };
     Ok(mqlite_engine_core::StoreStatus {
+        relay,
         backend,
         location,
         remote,

@@ -74,6 +74,10 @@ pub const RELAY_FIND: &str = "SELECT seq, queue, message, created_at, published_
 pub const RELAY_BACKLOG: &str =
     "SELECT count(*), min(created_at) FROM mqlite_relay WHERE published_at = 0";
 
+/// Whether the relay outbox was ever used here (status reads it only then).
+pub const RELAY_USED: &str =
+    "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'mqlite_relay'";
+
 /// Markers past retention.
 pub const INBOX_SWEEP: &str = "DELETE FROM mqlite_inbox WHERE applied_at < :before";
 

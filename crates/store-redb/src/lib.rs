@@ -571,13 +571,18 @@ impl Store for RedbStore {
             Some(backend) => backend.len().ok(),
             None => std::fs::metadata(&self.path).ok().map(|m| m.len()),
         };
-        self.tx(move |t, _| {
+        let work = self.work.clone();
+        self.writer.run_tx(move |txn, _| {
+            let t = Tables::open(txn, &work)?;
             let token = redb::ReadableTable::get(&t.meta, TOKEN_KEY)
                 .map_err(db)?
                 .map(|v| String::from_utf8_lossy(v.value()).into_owned())
                 .unwrap_or_default();
-            let (queues, topics, subscriptions) = flows::counts(t)?;
+            let (queues, topics, subscriptions) = flows::counts(&t)?;
+            drop(t);
+            let relay = side::backlog_if_used(txn)?;
             Ok(StoreStatus {
+                relay,
                 backend: BACKEND,
                 location,
                 remote: false,

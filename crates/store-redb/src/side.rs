@@ -3,7 +3,7 @@
 //! creates a table the first time a write transaction opens it, so the tables appear on
 //! first use, inside the application's transaction.
 
-use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
 use mqlite_engine_core::codec::{decode_out, encode_out};
 use mqlite_engine_core::{
@@ -234,6 +234,19 @@ pub(crate) fn relay_backlog(txn: &WriteTransaction) -> Result<RelayBacklog> {
         pending: count,
         oldest_created_at_ms: oldest,
     })
+}
+
+/// The backlog for `status`, without creating the tables when they were never used.
+pub(crate) fn backlog_if_used(txn: &WriteTransaction) -> Result<RelayBacklog> {
+    let used = txn
+        .list_tables()
+        .map_err(db)?
+        .any(|t| t.name() == RELAY_PENDING.name());
+    if used {
+        relay_backlog(txn)
+    } else {
+        Ok(RelayBacklog::default())
+    }
 }
 
 pub(crate) fn sweep(

@@ -77,12 +77,19 @@ pub async fn p17_1_identity_survives_every_transport_attempt<F: Access>(ctx: Ctx
     .await?;
     let relay: Relay<F::Store, F::Store, F::Native> = Relay::new(mq.clone(), mq.clone());
     assert_eq!(relay.backlog().await?.pending, 1);
+    let status = mq.status().await?.relay;
+    assert_eq!(
+        (status.pending, status.oldest_created_at_ms),
+        (1, Some(ctx.clock.now())),
+        "status shows the stuck intent"
+    );
     let sent_once = relay.send_pending().await?;
     assert_eq!(sent_once.accepted.len(), 1);
     // ... the relay dies here, before the mark; its successor sends again.
     let round = relay.run_once().await?;
     assert_eq!((round.published, round.repeats), (1, 1));
     assert_eq!(relay.backlog().await?.pending, 0);
+    assert_eq!(mq.status().await?.relay.pending, 0);
     let shipped = peek_all(&mq, "shipments").await?;
     assert_eq!(shipped.len(), 1, "two sends, one message");
     assert_eq!(
