@@ -44,6 +44,12 @@ fn sqlite(e: rusqlite::Error) -> Error {
 
 // ----- the child ---------------------------------------------------------------------
 
+/// Exits with [`KILLED`], naming the point on stderr for the parent's tally.
+fn killed_at(point: &str) -> ! {
+    eprintln!("lab: killed at {point}");
+    std::process::exit(KILLED);
+}
+
 /// Counts interruption points; exits with [`KILLED`] at the named one (`EXIT_AT`) or at
 /// the n-th one passed (`EXIT_AFTER`, the long run's random point).
 struct Points {
@@ -64,7 +70,7 @@ impl Points {
     fn here(&mut self, name: &str) {
         self.passed += 1;
         if self.at.as_deref() == Some(name) || self.after == Some(self.passed) {
-            std::process::exit(KILLED);
+            killed_at(name);
         }
     }
 }
@@ -202,14 +208,16 @@ async fn consume_with(
                         .map_err(sqlite)?;
                         // The marker and the projection are written; COMMIT is next.
                         if fail_in_effect || die_in_effect {
-                            std::process::exit(KILLED);
+                            killed_at("after_marker");
                         }
                         Ok::<_, Error>(())
                     })
                     .await?;
                 points.here("after_effect_commit");
-                if let Processed::Conflict { .. } = outcome {
-                    conflict = Some(outcome);
+                match outcome {
+                    Processed::Conflict { .. } => conflict = Some(outcome),
+                    Processed::Duplicate(_) => eprintln!("lab: duplicate absorbed"),
+                    Processed::Applied(()) => {}
                 }
             }
             match &conflict {
@@ -257,6 +265,11 @@ async fn run_to_the_end(dir: &Path, points: &mut Points) -> mqlite::Result<()> {
 
 /// Runs the child `role` in `dir`, with extra environment; returns its exit code.
 fn child(dir: &Path, role: &str, env: &[(&str, String)]) -> i32 {
+    child_out(dir, role, env).0
+}
+
+/// [`child`], with what the child wrote to stderr.
+fn child_out(dir: &Path, role: &str, env: &[(&str, String)]) -> (i32, String) {
     let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
     cmd.args([
         "--ignored",
@@ -281,7 +294,7 @@ fn child(dir: &Path, role: &str, env: &[(&str, String)]) -> i32 {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    code
+    (code, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// Three fresh files: the producer's `jobs`, the queue `orders` with this dedup window,
@@ -546,11 +559,21 @@ async fn lab_long_run() {
     let mut rng = Rng(seed);
     let mut killed = 0;
     let mut runs = 0;
+    let mut tally: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut note = |stderr: &str| {
+        for line in stderr.lines() {
+            if let Some(what) = line.strip_prefix("lab: ") {
+                *tally.entry(what.to_owned()).or_default() += 1;
+            }
+        }
+    };
     while killed < kills {
         runs += 1;
         // Each round passes about 2 + 2·(deliveries) + 1 points per message.
         let after = 1 + rng.next(40);
-        if child(d, "run", &[(EXIT_AFTER, after.to_string())]) == KILLED {
+        let (code, stderr) = child_out(d, "run", &[(EXIT_AFTER, after.to_string())]);
+        note(&stderr);
+        if code == KILLED {
             killed += 1;
         } else {
             // Everything was done before the point: produce more to kill again.
@@ -569,7 +592,9 @@ async fn lab_long_run() {
             producer.close().await;
         }
     }
-    assert_eq!(child(d, "run", &[]), 0, "the last run finishes");
+    let (code, stderr) = child_out(d, "run", &[]);
+    note(&stderr);
+    assert_eq!(code, 0, "the last run finishes");
     let produced = intents(d);
     assert_eq!(pending(d), 0);
     assert_eq!(queued(d), 0);
