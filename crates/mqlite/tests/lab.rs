@@ -612,6 +612,7 @@ async fn lab_long_run() {
         assert_eq!(total(d, c), produced, "{c}");
     }
     println!(
-        "lab_long_run: {killed} kills in {runs} runs, {produced} events, each applied once per consumer"
+        "lab_long_run: {killed} kills in {runs} runs, {produced} events, each applied once \
+         per consumer; {tally:?}"
     );
 }
