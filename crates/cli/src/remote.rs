@@ -163,6 +163,20 @@ async fn list_queues(client: &Client, out: Output) -> Result<(), Failure> {
     )
 }
 
+/// Whether any message carries an event identity (its table gets an EVENT column).
+fn has_events(messages: &[WireMessage]) -> bool {
+    messages.iter().any(|m| !m.event_id.is_empty())
+}
+
+/// A message's event identity as `source id`, or `-`.
+fn event(m: &WireMessage) -> String {
+    if m.event_id.is_empty() {
+        "-".into()
+    } else {
+        format!("{} {}", m.event_source, m.event_id)
+    }
+}
+
 /// The body to send: the argument's text, or a file's (`-`: stdin) bytes.
 fn read_body(a: &SendArgs) -> Result<Vec<u8>, Failure> {
     match (&a.body, &a.file) {
@@ -220,6 +234,10 @@ async fn receive(client: &Client, out: Output, a: ReceiveArgs) -> Result<(), Fai
             if a.no_complete {
                 headers.push("LOCK_TOKEN");
             }
+            let events = has_events(&r.messages);
+            if events {
+                headers.push("EVENT");
+            }
             headers.push("BODY");
             let rows: Vec<Vec<String>> = r
                 .messages
@@ -228,6 +246,9 @@ async fn receive(client: &Client, out: Output, a: ReceiveArgs) -> Result<(), Fai
                     let mut row = vec![m.seq_number.to_string(), m.delivery_count.to_string()];
                     if a.no_complete {
                         row.push(m.lock_token.clone());
+                    }
+                    if events {
+                        row.push(event(m));
                     }
                     row.push(body(m));
                     row
@@ -323,6 +344,10 @@ async fn peek(client: &Client, out: Output, a: PeekArgs) -> Result<(), Failure> 
     if reasons {
         headers.push("DLQ_REASON");
     }
+    let events = has_events(&r.messages);
+    if events {
+        headers.push("EVENT");
+    }
     headers.push("BODY");
     let rows: Vec<Vec<String>> = r
         .messages
@@ -337,6 +362,9 @@ async fn peek(client: &Client, out: Output, a: PeekArgs) -> Result<(), Failure> 
             ];
             if reasons {
                 row.push(or_dash(&m.dead_letter_reason));
+            }
+            if events {
+                row.push(event(m));
             }
             row.push(body(m));
             row

@@ -868,3 +868,29 @@ fn trace_reads_a_producers_outbox_and_creates_nothing() {
     assert!(r.failed(1).contains("no database"), "{}", r.stderr);
     assert!(!missing.exists(), "nothing created");
 }
+
+/// `send --event-source --event-id` gives a message its identity: a repeat collapses into
+/// the original within the queue's window, and receive shows the identity.
+#[test]
+fn send_carries_an_event_identity() {
+    let s = Server::start();
+    s.run(&["create-queue", "orders", "--dedup-window-ms", "60000"])
+        .ok();
+    let send = [
+        "send",
+        "orders",
+        "{}",
+        "--event-source",
+        "shop",
+        "--event-id",
+        "order-1",
+    ];
+    assert_eq!(s.run(&send).ok().trim(), "1");
+    assert_eq!(s.run(&send).ok().trim(), "1", "the repeat is the original");
+    let half = s.run(&["send", "orders", "{}", "--event-id", "order-2"]);
+    half.failed(2);
+    let received = s.run(&["receive", "orders"]);
+    let out = received.ok();
+    assert!(out.lines().next().unwrap_or("").contains("EVENT"), "{out}");
+    assert!(out.contains("shop order-1"), "{out}");
+}

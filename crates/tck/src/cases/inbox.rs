@@ -7,7 +7,7 @@ use std::time::Duration;
 use mqlite_engine_core::inbox::{Inbox, Processed, REASON_INBOX_CONFLICT, settle};
 use mqlite_engine_core::relay::Relay;
 use mqlite_engine_core::{
-    Engine, Error, EventIdentity, MessageState, OutMessage, QueueConfig, ReceiveOptions,
+    Engine, Error, EventIdentity, MessageState, OutMessage, QueueConfig, ReceiveOptions, StoreTx,
 };
 
 use super::peek_all;
@@ -90,6 +90,19 @@ pub async fn p17_1_identity_survives_every_transport_attempt<F: Access>(ctx: Ctx
     assert_eq!((round.published, round.repeats), (1, 1));
     assert_eq!(relay.backlog().await?.pending, 0);
     assert_eq!(mq.status().await?.relay.pending, 0);
+    // Published intents stay for the trace until their retention passes.
+    let relay = relay.retention(Duration::from_secs(60));
+    assert_eq!(relay.sweep().await?, 0);
+    ctx.clock.advance(60_001);
+    assert_eq!(relay.sweep().await?, 1);
+    let found = mq
+        .tx_via::<F::Native, _, _>(async |tx| {
+            tx.native()
+                .relay_find("https://shop.example/orders", "evt-2")
+                .await
+        })
+        .await?;
+    assert!(found.is_empty(), "swept: {found:?}");
     let shipped = peek_all(&mq, "shipments").await?;
     assert_eq!(shipped.len(), 1, "two sends, one message");
     assert_eq!(
@@ -137,6 +150,20 @@ pub async fn p17_2_each_consumer_applies_once<F: Access>(ctx: Ctx<F>) -> TckResu
         .await?;
     let consumers: Vec<_> = markers.iter().map(|m| m.consumer.as_str()).collect();
     assert_eq!(consumers, ["projection-v1", "projection-v2"]);
+
+    // Retention bounds what Duplicate can detect: past it the markers are swept, and a
+    // repeat is applied again (the documented limit, not a silent one).
+    let inbox = inbox.retention(Duration::from_secs(60));
+    ctx.clock.advance(59_999);
+    assert_eq!(inbox.sweep().await?.markers, 0, "not yet");
+    ctx.clock.advance(2);
+    assert_eq!(inbox.sweep().await?.markers, 2);
+    let outcome = inbox
+        .process("projection-v1", &m, async |tx| {
+            F::insert_business_row(tx.native(), 4).await
+        })
+        .await?;
+    assert_eq!(outcome, Processed::Applied(()));
     Ok(())
 }
 
