@@ -27,7 +27,7 @@ CREATE INDEX mqlite_msg_expiry ON mqlite_messages(expires_at) WHERE expires_at >
 CREATE INDEX mqlite_msg_lease ON mqlite_messages(locked_until) WHERE state = 'locked';
 
 -- index mqlite_msg_line
-CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE state <> 'dead_lettered';
+CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE line IS NOT NULL AND state <> 'dead_lettered';
 
 -- index mqlite_msg_line_deferred
 CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 'deferred';
@@ -99,7 +99,7 @@ CREATE TABLE mqlite_inbox (
 
 -- table mqlite_messages
 CREATE TABLE mqlite_messages (
-    id                      INTEGER PRIMARY KEY AUTOINCREMENT,
+    id                      INTEGER PRIMARY KEY,
     queue                   TEXT NOT NULL REFERENCES mqlite_queues(name) ON DELETE CASCADE,
     state                   TEXT NOT NULL DEFAULT 'active'
                                 CHECK (state IN ('active','locked','deferred',
@@ -179,3 +179,8 @@ CREATE TABLE mqlite_subscriptions (
     filter     TEXT NOT NULL DEFAULT '',
     created_at INTEGER NOT NULL
 ) STRICT;
+
+-- trigger mqlite_seq_floor
+CREATE TRIGGER mqlite_seq_floor AFTER DELETE ON mqlite_messages WHEN old.id > coalesce((SELECT max(id) FROM mqlite_messages), 0) BEGIN
+INSERT INTO mqlite_meta(KEY, value) VALUES('seq_floor', old.id) ON CONFLICT(KEY) DO UPDATE SET value = excluded.value WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER);
+END;

@@ -24,10 +24,18 @@ pub const DEDUP_LOOKUP: &str = "SELECT d.dedup_key, d.seq, d.body_hash FROM mqli
 /// Every row of the batch from one JSON array, in array order, so that sequence numbers
 /// increase in batch order (G1) and are contiguous: the caller derives them from
 /// `last_insert_rowid()` (one writer, one statement), with no RETURNING.
-pub const INSERT_MESSAGES: &str = "INSERT INTO mqlite_messages (queue, state, line, waiting,
-       enqueued_at, visible_at, expires_at, body, message_id, group_id, subject,
+///
+/// Numbers never repeat (G1) without AUTOINCREMENT's `sqlite_sequence` row rewritten on
+/// every insert: a batch starts above both the largest number present and the
+/// `seq_floor` that the `mqlite_seq_floor` trigger records when the largest row is
+/// deleted. A send writes no page beyond its rows and their index entries.
+pub const INSERT_MESSAGES: &str = "INSERT INTO mqlite_messages (id, queue, state, line,
+       waiting, enqueued_at, visible_at, expires_at, body, message_id, group_id, subject,
        correlation_id, reply_to, content_type, properties, event)
-SELECT :queue, :state, j.value ->> 'line', j.value ->> 'waiting', :now, :visible_at,
+SELECT max(coalesce((SELECT max(id) FROM mqlite_messages), 0),
+           coalesce((SELECT CAST(value AS INTEGER) FROM mqlite_meta
+                      WHERE key = 'seq_floor'), 0)) + 1 + j.key,
+       :queue, :state, j.value ->> 'line', j.value ->> 'waiting', :now, :visible_at,
        :expires_at, coalesce(unhex(j.value ->> 'body'), X''), j.value ->> 'message_id',
        j.value ->> 'group_id', j.value ->> 'subject', j.value ->> 'correlation_id',
        j.value ->> 'reply_to', j.value ->> 'content_type', j.value ->> 'properties',

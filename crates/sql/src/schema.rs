@@ -42,7 +42,7 @@ pub const SCHEMA: &[&str] = &[
     // A topic's subscriptions, for publish and for deleting a topic.
     "CREATE INDEX mqlite_sub_topic ON mqlite_subscriptions(topic, name)",
     "CREATE TABLE mqlite_messages (
-    id                      INTEGER PRIMARY KEY AUTOINCREMENT,
+    id                      INTEGER PRIMARY KEY,
     queue                   TEXT NOT NULL REFERENCES mqlite_queues(name) ON DELETE CASCADE,
     state                   TEXT NOT NULL DEFAULT 'active'
                                 CHECK (state IN ('active','locked','deferred',
@@ -70,6 +70,15 @@ pub const SCHEMA: &[&str] = &[
 ) STRICT",
     // Every message of a queue by sequence number: Peek in any state, deleting a queue.
     "CREATE INDEX mqlite_msg_queue ON mqlite_messages(queue, id)",
+    // Sequence numbers never repeat (G1): deleting the largest row records it as the
+    // floor the next send starts above (see enqueue::INSERT_MESSAGES).
+    // (Written as the libSQL client renders it, so both stores keep the same text.)
+    "CREATE TRIGGER mqlite_seq_floor AFTER DELETE ON mqlite_messages \
+WHEN old.id > coalesce((SELECT max(id) FROM mqlite_messages), 0) BEGIN
+INSERT INTO mqlite_meta(KEY, value) VALUES('seq_floor', old.id) \
+ON CONFLICT(KEY) DO UPDATE SET value = excluded.value \
+WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER);
+END",
     // The claim seeks this index: only claimable-shaped rows live in it (1.5).
     "CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) WHERE state = 'active' AND waiting = 0",
     // One index per blocking state for the head-of-line probes (5.6).
@@ -77,7 +86,7 @@ pub const SCHEMA: &[&str] = &[
     "CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 'deferred'",
     "CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 'scheduled'",
     // Every row still in play per line: who waits behind whom.
-    "CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE state <> 'dead_lettered'",
+    "CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE line IS NOT NULL AND state <> 'dead_lettered'",
     // The reaper: leases by expiry.
     "CREATE INDEX mqlite_msg_lease ON mqlite_messages(locked_until) WHERE state = 'locked'",
     // The scheduler: scheduled rows by due time.

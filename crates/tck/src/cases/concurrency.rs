@@ -101,6 +101,46 @@ pub async fn p14_3_completed_message_is_never_redelivered<F: Access>(ctx: Ctx<F>
     Ok(())
 }
 
+/// 14.3 (G1) Sequence numbers never repeat: not after the largest is completed, deleted
+/// by a receive-and-delete or with its queue, and not across a reopen — a number handed
+/// out once can never fence or settle another message.
+pub async fn p14_3_sequence_numbers_never_repeat<F: Access>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    let mut highest = *send_n(&mq, Q, "a", 3).await?.last().expect("three");
+    // The largest completed: the next send still goes above it.
+    while let Some(m) = mq.receive_one(Q).await? {
+        mq.complete(Q, &m).await?;
+    }
+    let next = mq.send(Q, OutMessage::new("b")).await?;
+    assert!(next > highest, "{next} after {highest}");
+    highest = next;
+    // The largest taken by receive-and-delete.
+    let gone = mq
+        .receive(
+            Q,
+            ReceiveOptions {
+                mode: mqlite_engine_core::ReceiveMode::ReceiveAndDelete,
+                ..Default::default()
+            },
+        )
+        .await?;
+    assert_eq!(gone[0].seq, highest);
+    // The largest deleted with its queue, then the store reopened.
+    mq.create_queue("other", config(30_000, 10)).await?;
+    highest = mq.send("other", OutMessage::new("c")).await?;
+    mq.delete_queue("other").await?;
+    mq.close().await;
+    let mq = ctx.engine().await?;
+    let after = mq.send(Q, OutMessage::new("d")).await?;
+    assert!(
+        after > highest,
+        "{after} after {highest}, across delete and reopen"
+    );
+    let batch = send_n(&mq, Q, "e", 3).await?;
+    assert!(batch.windows(2).all(|w| w[0] < w[1]) && batch[0] > after);
+    Ok(())
+}
+
 /// 14.4 Every message sent is eventually completed, with consumers that abandon and let
 /// leases lapse along the way.
 pub async fn p14_4_every_message_is_eventually_completed<F: Access>(ctx: Ctx<F>) -> TckResult {
