@@ -110,7 +110,8 @@ pub(crate) enum Command {
     ///
     /// Reads the databases directly (paths, redb:…, libsql://…), not through a broker;
     /// a local file another process holds open is refused (DbLocked): trace it from
-    /// that process with the library's `Trace`, or after it stops.
+    /// that process with the library's `Trace`, or after it stops. Opening reclaims a
+    /// stopped process's orphaned leases, as any open does; the trace writes nothing.
     Trace(TraceArgs),
 }
 

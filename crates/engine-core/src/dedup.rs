@@ -17,9 +17,14 @@ pub fn body_digest(body: &[u8]) -> String {
 }
 
 /// The dedup key and the body digest of a message: `(key, digest)`. An empty or absent
-/// id keys on the digest itself (content-addressed).
+/// id keys on the digest itself (content-addressed). A message with an event identity
+/// is compared by its envelope's fingerprint instead of its body, so the queue and the
+/// consumer inbox agree on what a repeat is (4.2, 17.4).
 pub fn dedup_key(message: &OutMessage) -> (String, String) {
-    let digest = body_digest(&message.body);
+    let digest = match &message.event {
+        Some(_) => crate::event::fingerprint(message).to_string(),
+        None => body_digest(&message.body),
+    };
     match message.message_id.as_deref() {
         Some(id) if !id.is_empty() => (id_key(id), digest),
         _ => (format!("sha256:{digest}"), digest),

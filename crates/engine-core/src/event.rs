@@ -74,6 +74,20 @@ impl EventIdentity {
                 )));
             }
         }
+        if let Some(v) = &self.specversion
+            && v != SPEC_VERSION
+        {
+            return Err(Error::invalid(format!(
+                "CloudEvents specversion {v} is not supported ({SPEC_VERSION} is)"
+            )));
+        }
+        if let Some(t) = &self.time
+            && !is_rfc3339(t)
+        {
+            return Err(Error::invalid(format!(
+                "event time {t:?} is not an RFC 3339 timestamp (2026-11-30T10:00:00Z)"
+            )));
+        }
         for (field, v) in [
             ("event source", Some(&self.source)),
             ("event id", Some(&self.id)),
@@ -99,12 +113,55 @@ impl fmt::Display for EventIdentity {
     }
 }
 
-/// Gives a message its identity in place: with an identity, the message id is the
-/// identity's dedup key (a different explicit id is refused).
+/// Whether `t` has the shape of an RFC 3339 timestamp: a full date, `T`, a full time
+/// with optional fraction, and `Z` or an offset.
+fn is_rfc3339(t: &str) -> bool {
+    let b = t.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|s| s.iter().all(u8::is_ascii_digit));
+    if b.len() < 20
+        || !(digits(0..4) && b[4] == b'-' && digits(5..7) && b[7] == b'-' && digits(8..10))
+        || !matches!(b[10], b'T' | b't')
+        || !(digits(11..13) && b[13] == b':' && digits(14..16) && b[16] == b':' && digits(17..19))
+    {
+        return false;
+    }
+    let mut rest = &b[19..];
+    if let Some(frac) = rest.strip_prefix(b".") {
+        let n = frac.iter().take_while(|c| c.is_ascii_digit()).count();
+        if n == 0 {
+            return false;
+        }
+        rest = &frac[n..];
+    }
+    match rest {
+        [b'Z' | b'z'] => true,
+        [b'+' | b'-', h1, h2, b':', m1, m2] => [h1, h2, m1, m2].iter().all(|c| c.is_ascii_digit()),
+        _ => false,
+    }
+}
+
+/// The type an identity without one gets: CloudEvents requires a type, and the HTTP
+/// bindings must carry one.
+pub const DEFAULT_TYPE: &str = "mqlite.message";
+
+/// Gives a message its identity in place: `specversion` and `type` default to `1.0` and
+/// [`DEFAULT_TYPE`] (so a message sent natively and one that came over HTTP have one
+/// envelope), and the message id is the identity's dedup key (a different explicit id
+/// is refused).
 pub(crate) fn stamp(m: &mut OutMessage) -> Result<()> {
-    let Some(e) = &m.event else { return Ok(()) };
+    let Some(e) = &mut m.event else {
+        return Ok(());
+    };
     e.validate()?;
+    e.specversion.get_or_insert_with(|| SPEC_VERSION.to_owned());
+    e.kind.get_or_insert_with(|| DEFAULT_TYPE.to_owned());
     let key = e.dedup_key();
+    if key.len() > 1024 {
+        return Err(Error::invalid(
+            "event source and id together are too long for a dedup key (1024 bytes, escaped)",
+        ));
+    }
     match &m.message_id {
         Some(id) if *id != key => Err(Error::invalid(
             "a message with an event identity is deduplicated by (source, id): leave \
@@ -206,7 +263,7 @@ pub fn to_binary_headers(m: &OutMessage) -> Option<Vec<(&'static str, String)>> 
         ),
         (
             "ce-type",
-            e.kind.clone().unwrap_or_else(|| "mqlite.message".into()),
+            e.kind.clone().unwrap_or_else(|| DEFAULT_TYPE.into()),
         ),
     ];
     if let Some(t) = &e.time {
@@ -271,6 +328,19 @@ fn check_version(v: Option<&str>) -> Result<()> {
 
 // ----- CloudEvents structured mode (JSON) ---------------------------------------------
 
+/// The members of a structured event that are not extension attributes.
+const CONTEXT: [&str; 9] = [
+    "id",
+    "source",
+    "type",
+    "specversion",
+    "time",
+    "subject",
+    "datacontenttype",
+    "data",
+    "data_base64",
+];
+
 fn is_json(content_type: Option<&str>) -> bool {
     content_type.is_some_and(|c| {
         let c = c.split(';').next().unwrap_or("").trim();
@@ -285,8 +355,12 @@ pub fn to_structured(m: &OutMessage) -> Option<serde_json::Value> {
     use serde_json::Value;
     let e = m.event.as_ref()?;
     let mut o = serde_json::Map::new();
+    // A property named like a context attribute (or data) cannot be an extension
+    // attribute: it is left out rather than let it replace the attribute.
     for (k, v) in &m.properties {
-        o.insert(k.clone(), Value::from(v.as_str()));
+        if !CONTEXT.contains(&k.as_str()) {
+            o.insert(k.clone(), Value::from(v.as_str()));
+        }
     }
     o.insert(
         "specversion".into(),
@@ -296,7 +370,7 @@ pub fn to_structured(m: &OutMessage) -> Option<serde_json::Value> {
     o.insert("source".into(), Value::from(e.source.as_str()));
     o.insert(
         "type".into(),
-        Value::from(e.kind.as_deref().unwrap_or("mqlite.message")),
+        Value::from(e.kind.as_deref().unwrap_or(DEFAULT_TYPE)),
     );
     for (k, v) in [
         ("time", &e.time),
@@ -371,17 +445,6 @@ pub fn from_structured(v: &serde_json::Value) -> Result<OutMessage> {
         (None, None) => Vec::new(),
     };
     for (k, v) in o {
-        const CONTEXT: [&str; 9] = [
-            "id",
-            "source",
-            "type",
-            "specversion",
-            "time",
-            "subject",
-            "datacontenttype",
-            "data",
-            "data_base64",
-        ];
         if CONTEXT.contains(&k.as_str()) {
             continue;
         }
@@ -425,10 +488,11 @@ mod tests {
         let h = to_binary_headers(&m).expect("an identity");
         let back =
             from_binary_headers(h.iter().map(|(k, v)| (*k, v.as_str())), m.body.clone()).unwrap();
-        let mut want = m.clone();
-        want.event.as_mut().unwrap().specversion = Some("1.0".into());
-        assert_eq!(back, want);
-        assert_eq!(fingerprint(&back), fingerprint(&want));
+        let (mut want, mut got) = (m.clone(), back);
+        stamp(&mut want).unwrap();
+        stamp(&mut got).unwrap();
+        assert_eq!(got, want, "one envelope, natively or over HTTP");
+        assert_eq!(fingerprint(&got), fingerprint(&want));
     }
 
     #[test]
@@ -479,6 +543,24 @@ mod tests {
         assert_ne!(fingerprint(&m), fingerprint(&other));
         let f = fingerprint(&m);
         assert_eq!(f.to_string().parse::<Fingerprint>().unwrap(), f);
+    }
+
+    #[test]
+    fn identities_are_validated() {
+        let bad = |e: EventIdentity| {
+            let mut m = OutMessage::new("x").with_event(e);
+            matches!(stamp(&mut m), Err(Error::InvalidArgument(_)))
+        };
+        assert!(bad(EventIdentity::new("", "1")));
+        assert!(bad(EventIdentity::new("s", "1").with_time("yesterday")));
+        assert!(bad(EventIdentity {
+            specversion: Some("0.3".into()),
+            ..EventIdentity::new("s", "1")
+        }));
+        assert!(bad(EventIdentity::new("\"".repeat(400), "\"".repeat(400))));
+        for t in ["2026-11-30T10:00:00Z", "2026-11-30T10:00:00.123+01:00"] {
+            assert!(!bad(EventIdentity::new("s", "1").with_time(t)), "{t}");
+        }
     }
 
     #[test]

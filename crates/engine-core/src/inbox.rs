@@ -234,10 +234,21 @@ impl<S: HasOutbox<N>, N: OutboxStore> Inbox<S, N> {
             + 'static,
     {
         let inbox = self.clone();
+        let refused = validate_consumer(consumer).err().map(|e| e.to_string());
         let consumer = consumer.to_owned();
         move |m: Message| {
             let (inbox, consumer, effect) = (inbox.clone(), consumer.clone(), effect.clone());
+            let refused = refused.clone();
             Box::pin(async move {
+                // A bad consumer name or a message without an identity: no retry cures it.
+                if let Some(why) = refused {
+                    return Err(HandlerError::Permanent(why));
+                }
+                if m.content.event.is_none() {
+                    return Err(HandlerError::Permanent(
+                        "the inbox needs a message with an event identity (source, id)".into(),
+                    ));
+                }
                 let delivered = m.clone();
                 let outcome = inbox
                     .process(&consumer, &delivered, async move |t| effect(&m, t).await)

@@ -69,18 +69,24 @@ pub struct RelayRound {
     pub published: u64,
     /// Of them, repeats the target queue already held (4.1).
     pub repeats: u64,
-    /// Intents the target refused as a dedup conflict (the identity is in the queue
-    /// with another payload): left pending, visible in the backlog and the trace.
+    /// Intents the target refused as a dedup conflict (the queue holds the identity
+    /// with another payload): marked refused, sent no more, counted in the backlog's
+    /// `refused` and shown by the trace, for an operator to resolve.
     pub conflicts: u64,
 }
 
 /// Intents sent but not yet marked: the first half of a round.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct SentIntents {
     /// The intents the target accepted (fresh or a repeat), by seq.
     pub accepted: Vec<i64>,
+    /// The intents the target refused as a dedup conflict, by seq.
+    pub refused: Vec<i64>,
     /// What the round did so far.
     pub round: RelayRound,
+    /// The error that stopped the round after the intents above: [`Relay::mark`] marks
+    /// them first, then returns it, so nothing accepted is sent again.
+    pub stopped: Option<Error>,
 }
 
 /// The relay from a producer's database to a queue (see the module).
@@ -159,7 +165,9 @@ impl<P: HasOutbox<N>, Q: Store, N: OutboxStore> Relay<P, Q, N> {
     }
 
     /// Sends the next pending intents, in order, with their identity; marks nothing.
-    /// Consecutive intents for one queue go in one send.
+    /// Consecutive intents for one queue go in one send. A send that fails stops the
+    /// round there (later intents wait, so the order holds) and is carried in
+    /// [`SentIntents::stopped`]; an error before anything was sent is returned.
     pub async fn send_pending(&self) -> Result<SentIntents> {
         let limit = self.batch;
         let pending: Vec<RelayIntent> = self
@@ -172,12 +180,14 @@ impl<P: HasOutbox<N>, Q: Store, N: OutboxStore> Relay<P, Q, N> {
             let run = rest.iter().take_while(|i| i.queue == first.queue).count();
             let (now, later) = rest.split_at(run);
             rest = later;
-            self.check_target(&first.queue).await?;
-            let messages = now.iter().map(|i| i.message.clone()).collect();
-            let slots = self
-                .target
-                .send_batch_with(&first.queue, messages, SendOptions::default())
-                .await?;
+            let slots = match self.send_run(&first.queue, now).await {
+                Ok(slots) => slots,
+                Err(e) if out.accepted.is_empty() && out.refused.is_empty() => return Err(e),
+                Err(e) => {
+                    out.stopped = Some(e);
+                    break;
+                }
+            };
             for (intent, slot) in now.iter().zip(slots) {
                 match slot {
                     EnqueueSlot::Conflict => {
@@ -185,30 +195,49 @@ impl<P: HasOutbox<N>, Q: Store, N: OutboxStore> Relay<P, Q, N> {
                         tracing::warn!(
                             queue = %intent.queue,
                             event = %intent.message.event.as_ref().map(ToString::to_string).unwrap_or_default(),
-                            "relay: the queue holds this identity with another payload; the intent stays pending"
+                            "relay: the queue holds this identity with another payload; the intent is refused, for an operator"
                         );
-                        continue;
+                        out.refused.push(intent.seq);
                     }
-                    EnqueueSlot::Duplicate(_) => out.round.repeats += 1,
-                    EnqueueSlot::Enqueued(_) | EnqueueSlot::Unrouted => {}
+                    EnqueueSlot::Duplicate(_) => {
+                        out.round.repeats += 1;
+                        out.accepted.push(intent.seq);
+                    }
+                    EnqueueSlot::Enqueued(_) | EnqueueSlot::Unrouted => {
+                        out.accepted.push(intent.seq);
+                    }
                 }
-                out.accepted.push(intent.seq);
             }
         }
         Ok(out)
     }
 
-    /// Marks sent intents published: the second half of a round.
+    async fn send_run(&self, queue: &str, intents: &[RelayIntent]) -> Result<Vec<EnqueueSlot>> {
+        self.check_target(queue).await?;
+        let messages = intents.iter().map(|i| i.message.clone()).collect();
+        self.target
+            .send_batch_with(queue, messages, SendOptions::default())
+            .await
+    }
+
+    /// Marks sent intents published (and refused ones refused): the second half of a
+    /// round. Returns the error that stopped the round, if one did, after marking.
     pub async fn mark(&self, sent: SentIntents) -> Result<RelayRound> {
         let mut round = sent.round;
-        if !sent.accepted.is_empty() {
-            let seqs = sent.accepted;
+        if !(sent.accepted.is_empty() && sent.refused.is_empty()) {
+            let (accepted, refused) = (sent.accepted, sent.refused);
             round.published = self
                 .producer
-                .tx_via::<N, _, _>(async move |t| t.native().relay_mark(&seqs).await)
+                .tx_via::<N, _, _>(async move |t| {
+                    t.native().relay_refuse(&refused).await?;
+                    t.native().relay_mark(&accepted).await
+                })
                 .await?;
         }
-        Ok(round)
+        match sent.stopped {
+            Some(e) => Err(e),
+            None => Ok(round),
+        }
     }
 
     /// One round: send the next pending intents, then mark them published.
@@ -267,7 +296,12 @@ impl<P: HasOutbox<N>, Q: Store, N: OutboxStore> Relay<P, Q, N> {
                 }
             };
             if full {
-                continue;
+                // More is waiting: go on at once, unless asked to stop.
+                tokio::select! {
+                    biased;
+                    () = &mut stop => return Ok(()),
+                    () = std::future::ready(()) => continue,
+                }
             }
             let wake = now.saturating_add(interval.as_millis() as i64);
             tokio::select! {

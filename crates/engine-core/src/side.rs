@@ -36,15 +36,21 @@ pub struct RelayIntent {
     pub created_at_ms: i64,
     /// When the relay marked it published, once it has.
     pub published_at_ms: Option<i64>,
+    /// When the target refused it as a dedup conflict (the queue holds its identity
+    /// with another payload), if it did: the relay sends it no more, and it waits for
+    /// an operator (the backlog counts it).
+    pub refused_at_ms: Option<i64>,
 }
 
-/// The relay's backlog: intents not yet marked published.
+/// The relay's backlog: intents not yet published.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RelayBacklog {
-    /// How many.
+    /// Intents waiting to be sent.
     pub pending: u64,
     /// When the oldest of them was written.
     pub oldest_created_at_ms: Option<i64>,
+    /// Intents the target refused as a dedup conflict, kept for an operator.
+    pub refused: u64,
 }
 
 /// What a queue holds about a message id: its dedup entry and, while the row lives,

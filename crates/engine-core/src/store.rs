@@ -440,7 +440,8 @@ pub trait StoreTx {
     /// The statement time of this transaction (epoch ms, from the store's clock).
     fn now_ms(&self) -> i64;
 
-    // ----- the side tables (crate::side): created by the store on first use ---------
+    // ----- the side tables (crate::side): created by the store on first write; a
+    // ----- read of a table never created answers empty and creates nothing ---------
 
     /// Every consumer's inbox marker for the event `(source, id)`, by consumer.
     fn inbox_markers(
@@ -465,6 +466,10 @@ pub trait StoreTx {
     /// Marks these intents published at this transaction's time; returns how many were
     /// still unpublished.
     fn relay_mark(&mut self, seqs: &[i64]) -> impl Future<Output = Result<u64>>;
+
+    /// Marks these intents refused by their target at this transaction's time; returns
+    /// how many were still pending.
+    fn relay_refuse(&mut self, seqs: &[i64]) -> impl Future<Output = Result<u64>>;
 
     /// Every intent with the event identity `(source, id)`, by seq.
     fn relay_find(

@@ -30,7 +30,7 @@ use crate::types::{MessageState, OutMessage};
 pub struct Boundary {
     /// Which boundary: `producer outbox`, `queue <name>`, `consumer <name>`.
     pub boundary: String,
-    /// What the evidence shows, in a word: `pending`, `published`, `active`,
+    /// What the evidence shows, in a word: `pending`, `published`, `refused`, `active`,
     /// `completed`, `dead_lettered`, `applied`, `conflict`, `none`.
     pub state: String,
     /// The evidence, in a sentence.
@@ -124,8 +124,29 @@ impl Trace {
                     1 => String::new(),
                     n => format!(" ({n} intents share this identity)"),
                 };
-                match last.published_at_ms {
-                    Some(at) => {
+                match (last.published_at_ms, last.refused_at_ms) {
+                    (_, Some(at)) => {
+                        self.published = Some(false);
+                        Boundary {
+                            boundary: "producer outbox".into(),
+                            state: "refused".into(),
+                            detail: format!(
+                                "intent #{} for queue {} written at {}, refused at {}: the \
+                                 queue holds this identity with another payload{more}",
+                                last.seq,
+                                last.queue,
+                                when(last.created_at_ms),
+                                when(at)
+                            ),
+                            evidence,
+                            unknown: Some(
+                                "which payload is right: the relay sends it no more; an \
+                                 operator decides"
+                                    .into(),
+                            ),
+                        }
+                    }
+                    (Some(at), None) => {
                         self.published = Some(true);
                         Boundary {
                             boundary: "producer outbox".into(),
@@ -145,7 +166,7 @@ impl Trace {
                             ),
                         }
                     }
-                    None => {
+                    (None, None) => {
                         self.published = Some(false);
                         Boundary {
                             boundary: "producer outbox".into(),
@@ -235,7 +256,9 @@ impl Trace {
                                    delivery unknown"
                         .into(),
                     Some(false) => "not sent yet, or sent before a crash and already gone".into(),
-                    None => "never sent, or gone after the dedup window expired".into(),
+                    None => "never sent, or gone after the dedup window expired (a queue \
+                             without a dedup window keeps no entry to find it by)"
+                        .into(),
                 }),
             },
         };
@@ -320,6 +343,13 @@ impl Trace {
         }
         if !consumers.is_empty() && consumers.iter().all(|r| r.state == "applied") {
             return "applied by every consumer traced".into();
+        }
+        if let Some(r) = self.rows.first()
+            && r.state == "refused"
+        {
+            return "stuck in the producer outbox: refused by the queue (same identity, \
+                    other payload)"
+                .into();
         }
         match self.rows.iter().rev().find(|r| positive(r)) {
             Some(r) => format!("last confirmed at {} ({})", r.boundary, r.state),

@@ -1,7 +1,8 @@
 //! The side tables (`mqlite_engine_core::side`): the consumer inbox and the producer's
 //! relay outbox, created on first use in the database the application's transaction
-//! runs in. Every operation runs inside the caller's transaction; the first one to find
-//! a table missing creates it (in that same transaction) and runs again.
+//! runs in. Every operation runs inside the caller's transaction; the first write to
+//! find a table missing creates it (in that same transaction) and runs again, and a
+//! read of a missing table answers no rows.
 
 use mqlite_engine_core::codec::{decode_out, encode_out};
 use mqlite_engine_core::{
@@ -9,7 +10,7 @@ use mqlite_engine_core::{
     SideSweep,
 };
 
-use crate::exec::{CorruptRow, Row, SqlExec, Value};
+use crate::exec::{CorruptRow, Params, Row, SqlExec, Value};
 use crate::rows::message;
 
 /// The side tables' DDL, run on first use. The golden file holds it beside
@@ -34,10 +35,14 @@ pub const DDL: &[&str] = &[
     id           TEXT NOT NULL,
     message      BLOB NOT NULL,
     created_at   INTEGER NOT NULL,
-    published_at INTEGER NOT NULL DEFAULT 0
+    published_at INTEGER NOT NULL DEFAULT 0,
+    refused_at   INTEGER NOT NULL DEFAULT 0
 ) STRICT",
     // Only the pending intents: what the relay reads next and the backlog it reports.
-    "CREATE INDEX IF NOT EXISTS mqlite_relay_pending ON mqlite_relay(seq) WHERE published_at = 0",
+    "CREATE INDEX IF NOT EXISTS mqlite_relay_pending ON mqlite_relay(seq) \
+     WHERE published_at = 0 AND refused_at = 0",
+    // Only the refused ones, for the backlog's count.
+    "CREATE INDEX IF NOT EXISTS mqlite_relay_refused ON mqlite_relay(seq) WHERE refused_at > 0",
     // The trace's lookup by identity.
     "CREATE INDEX IF NOT EXISTS mqlite_relay_event ON mqlite_relay(source, id)",
     // The retention sweep of published intents.
@@ -59,20 +64,28 @@ pub const RELAY_INSERT: &str = "INSERT INTO mqlite_relay (queue, source, id, mes
 VALUES (:queue, :source, :id, :message, :now)";
 
 /// The next pending intents, in order (a seek of the partial index).
-pub const RELAY_PENDING: &str = "SELECT seq, queue, message, created_at, published_at
-  FROM mqlite_relay WHERE published_at = 0 ORDER BY seq LIMIT :limit";
+pub const RELAY_PENDING: &str = "SELECT seq, queue, message, created_at, published_at,
+       refused_at
+  FROM mqlite_relay WHERE published_at = 0 AND refused_at = 0 ORDER BY seq LIMIT :limit";
 
 /// Marks intents published.
 pub const RELAY_MARK: &str = "UPDATE mqlite_relay SET published_at = :now
- WHERE published_at = 0 AND seq IN (SELECT value FROM json_each(:seqs))";
+ WHERE published_at = 0 AND refused_at = 0 AND seq IN (SELECT value FROM json_each(:seqs))";
+
+/// Marks intents refused by their target.
+pub const RELAY_REFUSE: &str = "UPDATE mqlite_relay SET refused_at = :now
+ WHERE published_at = 0 AND refused_at = 0 AND seq IN (SELECT value FROM json_each(:seqs))";
 
 /// Every intent of one identity.
-pub const RELAY_FIND: &str = "SELECT seq, queue, message, created_at, published_at
+pub const RELAY_FIND: &str = "SELECT seq, queue, message, created_at, published_at,
+       refused_at
   FROM mqlite_relay WHERE source = :source AND id = :id ORDER BY seq";
 
 /// The backlog.
-pub const RELAY_BACKLOG: &str =
-    "SELECT count(*), min(created_at) FROM mqlite_relay WHERE published_at = 0";
+pub const RELAY_BACKLOG: &str = "SELECT
+    (SELECT count(*) FROM mqlite_relay WHERE published_at = 0 AND refused_at = 0),
+    (SELECT min(created_at) FROM mqlite_relay WHERE published_at = 0 AND refused_at = 0),
+    (SELECT count(*) FROM mqlite_relay WHERE refused_at > 0)";
 
 /// Whether the relay outbox was ever used here (status reads it only then).
 pub const RELAY_USED: &str =
@@ -116,7 +129,8 @@ pub async fn create<X: SqlExec>(x: &mut X) -> Result<()> {
     Ok(())
 }
 
-/// Runs `op`; if a side table is missing, creates the tables and runs it once more.
+/// Runs the write `op`; if a side table is missing, creates the tables and runs it
+/// once more.
 async fn first_use<X: SqlExec, T>(x: &mut X, op: impl AsyncFn(&mut X) -> Result<T>) -> Result<T> {
     match op(x).await {
         Err(e) if missing_side_table(&e) => {
@@ -127,13 +141,23 @@ async fn first_use<X: SqlExec, T>(x: &mut X, op: impl AsyncFn(&mut X) -> Result<
     }
 }
 
+/// Runs the read `op`; a side table never created reads as no rows (and stays
+/// uncreated: a read, the trace's or the status's, writes nothing).
+async fn read<X: SqlExec>(x: &mut X, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>> {
+    match x.query(sql, params).await {
+        Err(e) if missing_side_table(&e) => Ok(Vec::new()),
+        other => other,
+    }
+}
+
 fn corrupt(what: &str) -> Error {
     Error::backend("sql", CorruptRow(what.to_owned()))
 }
 
 fn intent(r: &Row) -> Result<RelayIntent> {
-    let published = r.int(4)?;
+    let (published, refused) = (r.int(4)?, r.int(5)?);
     Ok(RelayIntent {
+        refused_at_ms: (refused > 0).then_some(refused),
         seq: r.int(0)?,
         queue: r.text(1)?,
         message: decode_out(&r.blob(2)?).ok_or_else(|| corrupt("a relay intent"))?,
@@ -148,11 +172,8 @@ pub async fn inbox_markers<X: SqlExec>(
     source: &str,
     id: &str,
 ) -> Result<Vec<InboxMarker>> {
-    let rows = first_use(x, async |x: &mut X| {
-        let p = [(":source", Value::from(source)), (":id", Value::from(id))];
-        x.query(INBOX_MARKERS, &p).await
-    })
-    .await?;
+    let p = [(":source", Value::from(source)), (":id", Value::from(id))];
+    let rows = read(x, INBOX_MARKERS, &p).await?;
     rows.iter()
         .map(|r| {
             Ok(InboxMarker {
@@ -210,23 +231,33 @@ pub async fn relay_insert<X: SqlExec>(
 /// The next `limit` pending intents.
 pub async fn relay_pending<X: SqlExec>(x: &mut X, limit: usize) -> Result<Vec<RelayIntent>> {
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = first_use(x, async |x: &mut X| {
-        x.query(RELAY_PENDING, &[(":limit", Value::from(limit))])
-            .await
-    })
-    .await?;
+    let rows = read(x, RELAY_PENDING, &[(":limit", Value::from(limit))]).await?;
     rows.iter().map(intent).collect()
 }
 
 /// Marks intents published at `now`.
 pub async fn relay_mark<X: SqlExec>(x: &mut X, now: i64, seqs: &[i64]) -> Result<u64> {
+    relay_set(x, RELAY_MARK, now, seqs).await
+}
+
+/// Marks intents refused by their target at `now`.
+pub async fn relay_refuse<X: SqlExec>(x: &mut X, now: i64, seqs: &[i64]) -> Result<u64> {
+    relay_set(x, RELAY_REFUSE, now, seqs).await
+}
+
+async fn relay_set<X: SqlExec>(
+    x: &mut X,
+    sql: &'static str,
+    now: i64,
+    seqs: &[i64],
+) -> Result<u64> {
     let list = serde_json::Value::from(seqs.to_vec()).to_string();
     let done = first_use(x, async |x: &mut X| {
         let p = [
             (":now", Value::from(now)),
             (":seqs", Value::from(list.as_str())),
         ];
-        x.execute(RELAY_MARK, &p).await
+        x.execute(sql, &p).await
     })
     .await?;
     Ok(done.changes)
@@ -234,21 +265,21 @@ pub async fn relay_mark<X: SqlExec>(x: &mut X, now: i64, seqs: &[i64]) -> Result
 
 /// Every intent of `(source, id)`.
 pub async fn relay_find<X: SqlExec>(x: &mut X, source: &str, id: &str) -> Result<Vec<RelayIntent>> {
-    let rows = first_use(x, async |x: &mut X| {
-        let p = [(":source", Value::from(source)), (":id", Value::from(id))];
-        x.query(RELAY_FIND, &p).await
-    })
-    .await?;
+    let p = [(":source", Value::from(source)), (":id", Value::from(id))];
+    let rows = read(x, RELAY_FIND, &p).await?;
     rows.iter().map(intent).collect()
 }
 
 /// The pending intents' count and oldest time.
 pub async fn relay_backlog<X: SqlExec>(x: &mut X) -> Result<RelayBacklog> {
-    let rows = first_use(x, async |x: &mut X| x.query(RELAY_BACKLOG, &[]).await).await?;
-    let r = rows.first().ok_or_else(|| corrupt("no backlog row"))?;
+    let rows = read(x, RELAY_BACKLOG, &[]).await?;
+    let Some(r) = rows.first() else {
+        return Ok(RelayBacklog::default());
+    };
     Ok(RelayBacklog {
         pending: r.int(0)?.max(0) as u64,
         oldest_created_at_ms: r.opt_int(1)?,
+        refused: r.int(2)?.max(0) as u64,
     })
 }
 
@@ -258,20 +289,19 @@ pub async fn sweep<X: SqlExec>(
     markers_before: i64,
     intents_before: i64,
 ) -> Result<SideSweep> {
-    let markers = first_use(x, async |x: &mut X| {
-        x.execute(INBOX_SWEEP, &[(":before", Value::from(markers_before))])
-            .await
-    })
-    .await?;
-    let intents = first_use(x, async |x: &mut X| {
-        x.execute(RELAY_SWEEP, &[(":before", Value::from(intents_before))])
-            .await
-    })
-    .await?;
-    Ok(SideSweep {
-        markers: markers.changes,
-        intents: intents.changes,
-    })
+    let mut out = SideSweep::default();
+    for (sql, before, n) in [
+        (INBOX_SWEEP, markers_before, &mut out.markers),
+        (RELAY_SWEEP, intents_before, &mut out.intents),
+    ] {
+        // A table never created has nothing to sweep.
+        match x.execute(sql, &[(":before", Value::from(before))]).await {
+            Ok(done) => *n = done.changes,
+            Err(e) if missing_side_table(&e) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
 }
 
 /// A queue's evidence of a message id: the dedup entry and the row.

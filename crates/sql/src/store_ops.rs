@@ -231,6 +231,12 @@ macro_rules! side_tx_ops {
                 .await
         }
 
+        async fn relay_refuse(&mut self, seqs: &[i64]) -> $crate::core::Result<u64> {
+            let now = self.now;
+            self.flow(async |x| $crate::side::relay_refuse(x, now, seqs).await)
+                .await
+        }
+
         async fn relay_find(
             &mut self,
             source: &str,

@@ -580,7 +580,7 @@ impl Store for RedbStore {
                 .unwrap_or_default();
             let (queues, topics, subscriptions) = flows::counts(&t)?;
             drop(t);
-            let relay = side::backlog_if_used(txn)?;
+            let relay = side::relay_backlog(txn)?;
             Ok(StoreStatus {
                 relay,
                 backend: BACKEND,

@@ -27,6 +27,14 @@ const RELAY_PENDING: TableDefinition<u64, ()> = TableDefinition::new("mq_relay_p
 const RELAY_EVENT: TableDefinition<&[u8], ()> = TableDefinition::new("mq_relay_event");
 /// (published_at, seq) -> (): the retention sweep of published intents.
 const RELAY_PUBLISHED: TableDefinition<&[u8], ()> = TableDefinition::new("mq_relay_published");
+/// seq -> (): the intents their target refused (kept for an operator).
+const RELAY_REFUSED: TableDefinition<u64, ()> = TableDefinition::new("mq_relay_refused");
+
+/// Whether a side table was ever created: a read of one never created answers empty
+/// and creates nothing (redb creates a table a write transaction opens).
+fn exists(txn: &WriteTransaction, name: &str) -> Result<bool> {
+    Ok(txn.list_tables().map_err(db)?.any(|t| t.name() == name))
+}
 
 fn seq_key(seq: i64) -> Result<u64> {
     u64::try_from(seq).map_err(|_| corrupt("relay seq"))
@@ -38,6 +46,7 @@ struct Stored {
     id: String,
     created_at: i64,
     published_at: i64,
+    refused_at: i64,
     message: Vec<u8>,
 }
 
@@ -49,6 +58,7 @@ impl Stored {
             .s(&self.id)
             .i(self.created_at)
             .i(self.published_at)
+            .i(self.refused_at)
             .bytes(&self.message);
         w.0
     }
@@ -61,6 +71,7 @@ impl Stored {
             id: r.s()?,
             created_at: r.i()?,
             published_at: r.i()?,
+            refused_at: r.i()?,
             message: r.bytes()?,
         })
     }
@@ -72,6 +83,7 @@ impl Stored {
             message: decode_out(&self.message).ok_or_else(|| corrupt("relay intent"))?,
             created_at_ms: self.created_at,
             published_at_ms: (self.published_at > 0).then_some(self.published_at),
+            refused_at_ms: (self.refused_at > 0).then_some(self.refused_at),
         })
     }
 }
@@ -81,6 +93,9 @@ pub(crate) fn inbox_markers(
     source: &str,
     id: &str,
 ) -> Result<Vec<InboxMarker>> {
+    if !exists(txn, INBOX.name())? {
+        return Ok(Vec::new());
+    }
     let t = txn.open_table(INBOX).map_err(db)?;
     let prefix = Key::new().s(source).s(id);
     let mut out = Vec::new();
@@ -107,10 +122,16 @@ pub(crate) fn inbox_insert(txn: &WriteTransaction, m: &InboxMarker) -> Result<()
     let key = Key::new().s(&m.source).s(&m.id).s(&m.consumer);
     let mut w = W::default();
     w.s(&m.fingerprint.to_string()).i(m.applied_at_ms);
-    txn.open_table(INBOX)
-        .map_err(db)?
-        .insert(key.bytes(), w.0.as_slice())
-        .map_err(db)?;
+    let mut inbox = txn.open_table(INBOX).map_err(db)?;
+    if inbox.get(key.bytes()).map_err(db)?.is_some() {
+        // As the SQL stores' primary key: a marker is written once.
+        return Err(mqlite_engine_core::Error::invalid(format!(
+            "consumer {} already has a marker for ({}, {})",
+            m.consumer, m.source, m.id
+        )));
+    }
+    inbox.insert(key.bytes(), w.0.as_slice()).map_err(db)?;
+    drop(inbox);
     let applied = Key::new()
         .i(m.applied_at_ms)
         .s(&m.source)
@@ -141,6 +162,7 @@ pub(crate) fn relay_insert(
         id: e.id.clone(),
         created_at: now,
         published_at: 0,
+        refused_at: 0,
         message: encode_out(message),
     };
     relay.insert(seq, stored.encode().as_slice()).map_err(db)?;
@@ -165,6 +187,9 @@ fn intent_at(relay: &impl ReadableTable<u64, &'static [u8]>, seq: i64) -> Result
 }
 
 pub(crate) fn relay_pending(txn: &WriteTransaction, limit: usize) -> Result<Vec<RelayIntent>> {
+    if !exists(txn, RELAY_PENDING.name())? {
+        return Ok(Vec::new());
+    }
     let pending = txn.open_table(RELAY_PENDING).map_err(db)?;
     let relay = txn.open_table(RELAY).map_err(db)?;
     let mut out = Vec::new();
@@ -175,10 +200,13 @@ pub(crate) fn relay_pending(txn: &WriteTransaction, limit: usize) -> Result<Vec<
     Ok(out)
 }
 
-pub(crate) fn relay_mark(txn: &WriteTransaction, now: i64, seqs: &[i64]) -> Result<u64> {
+/// Takes pending intents out of the pending index, setting `published_at` (or, when
+/// `refused`, `refused_at`) and the matching index entry; returns how many were pending.
+fn settle_intents(txn: &WriteTransaction, now: i64, seqs: &[i64], refused: bool) -> Result<u64> {
     let mut pending = txn.open_table(RELAY_PENDING).map_err(db)?;
     let mut relay = txn.open_table(RELAY).map_err(db)?;
     let mut published = txn.open_table(RELAY_PUBLISHED).map_err(db)?;
+    let mut refused_ix = txn.open_table(RELAY_REFUSED).map_err(db)?;
     let mut n = 0;
     for &seq in seqs {
         if pending.remove(seq_key(seq)?).map_err(db)?.is_none() {
@@ -188,16 +216,29 @@ pub(crate) fn relay_mark(txn: &WriteTransaction, now: i64, seqs: &[i64]) -> Resu
             Some(v) => Stored::decode(v.value())?,
             None => return Err(corrupt("pending intent without its row")),
         };
-        s.published_at = now;
+        if refused {
+            s.refused_at = now;
+            refused_ix.insert(seq_key(seq)?, ()).map_err(db)?;
+        } else {
+            s.published_at = now;
+            published
+                .insert(Key::new().i(now).i(seq).bytes(), ())
+                .map_err(db)?;
+        }
         relay
             .insert(seq_key(seq)?, s.encode().as_slice())
-            .map_err(db)?;
-        published
-            .insert(Key::new().i(now).i(seq).bytes(), ())
             .map_err(db)?;
         n += 1;
     }
     Ok(n)
+}
+
+pub(crate) fn relay_mark(txn: &WriteTransaction, now: i64, seqs: &[i64]) -> Result<u64> {
+    settle_intents(txn, now, seqs, false)
+}
+
+pub(crate) fn relay_refuse(txn: &WriteTransaction, now: i64, seqs: &[i64]) -> Result<u64> {
+    settle_intents(txn, now, seqs, true)
 }
 
 pub(crate) fn relay_find(
@@ -205,6 +246,9 @@ pub(crate) fn relay_find(
     source: &str,
     id: &str,
 ) -> Result<Vec<RelayIntent>> {
+    if !exists(txn, RELAY_EVENT.name())? {
+        return Ok(Vec::new());
+    }
     let index = txn.open_table(RELAY_EVENT).map_err(db)?;
     let relay = txn.open_table(RELAY).map_err(db)?;
     let prefix = Key::new().s(source).s(id);
@@ -220,6 +264,11 @@ pub(crate) fn relay_find(
 }
 
 pub(crate) fn relay_backlog(txn: &WriteTransaction) -> Result<RelayBacklog> {
+    if !exists(txn, RELAY_PENDING.name())? {
+        return Ok(RelayBacklog::default());
+    }
+    let refused = txn.open_table(RELAY_REFUSED).map_err(db)?;
+    let refused = redb::ReadableTableMetadata::len(&refused).map_err(db)?;
     let pending = txn.open_table(RELAY_PENDING).map_err(db)?;
     let relay = txn.open_table(RELAY).map_err(db)?;
     let count = redb::ReadableTableMetadata::len(&pending).map_err(db)?;
@@ -233,20 +282,8 @@ pub(crate) fn relay_backlog(txn: &WriteTransaction) -> Result<RelayBacklog> {
     Ok(RelayBacklog {
         pending: count,
         oldest_created_at_ms: oldest,
+        refused,
     })
-}
-
-/// The backlog for `status`, without creating the tables when they were never used.
-pub(crate) fn backlog_if_used(txn: &WriteTransaction) -> Result<RelayBacklog> {
-    let used = txn
-        .list_tables()
-        .map_err(db)?
-        .any(|t| t.name() == RELAY_PENDING.name());
-    if used {
-        relay_backlog(txn)
-    } else {
-        Ok(RelayBacklog::default())
-    }
 }
 
 pub(crate) fn sweep(
@@ -255,6 +292,16 @@ pub(crate) fn sweep(
     intents_before: i64,
 ) -> Result<SideSweep> {
     let mut out = SideSweep::default();
+    if exists(txn, INBOX_APPLIED.name())? {
+        sweep_markers(txn, markers_before, &mut out)?;
+    }
+    if exists(txn, RELAY_PUBLISHED.name())? {
+        sweep_intents(txn, intents_before, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn sweep_markers(txn: &WriteTransaction, markers_before: i64, out: &mut SideSweep) -> Result<()> {
     let mut applied = txn.open_table(INBOX_APPLIED).map_err(db)?;
     let mut inbox = txn.open_table(INBOX).map_err(db)?;
     let end = Key::new().i(markers_before);
@@ -269,6 +316,10 @@ pub(crate) fn sweep(
         inbox.remove(&k[8..]).map_err(db)?;
         out.markers += 1;
     }
+    Ok(())
+}
+
+fn sweep_intents(txn: &WriteTransaction, intents_before: i64, out: &mut SideSweep) -> Result<()> {
     let mut published = txn.open_table(RELAY_PUBLISHED).map_err(db)?;
     let mut relay = txn.open_table(RELAY).map_err(db)?;
     let mut by_event = txn.open_table(RELAY_EVENT).map_err(db)?;
@@ -290,7 +341,7 @@ pub(crate) fn sweep(
         }
         out.intents += 1;
     }
-    Ok(out)
+    Ok(())
 }
 
 pub(crate) fn find_sent(txn: &WriteTransaction, queue: &str, key: &str) -> Result<SentEvidence> {

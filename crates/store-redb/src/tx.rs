@@ -87,6 +87,11 @@ impl StoreTx for RedbTx<'_> {
         side::relay_mark(&self.txn, self.now, seqs)
     }
 
+    async fn relay_refuse(&mut self, seqs: &[i64]) -> Result<u64> {
+        self.check_cancelled()?;
+        side::relay_refuse(&self.txn, self.now, seqs)
+    }
+
     async fn relay_find(&mut self, source: &str, id: &str) -> Result<Vec<RelayIntent>> {
         self.check_cancelled()?;
         side::relay_find(&self.txn, source, id)

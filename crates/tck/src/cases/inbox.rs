@@ -48,7 +48,11 @@ async fn business_rows<F: Access>(mq: &Engine<F::Store>) -> mqlite_engine_core::
 pub async fn p17_1_identity_survives_every_transport_attempt<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, deduped()).await?;
     let sent = event("evt-1", r#"{"total":7}"#);
-    let want = sent.event.clone();
+    // As sent, with the CloudEvents version the send fills in.
+    let mut want = sent.event.clone();
+    if let Some(e) = want.as_mut() {
+        e.specversion = Some("1.0".into());
+    }
     let seq = mq.send(Q, sent.clone()).await?;
 
     // Redelivery: the attempt changes (delivery count, token), the identity does not.
@@ -120,6 +124,62 @@ pub async fn p17_1_identity_survives_every_transport_attempt<F: Access>(ctx: Ctx
         "{refused:?}"
     );
     assert!(peek_all(&mq, "plain").await?.is_empty());
+    Ok(())
+}
+
+/// 17.1 The relay keeps each identity's one delivery: what a target accepted is marked
+/// even when a later send of the round fails (so it is not sent again), the failing
+/// intent and those after it wait in order, and an intent the queue refuses as a
+/// conflict (its identity there with another payload) is marked refused, sent no more
+/// and counted for an operator, instead of blocking the intents behind it.
+pub async fn p17_1_the_relay_marks_what_it_sent_and_refuses_conflicts<F: Access>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, deduped()).await?;
+    mq.send(Q, event("evt-1", r#"{"total":7}"#)).await?;
+    mq.tx_via::<F::Native, _, _>(async |tx| {
+        tx.relay(Q, event("evt-1", r#"{"total":9}"#)).await?;
+        tx.relay(Q, event("evt-2", "{}")).await?;
+        tx.relay("missing", event("evt-3", "{}")).await?;
+        tx.relay(Q, event("evt-4", "{}")).await
+    })
+    .await?;
+    let relay: Relay<F::Store, F::Store, F::Native> = Relay::new(mq.clone(), mq.clone());
+    let round = relay.run_once().await;
+    assert!(matches!(round, Err(Error::NotFound { .. })), "{round:?}");
+    let backlog = relay.backlog().await?;
+    assert_eq!(
+        (backlog.pending, backlog.refused),
+        (2, 1),
+        "evt-2 marked, evt-1 refused; evt-3 and evt-4 wait"
+    );
+    mq.create_queue("missing", deduped()).await?;
+    let round = relay.run_once().await?;
+    assert_eq!((round.published, round.repeats, round.conflicts), (2, 0, 0));
+    let bodies: Vec<_> = peek_all(&mq, Q)
+        .await?
+        .into_iter()
+        .map(|m| m.content.event.map(|e| e.id))
+        .collect();
+    assert_eq!(
+        bodies,
+        [
+            Some("evt-1".into()),
+            Some("evt-2".into()),
+            Some("evt-4".into())
+        ],
+        "each once, evt-2 not sent again"
+    );
+    let refused = mq
+        .tx_via::<F::Native, _, _>(async |tx| {
+            tx.native()
+                .relay_find("https://shop.example/orders", "evt-1")
+                .await
+        })
+        .await?;
+    assert!(refused[0].refused_at_ms.is_some() && refused[0].published_at_ms.is_none());
+    let backlog = relay.backlog().await?;
+    assert_eq!((backlog.pending, backlog.refused), (0, 1));
     Ok(())
 }
 

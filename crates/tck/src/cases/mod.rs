@@ -135,6 +135,7 @@ register! {
     outbox::p16_1_outbox_commits_both_or_neither,
     outbox::p16_2_native_handle_inside_the_transaction,
     inbox::p17_1_identity_survives_every_transport_attempt,
+    inbox::p17_1_the_relay_marks_what_it_sent_and_refuses_conflicts,
     inbox::p17_2_each_consumer_applies_once,
     inbox::p17_3_marker_commits_with_the_effect,
     inbox::p17_4_same_identity_other_payload_is_conflict,
