@@ -48,10 +48,13 @@ CREATE INDEX mqlite_receipt_expiry ON mqlite_receipts(expires_at);
 CREATE INDEX mqlite_relay_event ON mqlite_relay(source, id);
 
 -- index mqlite_relay_pending
-CREATE INDEX mqlite_relay_pending ON mqlite_relay(seq) WHERE published_at = 0;
+CREATE INDEX mqlite_relay_pending ON mqlite_relay(seq) WHERE published_at = 0 AND refused_at = 0;
 
 -- index mqlite_relay_published
 CREATE INDEX mqlite_relay_published ON mqlite_relay(published_at) WHERE published_at > 0;
+
+-- index mqlite_relay_refused
+CREATE INDEX mqlite_relay_refused ON mqlite_relay(seq) WHERE refused_at > 0;
 
 -- index mqlite_sub_topic
 CREATE INDEX mqlite_sub_topic ON mqlite_subscriptions(topic, name);
@@ -169,7 +172,8 @@ CREATE TABLE mqlite_relay (
     id           TEXT NOT NULL,
     message      BLOB NOT NULL,
     created_at   INTEGER NOT NULL,
-    published_at INTEGER NOT NULL DEFAULT 0
+    published_at INTEGER NOT NULL DEFAULT 0,
+    refused_at   INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
 -- table mqlite_subscriptions

@@ -26,9 +26,9 @@ async fn matches_golden(dir: tempfile::TempDir) -> Outcome {
     let clock = ManualClock::new(1_700_000_000_000).shared();
     let store = LibsqlStore::open(LibsqlOptions::new(server.url()).clock(clock)).await?;
     let status = store.status().await?;
-    // The side tables appear on first use (here, the relay's backlog read).
+    // The side tables appear on first use (here, a relay mark of nothing: a write).
     store
-        .in_tx(async |tx| tx.relay_backlog().await.map(drop))
+        .in_tx(async |tx| tx.relay_mark(&[]).await.map(drop))
         .await?;
     store.close().await;
     if status.schema_token != mqlite_sql::SCHEMA_TOKEN {

@@ -3,7 +3,8 @@
 //! round trip there). The store counts the statements it runs (`Store::work`); this
 //! test reads the count around receive at N = 1, 64 and 256 (peek-lock and
 //! receive-and-delete) and around send, complete_batch and renew_batch at N = 1, 64 and
-//! 512, and fails if the count grows with N.
+//! 512, and fails if the count grows with N — and if the work inside the statements
+//! (SQLite VM steps) grows faster than N.
 
 use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{
@@ -27,18 +28,37 @@ async fn engine(dir: &tempfile::TempDir) -> Engine<SqliteStore> {
 
 /// Statements the store ran during `op`.
 async fn statements<T>(mq: &Engine<SqliteStore>, op: impl Future<Output = T>) -> (u64, T) {
-    let before = mq
-        .store()
-        .work()
-        .expect("the SQLite store counts")
-        .statements;
+    let ((count, _), out) = work(mq, op).await;
+    (count, out)
+}
+
+/// Statements and SQLite VM steps (the work inside them) the store ran during `op`.
+async fn work<T>(mq: &Engine<SqliteStore>, op: impl Future<Output = T>) -> ((u64, u64), T) {
+    let before = mq.store().work().expect("the SQLite store counts");
     let out = op.await;
-    let after = mq
-        .store()
-        .work()
-        .expect("the SQLite store counts")
-        .statements;
-    (after - before, out)
+    let after = mq.store().work().expect("the SQLite store counts");
+    (
+        (
+            after.statements - before.statements,
+            after.visits - before.visits,
+        ),
+        out,
+    )
+}
+
+/// The VM steps per item at the largest N are at most twice those at the middle N: the
+/// work inside the statements grows with the batch linearly, not faster (a correlated
+/// subquery over the batch's items once made a complete_batch of N cost N² steps).
+fn assert_linear(what: &str, steps: &[(usize, u64)]) {
+    println!("{what}: (N, VM steps) = {steps:?}");
+    let per_item = |(n, s): (usize, u64)| s as f64 / n as f64;
+    let (mid, last) = (per_item(steps[1]), per_item(steps[steps.len() - 1]));
+    assert!(
+        last <= 2.0 * mid,
+        "{what}: VM steps per item grow with N ({mid:.0} at {}, {last:.0} at {}): {steps:?}",
+        steps[1].0,
+        steps[steps.len() - 1].0
+    );
 }
 
 /// A message in its own group with an id: every step of a send is exercised (dedup
@@ -75,15 +95,18 @@ async fn statements_per_operation_do_not_grow_with_batch_size() {
     mq.create_queue("q", config).await.expect("queue");
 
     let mut sends = Vec::new();
+    let mut send_steps = Vec::new();
     let mut next = 0usize;
     for n in [1usize, 64, 512] {
         let batch = (next..next + n).map(message).collect();
         next += n;
-        let (count, seqs) = statements(&mq, mq.send_batch("q", batch)).await;
+        let ((count, steps), seqs) = work(&mq, mq.send_batch("q", batch)).await;
         assert_eq!(seqs.expect("send").len(), n);
         sends.push((n, count));
+        send_steps.push((n, steps));
     }
     assert_flat("send_batch", &sends);
+    assert_linear("send_batch", &send_steps);
 
     // Ungrouped messages so that a claim can take N at once.
     for round in 0..3 {
@@ -94,18 +117,22 @@ async fn statements_per_operation_do_not_grow_with_batch_size() {
         mq.send_batch("q", batch).await.expect("backlog");
     }
     let mut receives = Vec::new();
+    let mut receive_steps = Vec::new();
     let mut held = Vec::new();
     for n in [1u32, 64, 256] {
-        let (count, got) = statements(&mq, mq.receive("q", ReceiveOptions::batch(n))).await;
+        let ((count, steps), got) = work(&mq, mq.receive("q", ReceiveOptions::batch(n))).await;
         let got = got.expect("receive");
         assert_eq!(got.len(), n as usize);
         receives.push((n as usize, count));
+        receive_steps.push((n as usize, steps));
         held.push(got);
     }
     assert_flat("receive (peek-lock)", &receives);
+    assert_linear("receive (peek-lock)", &receive_steps);
 
     let mut renews = Vec::new();
     let mut completes = Vec::new();
+    let (mut renew_steps, mut complete_steps) = (Vec::new(), Vec::new());
     // 1, 64 and 256 held; a batch of 512 renews and completes two receives' worth.
     let more = mq
         .receive("q", ReceiveOptions::batch(256))
@@ -118,15 +145,19 @@ async fn statements_per_operation_do_not_grow_with_batch_size() {
         .map(LockRef::from)
         .collect();
     for (n, locks) in [(1, &all[..1]), (64, &all[1..65]), (512, &all[65..577])] {
-        let (count, r) = statements(&mq, mq.renew_batch("q", locks)).await;
+        let ((count, steps), r) = work(&mq, mq.renew_batch("q", locks)).await;
         assert!(r.expect("renew").iter().all(|r| r.ok));
         renews.push((n, count));
-        let (count, r) = statements(&mq, mq.complete_batch("q", locks)).await;
+        renew_steps.push((n, steps));
+        let ((count, steps), r) = work(&mq, mq.complete_batch("q", locks)).await;
         assert!(r.expect("complete").iter().all(|r| r.ok));
         completes.push((n, count));
+        complete_steps.push((n, steps));
     }
     assert_flat("renew_batch", &renews);
     assert_flat("complete_batch", &completes);
+    assert_linear("renew_batch", &renew_steps);
+    assert_linear("complete_batch", &complete_steps);
     mq.close().await;
 }
 
