@@ -152,6 +152,16 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(if smoke { 256 } else { 4_000 });
     let rt = tokio::runtime::Runtime::new().expect("runtime");
+    // One path alone (`bare-1`, `mqlite-1`, `bare-64`, `mqlite-64`), for a syscall
+    // counter around it: `perf stat -e syscalls:sys_enter_fsync` counts the fsyncs.
+    if let Ok(only) = std::env::var("MQLITE_IO_ONLY") {
+        match only.split_once('-') {
+            Some(("bare", b)) => bare(n, b.parse().expect("a batch size")),
+            Some(("mqlite", b)) => store(&rt, n, b.parse().expect("a batch size")),
+            _ => panic!("MQLITE_IO_ONLY is bare-<N> or mqlite-<N>"),
+        }
+        return;
+    }
     for batch in [1, 64] {
         bare(n, batch);
         store(&rt, n, batch);
