@@ -1,6 +1,6 @@
 //! The worker: automatic renewal keeps a slow handler's lock, retries back off and end
 //! in the dead-letter state at the bound, a graceful shutdown loses nothing and abandons
-//! nothing it finished, and a panicking handler is isolated. Every wait reads a manual
+//! nothing it finished, and a panicking handler is isolated. The relay task too. Every wait reads a manual
 //! clock; the test moves it and waits for the engine to react (no sleeps).
 
 use std::future::Future;
@@ -426,4 +426,83 @@ async fn the_inbox_handler_applies_once_and_dead_letters_a_conflict() {
         Some(REASON_INBOX_CONFLICT)
     );
     assert_eq!(dead.body(), b"b");
+}
+
+async fn produce_intent(producer: &Engine, queue: &str, id: &str) {
+    let m = OutMessage::new("{}").with_event(mqlite::EventIdentity::new("shop", id));
+    let queue = queue.to_owned();
+    producer
+        .tx(async move |t| t.relay(&queue, m).await)
+        .await
+        .expect("the intent commits");
+}
+
+async fn queued_in(queue: &Engine, name: &str) -> usize {
+    queue
+        .peek(name, PeekOptions::default())
+        .await
+        .expect("peek")
+        .len()
+}
+
+/// The relay as a task: `run_until` sends what the producer commits, rests on the
+/// producer's clock when nothing is pending, and stops when told; a target queue
+/// without a dedup window ends it with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_run_until_rests_on_the_clock_and_stops() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let (producer, queue) = (engine(&clock, 60_000).await, engine(&clock, 60_000).await);
+    let window = QueueConfig {
+        dedup_window: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    queue.create_queue("orders", window).await.expect("queue");
+    produce_intent(&producer, "orders", "order-1").await;
+
+    let relay = std::sync::Arc::new(mqlite::relay::Relay::new(producer.clone(), queue.clone()));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = {
+        let relay = relay.clone();
+        tokio::spawn(async move {
+            relay
+                .run_until(
+                    async {
+                        let _ = stopped.await;
+                    },
+                    Duration::from_secs(1),
+                )
+                .await
+        })
+    };
+    eventually("the first intent is sent", || async {
+        queued_in(&queue, "orders").await == 1
+    })
+    .await;
+    // Committed while the relay rests: sent once the interval passes on the clock.
+    produce_intent(&producer, "orders", "order-2").await;
+    clock.advance(1_000);
+    eventually("the second intent is sent", || async {
+        queued_in(&queue, "orders").await == 2
+    })
+    .await;
+    eventually("nothing pending", || async {
+        relay.backlog().await.expect("backlog").pending == 0
+    })
+    .await;
+    let _ = stop.send(());
+    task.await.expect("join").expect("stops cleanly");
+
+    // A target without a dedup window ends the task with the reason.
+    queue
+        .create_queue("plain", QueueConfig::default())
+        .await
+        .expect("queue");
+    produce_intent(&producer, "plain", "order-3").await;
+    let ended = relay
+        .run_until(std::future::pending(), Duration::from_secs(1))
+        .await;
+    assert!(
+        matches!(&ended, Err(mqlite::Error::InvalidArgument(why)) if why.contains("dedup window")),
+        "{ended:?}"
+    );
 }
