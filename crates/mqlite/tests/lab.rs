@@ -67,9 +67,15 @@ impl Points {
         }
     }
 
-    fn here(&mut self, name: &str) {
+    /// Passes the point `name`; whether the child dies there. For a point inside a
+    /// closure that runs later (a transaction's body), ask before and die in it.
+    fn due(&mut self, name: &str) -> bool {
         self.passed += 1;
-        if self.at.as_deref() == Some(name) || self.after == Some(self.passed) {
+        self.at.as_deref() == Some(name) || self.after == Some(self.passed)
+    }
+
+    fn here(&mut self, name: &str) {
+        if self.due(name) {
             killed_at(name);
         }
     }
@@ -112,7 +118,7 @@ async fn produce(dir: &Path, points: &mut Points) -> mqlite::Result<()> {
     let producer = Engine::open(producer_db(dir)).await?;
     let id = std::env::var(EVENT).expect("MQLITE_LAB_EVENT");
     let body = std::env::var(BODY).unwrap_or_else(|_| r#"{"total":7}"#.into());
-    let at = points.at.clone();
+    let (before_outbox, before_commit) = (points.due("before_outbox"), points.due("before_commit"));
     producer
         .tx(async move |t| {
             t.native()
@@ -122,14 +128,13 @@ async fn produce(dir: &Path, points: &mut Points) -> mqlite::Result<()> {
                     params![id],
                 )
                 .map_err(sqlite)?;
-            let mut p = Points {
-                at,
-                after: None,
-                passed: 0,
-            };
-            p.here("before_outbox");
+            if before_outbox {
+                killed_at("before_outbox");
+            }
             t.relay(QUEUE, order(&id, &body)).await?;
-            p.here("before_commit");
+            if before_commit {
+                killed_at("before_commit");
+            }
             Ok::<_, Error>(())
         })
         .await?;
@@ -187,10 +192,7 @@ async fn consume_with(
             for consumer in CONSUMERS {
                 let total: i64 = serde_total(m.body());
                 let (event, name) = (m.content.event.clone().unwrap_or_default().id, consumer);
-                let at = points.at.clone();
-                let fail_in_effect = at.as_deref() == Some("after_marker");
-                let die_in_effect = points.after.is_some_and(|n| n == points.passed + 1);
-                points.passed += 1;
+                let die_in_effect = points.due("after_marker");
                 let outcome = inbox
                     .process(consumer, &m, async move |t| {
                         let sql = t.native().sql()?;
@@ -207,7 +209,7 @@ async fn consume_with(
                         )
                         .map_err(sqlite)?;
                         // The marker and the projection are written; COMMIT is next.
-                        if fail_in_effect || die_in_effect {
+                        if die_in_effect {
                             killed_at("after_marker");
                         }
                         Ok::<_, Error>(())
