@@ -63,15 +63,12 @@ pub(crate) fn messages(queue: &str, stats: &QueueStats) {
 
 /// The relay's backlog: `mqlite_relay_pending` (intents not yet published) and
 /// `mqlite_relay_oldest_pending_seconds` (the age of the oldest, 0 without one).
+/// Only with the feature: without it the relay does not read its backlog at all.
+#[cfg(feature = "metrics")]
 pub(crate) fn relay_backlog(backlog: &crate::side::RelayBacklog, now_ms: i64) {
-    #[cfg(feature = "metrics")]
-    {
-        metrics::gauge!("mqlite_relay_pending").set(backlog.pending as f64);
-        let age = backlog
-            .oldest_created_at_ms
-            .map_or(0.0, |t| (now_ms - t).max(0) as f64 / 1000.0);
-        metrics::gauge!("mqlite_relay_oldest_pending_seconds").set(age);
-    }
-    #[cfg(not(feature = "metrics"))]
-    let _ = (backlog, now_ms);
+    metrics::gauge!("mqlite_relay_pending").set(backlog.pending as f64);
+    let age = backlog
+        .oldest_created_at_ms
+        .map_or(0.0, |t| (now_ms - t).max(0) as f64 / 1000.0);
+    metrics::gauge!("mqlite_relay_oldest_pending_seconds").set(age);
 }

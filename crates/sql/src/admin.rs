@@ -103,14 +103,17 @@ pub const PURGE: &str = "DELETE FROM mqlite_messages WHERE id IN (
      WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
      ORDER BY dead_lettered_at, id LIMIT :limit)";
 
-/// Status: the guard token, the counts of names and the size of the data. The admin
-/// tables are small; nothing here walks messages.
+/// Status: the guard token, the counts of names, the size of the data, and whether the
+/// relay outbox was ever used here (its backlog is read only then, so a status creates
+/// nothing and never runs a statement that fails). The admin tables are small; nothing
+/// here walks messages.
 pub const STATUS: &str = "SELECT
     (SELECT value FROM mqlite_meta WHERE key = 'schema_token'),
     (SELECT count(*) FROM mqlite_queues WHERE kind = 'queue'),
     (SELECT count(*) FROM mqlite_queues WHERE kind = 'topic'),
     (SELECT count(*) FROM mqlite_subscriptions),
-    (SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size())";
+    (SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()),
+    EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'mqlite_relay')";
 
 /// Creates or updates a name of `kind`; another kind under the name is NameConflict
 /// (12.1); the ordering mode is fixed while messages are in play.
@@ -354,8 +357,7 @@ pub async fn status<X: SqlExec>(
         .first()
         .ok_or_else(|| Error::invalid("status returned no row"))?;
     let n = |v: i64| v.max(0) as u64;
-    let used = !x.query(crate::side::RELAY_USED, &[]).await?.is_empty();
-    let relay = if used {
+    let relay = if r.flag(5)? {
         crate::side::relay_backlog(x).await?
     } else {
         mqlite_engine_core::RelayBacklog::default()

@@ -87,10 +87,6 @@ pub const RELAY_BACKLOG: &str = "SELECT
     (SELECT min(created_at) FROM mqlite_relay WHERE published_at = 0 AND refused_at = 0),
     (SELECT count(*) FROM mqlite_relay WHERE refused_at > 0)";
 
-/// Whether the relay outbox was ever used here (status reads it only then).
-pub const RELAY_USED: &str =
-    "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'mqlite_relay'";
-
 /// Markers past retention.
 pub const INBOX_SWEEP: &str = "DELETE FROM mqlite_inbox WHERE applied_at < :before";
 
