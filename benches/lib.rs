@@ -1,6 +1,10 @@
 //! Benchmarks of mqlite live in this crate's bench targets; see docs/benchmark.md. What
 //! they share lives here.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
 use mqlite_engine_core::{Engine, EngineOptions, QueueConfig, Store};
 
 /// An engine over `store` with the background loops off (a bench drives everything it
@@ -60,4 +64,82 @@ pub fn bare_insert_tx(conn: &rusqlite::Connection, bodies: impl IntoIterator<Ite
     let tx = conn.unchecked_transaction().expect("begin");
     bare_insert(conn, bodies);
     tx.commit().expect("commit");
+}
+
+/// The executor budget's measure (docs/benchmark.md, "Where store work runs"): a thread
+/// outside the runtime ticks every millisecond and hands each tick's time to a task on
+/// the runtime; the task records how long after the tick it ran. A store call that
+/// holds an executor thread too long shows here as lateness. (A thread feeds the task
+/// because tokio's own timer rounds every deadline up to its millisecond wheel, which
+/// would hide the delay being measured.)
+pub struct LatenessProbe {
+    stop: Arc<AtomicBool>,
+    ticker: Option<std::thread::JoinHandle<()>>,
+    task: Option<tokio::task::JoinHandle<Vec<Duration>>>,
+    rt: tokio::runtime::Handle,
+}
+
+impl LatenessProbe {
+    /// Starts ticking; the probe task runs on `rt`.
+    pub fn start(rt: &tokio::runtime::Handle) -> Self {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let ticker = std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+                if tx.send(Instant::now()).is_err() {
+                    return;
+                }
+            }
+        });
+        let task = rt.spawn(async move {
+            let mut late = Vec::new();
+            while let Some(tick) = rx.recv().await {
+                late.push(tick.elapsed());
+            }
+            late
+        });
+        LatenessProbe {
+            stop,
+            ticker: Some(ticker),
+            task: Some(task),
+            rt: rt.clone(),
+        }
+    }
+
+    /// Stops the probe and prints its percentiles under `label` (stderr, beside
+    /// criterion's lines); returns p99.9.
+    pub fn report(mut self, label: &str) -> Duration {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.ticker.take() {
+            let _ = t.join();
+        }
+        let mut late = match self.task.take() {
+            Some(task) => self.rt.block_on(task).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        late.sort();
+        let at = |q: f64| {
+            late.get(((late.len() as f64 * q) as usize).min(late.len().saturating_sub(1)))
+                .copied()
+                .unwrap_or_default()
+        };
+        let p999 = at(0.999);
+        eprintln!(
+            "lateness {label}: {} ticks, p50 {:?}, p99 {:?}, p99.9 {:?}, max {:?}",
+            late.len(),
+            at(0.5),
+            at(0.99),
+            p999,
+            late.last().copied().unwrap_or_default()
+        );
+        p999
+    }
+}
+
+impl Drop for LatenessProbe {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
-use mqlite_benches::body;
+use mqlite_benches::{LatenessProbe, body};
 use mqlite_engine_core::{
     DynStore, Engine, LockRef, OutMessage, QueueConfig, ReceiveOptions, SystemClock,
 };
@@ -25,7 +25,11 @@ const Q: &str = "q";
 struct World {
     rt: tokio::runtime::Runtime,
     _dir: tempfile::TempDir,
+    /// The store as shipped: short calls on the caller's thread when it is idle.
     engine: Engine<SqliteStore>,
+    /// The same store with every call sent to its writer thread (`caller_thread(false)`),
+    /// the alternative measured beside it.
+    writer: Engine<SqliteStore>,
     bare: Connection,
     n: Arc<AtomicUsize>,
 }
@@ -37,28 +41,46 @@ fn world(sync: Synchronous) -> World {
         .build()
         .expect("runtime");
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("store.db").display().to_string();
-    let engine = rt.block_on(async {
-        let store = SqliteStore::open(
-            SqliteOptions::new(path)
-                .clock(SystemClock::shared())
-                .synchronous(sync),
-        )
-        .await
-        .expect("open");
-        mqlite_benches::engine_with_queue(store, Q, QueueConfig::default()).await
-    });
+    let open = |file: &str, caller_thread: bool| {
+        let path = dir.path().join(file).display().to_string();
+        rt.block_on(async {
+            let store = SqliteStore::open(
+                SqliteOptions::new(path)
+                    .clock(SystemClock::shared())
+                    .synchronous(sync)
+                    .caller_thread(caller_thread),
+            )
+            .await
+            .expect("open");
+            mqlite_benches::engine_with_queue(store, Q, QueueConfig::default()).await
+        })
+    };
+    let engine = open("store.db", true);
+    let writer = open("writer.db", false);
     let bare = mqlite_benches::bare_sqlite(&dir.path().join("bare.db"), sync == Synchronous::Full);
     World {
         rt,
         _dir: dir,
         engine,
+        writer,
         bare,
         n: Arc::new(AtomicUsize::new(0)),
     }
 }
 
 impl World {
+    /// The two forms of the store, by bench name.
+    fn stores(&self) -> [(&'static str, &Engine<SqliteStore>); 2] {
+        [("mqlite", &self.engine), ("mqlite-writer", &self.writer)]
+    }
+
+    /// Runs `bench` under the lateness probe and reports it under `group/name`.
+    fn probed(&self, group: &str, name: &str, bench: impl FnOnce()) {
+        let probe = LatenessProbe::start(self.rt.handle());
+        bench();
+        probe.report(&format!("{group}/{name}"));
+    }
+
     fn next(&self) -> Vec<u8> {
         body(self.n.fetch_add(1, Ordering::Relaxed) as u64)
     }
@@ -127,20 +149,24 @@ fn single_send(c: &mut Criterion) {
     let mut g = c.benchmark_group("single_send");
     configure(&mut g, 1);
     g.bench_function("bare", |b| b.iter(|| w.bare_insert(1)));
-    g.bench_function("mqlite", |b| {
-        b.iter_custom(|iters| {
-            w.rt.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    w.engine
-                        .send(Q, OutMessage::new(w.next()))
-                        .await
-                        .expect("send");
-                }
-                start.elapsed()
-            })
-        })
-    });
+    for (name, engine) in w.stores() {
+        w.probed("single_send", name, || {
+            g.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    w.rt.block_on(async {
+                        let start = Instant::now();
+                        for _ in 0..iters {
+                            engine
+                                .send(Q, OutMessage::new(w.next()))
+                                .await
+                                .expect("send");
+                        }
+                        start.elapsed()
+                    })
+                })
+            });
+        });
+    }
     g.bench_function("mqlite-dyn", |b| {
         b.iter_custom(|iters| {
             w.rt.block_on(async {
@@ -160,37 +186,41 @@ fn single_send(c: &mut Criterion) {
 
 /// 16 producers sending single messages at once (the store's group commit) against
 /// the same number of autocommit INSERTs from one thread.
-fn producers(c: &mut Criterion, name: &str, sync: Synchronous) {
+fn producers(c: &mut Criterion, group: &str, sync: Synchronous) {
     const PER: usize = 8;
     const PRODUCERS: usize = 16;
     let w = world(sync);
-    let mut g = c.benchmark_group(name);
+    let mut g = c.benchmark_group(group);
     configure(&mut g, (PER * PRODUCERS) as u64);
     g.bench_function("bare", |b| b.iter(|| w.bare_insert(PER * PRODUCERS)));
-    g.bench_function("mqlite", |b| {
-        b.iter_custom(|iters| {
-            w.rt.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let tasks: Vec<_> = (0..PRODUCERS)
-                        .map(|_| {
-                            let (e, n) = (w.engine.clone(), w.n.clone());
-                            tokio::spawn(async move {
-                                for _ in 0..PER {
-                                    let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
-                                    e.send(Q, OutMessage::new(b)).await.expect("send");
-                                }
-                            })
-                        })
-                        .collect();
-                    for t in tasks {
-                        t.await.expect("producer");
-                    }
-                }
-                start.elapsed()
-            })
-        })
-    });
+    for (name, engine) in w.stores() {
+        w.probed(group, name, || {
+            g.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    w.rt.block_on(async {
+                        let start = Instant::now();
+                        for _ in 0..iters {
+                            let tasks: Vec<_> = (0..PRODUCERS)
+                                .map(|_| {
+                                    let (e, n) = ((*engine).clone(), w.n.clone());
+                                    tokio::spawn(async move {
+                                        for _ in 0..PER {
+                                            let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
+                                            e.send(Q, OutMessage::new(b)).await.expect("send");
+                                        }
+                                    })
+                                })
+                                .collect();
+                            for t in tasks {
+                                t.await.expect("producer");
+                            }
+                        }
+                        start.elapsed()
+                    })
+                })
+            });
+        });
+    }
     g.finish();
 }
 
@@ -208,18 +238,22 @@ fn send_batch_64(c: &mut Criterion) {
     let mut g = c.benchmark_group("send_batch_64");
     configure(&mut g, 64);
     g.bench_function("bare", |b| b.iter(|| w.bare_insert_tx(64)));
-    g.bench_function("mqlite", |b| {
-        b.iter_custom(|iters| {
-            w.rt.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
-                    w.engine.send_batch(Q, batch).await.expect("send");
-                }
-                start.elapsed()
-            })
-        })
-    });
+    for (name, engine) in w.stores() {
+        w.probed("send_batch_64", name, || {
+            g.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    w.rt.block_on(async {
+                        let start = Instant::now();
+                        for _ in 0..iters {
+                            let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
+                            engine.send_batch(Q, batch).await.expect("send");
+                        }
+                        start.elapsed()
+                    })
+                })
+            });
+        });
+    }
     g.finish();
 }
 
@@ -241,28 +275,31 @@ fn drain_64(c: &mut Criterion) {
             spent
         })
     });
-    g.bench_function("mqlite", |b| {
-        b.iter_custom(|iters| {
-            w.rt.block_on(async {
-                let mut spent = Duration::ZERO;
-                for _ in 0..iters {
-                    let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
-                    w.engine.send_batch(Q, batch).await.expect("fill");
-                    let start = Instant::now();
-                    let got = w
-                        .engine
-                        .receive(Q, ReceiveOptions::batch(64))
-                        .await
-                        .expect("receive");
-                    let locks: Vec<LockRef> = got.iter().map(LockRef::from).collect();
-                    let done = w.engine.complete_batch(Q, &locks).await.expect("complete");
-                    assert_eq!(done.len(), 64);
-                    spent += start.elapsed();
-                }
-                spent
-            })
-        })
-    });
+    for (name, engine) in w.stores() {
+        w.probed("drain_64", name, || {
+            g.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    w.rt.block_on(async {
+                        let mut spent = Duration::ZERO;
+                        for _ in 0..iters {
+                            let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
+                            engine.send_batch(Q, batch).await.expect("fill");
+                            let start = Instant::now();
+                            let got = engine
+                                .receive(Q, ReceiveOptions::batch(64))
+                                .await
+                                .expect("receive");
+                            let locks: Vec<LockRef> = got.iter().map(LockRef::from).collect();
+                            let done = engine.complete_batch(Q, &locks).await.expect("complete");
+                            assert_eq!(done.len(), 64);
+                            spent += start.elapsed();
+                        }
+                        spent
+                    })
+                })
+            });
+        });
+    }
     g.finish();
 }
 
@@ -287,29 +324,32 @@ fn drain_single(c: &mut Criterion) {
             spent
         })
     });
-    g.bench_function("mqlite", |b| {
-        b.iter_custom(|iters| {
-            w.rt.block_on(async {
-                let mut spent = Duration::ZERO;
-                for _ in 0..iters {
-                    let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
-                    w.engine.send_batch(Q, batch).await.expect("fill");
-                    let start = Instant::now();
-                    for _ in 0..64 {
-                        let m = w
-                            .engine
-                            .receive_one(Q)
-                            .await
-                            .expect("receive")
-                            .expect("one");
-                        w.engine.complete(Q, &m).await.expect("complete");
-                    }
-                    spent += start.elapsed();
-                }
-                spent
-            })
-        })
-    });
+    for (name, engine) in w.stores() {
+        w.probed("drain_single", name, || {
+            g.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    w.rt.block_on(async {
+                        let mut spent = Duration::ZERO;
+                        for _ in 0..iters {
+                            let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
+                            engine.send_batch(Q, batch).await.expect("fill");
+                            let start = Instant::now();
+                            for _ in 0..64 {
+                                let m = engine
+                                    .receive_one(Q)
+                                    .await
+                                    .expect("receive")
+                                    .expect("one");
+                                engine.complete(Q, &m).await.expect("complete");
+                            }
+                            spent += start.elapsed();
+                        }
+                        spent
+                    })
+                })
+            });
+        });
+    }
     g.finish();
 }
 
@@ -321,43 +361,47 @@ fn end_to_end_4x4(c: &mut Criterion) {
     let mut g = c.benchmark_group("end_to_end_4x4");
     configure(&mut g, N as u64);
     g.bench_function("bare", |b| b.iter(|| w.bare_insert(N)));
-    g.bench_function("mqlite", |b| {
-        b.iter_custom(|iters| {
-            w.rt.block_on(async {
-                let start = Instant::now();
-                for _ in 0..iters {
-                    let done = Arc::new(AtomicUsize::new(0));
-                    let mut tasks = Vec::new();
-                    for _ in 0..4 {
-                        let (e, n) = (w.engine.clone(), w.n.clone());
-                        tasks.push(tokio::spawn(async move {
-                            for _ in 0..N / 4 {
-                                let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
-                                e.send(Q, OutMessage::new(b)).await.expect("send");
+    for (name, engine) in w.stores() {
+        w.probed("end_to_end_4x4", name, || {
+            g.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    w.rt.block_on(async {
+                        let start = Instant::now();
+                        for _ in 0..iters {
+                            let done = Arc::new(AtomicUsize::new(0));
+                            let mut tasks = Vec::new();
+                            for _ in 0..4 {
+                                let (e, n) = ((*engine).clone(), w.n.clone());
+                                tasks.push(tokio::spawn(async move {
+                                    for _ in 0..N / 4 {
+                                        let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
+                                        e.send(Q, OutMessage::new(b)).await.expect("send");
+                                    }
+                                }));
+                                let (e, done) = ((*engine).clone(), done.clone());
+                                tasks.push(tokio::spawn(async move {
+                                    while done.load(Ordering::Relaxed) < N {
+                                        let options = ReceiveOptions {
+                                            wait: Duration::from_millis(50),
+                                            ..Default::default()
+                                        };
+                                        for m in e.receive(Q, options).await.expect("receive") {
+                                            e.complete(Q, &m).await.expect("complete");
+                                            done.fetch_add(1, Ordering::Relaxed);
+                                        }
+                                    }
+                                }));
                             }
-                        }));
-                        let (e, done) = (w.engine.clone(), done.clone());
-                        tasks.push(tokio::spawn(async move {
-                            while done.load(Ordering::Relaxed) < N {
-                                let options = ReceiveOptions {
-                                    wait: Duration::from_millis(50),
-                                    ..Default::default()
-                                };
-                                for m in e.receive(Q, options).await.expect("receive") {
-                                    e.complete(Q, &m).await.expect("complete");
-                                    done.fetch_add(1, Ordering::Relaxed);
-                                }
+                            for t in tasks {
+                                t.await.expect("task");
                             }
-                        }));
-                    }
-                    for t in tasks {
-                        t.await.expect("task");
-                    }
-                }
-                start.elapsed()
-            })
-        })
-    });
+                        }
+                        start.elapsed()
+                    })
+                })
+            });
+        });
+    }
     g.finish();
 }
 

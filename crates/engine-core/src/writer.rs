@@ -16,10 +16,22 @@
 //! hung up. When the commit fails, or the database rolls the transaction back by itself
 //! (SQLite does after some I/O and disk-full errors), every call of the group gets the
 //! error and nothing of the group is visible.
+//!
+//! Where the work runs ([`WriterThread::run_grouped`] on a writer started with
+//! [`WriterThread::set_inline`]): a short call that finds the store idle — no command
+//! queued for the writer thread, the handle free — runs on its caller's own thread as
+//! a group of one, with no thread hop; plainjob and bare SQLite callers do the same. A
+//! call that finds the store busy queues for the writer thread as before, and the
+//! calls queued meanwhile share its next commit. The handle's owner says when that is
+//! allowed: only while a commit cannot fsync (a WAL commit under
+//! `synchronous=NORMAL`), and it moves what may (a checkpoint) to the writer thread
+//! through [`GroupCommit::maintenance_due`]. Work that may wait or run long (an
+//! application transaction, a sweep, a large batch) is always sent to the thread.
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 
 use tokio::sync::oneshot;
@@ -58,6 +70,14 @@ pub trait GroupCommit: 'static {
     fn release(&mut self) -> Result<()>;
     /// Undoes the call's work alone.
     fn undo(&mut self) -> Result<()>;
+    /// After a commit, on the thread that made it: whether work is due that must not run
+    /// on a caller's thread (a checkpoint, which may fsync). Answers true once per
+    /// request; [`GroupCommit::maintain`] then runs on the writer thread.
+    fn maintenance_due(&mut self) -> bool {
+        false
+    }
+    /// Runs the work [`GroupCommit::maintenance_due`] asked for, on the writer thread.
+    fn maintain(&mut self) {}
 }
 
 /// The group's commit failed, or its transaction was lost: nothing of the group was
@@ -86,6 +106,8 @@ struct GroupOps<T> {
     commit: fn(&mut T) -> Result<()>,
     rollback: fn(&mut T),
     in_transaction: fn(&T) -> bool,
+    maintenance_due: fn(&mut T) -> bool,
+    maintain: fn(&mut T),
 }
 
 /// A call that shares its commit.
@@ -117,6 +139,8 @@ where
             commit: T::commit,
             rollback: T::rollback,
             in_transaction: T::in_transaction,
+            maintenance_due: T::maintenance_due,
+            maintain: T::maintain,
         }
     }
 
@@ -305,16 +329,78 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
-/// The handle to a writer thread that owns a `T`.
-pub struct WriterThread<T> {
+/// What the writer thread and the callers share: the handle, and how many commands
+/// wait for the thread.
+struct Slot<T> {
+    /// The store's native handle: held by the writer thread while it runs a command, or
+    /// by a caller running a short call on its own thread. None once closed.
+    handle: Mutex<Option<T>>,
+    /// Commands sent to the writer thread and not yet finished. While any is, a new call
+    /// queues behind them rather than running on its caller's thread: calls keep their
+    /// arrival order, and the thread is never starved of the handle.
+    queued: AtomicUsize,
+}
+
+impl<T> Slot<T> {
+    /// The handle, waited for: a caller holds it only for one short call.
+    fn lock(&self) -> MutexGuard<'_, Option<T>> {
+        self.handle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The handle if nobody holds it and nothing is queued for the writer thread.
+    fn try_idle(&self) -> Option<MutexGuard<'_, Option<T>>> {
+        if self.queued.load(Ordering::SeqCst) != 0 {
+            return None;
+        }
+        match self.handle.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+}
+
+/// The sending side of the writer thread's channel, shared by the handle and the calls
+/// that decide where to run when first polled.
+struct Queue<T> {
     jobs: Mutex<Option<mpsc::Sender<Command<T>>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    slot: Arc<Slot<T>>,
     /// A job submitted from the writer thread itself (an application's transaction body
     /// calling the engine instead of its `tx`) would wait for the job running it.
     thread_id: std::thread::ThreadId,
 }
 
-impl<T: 'static> WriterThread<T> {
+impl<T> Queue<T> {
+    fn send(&self, command: Command<T>) -> Result<()> {
+        if std::thread::current().id() == self.thread_id {
+            return Err(Error::invalid(
+                "the store was called from inside its own transaction body: use the \
+                 transaction's handle (tx.send), not the engine, until the body returns",
+            ));
+        }
+        let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(tx) = jobs.as_ref() else {
+            return Err(Error::Closed);
+        };
+        self.slot.queued.fetch_add(1, Ordering::SeqCst);
+        tx.send(command).map_err(|_| {
+            self.slot.queued.fetch_sub(1, Ordering::SeqCst);
+            Error::Closed
+        })
+    }
+}
+
+/// The handle to a writer thread that owns a `T`.
+pub struct WriterThread<T> {
+    queue: Arc<Queue<T>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    clock: SharedClock,
+    /// Whether a short grouped call may run on its caller's thread when the store is
+    /// idle (see the module docs).
+    inline: AtomicBool,
+}
+
+impl<T: Send + 'static> WriterThread<T> {
     /// Starts the thread `name`; `open` runs on it and returns the handle and a guard
     /// (a file lock, say) that is dropped after the handle when the thread ends. Its
     /// error is returned here.
@@ -325,94 +411,52 @@ impl<T: 'static> WriterThread<T> {
     ) -> Result<Self> {
         let (jobs_tx, jobs_rx) = mpsc::channel::<Command<T>>();
         let (ready_tx, ready_rx) = oneshot::channel::<Result<()>>();
+        let slot = Arc::new(Slot {
+            handle: Mutex::new(None),
+            queued: AtomicUsize::new(0),
+        });
+        let shared = slot.clone();
+        let thread_clock = clock.clone();
         let thread = std::thread::Builder::new()
             .name(name.to_owned())
             .spawn(move || {
-                let (mut handle, guard) = match open() {
+                let (handle, guard) = match open() {
                     Ok(v) => v,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
                         return;
                     }
                 };
+                *shared.lock() = Some(handle);
                 let _ = ready_tx.send(Ok(()));
-                let mut next: Option<Command<T>> = None;
-                loop {
-                    let cmd = match next.take() {
-                        Some(c) => c,
-                        None => match next_command(&jobs_rx) {
-                            Some(c) => c,
-                            None => break,
-                        },
-                    };
-                    match cmd {
-                        Command::Grouped(first) => {
-                            // Every grouped call already waiting joins this group; the
-                            // first other command waits for the commit.
-                            let mut calls = vec![first];
-                            while calls.len() < MAX_GROUP {
-                                match jobs_rx.try_recv() {
-                                    Ok(Command::Grouped(c)) => calls.push(c),
-                                    Ok(other) => {
-                                        next = Some(other);
-                                        break;
-                                    }
-                                    Err(_) => break,
-                                }
-                            }
-                            let n = calls.len();
-                            if catch_unwind(AssertUnwindSafe(|| {
-                                run_group(&mut handle, &clock, calls)
-                            }))
-                            .is_err()
-                            {
-                                tracing::error!(
-                                    calls = n,
-                                    "a group commit panicked; the writer goes on"
-                                );
-                            }
-                        }
-                        Command::Run(job) => {
-                            // A job's panic is caught in the job (its caller gets an
-                            // error); this is the last line, so the writer keeps serving.
-                            if catch_unwind(AssertUnwindSafe(|| job(&mut handle, &clock))).is_err()
-                            {
-                                tracing::error!("a writer job panicked; the writer goes on");
-                            }
-                        }
-                        Command::Close => break,
-                    }
-                }
+                serve(&shared, &thread_clock, &jobs_rx);
                 // The handle closes before the guard is released, so the next opener
                 // finds a quiet file.
-                drop(handle);
+                drop(shared.lock().take());
                 drop(guard);
             })
             .map_err(|e| Error::backend("writer", e))?;
         ready_rx.await.map_err(|_| Error::Closed)??;
         Ok(WriterThread {
-            jobs: Mutex::new(Some(jobs_tx)),
-            thread_id: thread.thread().id(),
+            queue: Arc::new(Queue {
+                jobs: Mutex::new(Some(jobs_tx)),
+                slot,
+                thread_id: thread.thread().id(),
+            }),
             thread: Mutex::new(Some(thread)),
+            clock,
+            inline: AtomicBool::new(false),
         })
     }
 
-    fn submit(&self, job: Job<T>) -> Result<()> {
-        self.send(Command::Run(job))
+    /// Lets short grouped calls run on their caller's thread when the store is idle
+    /// (see the module docs): only for a handle whose commit cannot fsync or wait.
+    pub fn set_inline(&self, on: bool) {
+        self.inline.store(on, Ordering::Relaxed);
     }
 
-    fn send(&self, command: Command<T>) -> Result<()> {
-        if std::thread::current().id() == self.thread_id {
-            return Err(Error::invalid(
-                "the store was called from inside its own transaction body: use the \
-                 transaction's handle (tx.send), not the engine, until the body returns",
-            ));
-        }
-        let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        match jobs.as_ref() {
-            Some(tx) => tx.send(command).map_err(|_| Error::Closed),
-            None => Err(Error::Closed),
-        }
+    fn submit(&self, job: Job<T>) -> Result<()> {
+        self.queue.send(Command::Run(job))
     }
 
     /// Runs `f` on the writer thread with the statement-time clock reading and a probe
@@ -470,26 +514,48 @@ impl<T: 'static> WriterThread<T> {
         }
     }
 
-    /// Runs `f` on the writer thread inside a group commit (see the module docs) with
-    /// the statement-time clock reading: answered after the commit that holds it.
+    /// Runs `f` inside a group commit (see the module docs) with the statement-time
+    /// clock reading: answered after the commit that holds it. With inline calls on
+    /// ([`WriterThread::set_inline`]) and `short`, a call that finds the store idle when
+    /// first polled runs on the caller's thread; otherwise it is sent to the writer
+    /// thread at once, so calls made while the store is busy queue in the order made.
     pub fn run_grouped<R: Send + 'static>(
         &self,
+        short: bool,
         f: impl FnOnce(&mut T, i64) -> Result<R> + Send + 'static,
     ) -> impl Future<Output = Result<R>> + Send + 'static
     where
         T: GroupCommit,
     {
-        let (tx, rx) = oneshot::channel();
-        let sent = self.send(Command::Grouped(Box::new(Call { f, tx })));
+        let slot = &self.queue.slot;
+        let inline = short
+            && self.inline.load(Ordering::Relaxed)
+            && slot.queued.load(Ordering::SeqCst) == 0;
+        let plan = if inline {
+            Plan::Inline(self.queue.clone(), self.clock.clone(), f)
+        } else {
+            Plan::Sent(send_grouped(&self.queue, f))
+        };
         async move {
-            sent?;
+            let rx = match plan {
+                Plan::Sent(rx) => rx?,
+                Plan::Inline(queue, clock, f) => match run_inline(&queue, &clock, f) {
+                    Ok(answer) => return answer,
+                    Err(f) => send_grouped(&queue, f)?,
+                },
+            };
             rx.await.map_err(|_| Error::Closed)?
         }
     }
 
     /// Lets the queued jobs finish, then drops the handle and its guard.
     pub async fn close(&self) {
-        let sender = self.jobs.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let sender = self
+            .queue
+            .jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         if let Some(tx) = sender {
             let _ = tx.send(Command::Close);
         }
@@ -503,5 +569,114 @@ impl<T: 'static> WriterThread<T> {
             });
             let _ = done_rx.await;
         }
+    }
+}
+
+/// Where a grouped call will run: decided when it is made, or when first polled.
+enum Plan<T, F, R> {
+    /// Tried on the caller's thread when first polled; sent to the writer if busy.
+    Inline(Arc<Queue<T>>, SharedClock, F),
+    /// Sent to the writer thread when made.
+    Sent(Result<oneshot::Receiver<Result<R>>>),
+}
+
+/// Sends a grouped call to the writer thread.
+fn send_grouped<T, F, R>(queue: &Queue<T>, f: F) -> Result<oneshot::Receiver<Result<R>>>
+where
+    T: GroupCommit,
+    F: FnOnce(&mut T, i64) -> Result<R> + Send + 'static,
+    R: Send + 'static,
+{
+    let (tx, rx) = oneshot::channel();
+    queue.send(Command::Grouped(Box::new(Call { f, tx })))?;
+    Ok(rx)
+}
+
+/// Runs a grouped call on the caller's thread as a group of one if the store is idle;
+/// gives the call back otherwise. A commit that leaves maintenance due (a checkpoint)
+/// asks the writer thread for it.
+fn run_inline<T, F, R>(queue: &Queue<T>, clock: &SharedClock, f: F) -> Result<Result<R>, F>
+where
+    T: GroupCommit + Send,
+    F: FnOnce(&mut T, i64) -> Result<R> + Send + 'static,
+    R: Send + 'static,
+{
+    if std::thread::current().id() == queue.thread_id {
+        return Err(f);
+    }
+    let Some(mut guard) = queue.slot.try_idle() else {
+        return Err(f);
+    };
+    let Some(handle) = guard.as_mut() else {
+        return Ok(Err(Error::Closed));
+    };
+    let (tx, mut rx) = oneshot::channel();
+    let call: Box<dyn GroupedCall<T>> = Box::new(Call { f, tx });
+    let ran = catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, vec![call])));
+    let due = ran.is_ok() && handle.maintenance_due();
+    drop(guard);
+    if due {
+        // Nobody waits for it: the caller has its answer, the writer does the rest.
+        let _ = queue.send(Command::Run(Box::new(|h: &mut T, _| h.maintain())));
+    }
+    Ok(match ran {
+        Err(panic) => Err(Error::backend(
+            "store",
+            JobPanicked(panic_text(panic.as_ref())),
+        )),
+        Ok(()) => rx.try_recv().unwrap_or(Err(Error::Closed)),
+    })
+}
+
+/// The writer thread's loop: runs each command with the handle, grouping the grouped
+/// calls waiting, until closed or every sender is gone.
+fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T>>) {
+    let mut next: Option<Command<T>> = None;
+    loop {
+        let cmd = match next.take() {
+            Some(c) => c,
+            None => match next_command(jobs) {
+                Some(c) => c,
+                None => return,
+            },
+        };
+        let mut guard = slot.lock();
+        let Some(handle) = guard.as_mut() else { return };
+        let done = match cmd {
+            Command::Grouped(first) => {
+                // Every grouped call already waiting joins this group; the first other
+                // command waits for the commit.
+                let ops = first.ops();
+                let mut calls = vec![first];
+                while calls.len() < MAX_GROUP {
+                    match jobs.try_recv() {
+                        Ok(Command::Grouped(c)) => calls.push(c),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let n = calls.len();
+                if catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls))).is_err() {
+                    tracing::error!(calls = n, "a group commit panicked; the writer goes on");
+                } else if (ops.maintenance_due)(handle) {
+                    (ops.maintain)(handle);
+                }
+                n
+            }
+            Command::Run(job) => {
+                // A job's panic is caught in the job (its caller gets an error); this is
+                // the last line, so the writer keeps serving.
+                if catch_unwind(AssertUnwindSafe(|| job(handle, clock))).is_err() {
+                    tracing::error!("a writer job panicked; the writer goes on");
+                }
+                1
+            }
+            Command::Close => return,
+        };
+        drop(guard);
+        slot.queued.fetch_sub(done, Ordering::SeqCst);
     }
 }

@@ -87,6 +87,10 @@ pub use exec::{Executed, Params, Row, SqlExec, Value};
 pub use mqlite_engine_core as core;
 pub use schema::{SCHEMA, SCHEMA_TOKEN};
 
+/// The size [`store_ops!`] gives a call whose work its caller does not bound (a scan,
+/// a sweep, a purge): a local store runs it off the caller's thread.
+pub const LONG: usize = usize::MAX;
+
 /// Every statement the flows run, by name, for the plan pins.
 pub const STATEMENTS: &[(&str, &str)] = &[
     ("SELECT_QUEUE", rows::SELECT_QUEUE),

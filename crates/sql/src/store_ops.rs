@@ -2,9 +2,12 @@
 //! one transaction of the store's own `sql_tx`, which is all a SQL store supplies.
 
 /// Expands, inside `impl Store for S`, to every boundary operation that is one shared
-/// flow: `S` has `fn sql_tx(&self, f) -> impl Future<Output = Result<R>> + Send` running
-/// `f(&mut exec, now)` in one transaction. `backend`, `clock`, `ownership`, `work`,
-/// `status` and `close` stay with the store.
+/// flow: `S` has `fn sql_tx_sized(&self, items, f) -> impl Future<Output = Result<R>> +
+/// Send` running `f(&mut exec, now)` in one transaction. `items` says how much the call
+/// carries (messages, locks; [`LONG`](crate::LONG) for a scan whose length the
+/// caller does not bound), so a local store can keep long work off the caller's
+/// thread. `backend`, `clock`, `ownership`, `work`, `status` and `close` stay with the
+/// store.
 #[macro_export]
 macro_rules! store_ops {
     () => {
@@ -15,17 +18,17 @@ macro_rules! store_ops {
         config: $crate::core::QueueConfig,
         update_only: bool,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
-        self.sql_tx(async move |x, now| {
+        self.sql_tx_sized(1, async move |x, now| {
             $crate::admin::upsert_queue(x, now, &name, kind, &config, update_only).await
         })
     }
 
     fn delete_queue(&self, name: String) -> impl ::std::future::Future<Output = $crate::core::Result<bool>> + Send {
-        self.sql_tx(async move |x, _| $crate::admin::delete_queue(x, &name).await)
+        self.sql_tx_sized($crate::LONG, async move |x, _| $crate::admin::delete_queue(x, &name).await)
     }
 
     fn list_queues(&self) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::QueueInfo>>> + Send {
-        self.sql_tx(async move |x, _| $crate::admin::list_queues(x).await)
+        self.sql_tx_sized($crate::LONG, async move |x, _| $crate::admin::list_queues(x).await)
     }
 
     fn enqueue(
@@ -34,7 +37,7 @@ macro_rules! store_ops {
         messages: Vec<$crate::core::OutMessage>,
         options: $crate::core::SendOptions,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::EnqueueSlot>>> + Send {
-        self.sql_tx(async move |x, now| {
+        self.sql_tx_sized(messages.len(), async move |x, now| {
             $crate::enqueue::enqueue(x, now, &queue, messages, options).await
         })
     }
@@ -44,7 +47,7 @@ macro_rules! store_ops {
         queue: String,
         spec: $crate::core::ClaimSpec,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Message>>> + Send {
-        self.sql_tx(async move |x, now| $crate::claim::claim(x, now, &queue, &spec).await)
+        self.sql_tx_sized(spec.max_messages as usize, async move |x, now| $crate::claim::claim(x, now, &queue, &spec).await)
     }
 
     fn settle(
@@ -53,7 +56,7 @@ macro_rules! store_ops {
         lock: $crate::core::LockRef,
         settlement: $crate::core::Settlement,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
-        self.sql_tx(async move |x, now| {
+        self.sql_tx_sized(1, async move |x, now| {
             $crate::settle::settle(x, now, &queue, lock, &settlement).await
         })
     }
@@ -63,7 +66,7 @@ macro_rules! store_ops {
         queue: String,
         locks: Vec<$crate::core::LockRef>,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::BatchResult>>> + Send {
-        self.sql_tx(async move |x, now| $crate::settle::complete_batch(x, now, &queue, &locks).await)
+        self.sql_tx_sized(locks.len(), async move |x, now| $crate::settle::complete_batch(x, now, &queue, &locks).await)
     }
 
     fn renew_batch(
@@ -71,7 +74,7 @@ macro_rules! store_ops {
         queue: String,
         locks: Vec<$crate::core::LockRef>,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::BatchResult>>> + Send {
-        self.sql_tx(async move |x, now| $crate::settle::renew_batch(x, now, &queue, &locks).await)
+        self.sql_tx_sized(locks.len(), async move |x, now| $crate::settle::renew_batch(x, now, &queue, &locks).await)
     }
 
     fn receive_deferred(
@@ -79,11 +82,11 @@ macro_rules! store_ops {
         queue: String,
         seqs: Vec<$crate::core::SeqNumber>,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Message>>> + Send {
-        self.sql_tx(async move |x, now| $crate::claim::receive_deferred(x, now, &queue, &seqs).await)
+        self.sql_tx_sized(seqs.len(), async move |x, now| $crate::claim::receive_deferred(x, now, &queue, &seqs).await)
     }
 
     fn cancel(&self, queue: String, seq: $crate::core::SeqNumber) -> impl ::std::future::Future<Output = $crate::core::Result<bool>> + Send {
-        self.sql_tx(async move |x, _| $crate::admin::cancel(x, &queue, seq).await)
+        self.sql_tx_sized(1, async move |x, _| $crate::admin::cancel(x, &queue, seq).await)
     }
 
     fn peek(
@@ -91,11 +94,11 @@ macro_rules! store_ops {
         queue: String,
         options: $crate::core::PeekOptions,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Message>>> + Send {
-        self.sql_tx(async move |x, _| $crate::admin::peek(x, &queue, &options).await)
+        self.sql_tx_sized(options.max as usize, async move |x, _| $crate::admin::peek(x, &queue, &options).await)
     }
 
     fn stats(&self, queue: String) -> impl ::std::future::Future<Output = $crate::core::Result<$crate::core::QueueStats>> + Send {
-        self.sql_tx(async move |x, now| $crate::admin::stats(x, now, &queue).await)
+        self.sql_tx_sized($crate::LONG, async move |x, now| $crate::admin::stats(x, now, &queue).await)
     }
 
     fn redrive(
@@ -103,7 +106,7 @@ macro_rules! store_ops {
         queue: String,
         options: $crate::core::RedriveOptions,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<u64>> + Send {
-        self.sql_tx(async move |x, now| $crate::admin::redrive(x, now, &queue, &options).await)
+        self.sql_tx_sized($crate::LONG, async move |x, now| $crate::admin::redrive(x, now, &queue, &options).await)
     }
 
     fn purge(
@@ -111,15 +114,15 @@ macro_rules! store_ops {
         queue: String,
         options: $crate::core::PurgeOptions,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<u64>> + Send {
-        self.sql_tx(async move |x, now| $crate::admin::purge(x, now, &queue, &options).await)
+        self.sql_tx_sized($crate::LONG, async move |x, now| $crate::admin::purge(x, now, &queue, &options).await)
     }
 
     fn recover(&self, task: $crate::core::RecoverTask) -> impl ::std::future::Future<Output = $crate::core::Result<u64>> + Send {
-        self.sql_tx(async move |x, now| $crate::sweeps::recover(x, now, task).await)
+        self.sql_tx_sized($crate::LONG, async move |x, now| $crate::sweeps::recover(x, now, task).await)
     }
 
     fn create_key(&self, key: $crate::core::AccessKey) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
-        self.sql_tx(async move |x, _| $crate::keys::create_key(x, &key).await)
+        self.sql_tx_sized(1, async move |x, _| $crate::keys::create_key(x, &key).await)
     }
 
     fn list_keys(
@@ -127,18 +130,18 @@ macro_rules! store_ops {
         after_id: Option<String>,
         limit: u32,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::AccessKey>>> + Send {
-        self.sql_tx(async move |x, _| $crate::keys::list_keys(x, after_id.as_deref(), limit).await)
+        self.sql_tx_sized(limit as usize, async move |x, _| $crate::keys::list_keys(x, after_id.as_deref(), limit).await)
     }
 
     fn revoke_key(&self, id: String) -> impl ::std::future::Future<Output = $crate::core::Result<bool>> + Send {
-        self.sql_tx(async move |x, now| $crate::keys::revoke_key(x, now, &id).await)
+        self.sql_tx_sized(1, async move |x, now| $crate::keys::revoke_key(x, now, &id).await)
     }
 
     fn key_by_digest(
         &self,
         digest: String,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Option<$crate::core::AccessKey>>> + Send {
-        self.sql_tx(async move |x, _| $crate::keys::key_by_digest(x, &digest).await)
+        self.sql_tx_sized(1, async move |x, _| $crate::keys::key_by_digest(x, &digest).await)
     }
 
     fn upsert_subscription(
@@ -146,7 +149,7 @@ macro_rules! store_ops {
         subscription: $crate::core::Subscription,
         config: $crate::core::QueueConfig,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
-        self.sql_tx(async move |x, now| {
+        self.sql_tx_sized(1, async move |x, now| {
             $crate::topics::upsert_subscription(x, now, &subscription, &config).await
         })
     }
@@ -155,7 +158,7 @@ macro_rules! store_ops {
         &self,
         topic: Option<String>,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Subscription>>> + Send {
-        self.sql_tx(async move |x, _| $crate::topics::list_subscriptions(x, topic.as_deref()).await)
+        self.sql_tx_sized($crate::LONG, async move |x, _| $crate::topics::list_subscriptions(x, topic.as_deref()).await)
     }
 
     fn publish(
@@ -164,7 +167,7 @@ macro_rules! store_ops {
         routes: Vec<$crate::core::Route>,
         options: $crate::core::SendOptions,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<Vec<$crate::core::EnqueueSlot>>>> + Send {
-        self.sql_tx(async move |x, now| $crate::topics::publish(x, now, &topic, routes, options).await)
+        self.sql_tx_sized(routes.len(), async move |x, now| $crate::topics::publish(x, now, &topic, routes, options).await)
     }
     };
 }

@@ -210,6 +210,16 @@ impl LibsqlStore {
         Ok(LibsqlStore { inner })
     }
 
+    /// [`store_ops!`](sql::store_ops)'s entry: every call is a request to the server,
+    /// off the executor whatever its size.
+    fn sql_tx_sized<R, F>(&self, _items: usize, f: F) -> impl Future<Output = Result<R>> + Send + 'static
+    where
+        R: Send + 'static,
+        F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R> + Send + 'static,
+    {
+        self.sql_tx(f)
+    }
+
     /// Runs a shared flow in one transaction (see [`flow_transaction`]), off the
     /// executor.
     fn sql_tx<R, F>(&self, f: F) -> impl Future<Output = Result<R>> + Send + 'static

@@ -40,6 +40,11 @@ use writer::Writer;
 /// The backend name in errors.
 const BACKEND: &str = "sqlite";
 
+/// The most items (messages, locks) a call may carry and still run on its caller's
+/// thread: a send of 64 takes well under the executor's 1 ms budget, measured by the
+/// benches' lateness probe (docs/benchmark.md).
+const INLINE_ITEMS: usize = 64;
+
 /// Converts a rusqlite error into the boundary's error.
 pub(crate) fn db(e: rusqlite::Error) -> Error {
     Error::backend(BACKEND, e)
@@ -75,6 +80,12 @@ pub struct SqliteOptions {
     pub synchronous: Synchronous,
     /// The clock every statement reads.
     pub clock: SharedClock,
+    /// Whether a short call that finds the store idle runs on its caller's thread
+    /// (default: yes under `synchronous=NORMAL`, where a commit does not fsync). Off,
+    /// every call goes to the writer thread and back — the measured alternative
+    /// (docs/benchmark.md), for a program that wants its executor threads to run no
+    /// SQLite at all.
+    pub caller_thread: bool,
 }
 
 impl SqliteOptions {
@@ -84,7 +95,15 @@ impl SqliteOptions {
             location: location.into(),
             synchronous: Synchronous::from_env(),
             clock: SystemClock::shared(),
+            caller_thread: true,
         }
+    }
+
+    /// Whether short calls may run on the caller's thread (see
+    /// [`SqliteOptions::caller_thread`]).
+    pub fn caller_thread(mut self, on: bool) -> Self {
+        self.caller_thread = on;
+        self
     }
 
     /// Uses this clock.
@@ -151,7 +170,11 @@ impl SqliteStore {
         let sync = options.synchronous;
         let releasing = Arc::new(AtomicBool::new(false));
         let flag = releasing.clone();
-        let writer = Writer::start(options.clock.clone(), move || {
+        // A WAL commit under NORMAL does not fsync: short calls may run on their
+        // caller's thread. Under FULL every commit does, so every call goes to the
+        // writer thread, where waiting calls share one commit and its fsync.
+        let inline = options.caller_thread && sync == Synchronous::Normal;
+        let writer = Writer::start(options.clock.clone(), inline, move || {
             // The lock comes first: nothing, not even the guard check, reads a file that
             // another writer holds.
             let guard = match &location {
@@ -171,15 +194,22 @@ impl SqliteStore {
         })
     }
 
-    /// Runs a shared flow in one IMMEDIATE transaction on the writer thread, with the
-    /// statement-time clock reading, counting its statements.
-    fn sql_tx<R, F>(&self, f: F) -> impl Future<Output = Result<R>> + Send + 'static
+    /// Runs a shared flow over `items` items (messages, locks) in one IMMEDIATE
+    /// transaction, with the statement-time clock reading, counting its statements. A
+    /// flow over at most [`INLINE_ITEMS`] items is short: it runs on the caller's thread
+    /// when the store is idle; a longer one (and every scan: stats, purge, sweeps) runs
+    /// on the writer thread, so it never holds an executor thread past the budget.
+    fn sql_tx_sized<R, F>(
+        &self,
+        items: usize,
+        f: F,
+    ) -> impl Future<Output = Result<R>> + Send + 'static
     where
         R: Send + 'static,
         F: for<'a, 'c> AsyncFnOnce(&'a mut Exec<'c>, i64) -> Result<R> + Send + 'static,
     {
         let work = self.work.clone();
-        self.writer.run_tx(move |tx, now| {
+        self.writer.run_tx(items <= INLINE_ITEMS, move |tx, now| {
             let mut x = Exec {
                 conn: tx,
                 work: &work,
@@ -274,7 +304,9 @@ impl Store for SqliteStore {
             .path
             .as_ref()
             .map_or_else(|| ":memory:".to_owned(), |p| p.display().to_string());
-        self.sql_tx(async move |x, _| sql::admin::status(x, BACKEND, location, false).await)
+        self.sql_tx_sized(sql::LONG, async move |x, _| {
+            sql::admin::status(x, BACKEND, location, false).await
+        })
     }
 
     fn close(&self) -> impl Future<Output = ()> + Send {

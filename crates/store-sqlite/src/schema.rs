@@ -149,6 +149,7 @@ pub(crate) fn open_connection(location: &Location, sync: Synchronous) -> Result<
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(db)?;
         debug_assert_eq!(mode.to_ascii_lowercase(), "wal");
+        crate::writer::hook_wal(&conn);
     }
     let sync = match sync {
         Synchronous::Normal => "NORMAL",

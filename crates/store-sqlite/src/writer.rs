@@ -1,7 +1,12 @@
-//! The SQLite store's transactions on engine-core's one writer thread, which owns the
-//! connection (and, after it, the file lock): no two statements ever overlap and the
-//! claim needs no locking beyond SQLite's own.
+//! The SQLite store's transactions on engine-core's writer, which owns the connection
+//! (and, after it, the file lock): no two statements ever overlap and the claim needs
+//! no locking beyond SQLite's own. Under `synchronous=NORMAL` a WAL commit does not
+//! fsync, so a short call that finds the store idle runs on its caller's thread; the
+//! checkpoints, which do fsync, run on the writer thread: the connection's WAL hook
+//! replaces SQLite's automatic checkpoint (which would run inside whichever commit
+//! crossed the threshold, on whichever thread made it).
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -12,14 +17,47 @@ use mqlite_engine_core::{Error, Result, SharedClock};
 
 use crate::db;
 
+/// The WAL size, in frames, at which a checkpoint is due: SQLite's own default for its
+/// automatic checkpoint.
+const CHECKPOINT_FRAMES: i32 = 1000;
+
+thread_local! {
+    /// The WAL's frames after the last commit made on this thread, left by the WAL hook
+    /// (SQLite calls it inside COMMIT, on the committing thread) and taken right after.
+    static WAL_FRAMES: Cell<i32> = const { Cell::new(0) };
+}
+
+fn note_wal_frames(_: &rusqlite::hooks::Wal, frames: std::ffi::c_int) -> rusqlite::Result<()> {
+    WAL_FRAMES.set(frames);
+    Ok(())
+}
+
+/// Installs the WAL hook on a new connection: SQLite's automatic checkpoint stops, and
+/// the writer checkpoints instead ([`Conn::maintain`]).
+pub(crate) fn hook_wal(conn: &Connection) {
+    conn.wal_hook(Some(note_wal_frames));
+}
+
 /// The writer thread's connection, with the group commit's statements (one IMMEDIATE
 /// transaction per group, a savepoint per call) and a count of group commits.
 pub(crate) struct Conn {
     pub(crate) conn: Connection,
     commits: Arc<AtomicU64>,
+    /// The WAL's frames after the last commit.
+    wal_frames: i32,
+    /// A checkpoint was asked of the writer thread and has not run yet.
+    checkpoint_asked: bool,
 }
 
 impl Conn {
+    /// Reads what the WAL hook left on this thread after a commit.
+    pub(crate) fn note_commit(&mut self) {
+        let frames = WAL_FRAMES.take();
+        if frames > 0 {
+            self.wal_frames = frames;
+        }
+    }
+
     fn run(&self, sql: &str) -> Result<()> {
         self.conn
             .prepare_cached(sql)
@@ -37,7 +75,10 @@ impl GroupCommit for Conn {
     }
 
     fn commit(&mut self) -> Result<()> {
+        // A hook value left by another connection's commit on this thread is not ours.
+        WAL_FRAMES.set(0);
         self.run("COMMIT")?;
+        self.note_commit();
         self.commits.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -64,6 +105,30 @@ impl GroupCommit for Conn {
         self.run("ROLLBACK TO mqlite_call")?;
         self.run("RELEASE mqlite_call")
     }
+
+    fn maintenance_due(&mut self) -> bool {
+        if self.wal_frames < CHECKPOINT_FRAMES || self.checkpoint_asked {
+            return false;
+        }
+        self.checkpoint_asked = true;
+        true
+    }
+
+    /// A passive checkpoint: copies the WAL into the database file as far as no reader
+    /// needs it, and fsyncs. The next commit after a complete one restarts the WAL.
+    fn maintain(&mut self) {
+        self.checkpoint_asked = false;
+        if self.wal_frames < CHECKPOINT_FRAMES {
+            return;
+        }
+        match self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+        {
+            Ok(()) => self.wal_frames = 0,
+            Err(e) => tracing::warn!(error = %e, "a WAL checkpoint failed; the next commit retries"),
+        }
+    }
 }
 
 /// The handle to the writer thread.
@@ -77,6 +142,7 @@ impl Writer {
     /// connection closes (checkpointing the WAL) before the guard is released.
     pub(crate) async fn start<T: 'static>(
         clock: SharedClock,
+        inline: bool,
         open: impl FnOnce() -> Result<(Connection, T)> + Send + 'static,
     ) -> Result<Self> {
         let commits = Arc::new(AtomicU64::new(0));
@@ -87,12 +153,15 @@ impl Writer {
                     Conn {
                         conn,
                         commits: counter,
+                        wal_frames: 0,
+                        checkpoint_asked: false,
                     },
                     guard,
                 )
             })
         })
         .await?;
+        thread.set_inline(inline);
         Ok(Writer { thread, commits })
     }
 
@@ -111,16 +180,18 @@ impl Writer {
         self.thread.run(move |c, now, _| f(&mut c.conn, now))
     }
 
-    /// Runs `f` in a group commit on the writer thread (see engine-core's writer):
-    /// its own savepoint inside the group's IMMEDIATE transaction, answered after the
-    /// commit. A statement already running finishes (13.3), but work nobody will hear
-    /// about is undone, never committed (13.4) — a receive-and-delete whose caller is
-    /// gone must not delete.
+    /// Runs `f` in a group commit (see engine-core's writer): its own savepoint inside
+    /// the group's IMMEDIATE transaction, answered after the commit. A `short` call
+    /// that finds the store idle runs on the caller's thread, alone in its transaction.
+    /// A statement already running finishes (13.3), but work nobody will hear about is
+    /// undone, never committed (13.4) — a receive-and-delete whose caller is gone must
+    /// not delete.
     pub(crate) fn run_tx<R: Send + 'static>(
         &self,
+        short: bool,
         f: impl FnOnce(&Connection, i64) -> Result<R> + Send + 'static,
     ) -> impl Future<Output = Result<R>> + Send + 'static {
-        self.thread.run_grouped(move |c, now| f(&c.conn, now))
+        self.thread.run_grouped(short, move |c, now| f(&c.conn, now))
     }
 
     /// Runs an application transaction: `f` gets the transaction, the statement time and
@@ -139,7 +210,13 @@ impl Writer {
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(|e| E::from(db(e)))?;
-            f(t, now, gone)
+            let out = f(t, now, gone);
+            // Already on the writer thread: a checkpoint due runs here.
+            c.note_commit();
+            if c.maintenance_due() {
+                c.maintain();
+            }
+            out
         })
     }
 
