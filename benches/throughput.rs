@@ -15,7 +15,7 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use mqlite_benches::{LatenessProbe, body};
 use mqlite_engine_core::{
-    DynStore, Engine, LockRef, OutMessage, QueueConfig, ReceiveOptions, SystemClock,
+    DynStore, Engine, LockRef, OutMessage, QueueConfig, ReceiveOptions, Store, SystemClock,
 };
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use rusqlite::Connection;
@@ -74,11 +74,34 @@ impl World {
         [("mqlite", &self.engine), ("mqlite-writer", &self.writer)]
     }
 
-    /// Runs `bench` under the lateness probe and reports it under `group/name`.
+    /// Runs `bench` under the lateness probe and reports it under `group/name`, with
+    /// where the store's calls ran and how many commits they made.
     fn probed(&self, group: &str, name: &str, bench: impl FnOnce()) {
+        let engine = self
+            .stores()
+            .into_iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, e)| e);
+        let counts = |e: &Engine<SqliteStore>| {
+            let s = e.store();
+            (
+                s.caller_thread_calls(),
+                s.group_commits(),
+                s.work().map_or(0, |w| w.statements),
+            )
+        };
+        let before = engine.map(counts);
         let probe = LatenessProbe::start(self.rt.handle());
         bench();
         probe.report(&format!("{group}/{name}"));
+        if let (Some(e), Some((calls, commits, _))) = (engine, before) {
+            let (calls2, commits2, _) = counts(e);
+            eprintln!(
+                "calls {group}/{name}: {} on the caller's thread, {} commits",
+                calls2 - calls,
+                commits2 - commits
+            );
+        }
     }
 
     fn next(&self) -> Vec<u8> {
@@ -148,7 +171,9 @@ fn single_send(c: &mut Criterion) {
     });
     let mut g = c.benchmark_group("single_send");
     configure(&mut g, 1);
-    g.bench_function("bare", |b| b.iter(|| w.bare_insert(1)));
+    w.probed("single_send", "bare", || {
+        g.bench_function("bare", |b| b.iter(|| w.bare_insert(1)));
+    });
     for (name, engine) in w.stores() {
         w.probed("single_send", name, || {
             g.bench_function(name, |b| {
@@ -335,11 +360,7 @@ fn drain_single(c: &mut Criterion) {
                             engine.send_batch(Q, batch).await.expect("fill");
                             let start = Instant::now();
                             for _ in 0..64 {
-                                let m = engine
-                                    .receive_one(Q)
-                                    .await
-                                    .expect("receive")
-                                    .expect("one");
+                                let m = engine.receive_one(Q).await.expect("receive").expect("one");
                                 engine.complete(Q, &m).await.expect("complete");
                             }
                             spent += start.elapsed();
@@ -354,49 +375,72 @@ fn drain_single(c: &mut Criterion) {
 }
 
 /// 4 producers and 4 consumers with single operations until 256 messages are sent,
-/// received and completed, against 256 autocommit INSERTs.
+/// received and completed (the round ends at the last completion, not when the idle
+/// consumers' long-polls run out), against 256 autocommit INSERTs.
 fn end_to_end_4x4(c: &mut Criterion) {
     const N: usize = 256;
     let w = world(Synchronous::Normal);
     let mut g = c.benchmark_group("end_to_end_4x4");
     configure(&mut g, N as u64);
-    g.bench_function("bare", |b| b.iter(|| w.bare_insert(N)));
+    w.probed("end_to_end_4x4", "bare", || {
+        g.bench_function("bare", |b| b.iter(|| w.bare_insert(N)));
+    });
     for (name, engine) in w.stores() {
         w.probed("end_to_end_4x4", name, || {
             g.bench_function(name, |b| {
                 b.iter_custom(|iters| {
                     w.rt.block_on(async {
-                        let start = Instant::now();
+                        let mut spent = Duration::ZERO;
                         for _ in 0..iters {
+                            let start = Instant::now();
                             let done = Arc::new(AtomicUsize::new(0));
-                            let mut tasks = Vec::new();
+                            let (all_done, finished) = tokio::sync::oneshot::channel::<()>();
+                            let all_done = Arc::new(std::sync::Mutex::new(Some(all_done)));
+                            let (mut producers, mut consumers) = (Vec::new(), Vec::new());
                             for _ in 0..4 {
                                 let (e, n) = ((*engine).clone(), w.n.clone());
-                                tasks.push(tokio::spawn(async move {
+                                producers.push(tokio::spawn(async move {
                                     for _ in 0..N / 4 {
                                         let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
                                         e.send(Q, OutMessage::new(b)).await.expect("send");
                                     }
                                 }));
                                 let (e, done) = ((*engine).clone(), done.clone());
-                                tasks.push(tokio::spawn(async move {
-                                    while done.load(Ordering::Relaxed) < N {
+                                let all_done = all_done.clone();
+                                consumers.push(tokio::spawn(async move {
+                                    loop {
                                         let options = ReceiveOptions {
                                             wait: Duration::from_millis(50),
                                             ..Default::default()
                                         };
                                         for m in e.receive(Q, options).await.expect("receive") {
                                             e.complete(Q, &m).await.expect("complete");
-                                            done.fetch_add(1, Ordering::Relaxed);
+                                            if done.fetch_add(1, Ordering::Relaxed) + 1 == N
+                                                && let Some(tx) =
+                                                    all_done.lock().expect("signal").take()
+                                            {
+                                                let _ = tx.send(());
+                                            }
                                         }
                                     }
                                 }));
                             }
-                            for t in tasks {
-                                t.await.expect("task");
+                            // The round ends with its last completion; the consumers
+                            // then parked in a long-poll on the empty queue are
+                            // stopped (a dropped receive takes nothing).
+                            finished.await.expect("every message completed");
+                            spent += start.elapsed();
+                            for t in producers {
+                                t.await.expect("producer");
+                            }
+                            for t in &consumers {
+                                t.abort();
+                            }
+                            for t in consumers {
+                                let _ = t.await;
                             }
                         }
-                        start.elapsed()
+                        spent
                     })
                 })
             });

@@ -29,7 +29,7 @@
 //! application transaction, a sweep, a large batch) is always sent to the thread.
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
@@ -39,7 +39,9 @@ use tokio::sync::oneshot;
 use crate::clock::SharedClock;
 use crate::error::{Error, Result};
 
-type Job<T> = Box<dyn FnOnce(&mut T, &SharedClock) + Send>;
+/// A job for the writer thread: runs with the handle, and gives the answer to send
+/// once the handle is free.
+type Job<T> = Box<dyn FnOnce(&mut T, &SharedClock) -> Option<Answer> + Send>;
 
 enum Command<T> {
     Run(Job<T>),
@@ -97,7 +99,13 @@ impl std::fmt::Display for GroupFailed {
 
 impl std::error::Error for GroupFailed {}
 
-type Reply = Box<dyn FnOnce(std::result::Result<(), &str>) + Send>;
+/// An answer to a caller, sent once the handle is free again: a caller woken while
+/// the writer still held the handle would find the store busy and queue its next call
+/// behind nothing (the kernel often runs the woken thread at once, on the waker's core).
+type Answer = Box<dyn FnOnce() + Send>;
+
+/// A kept call's answer, given the group commit's outcome.
+type Reply = Box<dyn FnOnce(std::result::Result<(), Arc<str>>) -> Answer + Send>;
 
 /// The table of a handle's group operations, taken from the first call of a group.
 struct GroupOps<T> {
@@ -110,20 +118,34 @@ struct GroupOps<T> {
     maintain: fn(&mut T),
 }
 
+/// What running a call left.
+enum Ran {
+    /// Its work is kept: answered with the commit's outcome.
+    Kept(Reply),
+    /// Answered already (it failed, or its caller left).
+    Done(Option<Answer>),
+}
+
 /// A call that shares its commit.
 trait GroupedCall<T>: Send {
     fn ops(&self) -> GroupOps<T>;
     /// Runs inside the group's transaction, in its own savepoint (none when `solo`: the
-    /// call is the whole group, and a failure rolls the transaction back); the reply to
-    /// send once the commit's outcome is known, or None when it has answered already.
-    fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock, solo: bool) -> Option<Reply>;
-    /// The group could not start: answer without running.
-    fn fail(self: Box<Self>, why: &str);
+    /// call is the whole group, and a failure rolls the transaction back).
+    fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock, solo: bool) -> Ran;
+    /// The group could not start: the answer without running.
+    fn fail(self: Box<Self>, why: &str) -> Answer;
 }
 
 struct Call<F, R> {
     f: F,
     tx: oneshot::Sender<Result<R>>,
+}
+
+/// The answer `out` to the caller behind `tx`.
+fn answer<R: Send + 'static>(tx: oneshot::Sender<Result<R>>, out: Result<R>) -> Answer {
+    Box::new(move || {
+        let _ = tx.send(out);
+    })
 }
 
 impl<T, F, R> GroupedCall<T> for Call<F, R>
@@ -144,14 +166,13 @@ where
         }
     }
 
-    fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock, solo: bool) -> Option<Reply> {
+    fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock, solo: bool) -> Ran {
         let Call { f, tx } = *self;
         if tx.is_closed() {
-            return None;
+            return Ran::Done(None);
         }
         if !solo && let Err(e) = handle.savepoint() {
-            let _ = tx.send(Err(e));
-            return None;
+            return Ran::Done(Some(answer(tx, Err(e))));
         }
         let now = clock.now_ms();
         let out = failing_on_panic(|| f(handle, now));
@@ -170,11 +191,14 @@ where
         match kept {
             Ok(r) => {
                 let backend = T::BACKEND;
-                Some(Box::new(move |commit: std::result::Result<(), &str>| {
-                    let _ = tx.send(match commit {
-                        Ok(()) => Ok(r),
-                        Err(why) => Err(Error::backend(backend, GroupFailed(why.to_owned()))),
-                    });
+                Ran::Kept(Box::new(move |commit| {
+                    answer(
+                        tx,
+                        match commit {
+                            Ok(()) => Ok(r),
+                            Err(why) => Err(Error::backend(backend, GroupFailed(why.to_string()))),
+                        },
+                    )
                 }))
             }
             Err(e) => {
@@ -185,16 +209,16 @@ where
                 {
                     tracing::error!(error = %undo, "undoing a failed call in a group failed");
                 }
-                let _ = tx.send(Err(e));
-                None
+                Ran::Done(Some(answer(tx, Err(e))))
             }
         }
     }
 
-    fn fail(self: Box<Self>, why: &str) {
-        let _ = self
-            .tx
-            .send(Err(Error::backend(T::BACKEND, GroupFailed(why.to_owned()))));
+    fn fail(self: Box<Self>, why: &str) -> Answer {
+        answer(
+            self.tx,
+            Err(Error::backend(T::BACKEND, GroupFailed(why.to_owned()))),
+        )
     }
 }
 
@@ -206,36 +230,58 @@ where
 /// from them.
 const SPIN: std::time::Duration = std::time::Duration::from_micros(15);
 
-/// The next command: looked for without sleeping for [`SPIN`], then waited for. None
-/// when every sender is gone.
-fn next_command<T>(jobs: &mpsc::Receiver<Command<T>>) -> Option<Command<T>> {
-    let until = std::time::Instant::now() + SPIN;
+/// How long the writer thread must find nothing to do before the store counts as
+/// uncontended again. Shorter, and producers that resubmit a few microseconds after
+/// their answer (on 2 cores the writer holds one) flip between the two paths on every
+/// round, paying a commit per call on the executor's threads.
+const CONTENDED_FOR: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// The next command: looked for without sleeping for [`SPIN`], then waited for; after
+/// [`CONTENDED_FOR`] without one the store is no longer contended. None when every
+/// sender is gone.
+fn next_command<T>(jobs: &mpsc::Receiver<Command<T>>, slot: &Slot<T>) -> Option<Command<T>> {
+    let start = std::time::Instant::now();
     loop {
         match jobs.try_recv() {
             Ok(c) => return Some(c),
             Err(mpsc::TryRecvError::Disconnected) => return None,
-            Err(mpsc::TryRecvError::Empty) if std::time::Instant::now() < until => {
+            Err(mpsc::TryRecvError::Empty) if start.elapsed() < SPIN => {
                 std::hint::spin_loop();
             }
-            Err(mpsc::TryRecvError::Empty) => return jobs.recv().ok(),
+            Err(mpsc::TryRecvError::Empty) => break,
         }
     }
+    if slot.contended.load(Ordering::Relaxed) {
+        match jobs.recv_timeout(CONTENDED_FOR.saturating_sub(start.elapsed())) {
+            Ok(c) => return Some(c),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                slot.contended.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+    jobs.recv().ok()
 }
 
-/// Runs one group: begin, each call in its savepoint, one commit, the replies.
-fn run_group<T>(handle: &mut T, clock: &SharedClock, calls: Vec<Box<dyn GroupedCall<T>>>) {
-    let Some(first) = calls.first() else { return };
+/// Runs one group: begin, each call in its savepoint, one commit. Returns the answers,
+/// to send once the handle is free.
+fn run_group<T>(
+    handle: &mut T,
+    clock: &SharedClock,
+    calls: Vec<Box<dyn GroupedCall<T>>>,
+) -> Vec<Answer> {
+    let Some(first) = calls.first() else {
+        return Vec::new();
+    };
     let ops = first.ops();
     // A call alone needs no savepoint: the transaction is its own.
     let solo = calls.len() == 1;
+    let mut answers: Vec<Answer> = Vec::with_capacity(calls.len());
     let mut open = match (ops.begin)(handle) {
         Ok(()) => true,
         Err(e) => {
             let why = e.to_string();
-            for c in calls {
-                c.fail(&why);
-            }
-            return;
+            return calls.into_iter().map(|c| c.fail(&why)).collect();
         }
     };
     let mut replies: Vec<Reply> = Vec::with_capacity(calls.len());
@@ -244,50 +290,45 @@ fn run_group<T>(handle: &mut T, clock: &SharedClock, calls: Vec<Box<dyn GroupedC
             match (ops.begin)(handle) {
                 Ok(()) => open = true,
                 Err(e) => {
-                    call.fail(&e.to_string());
+                    answers.push(call.fail(&e.to_string()));
                     continue;
                 }
             }
         }
-        if let Some(reply) = call.run(handle, clock, solo) {
-            replies.push(reply);
+        match call.run(handle, clock, solo) {
+            Ran::Kept(reply) => replies.push(reply),
+            Ran::Done(a) => answers.extend(a),
         }
         if !(ops.in_transaction)(handle) {
             // The database rolled the group back by itself: the work of every call
             // answered so far is gone with it.
-            let why = format!("{}: the database rolled the transaction back", ops.backend);
+            let why: Arc<str> =
+                format!("{}: the database rolled the transaction back", ops.backend).into();
             tracing::error!("{why}; the calls of this group fail");
-            for r in replies.drain(..) {
-                r(Err(&why));
-            }
+            answers.extend(replies.drain(..).map(|r| r(Err(why.clone()))));
             open = false;
         }
     }
     if !open {
-        return;
+        return answers;
     }
     if replies.is_empty() {
         // Nothing to keep: every call failed or its caller left.
         (ops.rollback)(handle);
-        return;
+        return answers;
     }
     match (ops.commit)(handle) {
-        Ok(()) => {
-            for r in replies {
-                r(Ok(()));
-            }
-        }
+        Ok(()) => answers.extend(replies.into_iter().map(|r| r(Ok(())))),
         Err(e) => {
-            let why = e.to_string();
+            let why: Arc<str> = e.to_string().into();
             tracing::error!(error = %why, calls = replies.len(), "a group commit failed; its calls fail");
             if (ops.in_transaction)(handle) {
                 (ops.rollback)(handle);
             }
-            for r in replies {
-                r(Err(&why));
-            }
+            answers.extend(replies.into_iter().map(|r| r(Err(why.clone()))));
         }
     }
+    answers
 }
 
 /// A store job panicked: its call failed, and nothing of it was committed.
@@ -335,27 +376,65 @@ struct Slot<T> {
     /// The store's native handle: held by the writer thread while it runs a command, or
     /// by a caller running a short call on its own thread. None once closed.
     handle: Mutex<Option<T>>,
-    /// Commands sent to the writer thread and not yet finished. While any is, a new call
-    /// queues behind them rather than running on its caller's thread: calls keep their
-    /// arrival order, and the thread is never starved of the handle.
+    /// Commands sent to the writer thread that it has not taken yet. While any is, a new
+    /// call queues behind them rather than running on its caller's thread: calls keep
+    /// their arrival order, and the thread is never starved of the handle.
     queued: AtomicUsize,
+    /// Whether the writer thread holds the handle: a call that finds it so goes to the
+    /// thread without counting as contention (it is usually the thread finishing the
+    /// caller's own previous call).
+    writer_busy: AtomicBool,
+    /// Set when a caller found the store held by another caller, or calls waiting for
+    /// the writer thread; cleared when the writer thread finds a call alone in its
+    /// group, or nothing to do for [`CONTENDED_FOR`]. While set, every call goes to the
+    /// writer thread, where the calls waiting share one commit: under contention a
+    /// shared commit beats a commit per call on the callers' threads (measured:
+    /// docs/benchmark.md).
+    contended: AtomicBool,
 }
 
 impl<T> Slot<T> {
-    /// The handle, waited for: a caller holds it only for one short call.
+    /// The handle, waited for by the writer thread: a caller holds it only for one
+    /// short call.
     fn lock(&self) -> MutexGuard<'_, Option<T>> {
-        self.handle.lock().unwrap_or_else(|e| e.into_inner())
+        let guard = self.handle.lock().unwrap_or_else(|e| e.into_inner());
+        self.writer_busy.store(true, Ordering::SeqCst);
+        guard
     }
 
-    /// The handle if nobody holds it and nothing is queued for the writer thread.
+    /// Gives the handle back from the writer thread.
+    fn unlock(&self, guard: MutexGuard<'_, Option<T>>) {
+        self.writer_busy.store(false, Ordering::SeqCst);
+        drop(guard);
+    }
+
+    /// Whether a call may try the caller's thread: nothing queued, the writer thread
+    /// not at work, nobody contending.
+    fn idle(&self) -> bool {
+        self.queued.load(Ordering::SeqCst) == 0
+            && !self.writer_busy.load(Ordering::SeqCst)
+            && !self.contended.load(Ordering::Relaxed)
+    }
+
+    /// The handle if the store is idle and nobody holds it. A call that finds another
+    /// caller holding it, or calls queued, marks the store contended.
     fn try_idle(&self) -> Option<MutexGuard<'_, Option<T>>> {
+        if self.contended.load(Ordering::Relaxed) {
+            return None;
+        }
         if self.queued.load(Ordering::SeqCst) != 0 {
+            self.contended.store(true, Ordering::Relaxed);
             return None;
         }
         match self.handle.try_lock() {
             Ok(g) => Some(g),
             Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
+            Err(TryLockError::WouldBlock) => {
+                if !self.writer_busy.load(Ordering::SeqCst) {
+                    self.contended.store(true, Ordering::Relaxed);
+                }
+                None
+            }
         }
     }
 }
@@ -368,6 +447,8 @@ struct Queue<T> {
     /// A job submitted from the writer thread itself (an application's transaction body
     /// calling the engine instead of its `tx`) would wait for the job running it.
     thread_id: std::thread::ThreadId,
+    /// Calls run on their caller's thread so far.
+    inline_calls: AtomicU64,
 }
 
 impl<T> Queue<T> {
@@ -414,6 +495,8 @@ impl<T: Send + 'static> WriterThread<T> {
         let slot = Arc::new(Slot {
             handle: Mutex::new(None),
             queued: AtomicUsize::new(0),
+            writer_busy: AtomicBool::new(false),
+            contended: AtomicBool::new(false),
         });
         let shared = slot.clone();
         let thread_clock = clock.clone();
@@ -442,6 +525,7 @@ impl<T: Send + 'static> WriterThread<T> {
                 jobs: Mutex::new(Some(jobs_tx)),
                 slot,
                 thread_id: thread.thread().id(),
+                inline_calls: AtomicU64::new(0),
             }),
             thread: Mutex::new(Some(thread)),
             clock,
@@ -453,6 +537,11 @@ impl<T: Send + 'static> WriterThread<T> {
     /// (see the module docs): only for a handle whose commit cannot fsync or wait.
     pub fn set_inline(&self, on: bool) {
         self.inline.store(on, Ordering::Relaxed);
+    }
+
+    /// How many grouped calls have run on their caller's thread (tests count them).
+    pub fn inline_calls(&self) -> u64 {
+        self.queue.inline_calls.load(Ordering::Relaxed)
     }
 
     fn submit(&self, job: Job<T>) -> Result<()> {
@@ -469,11 +558,11 @@ impl<T: Send + 'static> WriterThread<T> {
         let (tx, rx) = oneshot::channel();
         let job: Job<T> = Box::new(move |handle, clock| {
             if tx.is_closed() {
-                return;
+                return None;
             }
             let now = clock.now_ms();
             let out = failing_on_panic(|| f(handle, now, &|| tx.is_closed()));
-            let _ = tx.send(out);
+            Some(answer(tx, out))
         });
         let submitted = self.submit(job);
         async move {
@@ -496,12 +585,14 @@ impl<T: Send + 'static> WriterThread<T> {
         let (tx, rx) = oneshot::channel::<std::thread::Result<Result<R, E>>>();
         let job: Job<T> = Box::new(move |handle, clock| {
             if tx.is_closed() {
-                return;
+                return None;
             }
             let now = clock.now_ms();
             let gone = || tx.is_closed();
             let result = catch_unwind(AssertUnwindSafe(|| f(handle, now, &gone)));
-            let _ = tx.send(result);
+            Some(Box::new(move || {
+                let _ = tx.send(result);
+            }))
         });
         let submitted = self.submit(job);
         async move {
@@ -527,10 +618,7 @@ impl<T: Send + 'static> WriterThread<T> {
     where
         T: GroupCommit,
     {
-        let slot = &self.queue.slot;
-        let inline = short
-            && self.inline.load(Ordering::Relaxed)
-            && slot.queued.load(Ordering::SeqCst) == 0;
+        let inline = short && self.inline.load(Ordering::Relaxed) && self.queue.slot.idle();
         let plan = if inline {
             Plan::Inline(self.queue.clone(), self.clock.clone(), f)
         } else {
@@ -557,6 +645,8 @@ impl<T: Send + 'static> WriterThread<T> {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         if let Some(tx) = sender {
+            // Counted like every command: the thread uncounts each one it takes.
+            self.queue.slot.queued.fetch_add(1, Ordering::SeqCst);
             let _ = tx.send(Command::Close);
         }
         let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
@@ -613,18 +703,27 @@ where
     let (tx, mut rx) = oneshot::channel();
     let call: Box<dyn GroupedCall<T>> = Box::new(Call { f, tx });
     let ran = catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, vec![call])));
+    queue.inline_calls.fetch_add(1, Ordering::Relaxed);
     let due = ran.is_ok() && handle.maintenance_due();
     drop(guard);
     if due {
         // Nobody waits for it: the caller has its answer, the writer does the rest.
-        let _ = queue.send(Command::Run(Box::new(|h: &mut T, _| h.maintain())));
+        let _ = queue.send(Command::Run(Box::new(|h: &mut T, _| {
+            h.maintain();
+            None
+        })));
     }
     Ok(match ran {
         Err(panic) => Err(Error::backend(
             "store",
             JobPanicked(panic_text(panic.as_ref())),
         )),
-        Ok(()) => rx.try_recv().unwrap_or(Err(Error::Closed)),
+        Ok(answers) => {
+            for a in answers {
+                a();
+            }
+            rx.try_recv().unwrap_or(Err(Error::Closed))
+        }
     })
 }
 
@@ -635,14 +734,16 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
     loop {
         let cmd = match next.take() {
             Some(c) => c,
-            None => match next_command(jobs) {
+            None => match next_command(jobs, slot) {
                 Some(c) => c,
                 None => return,
             },
         };
+        // Taken: a caller that comes now waits for the handle, not behind this command.
+        slot.queued.fetch_sub(1, Ordering::SeqCst);
         let mut guard = slot.lock();
         let Some(handle) = guard.as_mut() else { return };
-        let done = match cmd {
+        let answers: Vec<Answer> = match cmd {
             Command::Grouped(first) => {
                 // Every grouped call already waiting joins this group; the first other
                 // command waits for the commit.
@@ -650,7 +751,10 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                 let mut calls = vec![first];
                 while calls.len() < MAX_GROUP {
                     match jobs.try_recv() {
-                        Ok(Command::Grouped(c)) => calls.push(c),
+                        Ok(Command::Grouped(c)) => {
+                            slot.queued.fetch_sub(1, Ordering::SeqCst);
+                            calls.push(c);
+                        }
                         Ok(other) => {
                             next = Some(other);
                             break;
@@ -659,24 +763,37 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                     }
                 }
                 let n = calls.len();
-                if catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls))).is_err() {
-                    tracing::error!(calls = n, "a group commit panicked; the writer goes on");
-                } else if (ops.maintenance_due)(handle) {
-                    (ops.maintain)(handle);
+                if n == 1 {
+                    // Nobody was waiting beside it: the next call may try its own thread.
+                    slot.contended.store(false, Ordering::Relaxed);
                 }
-                n
+                match catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls))) {
+                    Ok(answers) => {
+                        if (ops.maintenance_due)(handle) {
+                            (ops.maintain)(handle);
+                        }
+                        answers
+                    }
+                    Err(_) => {
+                        tracing::error!(calls = n, "a group commit panicked; the writer goes on");
+                        Vec::new()
+                    }
+                }
             }
-            Command::Run(job) => {
-                // A job's panic is caught in the job (its caller gets an error); this is
-                // the last line, so the writer keeps serving.
-                if catch_unwind(AssertUnwindSafe(|| job(handle, clock))).is_err() {
+            // A job's panic is caught in the job (its caller gets an error); this is the
+            // last line, so the writer keeps serving.
+            Command::Run(job) => match catch_unwind(AssertUnwindSafe(|| job(handle, clock))) {
+                Ok(answer) => answer.into_iter().collect(),
+                Err(_) => {
                     tracing::error!("a writer job panicked; the writer goes on");
+                    Vec::new()
                 }
-                1
-            }
+            },
             Command::Close => return,
         };
-        drop(guard);
-        slot.queued.fetch_sub(done, Ordering::SeqCst);
+        slot.unlock(guard);
+        for a in answers {
+            a();
+        }
     }
 }

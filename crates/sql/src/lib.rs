@@ -97,6 +97,7 @@ pub const STATEMENTS: &[(&str, &str)] = &[
     ("DEDUP_LOOKUP", enqueue::DEDUP_LOOKUP),
     ("DEDUP_INSERT", enqueue::DEDUP_INSERT),
     ("INSERT_MESSAGES", enqueue::INSERT_MESSAGES),
+    ("INSERT_ONE", enqueue::INSERT_ONE),
     ("BUSY_LINES", line::BUSY_LINES),
     ("RELEASE_LINES", line::RELEASE_LINES),
     ("CLAIM", claim::CLAIM),

@@ -212,7 +212,11 @@ impl LibsqlStore {
 
     /// [`store_ops!`](sql::store_ops)'s entry: every call is a request to the server,
     /// off the executor whatever its size.
-    fn sql_tx_sized<R, F>(&self, _items: usize, f: F) -> impl Future<Output = Result<R>> + Send + 'static
+    fn sql_tx_sized<R, F>(
+        &self,
+        _items: usize,
+        f: F,
+    ) -> impl Future<Output = Result<R>> + Send + 'static
     where
         R: Send + 'static,
         F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R> + Send + 'static,

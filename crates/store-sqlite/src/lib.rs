@@ -225,6 +225,12 @@ impl SqliteStore {
         self.writer.commits()
     }
 
+    /// How many calls have run on their caller's thread instead of the writer thread
+    /// ([`SqliteOptions::caller_thread`]; tests count them).
+    pub fn caller_thread_calls(&self) -> u64 {
+        self.writer.caller_thread_calls()
+    }
+
     /// The canonical path of the database file (None for `:memory:`).
     pub fn path(&self) -> Option<&std::path::Path> {
         self.path.as_deref()

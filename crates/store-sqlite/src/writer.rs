@@ -126,7 +126,9 @@ impl GroupCommit for Conn {
             .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
         {
             Ok(()) => self.wal_frames = 0,
-            Err(e) => tracing::warn!(error = %e, "a WAL checkpoint failed; the next commit retries"),
+            Err(e) => {
+                tracing::warn!(error = %e, "a WAL checkpoint failed; the next commit retries")
+            }
         }
     }
 }
@@ -165,6 +167,11 @@ impl Writer {
         Ok(Writer { thread, commits })
     }
 
+    /// Calls run on their caller's thread so far.
+    pub(crate) fn caller_thread_calls(&self) -> u64 {
+        self.thread.inline_calls()
+    }
+
     /// Group commits so far.
     pub(crate) fn commits(&self) -> u64 {
         self.commits.load(Ordering::Relaxed)
@@ -191,7 +198,8 @@ impl Writer {
         short: bool,
         f: impl FnOnce(&Connection, i64) -> Result<R> + Send + 'static,
     ) -> impl Future<Output = Result<R>> + Send + 'static {
-        self.thread.run_grouped(short, move |c, now| f(&c.conn, now))
+        self.thread
+            .run_grouped(short, move |c, now| f(&c.conn, now))
     }
 
     /// Runs an application transaction: `f` gets the transaction, the statement time and

@@ -1,0 +1,235 @@
+//! Where the SQLite store's work runs (docs/internals.md, "Where store work runs"): a
+//! short call that finds the store idle runs on its caller's thread under
+//! `synchronous=NORMAL`; under FULL, with `caller_thread(false)`, for a batch over the
+//! inline bound, for a scan, and while the writer thread has work queued, the call goes
+//! to the writer thread. Checkpoints, which fsync, run on the writer thread: the WAL
+//! stays bounded though no commit on a caller's thread checkpoints. Counted, not timed.
+
+use std::sync::Arc;
+
+use mqlite_engine_core::{
+    ClaimSpec, EnqueueSlot, Error, ManualClock, OutMessage, OutboxStore, QueueConfig, QueueKind,
+    ReceiveMode, SendOptions, Settlement, Store, StoreTx,
+};
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+
+async fn open(
+    dir: &tempfile::TempDir,
+    options: impl FnOnce(SqliteOptions) -> SqliteOptions,
+) -> SqliteStore {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let path = dir.path().join("q.db").to_string_lossy().into_owned();
+    let store = SqliteStore::open(options(
+        SqliteOptions::new(path)
+            .clock(clock.shared())
+            .synchronous(Synchronous::Normal),
+    ))
+    .await
+    .expect("open");
+    store
+        .upsert_queue("q".into(), QueueKind::Queue, QueueConfig::default(), false)
+        .await
+        .expect("queue");
+    store
+}
+
+/// A send of `n` messages, made (and so placed) when this is called, not when awaited.
+fn send(
+    store: &SqliteStore,
+    n: usize,
+) -> impl Future<Output = mqlite_engine_core::Result<Vec<EnqueueSlot>>> + use<'_> {
+    let messages = (0..n).map(|i| OutMessage::new(format!("m{i}"))).collect();
+    store.enqueue("q".into(), messages, SendOptions::default())
+}
+
+fn spec(n: u32) -> ClaimSpec {
+    ClaimSpec {
+        max_messages: n,
+        mode: ReceiveMode::PeekLock,
+        attempt_id: None,
+    }
+}
+
+#[tokio::test]
+async fn a_short_call_on_an_idle_store_runs_on_the_callers_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(&dir, |o| o).await;
+    let (calls, commits) = (store.caller_thread_calls(), store.group_commits());
+    send(&store, 1).await.expect("send");
+    let m = store
+        .claim("q".into(), spec(1))
+        .await
+        .expect("claim")
+        .remove(0);
+    store
+        .settle("q".into(), (&m).into(), Settlement::Complete)
+        .await
+        .expect("complete");
+    assert_eq!(
+        store.caller_thread_calls() - calls,
+        3,
+        "send, claim, settle"
+    );
+    assert_eq!(store.group_commits() - commits, 3, "each its own commit");
+}
+
+#[tokio::test]
+async fn full_sync_and_caller_thread_off_send_every_call_to_the_writer() {
+    for (what, options) in [
+        (
+            "FULL",
+            (|o: SqliteOptions| o.synchronous(Synchronous::Full)) as fn(_) -> _,
+        ),
+        ("caller_thread(false)", |o: SqliteOptions| {
+            o.caller_thread(false)
+        }),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = open(&dir, options).await;
+        send(&store, 1).await.expect("send");
+        store.claim("q".into(), spec(1)).await.expect("claim");
+        assert_eq!(store.caller_thread_calls(), 0, "{what}");
+    }
+}
+
+#[tokio::test]
+async fn long_calls_run_on_the_writer_thread() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(&dir, |o| o).await;
+    let before = store.caller_thread_calls();
+    send(&store, 64).await.expect("a batch at the bound");
+    assert_eq!(store.caller_thread_calls(), before + 1, "64 items is short");
+    send(&store, 65).await.expect("a batch over the bound");
+    store.stats("q".into()).await.expect("stats: a scan");
+    store.status().await.expect("status: a scan");
+    assert_eq!(
+        store.caller_thread_calls(),
+        before + 1,
+        "none of these on the caller's thread"
+    );
+    assert_eq!(store.stats("q".into()).await.expect("stats").active, 129);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_made_while_the_writer_is_busy_queue_for_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(open(&dir, |o| o).await);
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let (held, is_held) = tokio::sync::oneshot::channel::<()>();
+    let holder = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .in_tx(async move |_tx| -> Result<(), Error> {
+                    let _ = held.send(());
+                    let _ = released.await;
+                    Ok(())
+                })
+                .await
+        })
+    };
+    is_held.await.expect("held");
+    let before = store.caller_thread_calls();
+    let calls: Vec<_> = (0..10).map(|_| send(&store, 1)).collect();
+    release.send(()).expect("release");
+    holder
+        .await
+        .expect("holder")
+        .expect("the holding transaction");
+    for c in calls {
+        c.await.expect("send");
+    }
+    assert_eq!(
+        store.caller_thread_calls(),
+        before,
+        "they queued for the writer"
+    );
+    // Idle again: calls run on the caller's thread. (The first may still find the
+    // writer thread letting go of the handle after answering the last of them; then it
+    // runs there, alone, which ends the contention.)
+    for _ in 0..2 {
+        send(&store, 1).await.expect("send");
+    }
+    assert!(
+        store.caller_thread_calls() > before,
+        "idle again: calls run on the caller's thread"
+    );
+}
+
+#[tokio::test]
+async fn the_engine_called_inside_its_own_transaction_body_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(open(&dir, |o| o).await);
+    let inner = store.clone();
+    let out = store
+        .in_tx(async move |tx| -> Result<(), Error> {
+            tx.enqueue("q", vec![OutMessage::new("mine")], SendOptions::default())
+                .await?;
+            // The engine, not the transaction's handle: it would wait for this body.
+            let nested = send(&inner, 1).await;
+            assert!(
+                matches!(nested, Err(Error::InvalidArgument(_))),
+                "{nested:?}"
+            );
+            Ok(())
+        })
+        .await;
+    out.expect("the body's own send commits");
+    assert_eq!(store.stats("q".into()).await.expect("stats").active, 1);
+}
+
+#[tokio::test]
+async fn a_failed_commit_on_the_callers_thread_keeps_nothing_and_the_store_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(&dir, |o| o).await;
+    let pages = store.query_i64("PRAGMA page_count").await.expect("pages");
+    store
+        .query_i64(&format!("PRAGMA max_page_count = {pages}"))
+        .await
+        .expect("cap");
+    let before = store.caller_thread_calls();
+    let big = store
+        .enqueue(
+            "q".into(),
+            vec![OutMessage::new(vec![7u8; 512 * 1024])],
+            SendOptions::default(),
+        )
+        .await;
+    assert!(big.is_err(), "the send that does not fit fails: {big:?}");
+    assert_eq!(
+        store.caller_thread_calls(),
+        before + 1,
+        "it ran on this thread"
+    );
+    let stored = store
+        .query_i64("SELECT count(*) FROM mqlite_messages")
+        .await
+        .expect("count");
+    assert_eq!(stored, 0, "nothing of it is visible");
+    store
+        .query_i64("PRAGMA max_page_count = 1000000")
+        .await
+        .expect("uncap");
+    send(&store, 1).await.expect("the next call commits");
+}
+
+#[tokio::test]
+async fn the_writer_thread_checkpoints_what_callers_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(&dir, |o| o).await;
+    let wal = dir.path().join("q.db-wal");
+    // About four WAL frames a send: 3,000 sends would leave a WAL of ~12,000 frames
+    // (~48 MB) without a checkpoint; with one every 1,000 frames it is reused.
+    for _ in 0..3000 {
+        send(&store, 1).await.expect("send");
+    }
+    // A send made while a checkpoint runs waits for the writer thread, alone.
+    let calls = store.caller_thread_calls();
+    assert!(calls >= 2900, "the sends ran on this thread: {calls}");
+    let size = std::fs::metadata(&wal).expect("the WAL").len();
+    assert!(
+        size < 8 * 1024 * 1024,
+        "the WAL is checkpointed and reused: {size} bytes"
+    );
+    assert_eq!(store.stats("q".into()).await.expect("stats").active, 3000);
+}
