@@ -236,6 +236,11 @@ const SPIN: std::time::Duration = std::time::Duration::from_micros(15);
 /// round, paying a commit per call on the executor's threads.
 const CONTENDED_FOR: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// How many groups in a row of one call each end a contention: one alone is common
+/// among 16 producers too, whose calls would then commit one by one on the callers'
+/// threads (measured: more commits, and the executor's threads held longer).
+const SOLO_GROUPS_UNCONTENDED: u32 = 4;
+
 /// The next command: looked for without sleeping for [`SPIN`], then waited for; after
 /// [`CONTENDED_FOR`] without one the store is no longer contended. None when every
 /// sender is gone.
@@ -385,8 +390,9 @@ struct Slot<T> {
     /// caller's own previous call).
     writer_busy: AtomicBool,
     /// Set when a caller found the store held by another caller, or calls waiting for
-    /// the writer thread; cleared when the writer thread finds a call alone in its
-    /// group, or nothing to do for [`CONTENDED_FOR`]. While set, every call goes to the
+    /// the writer thread; cleared when the writer thread finds calls arriving alone
+    /// ([`SOLO_GROUPS_UNCONTENDED`] groups of one in a row), or nothing to do for
+    /// [`CONTENDED_FOR`]. While set, every call goes to the
     /// writer thread, where the calls waiting share one commit: under contention a
     /// shared commit beats a commit per call on the callers' threads (measured:
     /// docs/benchmark.md).
@@ -731,6 +737,7 @@ where
 /// calls waiting, until closed or every sender is gone.
 fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T>>) {
     let mut next: Option<Command<T>> = None;
+    let mut solo_groups = 0u32;
     loop {
         let cmd = match next.take() {
             Some(c) => c,
@@ -763,8 +770,11 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                     }
                 }
                 let n = calls.len();
-                if n == 1 {
-                    // Nobody was waiting beside it: the next call may try its own thread.
+                // Calls that keep arriving alone (a lone caller that once met a
+                // checkpoint) may try their own thread again; calls that arrive
+                // together keep sharing commits here.
+                solo_groups = if n == 1 { solo_groups + 1 } else { 0 };
+                if solo_groups >= SOLO_GROUPS_UNCONTENDED {
                     slot.contended.store(false, Ordering::Relaxed);
                 }
                 match catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls))) {
