@@ -37,6 +37,19 @@ RETURNING ",
     message_columns!()
 );
 
+/// The claim's second step for one picked row, from bound values: the common
+/// one-message receive parses no JSON.
+pub const LOCK_ONE: &str = concat!(
+    "UPDATE mqlite_messages
+   SET state = 'locked',
+       locked_until = :now + :lock_ms,
+       lock_token = :token,
+       delivery_count = delivery_count + 1
+ WHERE id = :id AND state = 'active'
+RETURNING ",
+    message_columns!()
+);
+
 /// Receive-and-delete, first step: the eligible heads themselves, with their lines.
 pub const PICK_HEADS: &str = concat!(
     "SELECT ",
@@ -151,24 +164,39 @@ pub async fn claim<X: SqlExec>(
                 return Ok(Vec::new());
             }
             let tokens = LockToken::random_batch(picked.len());
-            let items = picked
-                .iter()
-                .zip(&tokens)
-                .map(|(r, t)| Ok(serde_json::json!({"id": r.int(0)?, "t": t.to_string()})))
-                .collect::<Result<Vec<_>>>()?;
-            let params = [
-                (":now", Value::from(now)),
-                (":lock_ms", Value::from(cfg.lock_ms())),
+            let (text, params) = if let ([r], [t]) = (&picked[..], &tokens[..]) {
                 (
-                    ":items",
-                    Value::from(serde_json::Value::Array(items).to_string()),
-                ),
-            ];
+                    LOCK_ONE,
+                    vec![
+                        (":now", Value::from(now)),
+                        (":lock_ms", Value::from(cfg.lock_ms())),
+                        (":token", Value::from(t.to_string())),
+                        (":id", Value::from(r.int(0)?)),
+                    ],
+                )
+            } else {
+                let items = picked
+                    .iter()
+                    .zip(&tokens)
+                    .map(|(r, t)| Ok(serde_json::json!({"id": r.int(0)?, "t": t.to_string()})))
+                    .collect::<Result<Vec<_>>>()?;
+                (
+                    LOCK_PICKED,
+                    vec![
+                        (":now", Value::from(now)),
+                        (":lock_ms", Value::from(cfg.lock_ms())),
+                        (
+                            ":items",
+                            Value::from(serde_json::Value::Array(items).to_string()),
+                        ),
+                    ],
+                )
+            };
             // Without a receive attempt to record, the lock is the flow's last statement.
             let rows = if spec.attempt_id.is_none() {
-                x.query_last(LOCK_PICKED, &params).await?
+                x.query_last(text, &params).await?
             } else {
-                x.query(LOCK_PICKED, &params).await?
+                x.query(text, &params).await?
             };
             let mut out = rows
                 .iter()

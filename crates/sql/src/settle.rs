@@ -100,6 +100,12 @@ pub const RECEIPT_INSERT: &str = "INSERT OR REPLACE INTO mqlite_receipts
 SELECT :queue, j.value ->> 'seq', j.value ->> 'token', :op, :args, :expires_at
   FROM json_each(:items) j";
 
+/// The receipt of one settled lock, from bound values: the common one-message settlement
+/// parses no JSON.
+pub const RECEIPT_ONE: &str = "INSERT OR REPLACE INTO mqlite_receipts
+       (queue, seq, lock_token, op, args, expires_at)
+VALUES (:queue, :seq, :token, :op, :args, :expires_at)";
+
 /// Which of `:items` have a live receipt of the identical request: expiry is checked
 /// here, at statement time, not by the janitor (3.2). One primary-key seek per item.
 pub const RECEIPT_LOOKUP: &str = "SELECT r.seq, r.lock_token FROM json_each(:items) j
@@ -175,7 +181,7 @@ async fn write_receipts<X: SqlExec>(
     if done.is_empty() {
         return Ok(());
     }
-    let params = [
+    let mut params = vec![
         (":queue", Value::from(queue)),
         (":op", Value::from(settlement.op())),
         (":args", Value::from(settlement.receipt_args())),
@@ -183,12 +189,19 @@ async fn write_receipts<X: SqlExec>(
             ":expires_at",
             Value::from(now.saturating_add(RECEIPT_TTL_MS)),
         ),
-        (":items", Value::from(items_json(done))),
     ];
-    if last {
-        x.execute_last(RECEIPT_INSERT, &params).await?;
+    let text = if let [one] = done {
+        params.push((":seq", Value::from(one.seq.0)));
+        params.push((":token", Value::from(one.token.to_string())));
+        RECEIPT_ONE
     } else {
-        x.execute(RECEIPT_INSERT, &params).await?;
+        params.push((":items", Value::from(items_json(done))));
+        RECEIPT_INSERT
+    };
+    if last {
+        x.execute_last(text, &params).await?;
+    } else {
+        x.execute(text, &params).await?;
     }
     Ok(())
 }
