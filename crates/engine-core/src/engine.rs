@@ -146,6 +146,9 @@ struct Inner<S: Store> {
     filters: std::sync::Mutex<HashMap<String, Arc<Filter>>>,
     /// How many receives are parked in a long-poll wait right now.
     waiters: watch::Sender<usize>,
+    /// When messages the engine scheduled, delayed or leased become claimable: a
+    /// parked receiver wakes then instead of at the next sweep.
+    due: crate::due::DueTimes,
     /// Clock time of the last completed pass of each loop.
     progress: [watch::Sender<i64>; 4],
     loops: std::sync::Mutex<Vec<JoinHandle<()>>>,
@@ -271,6 +274,7 @@ impl<S: Store> Engine<S> {
                 topics: std::sync::RwLock::new(Arc::new(topics)),
                 filters: std::sync::Mutex::new(HashMap::new()),
                 waiters: watch::Sender::new(0),
+                due: crate::due::DueTimes::default(),
                 progress: std::array::from_fn(|_| watch::Sender::new(now)),
                 loops: std::sync::Mutex::new(Vec::new()),
                 options,
@@ -519,11 +523,15 @@ impl<S: Store> Engine<S> {
             return Ok(self.publish_inner(queue, messages, options).await?.1);
         }
         let _g = self.admit().await?;
+        let scheduled = options.scheduled_at_ms;
         let slots = self
             .inner
             .store
             .enqueue(queue.to_owned(), messages, options)
             .await?;
+        if let Some(at) = scheduled.filter(|at| *at > self.inner.clock.now_ms()) {
+            self.inner.due.note(queue, at);
+        }
         self.wake_queue(queue, slots.len());
         Ok(slots)
     }
@@ -607,6 +615,13 @@ impl<S: Store> Engine<S> {
             let notified = notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            if self.inner.due.take_due(queue, clock.now_ms()) {
+                // A time this engine handed out has come: make its messages claimable
+                // now rather than at the next sweep (the pass wakes every receiver).
+                let _g = self.admit().await?;
+                self.recover_and_wake(RecoverTask::Scheduler).await?;
+                self.recover_and_wake(RecoverTask::Reaper).await?;
+            }
             let got = {
                 let _g = self.admit().await?;
                 self.inner
@@ -618,11 +633,18 @@ impl<S: Store> Engine<S> {
             if spec.mode == ReceiveMode::ReceiveAndDelete {
                 // Deleted heads handed their lines on: other receivers may have work.
                 self.wake_queue(queue, got.len());
+            } else if let Some(lapse) = got.iter().map(|m| m.locked_until_ms).min() {
+                // If the lease lapses unsettled, the message is claimable again then.
+                self.inner.due.note(queue, lapse);
             }
             if !got.is_empty() || now >= deadline {
                 return Ok(got);
             }
-            let recheck = deadline.min(now + millis(self.inner.options.long_poll_recheck).max(1));
+            let mut recheck =
+                deadline.min(now + millis(self.inner.options.long_poll_recheck).max(1));
+            if let Some(due) = self.inner.due.next(queue) {
+                recheck = recheck.min(due.max(now));
+            }
             {
                 let _parked = Parked::new(&self.inner.waiters);
                 tokio::select! {
@@ -687,10 +709,18 @@ impl<S: Store> Engine<S> {
     async fn settle_inner(&self, queue: &str, lock: LockRef, settlement: Settlement) -> Result<()> {
         validate_name(queue)?;
         let _g = self.admit().await?;
+        let delayed = match &settlement {
+            Settlement::Abandon { delay } if !delay.is_zero() => Some(millis(*delay)),
+            _ => None,
+        };
         self.inner
             .store
             .settle(queue.to_owned(), lock, settlement)
             .await?;
+        if let Some(delay) = delayed {
+            let at = self.inner.clock.now_ms().saturating_add(delay);
+            self.inner.due.note(queue, at);
+        }
         // An abandon makes its message eligible again, and a head that left play (or was
         // deferred) hands its line on: a long-poll may have work now (1.8).
         self.wake_queue(queue, 1);

@@ -8,6 +8,7 @@ pub mod blocking;
 pub mod clock;
 pub mod codec;
 pub mod dedup;
+mod due;
 pub mod dyn_store;
 pub mod engine;
 pub mod enqueue;

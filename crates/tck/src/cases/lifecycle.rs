@@ -377,6 +377,59 @@ pub async fn p1_8_long_poll_wakes_when_work_is_freed<F: Access>(ctx: Ctx<F>) -> 
     Ok(())
 }
 
+/// 1.8 A message that becomes eligible on a timer — a scheduled send, an abandon with
+/// a delay, a lease that lapses — wakes a long-poll parked on its queue when its time
+/// comes, without waiting for a sweep: the background loops are off and the long-poll
+/// has no periodic re-check, so only the engine's own wake-up can end each wait.
+pub async fn p1_8_long_poll_wakes_when_a_timer_comes_due<F: Access>(ctx: Ctx<F>) -> TckResult {
+    use mqlite_engine_core::SendOptions;
+    let mq = ctx
+        .engine_with(mqlite_engine_core::EngineOptions {
+            background: false,
+            long_poll_recheck: from_millis(600_000),
+            ..Default::default()
+        })
+        .await?;
+    mq.create_queue(Q, config(2_000, 10)).await?;
+    let take = |got: mqlite_engine_core::Result<Vec<mqlite_engine_core::Message>>| {
+        got.map_err(|e| e.to_string())
+            .and_then(|mut v| v.pop().ok_or_else(|| "woken with nothing".to_owned()))
+    };
+
+    // A scheduled send.
+    let later = SendOptions {
+        scheduled_at_ms: Some(ctx.clock.now() + 5_000),
+        ttl: None,
+    };
+    let seq = mq.send_with(Q, OutMessage::new("scheduled"), later).await?;
+    let waiter = parked_receiver(&mq, Q).await?;
+    ctx.clock.advance(4_999);
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!waiter.is_finished(), "not before its time");
+    ctx.clock.advance(1);
+    let got = take(waiter.await?)?;
+    assert_eq!(got.seq, seq, "a scheduled send wakes at its time");
+
+    // An abandon with a delay.
+    mq.abandon(Q, &got, Duration::from_millis(3_000)).await?;
+    let waiter = parked_receiver(&mq, Q).await?;
+    ctx.clock.advance(3_000);
+    let got = take(waiter.await?)?;
+    assert_eq!(got.seq, seq, "a delayed abandon wakes at its time");
+    assert_eq!(got.delivery_count, 2);
+
+    // A lease that lapses (the queue's lock is 2 s): the message comes back to the
+    // parked receiver with its next delivery.
+    let waiter = parked_receiver(&mq, Q).await?;
+    ctx.clock.advance(2_000);
+    let got = take(waiter.await?)?;
+    assert_eq!(got.seq, seq, "a lapsed lease wakes at its time");
+    assert_eq!(got.delivery_count, 3);
+    Ok(())
+}
+
 /// 2.7 CompleteBatch is not capped at 512: 2,000 items settle in one call, one
 /// transaction.
 pub async fn p2_7_complete_batch_takes_thousands<F: Access>(ctx: Ctx<F>) -> TckResult {

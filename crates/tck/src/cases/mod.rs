@@ -59,6 +59,7 @@ register! {
     lifecycle::p1_8_long_poll_wakes_on_send,
     lifecycle::p1_8_long_poll_returns_empty_at_deadline,
     lifecycle::p1_8_long_poll_wakes_when_work_is_freed,
+    lifecycle::p1_8_long_poll_wakes_when_a_timer_comes_due,
     settlement::p2_1_complete_deletes,
     settlement::p2_2_abandon_reactivates_or_parks_with_delay,
     settlement::p2_2_abandon_at_the_bound_dead_letters,
