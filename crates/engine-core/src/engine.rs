@@ -608,6 +608,7 @@ impl<S: Store> Engine<S> {
         let deadline = clock.now_ms().saturating_add(millis(options.wait));
         let mut woken = self.inner.wake.subscribe();
         let notify = self.queue_notify(queue);
+        let mut parked = false;
         loop {
             woken.borrow_and_update();
             // Registered before the claim, so a send that lands after the claim looked
@@ -615,9 +616,11 @@ impl<S: Store> Engine<S> {
             let notified = notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.inner.due.take_due(queue, clock.now_ms()) {
-                // A time this engine handed out has come: make its messages claimable
-                // now rather than at the next sweep (the pass wakes every receiver).
+            if parked && self.inner.due.take_due(queue, clock.now_ms()) {
+                // A time this engine handed out came while this receiver waited: make
+                // its messages claimable now rather than at the next sweep (the pass
+                // wakes every receiver). A receive that has not waited runs no pass:
+                // the claim itself never reclaims a lease (1.5).
                 let _g = self.admit().await?;
                 self.recover_and_wake(RecoverTask::Scheduler).await?;
                 self.recover_and_wake(RecoverTask::Reaper).await?;
@@ -653,6 +656,7 @@ impl<S: Store> Engine<S> {
                     _ = clock.sleep_until(recheck) => {}
                 }
             }
+            parked = true;
             if self.inner.closed.load(Ordering::Acquire) {
                 return Err(Error::Closed);
             }
