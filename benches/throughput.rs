@@ -4,8 +4,11 @@
 //! ratio. WAL + NORMAL on both sides unless the group says FULL; 256-byte bodies.
 //!
 //! `cargo bench -p mqlite-benches --bench throughput` (quick: add `-- --quick`; the
-//! groups: single_send, producers_16, send_batch_64, drain_64, end_to_end_4x4,
-//! producers_16_full).
+//! groups: single_send, producers_16, send_batch_64, drain_64, drain_single,
+//! end_to_end_4x4, worker_end_to_end, producers_16_full). Each group measures the
+//! store as shipped (`mqlite`: short calls on the caller's thread when the store is
+//! idle) and with every call on its writer thread (`mqlite-writer`), and prints the
+//! lateness probe's figures and where the calls ran beside criterion's lines.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -449,6 +452,76 @@ fn end_to_end_4x4(c: &mut Criterion) {
     g.finish();
 }
 
+/// The path users run: 4 producers sending single messages and one worker of
+/// concurrency 4 with an empty handler, until 256 more messages are handled, against
+/// 256 autocommit INSERTs. One worker serves the whole run, as in a service.
+fn worker_end_to_end(c: &mut Criterion) {
+    const N: usize = 256;
+    let w = world(Synchronous::Normal);
+    let mut g = c.benchmark_group("worker_end_to_end");
+    configure(&mut g, N as u64);
+    g.bench_function("bare", |b| b.iter(|| w.bare_insert(N)));
+    for (name, engine) in w.stores() {
+        let handled = Arc::new(AtomicUsize::new(0));
+        let progress = Arc::new(tokio::sync::Notify::new());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let worker = {
+            let (handled, progress) = (handled.clone(), progress.clone());
+            let worker = engine
+                .worker(Q, move |_m| {
+                    handled.fetch_add(1, Ordering::SeqCst);
+                    progress.notify_one();
+                    async { Ok::<(), mqlite_engine_core::worker::HandlerError>(()) }
+                })
+                .concurrency(4);
+            w.rt.spawn(worker.run_until(async {
+                let _ = stopped.await;
+            }))
+        };
+        w.probed("worker_end_to_end", name, || {
+            g.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    w.rt.block_on(async {
+                        let mut spent = Duration::ZERO;
+                        for _ in 0..iters {
+                            let target = handled.load(Ordering::SeqCst) + N;
+                            let start = Instant::now();
+                            let producers: Vec<_> = (0..4)
+                                .map(|_| {
+                                    let (e, n) = ((*engine).clone(), w.n.clone());
+                                    tokio::spawn(async move {
+                                        for _ in 0..N / 4 {
+                                            let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
+                                            e.send(Q, OutMessage::new(b)).await.expect("send");
+                                        }
+                                    })
+                                })
+                                .collect();
+                            loop {
+                                let more = progress.notified();
+                                tokio::pin!(more);
+                                more.as_mut().enable();
+                                if handled.load(Ordering::SeqCst) >= target {
+                                    break;
+                                }
+                                more.await;
+                            }
+                            spent += start.elapsed();
+                            for p in producers {
+                                p.await.expect("producer");
+                            }
+                        }
+                        spent
+                    })
+                })
+            });
+        });
+        let _ = stop.send(());
+        w.rt.block_on(worker).expect("worker").expect("report");
+    }
+    g.finish();
+}
+
 criterion_group!(
     benches,
     single_send,
@@ -457,6 +530,7 @@ criterion_group!(
     drain_64,
     drain_single,
     end_to_end_4x4,
+    worker_end_to_end,
     producers_16_full
 );
 criterion_main!(benches);

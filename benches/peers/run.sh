@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Benchmarks mqlite's peers (plainjob, apalis) on this machine with the same workload.
+# Benchmarks mqlite's peers (plainjob, apalis, BullMQ) on this machine with the same
+# workload.
 #
 #   benches/peers/run.sh [N] [--variants]
 #
@@ -29,10 +30,66 @@ if [[ ! -f plainjob/node_modules/better-sqlite3/build/Release/better_sqlite3.nod
     (cd plainjob && nice -n 10 npm ci --no-audit --no-fund) >&2
 fi
 
+if [[ ! -d bullmq/node_modules/bullmq || bullmq/package-lock.json -nt bullmq/node_modules/.package-lock.json ]]; then
+    echo "== npm ci (bullmq)" >&2
+    (cd bullmq && nice -n 10 npm ci --no-audit --no-fund) >&2
+fi
+
 echo "== cargo build --release (apalis)" >&2
 (cd apalis && nice -n 10 cargo build --release --locked) >&2
+
+# Every JSON line goes to stdout and to $lines, which the joined table is made from.
+lines="$(mktemp)"
+exec > >(tee "$lines")
+
+echo "== mqlite (cargo run --release --example peer_scenarios), n=$n" >&2
+(cd ../.. && nice -n 10 cargo build --release -p mqlite-benches --example peer_scenarios >&2 \
+    && target/release/examples/peer_scenarios --n "$n")
 
 echo "== plainjob, n=$n" >&2
 (cd plainjob && node bench.mjs --n "$n" "${extra[@]}")
 echo "== apalis, n=$n" >&2
 apalis/target/release/mqlite-peer-apalis --n "$n" "${extra[@]}"
+# BullMQ on Debian's redis-server (apt-get install redis-server): loopback only, a fresh
+# directory, AOF on with appendfsync everysec (Redis's durable setting closest to WAL +
+# NORMAL: at most a second lost on power failure), no RDB snapshots; stopped at the end.
+if command -v redis-server >/dev/null; then
+    redis_dir="$(mktemp -d)"
+    redis_port="${REDIS_PORT:-6390}"
+    redis-server --bind 127.0.0.1 --port "$redis_port" --dir "$redis_dir" \
+        --appendonly yes --appendfsync everysec --save '' --daemonize no \
+        --logfile "$redis_dir/redis.log" &
+    redis_pid=$!
+    trap 'kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; rm -rf "$redis_dir"' EXIT
+    for _ in $(seq 100); do
+        redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    echo "== bullmq, n=$n" >&2
+    (cd bullmq && REDIS_PORT="$redis_port" node bench.mjs --n "$n")
+else
+    echo "== bullmq skipped: no redis-server (apt-get install redis-server)" >&2
+fi
+
+# The joined table (stderr): jobs/s per scenario and peer, and mqlite's ratio to each.
+sleep 0.2
+python3 - "$lines" >&2 <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+peers = [p for p in ["mqlite", "plainjob", "bullmq", "apalis"] if any(r["peer"] == p for r in rows)]
+rate = {(r["peer"], r["scenario"]): r["jobs_per_sec"] for r in rows}
+scenarios = ["enqueue_single", "enqueue_bulk", "end_to_end", "worker_end_to_end"]
+print()
+print("| scenario | " + " | ".join(peers) + " | " + " | ".join(f"mqlite / {p}" for p in peers[1:]) + " |")
+print("|---" * (1 + 2 * len(peers) - 1) + "|")
+for s in scenarios:
+    if not any(k[1] == s for k in rate):
+        continue
+    cells = [f"{rate[(p, s)]:,}" if (p, s) in rate else "—" for p in peers]
+    # mqlite's worker path is compared with the peers' own end_to_end (their workers).
+    mine = rate.get(("mqlite", s))
+    theirs = "end_to_end" if s == "worker_end_to_end" else s
+    ratios = [f"{mine / rate[(p, theirs)]:.2f}" if mine and (p, theirs) in rate else "—" for p in peers[1:]]
+    print(f"| {s} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+PY
+rm -f "$lines"

@@ -111,7 +111,7 @@ impl Exec<'_> {
 
 #[allow(
     clippy::future_not_send,
-    reason = "runs on the writer thread, which owns the connection; never on the executor"
+    reason = "driven to completion at once by block_on on the thread holding the connection (the writer thread, or a caller's for a short call); never held across a task's await"
 )]
 impl SqlExec for Exec<'_> {
     async fn query(&mut self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>> {

@@ -1,0 +1,202 @@
+//! mqlite in the peers' scenarios (benches/peers/README.md), printed as the peers print
+//! theirs, so that `benches/peers/run.sh` can join them into one table: N jobs of 256
+//! bytes on a fresh SQLite file (WAL + NORMAL, the store as shipped, background loops
+//! on), one JSON line per scenario on stdout.
+//!
+//! `cargo run --release -p mqlite-benches --example peer_scenarios -- --n 20000`
+//!
+//! - `enqueue_single`: N sends from one producer, each awaited;
+//! - `enqueue_bulk`: N messages through `send_batch` in batches of 64;
+//! - `end_to_end`: 4 producers send single messages while 4 consumers receive one and
+//!   complete it, until all N are completed (first send to last completion);
+//! - `worker_end_to_end`: the same 4 producers, and one worker of concurrency 4 with
+//!   an empty handler (completions coalesced), until all N are completed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use mqlite_benches::body;
+use mqlite_engine_core::{Engine, EngineOptions, OutMessage, QueueConfig, ReceiveOptions};
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
+
+const Q: &str = "jobs";
+const PRODUCERS: usize = 4;
+const CONSUMERS: usize = 4;
+const BATCH: usize = 64;
+
+async fn fresh(dir: &tempfile::TempDir, name: &str) -> Engine<SqliteStore> {
+    let path = dir.path().join(name).display().to_string();
+    let store = SqliteStore::open(SqliteOptions::new(path))
+        .await
+        .expect("open");
+    let mq = Engine::with_store(store, EngineOptions::default())
+        .await
+        .expect("engine");
+    mq.create_queue(Q, QueueConfig::default()).await.expect("queue");
+    mq
+}
+
+fn report(scenario: &str, n: usize, secs: f64, extra: &str) {
+    println!(
+        "{{\"peer\":\"mqlite\",\"scenario\":\"{scenario}\",\"n\":{n},\"jobs_per_sec\":{},\"secs\":{secs:.3}{extra}}}",
+        (n as f64 / secs).round() as u64
+    );
+}
+
+/// Spawns the producers: `n` single sends in all.
+fn producers(mq: &Engine<SqliteStore>, n: usize) -> Vec<tokio::task::JoinHandle<()>> {
+    let per = n.div_ceil(PRODUCERS);
+    (0..PRODUCERS)
+        .map(|p| {
+            let mq = mq.clone();
+            let count = per.min(n.saturating_sub(p * per));
+            tokio::spawn(async move {
+                for i in 0..count {
+                    let b = body((p * per + i) as u64);
+                    mq.send(Q, OutMessage::new(b)).await.expect("send");
+                }
+            })
+        })
+        .collect()
+}
+
+async fn enqueue_single(dir: &tempfile::TempDir, n: usize) {
+    let mq = fresh(dir, "single.db").await;
+    let start = Instant::now();
+    let task = {
+        let mq = mq.clone();
+        tokio::spawn(async move {
+            for i in 0..n {
+                mq.send(Q, OutMessage::new(body(i as u64))).await.expect("send");
+            }
+        })
+    };
+    task.await.expect("producer");
+    report("enqueue_single", n, start.elapsed().as_secs_f64(), "");
+    mq.close().await;
+}
+
+async fn enqueue_bulk(dir: &tempfile::TempDir, n: usize) {
+    let mq = fresh(dir, "bulk.db").await;
+    let start = Instant::now();
+    let task = {
+        let mq = mq.clone();
+        tokio::spawn(async move {
+            for first in (0..n).step_by(BATCH) {
+                let batch = (first..(first + BATCH).min(n))
+                    .map(|i| OutMessage::new(body(i as u64)))
+                    .collect();
+                mq.send_batch(Q, batch).await.expect("send");
+            }
+        })
+    };
+    task.await.expect("producer");
+    report("enqueue_bulk", n, start.elapsed().as_secs_f64(), ",\"batch\":64");
+    mq.close().await;
+}
+
+async fn end_to_end(dir: &tempfile::TempDir, n: usize) {
+    let mq = fresh(dir, "e2e.db").await;
+    let done = Arc::new(AtomicUsize::new(0));
+    let (finished, all_done) = tokio::sync::watch::channel(false);
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|_| {
+            let (mq, done, finished) = (mq.clone(), done.clone(), finished.clone());
+            tokio::spawn(async move {
+                let options = ReceiveOptions {
+                    wait: Duration::from_millis(500),
+                    ..Default::default()
+                };
+                while done.load(Ordering::SeqCst) < n {
+                    for m in mq.receive(Q, options.clone()).await.expect("receive") {
+                        mq.complete(Q, &m).await.expect("complete");
+                        if done.fetch_add(1, Ordering::SeqCst) + 1 == n {
+                            let _ = finished.send(true);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let start = Instant::now();
+    let sending = producers(&mq, n);
+    let mut all_done = all_done;
+    all_done.wait_for(|d| *d).await.expect("all completed");
+    let secs = start.elapsed().as_secs_f64();
+    for p in sending {
+        p.await.expect("producer");
+    }
+    for c in consumers {
+        c.abort();
+        let _ = c.await;
+    }
+    report(
+        "end_to_end",
+        n,
+        secs,
+        ",\"producers\":4,\"workers\":4",
+    );
+    mq.close().await;
+}
+
+async fn worker_end_to_end(dir: &tempfile::TempDir, n: usize) {
+    let mq = fresh(dir, "worker.db").await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = mq
+        .worker(Q, |_m| async { Ok(()) })
+        .concurrency(CONSUMERS)
+        .run_until(async {
+            let _ = stopped.await;
+        });
+    let worker = tokio::spawn(worker);
+    let start = Instant::now();
+    let sending = producers(&mq, n);
+    for p in sending {
+        p.await.expect("producer");
+    }
+    // Completed means gone from the queue: wait for the worker to empty it.
+    loop {
+        let stats = mq.stats(Q).await.expect("stats");
+        if stats.total == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let _ = stop.send(());
+    let report_ = worker.await.expect("worker").expect("report");
+    assert_eq!(report_.completed, n as u64, "every message completed once");
+    report(
+        "worker_end_to_end",
+        n,
+        secs,
+        ",\"producers\":4,\"workers\":\"1 x concurrency 4\"",
+    );
+    mq.close().await;
+}
+
+fn main() {
+    let mut n = std::env::var("N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000usize);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--n" {
+            n = args.next().and_then(|v| v.parse().ok()).expect("--n N");
+        }
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    rt.block_on(async {
+        enqueue_single(&dir, n).await;
+        enqueue_bulk(&dir, n).await;
+        end_to_end(&dir, n).await;
+        worker_end_to_end(&dir, n).await;
+    });
+}
