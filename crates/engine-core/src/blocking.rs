@@ -1,6 +1,7 @@
-//! Driving a future to completion on a thread that is not an async executor: a store's
-//! writer thread runs the application's outbox body (an async closure) and its own
-//! async statement flows there.
+//! Driving a future to completion on the current thread: a store's writer thread runs
+//! the application's outbox body (an async closure) and its own async statement flows
+//! there, and a short call on a caller's thread drives a flow over a synchronous
+//! connection, which completes on its first poll.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -22,7 +23,8 @@ impl Wake for Unpark {
 /// Polls `future` on the current thread until it completes, parking between polls.
 ///
 /// With `runtime`, the runtime is entered first, so a body that awaits a tokio timer or
-/// channel finds its driver. Never call this from inside an async task: it blocks.
+/// channel finds its driver. From inside an async task, only for a future that never
+/// waits (a SQL flow over rusqlite): anything else would park the executor's thread.
 pub fn block_on<F: Future>(runtime: Option<&tokio::runtime::Handle>, future: F) -> F::Output {
     let _entered = runtime.map(tokio::runtime::Handle::enter);
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
