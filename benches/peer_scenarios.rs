@@ -33,7 +33,9 @@ async fn fresh(dir: &tempfile::TempDir, name: &str) -> Engine<SqliteStore> {
     let mq = Engine::with_store(store, EngineOptions::default())
         .await
         .expect("engine");
-    mq.create_queue(Q, QueueConfig::default()).await.expect("queue");
+    mq.create_queue(Q, QueueConfig::default())
+        .await
+        .expect("queue");
     mq
 }
 
@@ -68,7 +70,9 @@ async fn enqueue_single(dir: &tempfile::TempDir, n: usize) {
         let mq = mq.clone();
         tokio::spawn(async move {
             for i in 0..n {
-                mq.send(Q, OutMessage::new(body(i as u64))).await.expect("send");
+                mq.send(Q, OutMessage::new(body(i as u64)))
+                    .await
+                    .expect("send");
             }
         })
     };
@@ -92,7 +96,12 @@ async fn enqueue_bulk(dir: &tempfile::TempDir, n: usize) {
         })
     };
     task.await.expect("producer");
-    report("enqueue_bulk", n, start.elapsed().as_secs_f64(), ",\"batch\":64");
+    report(
+        "enqueue_bulk",
+        n,
+        start.elapsed().as_secs_f64(),
+        ",\"batch\":64",
+    );
     mq.close().await;
 }
 
@@ -131,12 +140,7 @@ async fn end_to_end(dir: &tempfile::TempDir, n: usize) {
         c.abort();
         let _ = c.await;
     }
-    report(
-        "end_to_end",
-        n,
-        secs,
-        ",\"producers\":4,\"workers\":4",
-    );
+    report("end_to_end", n, secs, ",\"producers\":4,\"workers\":4");
     mq.close().await;
 }
 
