@@ -19,6 +19,16 @@ pub async fn engine_with_queue<S: Store>(store: S, queue: &str, config: QueueCon
     engine
 }
 
+/// The runtime every bench runs its engine on: two worker threads, as many as the
+/// project machine has cores.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 /// Bytes of a benchmark message body.
 pub const BODY: usize = 256;
 

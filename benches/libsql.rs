@@ -35,11 +35,7 @@ struct World {
 }
 
 fn world() -> World {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = mqlite_benches::runtime();
     let dir = tempfile::tempdir().expect("tempdir");
     let store_server = Sqld::start(&dir.path().join("store")).expect("sqld for the store");
     let bare_server = Sqld::start(&dir.path().join("bare")).expect("sqld for the bare side");

@@ -191,11 +191,7 @@ fn main() {
             n = args.next().and_then(|v| v.parse().ok()).expect("--n N");
         }
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = mqlite_benches::runtime();
     let dir = tempfile::tempdir().expect("tempdir");
     rt.block_on(async {
         enqueue_single(&dir, n).await;

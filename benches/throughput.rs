@@ -38,11 +38,7 @@ struct World {
 }
 
 fn world(sync: Synchronous) -> World {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = mqlite_benches::runtime();
     let dir = tempfile::tempdir().expect("tempdir");
     let open = |file: &str, caller_thread: bool| {
         let path = dir.path().join(file).display().to_string();
@@ -105,6 +101,26 @@ impl World {
                 commits2 - commits
             );
         }
+    }
+
+    /// Spawns `producers` tasks, each sending `each` single messages through `engine`.
+    fn producers(
+        &self,
+        engine: &Engine<SqliteStore>,
+        producers: usize,
+        each: usize,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        (0..producers)
+            .map(|_| {
+                let (e, n) = (engine.clone(), self.n.clone());
+                tokio::spawn(async move {
+                    for _ in 0..each {
+                        let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
+                        e.send(Q, OutMessage::new(b)).await.expect("send");
+                    }
+                })
+            })
+            .collect()
     }
 
     fn next(&self) -> Vec<u8> {
@@ -228,17 +244,7 @@ fn producers(c: &mut Criterion, group: &str, sync: Synchronous) {
                     w.rt.block_on(async {
                         let start = Instant::now();
                         for _ in 0..iters {
-                            let tasks: Vec<_> = (0..PRODUCERS)
-                                .map(|_| {
-                                    let (e, n) = ((*engine).clone(), w.n.clone());
-                                    tokio::spawn(async move {
-                                        for _ in 0..PER {
-                                            let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
-                                            e.send(Q, OutMessage::new(b)).await.expect("send");
-                                        }
-                                    })
-                                })
-                                .collect();
+                            let tasks = w.producers(engine, PRODUCERS, PER);
                             for t in tasks {
                                 t.await.expect("producer");
                             }
@@ -399,15 +405,9 @@ fn end_to_end_4x4(c: &mut Criterion) {
                             let done = Arc::new(AtomicUsize::new(0));
                             let (all_done, finished) = tokio::sync::oneshot::channel::<()>();
                             let all_done = Arc::new(std::sync::Mutex::new(Some(all_done)));
-                            let (mut producers, mut consumers) = (Vec::new(), Vec::new());
+                            let producers = w.producers(engine, 4, N / 4);
+                            let mut consumers = Vec::new();
                             for _ in 0..4 {
-                                let (e, n) = ((*engine).clone(), w.n.clone());
-                                producers.push(tokio::spawn(async move {
-                                    for _ in 0..N / 4 {
-                                        let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
-                                        e.send(Q, OutMessage::new(b)).await.expect("send");
-                                    }
-                                }));
                                 let (e, done) = ((*engine).clone(), done.clone());
                                 let all_done = all_done.clone();
                                 consumers.push(tokio::spawn(async move {
@@ -486,17 +486,7 @@ fn worker_end_to_end(c: &mut Criterion) {
                         for _ in 0..iters {
                             let target = handled.load(Ordering::SeqCst) + N;
                             let start = Instant::now();
-                            let producers: Vec<_> = (0..4)
-                                .map(|_| {
-                                    let (e, n) = ((*engine).clone(), w.n.clone());
-                                    tokio::spawn(async move {
-                                        for _ in 0..N / 4 {
-                                            let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
-                                            e.send(Q, OutMessage::new(b)).await.expect("send");
-                                        }
-                                    })
-                                })
-                                .collect();
+                            let producers = w.producers(engine, 4, N / 4);
                             loop {
                                 let more = progress.notified();
                                 tokio::pin!(more);
