@@ -455,6 +455,8 @@ struct Queue<T> {
     thread_id: std::thread::ThreadId,
     /// Calls run on their caller's thread so far.
     inline_calls: AtomicU64,
+    /// The clock a call on its caller's thread reads.
+    clock: SharedClock,
 }
 
 impl<T> Queue<T> {
@@ -481,7 +483,6 @@ impl<T> Queue<T> {
 pub struct WriterThread<T> {
     queue: Arc<Queue<T>>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    clock: SharedClock,
     /// Whether a short grouped call may run on its caller's thread when the store is
     /// idle (see the module docs).
     inline: AtomicBool,
@@ -516,7 +517,8 @@ impl<T: Send + 'static> WriterThread<T> {
                         return;
                     }
                 };
-                *shared.lock() = Some(handle);
+                // Not `Slot::lock`: the thread does not hold the handle from here on.
+                *shared.handle.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
                 let _ = ready_tx.send(Ok(()));
                 serve(&shared, &thread_clock, &jobs_rx);
                 // The handle closes before the guard is released, so the next opener
@@ -532,9 +534,9 @@ impl<T: Send + 'static> WriterThread<T> {
                 slot,
                 thread_id: thread.thread().id(),
                 inline_calls: AtomicU64::new(0),
+                clock,
             }),
             thread: Mutex::new(Some(thread)),
-            clock,
             inline: AtomicBool::new(false),
         })
     }
@@ -626,14 +628,14 @@ impl<T: Send + 'static> WriterThread<T> {
     {
         let inline = short && self.inline.load(Ordering::Relaxed) && self.queue.slot.idle();
         let plan = if inline {
-            Plan::Inline(self.queue.clone(), self.clock.clone(), f)
+            Plan::Inline(self.queue.clone(), f)
         } else {
             Plan::Sent(send_grouped(&self.queue, f))
         };
         async move {
             let rx = match plan {
                 Plan::Sent(rx) => rx?,
-                Plan::Inline(queue, clock, f) => match run_inline(&queue, &clock, f) {
+                Plan::Inline(queue, f) => match run_inline(&queue, f) {
                     Ok(answer) => return answer,
                     Err(f) => send_grouped(&queue, f)?,
                 },
@@ -671,7 +673,7 @@ impl<T: Send + 'static> WriterThread<T> {
 /// Where a grouped call will run: decided when it is made, or when first polled.
 enum Plan<T, F, R> {
     /// Tried on the caller's thread when first polled; sent to the writer if busy.
-    Inline(Arc<Queue<T>>, SharedClock, F),
+    Inline(Arc<Queue<T>>, F),
     /// Sent to the writer thread when made.
     Sent(Result<oneshot::Receiver<Result<R>>>),
 }
@@ -691,15 +693,15 @@ where
 /// Runs a grouped call on the caller's thread as a group of one if the store is idle;
 /// gives the call back otherwise. A commit that leaves maintenance due (a checkpoint)
 /// asks the writer thread for it.
-fn run_inline<T, F, R>(queue: &Queue<T>, clock: &SharedClock, f: F) -> Result<Result<R>, F>
+fn run_inline<T, F, R>(queue: &Queue<T>, f: F) -> Result<Result<R>, F>
 where
     T: GroupCommit + Send,
     F: FnOnce(&mut T, i64) -> Result<R> + Send + 'static,
     R: Send + 'static,
 {
-    if std::thread::current().id() == queue.thread_id {
-        return Err(f);
-    }
+    // A call from the writer thread itself (an application's transaction body calling
+    // the engine) finds the handle held by that thread: it falls to `Queue::send`, which
+    // refuses it.
     let Some(mut guard) = queue.slot.try_idle() else {
         return Err(f);
     };
@@ -708,7 +710,9 @@ where
     };
     let (tx, mut rx) = oneshot::channel();
     let call: Box<dyn GroupedCall<T>> = Box::new(Call { f, tx });
-    let ran = catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, vec![call])));
+    let ran = catch_unwind(AssertUnwindSafe(|| {
+        run_group(handle, &queue.clock, vec![call])
+    }));
     queue.inline_calls.fetch_add(1, Ordering::Relaxed);
     let due = ran.is_ok() && handle.maintenance_due();
     drop(guard);

@@ -13,6 +13,9 @@ use mqlite_engine_core::{
 };
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
+mod support;
+use support::hold_writer;
+
 async fn open(
     dir: &tempfile::TempDir,
     options: impl FnOnce(SqliteOptions) -> SqliteOptions,
@@ -74,6 +77,21 @@ async fn a_short_call_on_an_idle_store_runs_on_the_callers_thread() {
 }
 
 #[tokio::test]
+async fn the_first_call_on_a_fresh_store_runs_on_the_callers_thread() {
+    // The writer thread put the connection in place at open; it does not hold it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("fresh.db").to_string_lossy().into_owned();
+    let store = SqliteStore::open(SqliteOptions::new(path).synchronous(Synchronous::Normal))
+        .await
+        .expect("open");
+    store
+        .upsert_queue("q".into(), QueueKind::Queue, QueueConfig::default(), false)
+        .await
+        .expect("queue");
+    assert_eq!(store.caller_thread_calls(), 1);
+}
+
+#[tokio::test]
 async fn full_sync_and_caller_thread_off_send_every_call_to_the_writer() {
     for (what, options) in [
         (
@@ -114,28 +132,11 @@ async fn long_calls_run_on_the_writer_thread() {
 async fn calls_made_while_the_writer_is_busy_queue_for_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Arc::new(open(&dir, |o| o).await);
-    let (release, released) = tokio::sync::oneshot::channel::<()>();
-    let (held, is_held) = tokio::sync::oneshot::channel::<()>();
-    let holder = {
-        let store = store.clone();
-        tokio::spawn(async move {
-            store
-                .in_tx(async move |_tx| -> Result<(), Error> {
-                    let _ = held.send(());
-                    let _ = released.await;
-                    Ok(())
-                })
-                .await
-        })
-    };
-    is_held.await.expect("held");
+    let (release, holder) = hold_writer(&store).await;
     let before = store.caller_thread_calls();
     let calls: Vec<_> = (0..10).map(|_| send(&store, 1)).collect();
     release.send(()).expect("release");
-    holder
-        .await
-        .expect("holder")
-        .expect("the holding transaction");
+    holder.await.expect("holder");
     for c in calls {
         c.await.expect("send");
     }

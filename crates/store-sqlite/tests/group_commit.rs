@@ -4,13 +4,14 @@
 //! is deterministic: counted, not timed.
 
 use mqlite_engine_core::{
-    ClaimSpec, EnqueueSlot, Error, LockRef, LockToken, ManualClock, OutMessage, OutboxStore,
-    QueueConfig, QueueKind, ReceiveMode, SendOptions, SeqNumber, Settlement, Store,
+    ClaimSpec, EnqueueSlot, Error, LockRef, LockToken, ManualClock, OutMessage, QueueConfig,
+    QueueKind, ReceiveMode, SendOptions, SeqNumber, Settlement, Store,
 };
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 use std::sync::Arc;
 
-use tokio::sync::oneshot;
+mod support;
+use support::hold_writer;
 
 async fn store(dir: &tempfile::TempDir) -> Arc<SqliteStore> {
     let clock = ManualClock::new(1_700_000_000_000);
@@ -23,28 +24,6 @@ async fn store(dir: &tempfile::TempDir) -> Arc<SqliteStore> {
         .await
         .expect("queue");
     Arc::new(store)
-}
-
-/// Holds the writer thread in an application transaction until the returned sender
-/// fires; returns once the writer is held.
-async fn hold_writer(
-    store: &Arc<SqliteStore>,
-) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let (release, released) = oneshot::channel::<()>();
-    let (held, is_held) = oneshot::channel::<()>();
-    let store = store.clone();
-    let task = tokio::spawn(async move {
-        store
-            .in_tx(async move |_tx| -> Result<(), Error> {
-                let _ = held.send(());
-                let _ = released.await;
-                Ok(())
-            })
-            .await
-            .expect("the holding transaction");
-    });
-    is_held.await.expect("the writer is held");
-    (release, task)
 }
 
 fn send<'a>(
