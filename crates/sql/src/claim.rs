@@ -164,33 +164,25 @@ pub async fn claim<X: SqlExec>(
                 return Ok(Vec::new());
             }
             let tokens = LockToken::random_batch(picked.len());
-            let (text, params) = if let ([r], [t]) = (&picked[..], &tokens[..]) {
-                (
-                    LOCK_ONE,
-                    vec![
-                        (":now", Value::from(now)),
-                        (":lock_ms", Value::from(cfg.lock_ms())),
-                        (":token", Value::from(t.to_string())),
-                        (":id", Value::from(r.int(0)?)),
-                    ],
-                )
+            let mut params = vec![
+                (":now", Value::from(now)),
+                (":lock_ms", Value::from(cfg.lock_ms())),
+            ];
+            let text = if let ([r], [t]) = (&picked[..], &tokens[..]) {
+                params.push((":token", Value::from(t.to_string())));
+                params.push((":id", Value::from(r.int(0)?)));
+                LOCK_ONE
             } else {
                 let items = picked
                     .iter()
                     .zip(&tokens)
                     .map(|(r, t)| Ok(serde_json::json!({"id": r.int(0)?, "t": t.to_string()})))
                     .collect::<Result<Vec<_>>>()?;
-                (
-                    LOCK_PICKED,
-                    vec![
-                        (":now", Value::from(now)),
-                        (":lock_ms", Value::from(cfg.lock_ms())),
-                        (
-                            ":items",
-                            Value::from(serde_json::Value::Array(items).to_string()),
-                        ),
-                    ],
-                )
+                params.push((
+                    ":items",
+                    Value::from(serde_json::Value::Array(items).to_string()),
+                ));
+                LOCK_PICKED
             };
             // Without a receive attempt to record, the lock is the flow's last statement.
             let rows = if spec.attempt_id.is_none() {

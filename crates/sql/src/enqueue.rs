@@ -98,54 +98,51 @@ pub async fn enqueue<X: SqlExec>(
     let waiting = waiting_flags(&lines, &busy);
 
     let mut seqs: HashMap<usize, SeqNumber> = HashMap::new();
-    let params = |batch: String| {
+    // What every row of this send shares, bound once per statement.
+    let shared = || {
         vec![
             (":queue", Value::from(queue)),
             (":state", Value::from(state.as_str())),
             (":now", Value::from(now)),
             (":visible_at", Value::from(visible_at)),
             (":expires_at", Value::from(expires_at)),
-            (":batch", Value::from(batch)),
         ]
+    };
+    let params = |batch: String| {
+        let mut p = shared();
+        p.push((":batch", Value::from(batch)));
+        p
     };
     if let [i] = fresh[..] {
         let body = std::mem::take(&mut messages[i].body);
         let m = &messages[i];
         let text = |v: Option<&str>| v.map_or(Value::Null, Value::from);
-        let done = x
-            .execute(
-                INSERT_ONE,
-                &[
-                    (":queue", Value::from(queue)),
-                    (":state", Value::from(state.as_str())),
-                    (":line", text(lines[0].as_deref())),
-                    (":waiting", Value::from(i64::from(waiting[0]))),
-                    (":now", Value::from(now)),
-                    (":visible_at", Value::from(visible_at)),
-                    (":expires_at", Value::from(expires_at)),
-                    (":body", Value::Blob(body)),
-                    (":message_id", text(m.message_id.as_deref())),
-                    (
-                        ":group_id",
-                        text(m.group_id.as_deref().filter(|g| !g.is_empty())),
-                    ),
-                    (":subject", text(m.subject.as_deref())),
-                    (":correlation_id", text(m.correlation_id.as_deref())),
-                    (":reply_to", text(m.reply_to.as_deref())),
-                    (":content_type", text(m.content_type.as_deref())),
-                    (
-                        ":properties",
-                        encode_properties(&m.properties).map_or(Value::Null, Value::from),
-                    ),
-                    (
-                        ":event",
-                        m.event
-                            .as_ref()
-                            .map_or(Value::Null, |e| Value::from(encode_event(e))),
-                    ),
-                ],
-            )
-            .await?;
+        let mut row = shared();
+        row.extend([
+            (":line", text(lines[0].as_deref())),
+            (":waiting", Value::from(i64::from(waiting[0]))),
+            (":body", Value::Blob(body)),
+            (":message_id", text(m.message_id.as_deref())),
+            (
+                ":group_id",
+                text(m.group_id.as_deref().filter(|g| !g.is_empty())),
+            ),
+            (":subject", text(m.subject.as_deref())),
+            (":correlation_id", text(m.correlation_id.as_deref())),
+            (":reply_to", text(m.reply_to.as_deref())),
+            (":content_type", text(m.content_type.as_deref())),
+            (
+                ":properties",
+                encode_properties(&m.properties).map_or(Value::Null, Value::from),
+            ),
+            (
+                ":event",
+                m.event
+                    .as_ref()
+                    .map_or(Value::Null, |e| Value::from(encode_event(e))),
+            ),
+        ]);
+        let done = x.execute(INSERT_ONE, &row).await?;
         if done.changes != 1 {
             return Err(Error::backend(
                 "sql",
