@@ -18,7 +18,7 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use mqlite_benches::{LatenessProbe, body};
 use mqlite_engine_core::{
-    DynStore, Engine, LockRef, OutMessage, QueueConfig, ReceiveOptions, Store, SystemClock,
+    DynStore, Engine, LockRef, OutMessage, QueueConfig, ReceiveOptions, SystemClock,
 };
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use rusqlite::Connection;
@@ -83,18 +83,14 @@ impl World {
             .map(|(_, e)| e);
         let counts = |e: &Engine<SqliteStore>| {
             let s = e.store();
-            (
-                s.caller_thread_calls(),
-                s.group_commits(),
-                s.work().map_or(0, |w| w.statements),
-            )
+            (s.caller_thread_calls(), s.group_commits())
         };
         let before = engine.map(counts);
         let probe = LatenessProbe::start(self.rt.handle());
         bench();
         probe.report(&format!("{group}/{name}"));
-        if let (Some(e), Some((calls, commits, _))) = (engine, before) {
-            let (calls2, commits2, _) = counts(e);
+        if let (Some(e), Some((calls, commits))) = (engine, before) {
+            let (calls2, commits2) = counts(e);
             eprintln!(
                 "calls {group}/{name}: {} on the caller's thread, {} commits",
                 calls2 - calls,

@@ -336,15 +336,15 @@ async fn complete_coalesced<S: Store>(
                 Err(_) => break,
             }
         }
-        if let [(lock, _)] = batch[..] {
+        if batch.len() == 1
+            && let Some((lock, reply)) = batch.pop()
+        {
             let outcome = match engine.complete(&queue, lock).await {
                 Ok(()) => Ok(true),
                 Err(Error::LockLost { .. }) => Ok(false),
                 Err(e) => Err(e.to_string()),
             };
-            if let Some((_, reply)) = batch.pop() {
-                let _ = reply.send(outcome);
-            }
+            let _ = reply.send(outcome);
             continue;
         }
         let locks: Vec<LockRef> = batch.iter().map(|(l, _)| *l).collect();
