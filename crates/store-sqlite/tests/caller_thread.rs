@@ -8,32 +8,19 @@
 use std::sync::Arc;
 
 use mqlite_engine_core::{
-    ClaimSpec, EnqueueSlot, Error, ManualClock, OutMessage, OutboxStore, QueueConfig, QueueKind,
-    ReceiveMode, SendOptions, Settlement, Store, StoreTx,
+    ClaimSpec, EnqueueSlot, Error, OutMessage, OutboxStore, ReceiveMode, SendOptions, Settlement,
+    Store, StoreTx,
 };
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 mod support;
-use support::hold_writer;
+use support::{hold_writer, open_with_queue};
 
 async fn open(
     dir: &tempfile::TempDir,
     options: impl FnOnce(SqliteOptions) -> SqliteOptions,
 ) -> SqliteStore {
-    let clock = ManualClock::new(1_700_000_000_000);
-    let path = dir.path().join("q.db").to_string_lossy().into_owned();
-    let store = SqliteStore::open(options(
-        SqliteOptions::new(path)
-            .clock(clock.shared())
-            .synchronous(Synchronous::Normal),
-    ))
-    .await
-    .expect("open");
-    store
-        .upsert_queue("q".into(), QueueKind::Queue, QueueConfig::default(), false)
-        .await
-        .expect("queue");
-    store
+    open_with_queue(dir, |o| options(o.synchronous(Synchronous::Normal))).await
 }
 
 /// A send of `n` messages, made (and so placed) when this is called, not when awaited.
@@ -78,16 +65,10 @@ async fn a_short_call_on_an_idle_store_runs_on_the_callers_thread() {
 
 #[tokio::test]
 async fn the_first_call_on_a_fresh_store_runs_on_the_callers_thread() {
-    // The writer thread put the connection in place at open; it does not hold it.
+    // The writer thread put the connection in place at open; it does not hold it. The
+    // queue's creation is the store's first call.
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("fresh.db").to_string_lossy().into_owned();
-    let store = SqliteStore::open(SqliteOptions::new(path).synchronous(Synchronous::Normal))
-        .await
-        .expect("open");
-    store
-        .upsert_queue("q".into(), QueueKind::Queue, QueueConfig::default(), false)
-        .await
-        .expect("queue");
+    let store = open(&dir, |o| o).await;
     assert_eq!(store.caller_thread_calls(), 1);
 }
 

@@ -4,26 +4,17 @@
 //! is deterministic: counted, not timed.
 
 use mqlite_engine_core::{
-    ClaimSpec, EnqueueSlot, Error, LockRef, LockToken, ManualClock, OutMessage, QueueConfig,
-    QueueKind, ReceiveMode, SendOptions, SeqNumber, Settlement, Store,
+    ClaimSpec, EnqueueSlot, Error, LockRef, LockToken, OutMessage, ReceiveMode, SendOptions,
+    SeqNumber, Settlement, Store,
 };
-use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
+use mqlite_store_sqlite::SqliteStore;
 use std::sync::Arc;
 
 mod support;
-use support::hold_writer;
+use support::{hold_writer, open_with_queue};
 
 async fn store(dir: &tempfile::TempDir) -> Arc<SqliteStore> {
-    let clock = ManualClock::new(1_700_000_000_000);
-    let path = dir.path().join("group.db").to_string_lossy().into_owned();
-    let store = SqliteStore::open(SqliteOptions::new(path).clock(clock.shared()))
-        .await
-        .expect("open");
-    store
-        .upsert_queue("q".into(), QueueKind::Queue, QueueConfig::default(), false)
-        .await
-        .expect("queue");
-    Arc::new(store)
+    Arc::new(open_with_queue(dir, |o| o).await)
 }
 
 fn send<'a>(

@@ -1,13 +1,32 @@
-//! What the SQLite store's own tests share: holding the writer thread in an
-//! application transaction, so that the calls made meanwhile queue for it.
+//! What the SQLite store's own tests share: a store with queue `q` on a manual clock,
+//! and holding the writer thread in an application transaction, so that the calls made
+//! meanwhile queue for it.
 
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::Arc;
 
-use mqlite_engine_core::{Error, OutboxStore};
-use mqlite_store_sqlite::SqliteStore;
+use mqlite_engine_core::{Error, ManualClock, OutboxStore, QueueConfig, QueueKind, Store};
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 use tokio::sync::oneshot;
+
+/// A store on `q.db` in `dir`, on a manual clock, opened with `options`, with queue `q`
+/// created (its first call).
+pub async fn open_with_queue(
+    dir: &tempfile::TempDir,
+    options: impl FnOnce(SqliteOptions) -> SqliteOptions,
+) -> SqliteStore {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let path = dir.path().join("q.db").to_string_lossy().into_owned();
+    let store = SqliteStore::open(options(SqliteOptions::new(path).clock(clock.shared())))
+        .await
+        .expect("open");
+    store
+        .upsert_queue("q".into(), QueueKind::Queue, QueueConfig::default(), false)
+        .await
+        .expect("queue");
+    store
+}
 
 /// Holds the writer thread in an application transaction until the returned sender
 /// fires; returns once the writer is held.
