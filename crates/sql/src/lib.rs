@@ -5,8 +5,9 @@
 //!
 //! Each statement's comment names the promise it keeps and why it is shaped as it is.
 //! Every operation costs a fixed, small number of statements, independent of its batch
-//! size: batches travel as one JSON array parameter (`json_each`), bodies as hex inside
-//! it. [`STATEMENTS`] lists every statement for the stores' plan-pinning tests.
+//! size: a batch of messages is one multi-row INSERT (values bound by position),
+//! other batches travel as one JSON array parameter (`json_each`). [`STATEMENTS`] lists
+//! every statement for the stores' plan-pinning tests.
 //!
 //! The flows are generic over the driver, so their futures are `Send` exactly when the
 //! driver's are (auto traits leak through the concrete driver's futures): a remote
@@ -91,12 +92,34 @@ pub use schema::{SCHEMA, SCHEMA_TOKEN};
 /// a sweep, a purge): a local store runs it off the caller's thread.
 pub const LONG: usize = usize::MAX;
 
-/// Every statement the flows run, by name, for the plan pins.
-pub const STATEMENTS: &[(&str, &str)] = &[
+/// Every statement the flows run, by name, for the plan pins: the fixed texts of
+/// [`FIXED_STATEMENTS`] and the multi-row inserts of [`enqueue::insert_rows`].
+pub static STATEMENTS: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
+    std::sync::LazyLock::new(|| {
+        const NAMES: [&str; enqueue::ROW_CHUNKS.len()] = [
+            "INSERT_ROWS_2",
+            "INSERT_ROWS_4",
+            "INSERT_ROWS_8",
+            "INSERT_ROWS_16",
+            "INSERT_ROWS_32",
+            "INSERT_ROWS_64",
+            "INSERT_ROWS_128",
+            "INSERT_ROWS_256",
+            "INSERT_ROWS_512",
+            "INSERT_ROWS_1024",
+        ];
+        let rows = NAMES
+            .into_iter()
+            .zip(enqueue::ROW_CHUNKS)
+            .map(|(name, n)| (name, enqueue::insert_rows(n)));
+        FIXED_STATEMENTS.iter().copied().chain(rows).collect()
+    });
+
+/// The statements whose text is a constant.
+pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("SELECT_QUEUE", rows::SELECT_QUEUE),
     ("DEDUP_LOOKUP", enqueue::DEDUP_LOOKUP),
     ("DEDUP_INSERT", enqueue::DEDUP_INSERT),
-    ("INSERT_MESSAGES", enqueue::INSERT_MESSAGES),
     ("INSERT_ONE", enqueue::INSERT_ONE),
     ("BUSY_LINES", line::BUSY_LINES),
     ("RELEASE_LINES", line::RELEASE_LINES),

@@ -165,7 +165,7 @@ where
     Fut: Future<Output = mqlite_engine_core::Result<Vec<String>>>,
 {
     let mut out = Vec::new();
-    for (name, sql) in crate::STATEMENTS {
+    for (name, sql) in crate::STATEMENTS.iter() {
         let verdict = match explain(sql).await {
             Ok(plan) => {
                 let wrong = misses(name, &plan, &pinned_indexes(name));

@@ -131,15 +131,3 @@ pub async fn load_queue<X: SqlExec>(x: &mut X, name: &str) -> Result<QueueConfig
         (_, config) => Ok(config),
     }
 }
-
-/// Lowercase hex of bytes (bodies travel inside JSON batches as hex; SQL `unhex`
-/// restores them).
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    out
-}

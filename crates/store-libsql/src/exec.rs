@@ -197,14 +197,29 @@ fn from_libsql(v: libsql::Value) -> Value {
     }
 }
 
-/// Named parameters as libsql takes them.
+/// Parameters as libsql takes them: by name, or by position when they are `?1` … `?N`
+/// in order (a multi-row INSERT), which saves the server a lookup per name.
 pub(crate) fn named(params: Params<'_>) -> libsql::params::Params {
-    libsql::params::Params::Named(
-        params
+    let positional = !params.is_empty()
+        && params
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), to_libsql(v)))
-            .collect(),
-    )
+            .enumerate()
+            .all(|(i, (k, _))| position(k) == Some(i + 1));
+    if positional {
+        libsql::params::Params::Positional(params.iter().map(|(_, v)| to_libsql(v)).collect())
+    } else {
+        libsql::params::Params::Named(
+            params
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), to_libsql(v)))
+                .collect(),
+        )
+    }
+}
+
+/// The number of a positional parameter's name (`?N`).
+fn position(name: &str) -> Option<usize> {
+    name.strip_prefix('?')?.parse().ok()
 }
 
 /// Reads every row of a result.
@@ -292,7 +307,15 @@ pub(crate) fn inline<N: AsRef<str>>(sql: &str, params: &[(N, Value)]) -> Result<
                     }
                 }
             }
-            ':' if chars.peek().is_some_and(|(_, d)| d.is_ascii_alphabetic()) => {
+            ':' | '?'
+                if chars.peek().is_some_and(|(_, d)| {
+                    if c == ':' {
+                        d.is_ascii_alphabetic()
+                    } else {
+                        d.is_ascii_digit()
+                    }
+                }) =>
+            {
                 let mut end = i + 1;
                 while let Some((j, d)) = chars.peek().copied() {
                     if d.is_ascii_alphanumeric() || d == '_' {
@@ -303,9 +326,12 @@ pub(crate) fn inline<N: AsRef<str>>(sql: &str, params: &[(N, Value)]) -> Result<
                     }
                 }
                 let name = &sql[i..end];
-                let value = params
-                    .iter()
-                    .find(|(k, _)| k.as_ref() == name)
+                // `?N` is usually the N-th value: look there first.
+                let at = position(name)
+                    .and_then(|n| params.get(n.wrapping_sub(1)))
+                    .filter(|(k, _)| k.as_ref() == name);
+                let value = at
+                    .or_else(|| params.iter().find(|(k, _)| k.as_ref() == name))
                     .map(|(_, v)| v)
                     .ok_or_else(|| {
                         mqlite_engine_core::Error::invalid(format!("no value for {name} in: {sql}"))
@@ -390,5 +416,24 @@ mod tests {
              (-9223372036854775807 - 1) FROM t WHERE x = (-5)"
         );
         assert!(inline("SELECT :missing", NO_PARAMS).is_err());
+    }
+
+    #[test]
+    fn numbered_parameters_are_inlined_and_sent_by_position() {
+        let params = [
+            ("?1", Value::Int(7)),
+            ("?2", Value::Text("x".into())),
+            ("?3", Value::Null),
+        ];
+        let got = inline("SELECT ?1, ?3, '?2', ?2 FROM t", &params).expect("inlined");
+        assert_eq!(got, "SELECT 7, NULL, '?2', 'x' FROM t");
+        assert!(inline("SELECT ?4", &params).is_err());
+        assert!(matches!(
+            named(&params),
+            libsql::params::Params::Positional(v) if v.len() == 3
+        ));
+        // Out of order or mixed with names: by name.
+        let mixed = [(":a", Value::Int(1)), ("?1", Value::Int(2))];
+        assert!(matches!(named(&mixed), libsql::params::Params::Named(_)));
     }
 }

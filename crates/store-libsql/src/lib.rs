@@ -270,13 +270,15 @@ impl LibsqlStore {
     }
 }
 
-/// The `:name` parameters of a statement, each once.
+/// The `:name` and `?N` parameters of a statement, each once.
 fn parameter_names(sql: &str) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     let bytes = sql.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b':' && bytes.get(i + 1).is_some_and(u8::is_ascii_alphabetic) {
+        let named = bytes[i] == b':' && bytes.get(i + 1).is_some_and(u8::is_ascii_alphabetic);
+        let numbered = bytes[i] == b'?' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit);
+        if named || numbered {
             let start = i;
             i += 1;
             while bytes

@@ -71,7 +71,7 @@ fn no_scans(
 ) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + Send + '_>> {
     Box::pin(async move {
         let mut failures = Vec::new();
-        for (name, sql) in STATEMENTS {
+        for (name, sql) in STATEMENTS.iter() {
             failures.extend(misses(name, &plan(store, sql).await, &[]));
         }
         let without_state = store

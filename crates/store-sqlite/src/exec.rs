@@ -1,6 +1,6 @@
-//! The rusqlite side of `mqlite_sql::SqlExec`: named parameters bound by name, prepared
-//! statements cached by their text, every statement counted with the virtual-machine
-//! steps it took (the store's [`WorkStats`]).
+//! The rusqlite side of `mqlite_sql::SqlExec`: named parameters bound by name (`?N` by
+//! its number), prepared statements cached by their text, every statement counted with
+//! the virtual-machine steps it took (the store's [`WorkStats`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -51,10 +51,15 @@ fn bind(stmt: &mut rusqlite::Statement<'_>, sql: &str, params: Params<'_>) -> Re
         )));
     }
     for (name, value) in params {
-        let index = stmt
-            .parameter_index(name)
-            .map_err(db)?
-            .ok_or_else(|| Error::invalid(format!("no parameter {name} in: {sql}")))?;
+        // `?N` is bound by its number: SQLite finds a name by walking the statement's
+        // list of names, which a multi-row INSERT of hundreds of values cannot afford.
+        let index = match name.strip_prefix('?').map(str::parse::<usize>) {
+            Some(Ok(n)) if (1..=params.len()).contains(&n) => n,
+            _ => stmt
+                .parameter_index(name)
+                .map_err(db)?
+                .ok_or_else(|| Error::invalid(format!("no parameter {name} in: {sql}")))?,
+        };
         match value {
             Value::Null => stmt.raw_bind_parameter(index, rusqlite::types::Null),
             Value::Int(v) => stmt.raw_bind_parameter(index, v),

@@ -69,7 +69,7 @@ fn text(name: &str) -> &'static str {
 async fn no_statement_scans_a_growing_table() {
     let (_dir, store) = open_store().await;
     let mut failures = Vec::new();
-    for (name, sql) in STATEMENTS {
+    for (name, sql) in STATEMENTS.iter() {
         let plan = store.explain(sql, realistic).await.expect("plan");
         if plan.iter().any(|l| is_scan(l)) {
             failures.push(format!("{name}:\n{}", render(&plan)));
