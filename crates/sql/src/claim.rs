@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mqlite_engine_core::codec::{decode_messages, encode_messages};
+use mqlite_engine_core::engine::MAX_RECEIVE_BATCH;
 use mqlite_engine_core::{
     ClaimSpec, Error, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
 };
@@ -14,6 +15,7 @@ use serde_json::json;
 use crate::exec::{SqlExec, Value};
 use crate::line::Departed;
 use crate::rows::{MESSAGE_WIDTH, load_queue, message};
+use crate::values::{self, Texts};
 
 /// The claim, first step: the eligible heads' ids, oldest first, at most `:max` (the
 /// candidate search the plan pins hold to `mqlite_msg_active` and one line index per
@@ -22,20 +24,27 @@ use crate::rows::{MESSAGE_WIDTH, load_queue, message};
 /// one-message claim where the pick takes about 40 and the lock 15.
 pub const CLAIM: &str = pick_heads!();
 
-/// The claim, second step: lock each picked row under its own token (`:items` is a
-/// JSON array of `{id, t}`), returning the claimed messages. A picked row is still
-/// active: the writer runs both steps in one transaction.
-pub const LOCK_PICKED: &str = concat!(
-    "UPDATE mqlite_messages
+/// The claim, second step: lock each picked row under its own token, returning the
+/// claimed messages; one text per size of [`crate::values`], `?1` now and `?2` the
+/// lease, then an `(id, token)` pair per row (a spare pair is NULL and matches
+/// nothing). A picked row is still active: the writer runs both steps in one
+/// transaction.
+pub static LOCK_PICKED: Texts = Texts::new(|| {
+    values::build(MAX_RECEIVE_BATCH as usize, |n| {
+        format!(
+            "UPDATE mqlite_messages
    SET state = 'locked',
-       locked_until = :now + :lock_ms,
-       lock_token = p.tok,
+       locked_until = ?1 + ?2,
+       lock_token = p.column2,
        delivery_count = delivery_count + 1
-  FROM (SELECT value ->> 'id' AS pid, value ->> 't' AS tok FROM json_each(:items)) AS p
- WHERE mqlite_messages.id = p.pid AND mqlite_messages.state = 'active'
-RETURNING ",
-    message_columns!()
-);
+  FROM (VALUES {}) AS p
+ WHERE mqlite_messages.id = p.column1 AND mqlite_messages.state = 'active'
+RETURNING {}",
+            values::rows(3, n, 2, false),
+            message_columns!()
+        )
+    })
+});
 
 /// The claim's second step for one picked row, from bound values: the common
 /// one-message receive parses no JSON.
@@ -173,16 +182,19 @@ pub async fn claim<X: SqlExec>(
                 params.push((":id", Value::from(r.int(0)?)));
                 LOCK_ONE
             } else {
-                let items = picked
+                let ids = picked
                     .iter()
-                    .zip(&tokens)
-                    .map(|(r, t)| Ok(serde_json::json!({"id": r.int(0)?, "t": t.to_string()})))
+                    .map(|r| r.int(0))
                     .collect::<Result<Vec<_>>>()?;
-                params.push((
-                    ":items",
-                    Value::from(serde_json::Value::Array(items).to_string()),
-                ));
-                LOCK_PICKED
+                let values = [Value::from(now), Value::from(cfg.lock_ms())]
+                    .into_iter()
+                    .chain(
+                        ids.into_iter()
+                            .zip(&tokens)
+                            .flat_map(|(id, t)| [Value::from(id), Value::from(t.to_string())]),
+                    );
+                params = values::bind(values, 2 + 2 * values::rows_for(picked.len()));
+                LOCK_PICKED.get(picked.len())
             };
             // Without a receive attempt to record, the lock is the flow's last statement.
             let rows = if spec.attempt_id.is_none() {

@@ -14,6 +14,7 @@ use serde_json::json;
 use crate::exec::{SqlExec, Value};
 use crate::line::busy_lines;
 use crate::rows::{encode_event, encode_properties, load_queue};
+use crate::values::{self, Texts};
 
 /// Live dedup entries for the keys of `:keys` (a JSON array), one primary-key seek each
 /// (4.1).
@@ -34,84 +35,49 @@ macro_rules! next_seq {
     };
 }
 
-/// The row counts of the multi-row inserts: a send of `n` rows runs the smallest that
-/// holds them, its spare rows bound to NULL and left out by the statement, so a send is
-/// one INSERT whatever its size (1.6) from a handful of prepared texts. The largest
-/// holds the engine's largest send.
-pub const ROW_CHUNKS: [usize; 10] = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
-const _: () =
-    assert!(ROW_CHUNKS[ROW_CHUNKS.len() - 1] >= mqlite_engine_core::engine::MAX_SEND_BATCH);
-
 /// The values of a send that every row shares, bound as `?1` … `?6` of
-/// [`insert_rows`]: queue, state, now, visible_at, expires_at, and the number of rows.
+/// [`INSERT_ROWS`]: queue, state, now, visible_at, expires_at, and the number of rows.
 pub const SHARED_PARAMS: usize = 6;
 
-/// The values of one row of [`insert_rows`], bound positionally after the shared ones:
+/// The values of one row of [`INSERT_ROWS`], bound positionally after the shared ones:
 /// line, waiting, body, message_id, group_id, subject, correlation_id, reply_to,
 /// content_type, properties, event.
 pub const ROW_PARAMS: usize = 11;
 
-/// The statement that inserts up to `n` rows (`n` one of [`ROW_CHUNKS`]) from bound
-/// values: every value is a positional parameter (`?N`, bound by number: no JSON, no
-/// hex, and no lookup of a name among thousands), and rows at or past `?6` are left
-/// out. The rows take contiguous sequence numbers from one reading of the next number,
-/// in row order (G1): the statement reads the table it writes, so SQLite computes
-/// every row before it inserts the first.
-pub fn insert_rows(n: usize) -> &'static str {
-    static TEXTS: std::sync::LazyLock<Vec<String>> =
-        std::sync::LazyLock::new(|| ROW_CHUNKS.iter().map(|&n| insert_rows_text(n)).collect());
-    let i = ROW_CHUNKS
-        .iter()
-        .position(|&c| c >= n)
-        .unwrap_or(ROW_CHUNKS.len() - 1);
-    TEXTS[i].as_str()
-}
+/// The largest send fits one INSERT.
+const _: () = assert!(
+    crate::values::SIZES[crate::values::SIZES.len() - 1]
+        >= mqlite_engine_core::engine::MAX_SEND_BATCH
+);
 
-/// The row count of the statement [`insert_rows`] gives for `n` rows.
-fn rows_of(n: usize) -> usize {
-    ROW_CHUNKS
-        .into_iter()
-        .find(|&c| c >= n)
-        .unwrap_or(ROW_CHUNKS[ROW_CHUNKS.len() - 1])
-}
-
-fn insert_rows_text(n: usize) -> String {
-    use std::fmt::Write as _;
-    let mut values = String::new();
-    for r in 0..n {
-        let first = SHARED_PARAMS + 1 + r * ROW_PARAMS;
-        let _ = write!(values, "{}({r}", if r == 0 { "" } else { ", " });
-        for p in first..first + ROW_PARAMS {
-            let _ = write!(values, ", ?{p}");
-        }
-        values.push(')');
-    }
-    format!(
-        "WITH next_seq(base) AS (SELECT {})
+/// The multi-row INSERT of a send, one text per size of [`crate::values`]: up to `n`
+/// rows from positionally bound values, rows at or past `?6` left out. The rows take
+/// contiguous sequence numbers from one reading of the next number, in row order (G1):
+/// the statement reads the table it writes, so SQLite computes every row before it
+/// inserts the first.
+pub static INSERT_ROWS: Texts = Texts::new(|| {
+    values::build(
+        mqlite_engine_core::engine::MAX_SEND_BATCH.next_power_of_two(),
+        |n| {
+            format!(
+                "WITH next_seq(base) AS (SELECT {})
 INSERT INTO mqlite_messages (id, queue, state, line, waiting, enqueued_at, visible_at,
        expires_at, body, message_id, group_id, subject, correlation_id, reply_to,
        content_type, properties, event)
 SELECT next_seq.base + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
        coalesce(v.column4, X''), v.column5, v.column6, v.column7, v.column8, v.column9,
        v.column10, v.column11, v.column12
-  FROM next_seq, (VALUES {values}) AS v WHERE v.column1 < ?6 ORDER BY v.column1",
-        next_seq!()
+  FROM next_seq, (VALUES {}) AS v WHERE v.column1 < ?6 ORDER BY v.column1",
+                next_seq!(),
+                values::rows(SHARED_PARAMS + 1, n, ROW_PARAMS, true)
+            )
+        },
     )
-}
-
-/// The names `?1` … `?N` of [`insert_rows`]'s parameters, for [`crate::Params`].
-fn positional(i: usize) -> &'static str {
-    static NAMES: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
-        (1..=SHARED_PARAMS + ROW_CHUNKS[ROW_CHUNKS.len() - 1] * ROW_PARAMS)
-            .map(|i| format!("?{i}"))
-            .collect()
-    });
-    NAMES[i - 1].as_str()
-}
+});
 
 /// One row from bound values: a send of one message, the common case, pays no JSON
 /// encoding, parsing or hex for its body (a third of a send's time when it did). The
-/// sequence number is chosen as in [`insert_rows`].
+/// sequence number is chosen as in [`INSERT_ROWS`].
 pub const INSERT_ONE: &str = concat!(
     r#"INSERT INTO mqlite_messages (id, queue, state, line, waiting,
        enqueued_at, visible_at, expires_at, body, message_id, group_id, subject,
@@ -194,22 +160,18 @@ pub async fn enqueue<X: SqlExec>(
         let mut pos = 0;
         while pos < fresh.len() {
             let n = piece_len(&messages, &fresh[pos..]);
-            let rows = rows_of(n);
-            let mut params: Vec<(&'static str, Value)> =
-                Vec::with_capacity(SHARED_PARAMS + rows * ROW_PARAMS);
             let shared = shared().into_iter().map(|(_, v)| v);
-            let values = shared
-                .chain([Value::from(n as i64)])
-                .chain(fresh[pos..pos + n].iter().enumerate().flat_map(|(k, &i)| {
+            let values = shared.chain([Value::from(n as i64)]).chain(
+                fresh[pos..pos + n].iter().enumerate().flat_map(|(k, &i)| {
                     row_values(
                         &mut messages[i],
                         lines[pos + k].as_deref(),
                         waiting[pos + k],
                     )
-                }))
-                .chain(std::iter::repeat_n(Value::Null, (rows - n) * ROW_PARAMS));
-            params.extend(values.enumerate().map(|(k, v)| (positional(k + 1), v)));
-            let done = x.execute(insert_rows(n), &params).await?;
+                }),
+            );
+            let params = values::bind(values, SHARED_PARAMS + values::rows_for(n) * ROW_PARAMS);
+            let done = x.execute(INSERT_ROWS.get(n), &params).await?;
             if done.changes != n as u64 {
                 return Err(Error::backend(
                     "sql",

@@ -81,6 +81,7 @@ pub mod side;
 mod store_ops;
 pub mod sweeps;
 pub mod topics;
+pub mod values;
 
 pub use exec::{Executed, Params, Row, SqlExec, Value};
 /// The engine core, for [`store_ops!`]'s expansion.
@@ -93,25 +94,20 @@ pub use schema::{SCHEMA, SCHEMA_TOKEN};
 pub const LONG: usize = usize::MAX;
 
 /// Every statement the flows run, by name, for the plan pins: the fixed texts of
-/// [`FIXED_STATEMENTS`] and the multi-row inserts of [`enqueue::insert_rows`].
+/// [`FIXED_STATEMENTS`] and each size of the statements over rows of bound values
+/// ([`values`]).
 pub static STATEMENTS: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
     std::sync::LazyLock::new(|| {
-        const NAMES: [&str; enqueue::ROW_CHUNKS.len()] = [
-            "INSERT_ROWS_2",
-            "INSERT_ROWS_4",
-            "INSERT_ROWS_8",
-            "INSERT_ROWS_16",
-            "INSERT_ROWS_32",
-            "INSERT_ROWS_64",
-            "INSERT_ROWS_128",
-            "INSERT_ROWS_256",
-            "INSERT_ROWS_512",
-            "INSERT_ROWS_1024",
+        let sized = [
+            ("INSERT_ROWS", &enqueue::INSERT_ROWS),
+            ("LOCK_PICKED", &claim::LOCK_PICKED),
         ];
-        let rows = NAMES
-            .into_iter()
-            .zip(enqueue::ROW_CHUNKS)
-            .map(|(name, n)| (name, enqueue::insert_rows(n)));
+        let rows = sized.into_iter().flat_map(|(name, texts)| {
+            texts.all().map(move |(n, text)| {
+                let name: &'static str = Box::leak(format!("{name}_{n}").into_boxed_str());
+                (name, text)
+            })
+        });
         FIXED_STATEMENTS.iter().copied().chain(rows).collect()
     });
 
@@ -124,7 +120,6 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("BUSY_LINES", line::BUSY_LINES),
     ("RELEASE_LINES", line::RELEASE_LINES),
     ("CLAIM", claim::CLAIM),
-    ("LOCK_PICKED", claim::LOCK_PICKED),
     ("LOCK_ONE", claim::LOCK_ONE),
     ("PICK_HEADS", claim::PICK_HEADS),
     ("LINE_SUCCESSORS", claim::LINE_SUCCESSORS),
