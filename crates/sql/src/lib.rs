@@ -39,7 +39,15 @@ macro_rules! queue_columns {
 /// next to it, per statement.
 macro_rules! fence {
     () => {
-        "queue = :queue AND state = 'locked' AND locked_until > :now"
+        fence!(":queue", ":now")
+    };
+    ($queue:literal, $now:literal) => {
+        concat!(
+            "queue = ",
+            $queue,
+            " AND state = 'locked' AND locked_until > ",
+            $now
+        )
     };
 }
 
@@ -101,6 +109,9 @@ pub static STATEMENTS: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
         let sized = [
             ("INSERT_ROWS", &enqueue::INSERT_ROWS),
             ("LOCK_PICKED", &claim::LOCK_PICKED),
+            ("COMPLETE_ROWS", &settle::COMPLETE_ROWS),
+            ("RENEW_ROWS", &settle::RENEW_ROWS),
+            ("RECEIPT_ROWS", &settle::RECEIPT_ROWS),
         ];
         let rows = sized.into_iter().flat_map(|(name, texts)| {
             texts.all().map(move |(n, text)| {
@@ -132,7 +143,6 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("SETTLE_REJECT", settle::SETTLE_REJECT),
     ("SETTLE_DEFER", settle::SETTLE_DEFER),
     ("COMPLETE_MANY", settle::COMPLETE_MANY),
-    ("RENEW_MANY", settle::RENEW_MANY),
     ("RECEIPT_INSERT", settle::RECEIPT_INSERT),
     ("RECEIPT_ONE", settle::RECEIPT_ONE),
     ("RECEIPT_LOOKUP", settle::RECEIPT_LOOKUP),

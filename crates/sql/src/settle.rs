@@ -13,6 +13,7 @@ use serde_json::json;
 use crate::exec::{Row, SqlExec, Value};
 use crate::line::Departed;
 use crate::rows::load_queue;
+use crate::values::{self, Texts};
 
 /// Complete (2.1): the fence and the token at statement time; the row is deleted.
 pub const SETTLE_COMPLETE: &str = concat!(
@@ -83,15 +84,53 @@ pub const COMPLETE_MANY: &str = concat!(
     " RETURNING id, lock_token, line, waiting"
 );
 
-/// RenewBatch (2.5, 2.8) in one statement: each live lease of `:items` with its current
-/// token is extended to `max(locked_until, now + lock)`: never revived, never shortened.
-pub const RENEW_MANY: &str = concat!(
-    "UPDATE mqlite_messages SET locked_until = max(locked_until, :now + :lock_ms) WHERE ",
-    presented!(),
-    " AND ",
-    fence!(),
-    " RETURNING id, lock_token, locked_until"
-);
+/// The most locks a settlement binds by position (two values each, under SQLite's limit
+/// of 32,766); a larger complete_batch travels as JSON ([`COMPLETE_MANY`]).
+pub const BOUND_LOCKS: usize = 1024;
+
+/// The renewal always fits [`BOUND_LOCKS`].
+const _: () = assert!(mqlite_engine_core::engine::MAX_RENEW_BATCH <= BOUND_LOCKS);
+
+/// The `(seq, token)` pairs bound from `?3` on, as the table `p(seq, tok)`: the
+/// positional form of [`presented!`]'s items (a spare NULL pair matches nothing).
+fn with_pairs(n: usize) -> String {
+    format!(
+        "WITH p(seq, tok) AS MATERIALIZED (VALUES {}) ",
+        values::rows(3, n, 2, false)
+    )
+}
+
+/// The rows of `p` ([`with_pairs`]): [`presented!`] over bound pairs.
+const PRESENTED_PAIRS: &str =
+    "id IN (SELECT seq FROM p) AND (id, lock_token) IN (SELECT seq, tok FROM p)";
+
+/// CompleteBatch (2.7) of at most [`BOUND_LOCKS`] locks: [`COMPLETE_MANY`] with the
+/// queue as `?1`, now as `?2` and the locks as bound pairs.
+pub static COMPLETE_ROWS: Texts = Texts::new(|| {
+    values::build(BOUND_LOCKS, |n| {
+        format!(
+            "{}DELETE FROM mqlite_messages WHERE {PRESENTED_PAIRS} AND {} \
+             RETURNING id, lock_token, line, waiting",
+            with_pairs(n),
+            fence!("?1", "?2")
+        )
+    })
+});
+
+/// RenewBatch (2.5, 2.8) in one statement: each live lease of the bound pairs with its
+/// current token is extended to `max(locked_until, now + lock)` (`?2 + ?N`, the lease
+/// after the pairs): never revived, never shortened.
+pub static RENEW_ROWS: Texts = Texts::new(|| {
+    values::build(BOUND_LOCKS, |n| {
+        format!(
+            "{}UPDATE mqlite_messages SET locked_until = max(locked_until, ?2 + ?{}) \
+             WHERE {PRESENTED_PAIRS} AND {} RETURNING id, lock_token, locked_until",
+            with_pairs(n),
+            3 + 2 * n,
+            fence!("?1", "?2")
+        )
+    })
+});
 
 /// Receipts of settlements that took effect (3.2), `{seq, token}` items of one operation
 /// and its arguments, in the settlement's own transaction.
@@ -99,6 +138,29 @@ pub const RECEIPT_INSERT: &str = "INSERT OR REPLACE INTO mqlite_receipts
        (queue, seq, lock_token, op, args, expires_at)
 SELECT :queue, j.value ->> 'seq', j.value ->> 'token', :op, :args, :expires_at
   FROM json_each(:items) j";
+
+/// [`RECEIPT_INSERT`] of at most [`BOUND_LOCKS`] locks: queue `?1`, op `?2`, args
+/// `?3`, expiry `?4`, then the `(seq, token)` pairs.
+pub static RECEIPT_ROWS: Texts = Texts::new(|| {
+    values::build(BOUND_LOCKS, |n| {
+        format!(
+            "INSERT OR REPLACE INTO mqlite_receipts (queue, seq, lock_token, op, args, expires_at)
+SELECT ?1, p.column1, p.column2, ?2, ?3, ?4 FROM (VALUES {}) AS p
+ WHERE p.column1 IS NOT NULL",
+            values::rows(5, n, 2, false)
+        )
+    })
+});
+
+/// `lead` then each lock's `(seq, token)`, bound by position and padded to the size of
+/// the text for `locks` (see [`crate::values`]).
+fn bound_pairs(lead: Vec<Value>, locks: &[LockRef]) -> Vec<(&'static str, Value)> {
+    let total = lead.len() + 2 * values::rows_for(locks.len());
+    let pairs = locks
+        .iter()
+        .flat_map(|l| [Value::from(l.seq.0), Value::from(l.token.to_string())]);
+    values::bind(lead.into_iter().chain(pairs), total)
+}
 
 /// The receipt of one settled lock, from bound values: the common one-message settlement
 /// parses no JSON.
@@ -181,22 +243,41 @@ async fn write_receipts<X: SqlExec>(
     if done.is_empty() {
         return Ok(());
     }
-    let mut params = vec![
-        (":queue", Value::from(queue)),
-        (":op", Value::from(settlement.op())),
-        (":args", Value::from(settlement.receipt_args())),
-        (
-            ":expires_at",
-            Value::from(now.saturating_add(RECEIPT_TTL_MS)),
+    let expires_at = Value::from(now.saturating_add(RECEIPT_TTL_MS));
+    let (text, params) = match done {
+        [one] => (
+            RECEIPT_ONE,
+            vec![
+                (":queue", Value::from(queue)),
+                (":op", Value::from(settlement.op())),
+                (":args", Value::from(settlement.receipt_args())),
+                (":expires_at", expires_at),
+                (":seq", Value::from(one.seq.0)),
+                (":token", Value::from(one.token.to_string())),
+            ],
         ),
-    ];
-    let text = if let [one] = done {
-        params.push((":seq", Value::from(one.seq.0)));
-        params.push((":token", Value::from(one.token.to_string())));
-        RECEIPT_ONE
-    } else {
-        params.push((":items", Value::from(items_json(done))));
-        RECEIPT_INSERT
+        _ if done.len() <= BOUND_LOCKS => (
+            RECEIPT_ROWS.get(done.len()),
+            bound_pairs(
+                vec![
+                    Value::from(queue),
+                    Value::from(settlement.op()),
+                    Value::from(settlement.receipt_args()),
+                    expires_at,
+                ],
+                done,
+            ),
+        ),
+        _ => (
+            RECEIPT_INSERT,
+            vec![
+                (":queue", Value::from(queue)),
+                (":op", Value::from(settlement.op())),
+                (":args", Value::from(settlement.receipt_args())),
+                (":expires_at", expires_at),
+                (":items", Value::from(items_json(done))),
+            ],
+        ),
     };
     if last {
         x.execute_last(text, &params).await?;
@@ -300,16 +381,17 @@ pub async fn complete_batch<X: SqlExec>(
     locks: &[LockRef],
 ) -> Result<Vec<BatchResult>> {
     load_queue(x, queue).await?;
-    let rows = x
-        .query(
-            COMPLETE_MANY,
-            &[
-                (":queue", Value::from(queue)),
-                (":now", Value::from(now)),
-                (":items", Value::from(items_json(locks))),
-            ],
-        )
-        .await?;
+    let rows = if locks.len() <= BOUND_LOCKS {
+        let params = bound_pairs(vec![Value::from(queue), Value::from(now)], locks);
+        x.query(COMPLETE_ROWS.get(locks.len()), &params).await?
+    } else {
+        let params = [
+            (":queue", Value::from(queue)),
+            (":now", Value::from(now)),
+            (":items", Value::from(items_json(locks))),
+        ];
+        x.query(COMPLETE_MANY, &params).await?
+    };
     let completed = pairs(&rows)?;
     let mut departed = Departed::default();
     for r in &rows {
@@ -354,17 +436,10 @@ pub async fn renew_batch<X: SqlExec>(
     locks: &[LockRef],
 ) -> Result<Vec<BatchResult>> {
     let cfg = load_queue(x, queue).await?;
-    let rows = x
-        .query(
-            RENEW_MANY,
-            &[
-                (":queue", Value::from(queue)),
-                (":now", Value::from(now)),
-                (":lock_ms", Value::from(cfg.lock_ms())),
-                (":items", Value::from(items_json(locks))),
-            ],
-        )
-        .await?;
+    // The lease is bound after the pairs (`?3 + 2n`, n the text's row count).
+    let mut params = bound_pairs(vec![Value::from(queue), Value::from(now)], locks);
+    params.push((values::name(params.len() + 1), Value::from(cfg.lock_ms())));
+    let rows = x.query(RENEW_ROWS.get(locks.len()), &params).await?;
     // Keyed by (seq, token): an item with the right number and a wrong token is not ok,
     // even when another item of the batch renewed that message (2.8).
     let renewed: HashMap<(i64, String), i64> = rows

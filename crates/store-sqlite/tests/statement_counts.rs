@@ -8,7 +8,7 @@
 
 use mqlite_engine_core::from_millis;
 use mqlite_engine_core::{
-    Engine, EngineOptions, LockRef, ManualClock, OrderingMode, OutMessage, QueueConfig,
+    Engine, EngineOptions, LockRef, LockToken, ManualClock, OrderingMode, OutMessage, QueueConfig,
     ReceiveMode, ReceiveOptions, Store,
 };
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
@@ -192,5 +192,52 @@ async fn receive_and_delete_does_not_grow_with_batch_size() {
         counts.push((n as usize, count));
     }
     assert_flat("receive (receive-and-delete)", &counts);
+    mq.close().await;
+}
+
+/// A complete_batch past the locks a statement binds by position (1,024) takes the JSON
+/// form: still the same statements, every item completed, a stale item failing alone.
+#[tokio::test]
+async fn a_complete_batch_past_the_bound_pairs_keeps_its_cost_and_its_items() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = engine(&dir).await;
+    mq.create_queue("q", QueueConfig::default())
+        .await
+        .expect("queue");
+    for _ in 0..3 {
+        let batch = (0..1000)
+            .map(|i| OutMessage::new(format!("m{i}")))
+            .collect();
+        mq.send_batch("q", batch).await.expect("send");
+    }
+    let mut locks = Vec::new();
+    while locks.len() < 3000 {
+        let got = mq
+            .receive("q", ReceiveOptions::batch(256))
+            .await
+            .expect("receive");
+        locks.extend(got.iter().map(LockRef::from));
+    }
+    let (small, rest) = locks.split_at(100);
+    let (count_small, r) = statements(&mq, mq.complete_batch("q", small)).await;
+    assert!(r.expect("complete 100").iter().all(|r| r.ok));
+    // A live message's number under a token never issued: it fails alone, beside the
+    // same message under its own token (2.8).
+    let forged = LockRef {
+        seq: rest[0].seq,
+        token: LockToken::random_batch(1)[0],
+    };
+    let mut big = vec![forged];
+    big.extend_from_slice(&rest[..2000]);
+    let (count_big, r) = statements(&mq, mq.complete_batch("q", &big)).await;
+    let r = r.expect("complete 2,001");
+    assert!(!r[0].ok, "a forged token completes nothing");
+    assert!(r[1..].iter().all(|r| r.ok), "every live lock completes");
+    assert!(
+        count_big <= count_small + 2,
+        "{count_big} statements for 2,001 items, {count_small} for 100 (a stale item adds its lookups)"
+    );
+    let left = mq.stats("q").await.expect("stats");
+    assert_eq!(left.locked, 3000 - 100 - 2000);
     mq.close().await;
 }
