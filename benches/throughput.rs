@@ -33,9 +33,6 @@ struct World {
     /// The same store with every call sent to its writer thread (`caller_thread(false)`),
     /// the alternative measured beside it.
     writer: Engine<SqliteStore>,
-    /// The same store in leader mode (`leader(true)`): calls that find it busy are run
-    /// by the caller that frees it, on its own thread.
-    leader: Engine<SqliteStore>,
     bare: Connection,
     n: Arc<AtomicUsize>,
 }
@@ -43,31 +40,28 @@ struct World {
 fn world(sync: Synchronous) -> World {
     let rt = mqlite_benches::runtime();
     let dir = tempfile::tempdir().expect("tempdir");
-    let open = |file: &str, caller_thread: bool, leader: bool| {
+    let open = |file: &str, caller_thread: bool| {
         let path = dir.path().join(file).display().to_string();
         rt.block_on(async {
             let store = SqliteStore::open(
                 SqliteOptions::new(path)
                     .clock(SystemClock::shared())
                     .synchronous(sync)
-                    .caller_thread(caller_thread)
-                    .leader(leader),
+                    .caller_thread(caller_thread),
             )
             .await
             .expect("open");
             mqlite_benches::engine_with_queue(store, Q, QueueConfig::default()).await
         })
     };
-    let engine = open("store.db", true, false);
-    let writer = open("writer.db", false, false);
-    let leader = open("leader.db", true, true);
+    let engine = open("store.db", true);
+    let writer = open("writer.db", false);
     let bare = mqlite_benches::bare_sqlite(&dir.path().join("bare.db"), sync == Synchronous::Full);
     World {
         rt,
         _dir: dir,
         engine,
         writer,
-        leader,
         bare,
         n: Arc::new(AtomicUsize::new(0)),
     }
@@ -75,12 +69,8 @@ fn world(sync: Synchronous) -> World {
 
 impl World {
     /// The two forms of the store, by bench name.
-    fn stores(&self) -> [(&'static str, &Engine<SqliteStore>); 3] {
-        [
-            ("mqlite", &self.engine),
-            ("mqlite-writer", &self.writer),
-            ("mqlite-leader", &self.leader),
-        ]
+    fn stores(&self) -> [(&'static str, &Engine<SqliteStore>); 2] {
+        [("mqlite", &self.engine), ("mqlite-writer", &self.writer)]
     }
 
     /// Runs `bench` under the lateness probe and reports it under `group/name`, with

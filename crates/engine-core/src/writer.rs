@@ -29,7 +29,7 @@
 //! application transaction, a sweep, a large batch) is always sent to the thread.
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
@@ -397,38 +397,9 @@ struct Slot<T> {
     /// shared commit beats a commit per call on the callers' threads (measured:
     /// docs/benchmark.md).
     contended: AtomicBool,
-    /// Groups of one call in a row, on the writer thread or a leader's: at
-    /// [`SOLO_GROUPS_UNCONTENDED`] the store is no longer contended.
-    solo_groups: AtomicU32,
-    /// Leader mode ([`WriterThread::set_leader`]): the calls made while the store was
-    /// busy, waiting for whoever takes the handle next to run them as one group.
-    pending: Mutex<Vec<Box<dyn GroupedCall<T>>>>,
-    /// How many calls `pending` holds, read without its lock.
-    pending_len: AtomicUsize,
 }
 
 impl<T> Slot<T> {
-    /// Counts a group of `n` calls toward the end of a contention.
-    fn ran_group(&self, n: usize) {
-        let solo = if n == 1 {
-            self.solo_groups.fetch_add(1, Ordering::Relaxed) + 1
-        } else {
-            self.solo_groups.store(0, Ordering::Relaxed);
-            0
-        };
-        if solo >= SOLO_GROUPS_UNCONTENDED {
-            self.contended.store(false, Ordering::Relaxed);
-        }
-    }
-
-    /// Up to `max` of the pending calls, oldest first.
-    fn take_pending(&self, max: usize) -> Vec<Box<dyn GroupedCall<T>>> {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let n = pending.len().min(max);
-        self.pending_len.fetch_sub(n, Ordering::SeqCst);
-        pending.drain(..n).collect()
-    }
-
     /// The handle, waited for by the writer thread: a caller holds it only for one
     /// short call.
     fn lock(&self) -> MutexGuard<'_, Option<T>> {
@@ -447,7 +418,6 @@ impl<T> Slot<T> {
     /// not at work, nobody contending.
     fn idle(&self) -> bool {
         self.queued.load(Ordering::SeqCst) == 0
-            && self.pending_len.load(Ordering::SeqCst) == 0
             && !self.writer_busy.load(Ordering::SeqCst)
             && !self.contended.load(Ordering::Relaxed)
     }
@@ -458,7 +428,7 @@ impl<T> Slot<T> {
         if self.contended.load(Ordering::Relaxed) {
             return None;
         }
-        if self.queued.load(Ordering::SeqCst) != 0 || self.pending_len.load(Ordering::SeqCst) != 0 {
+        if self.queued.load(Ordering::SeqCst) != 0 {
             self.contended.store(true, Ordering::Relaxed);
             return None;
         }
@@ -516,9 +486,6 @@ pub struct WriterThread<T> {
     /// Whether a short grouped call may run on its caller's thread when the store is
     /// idle (see the module docs).
     inline: AtomicBool,
-    /// Whether a short grouped call that finds the store busy waits for a leader
-    /// ([`WriterThread::set_leader`]) rather than for the writer thread.
-    leader: AtomicBool,
 }
 
 impl<T: Send + 'static> WriterThread<T> {
@@ -537,9 +504,6 @@ impl<T: Send + 'static> WriterThread<T> {
             queued: AtomicUsize::new(0),
             writer_busy: AtomicBool::new(false),
             contended: AtomicBool::new(false),
-            solo_groups: AtomicU32::new(0),
-            pending: Mutex::new(Vec::new()),
-            pending_len: AtomicUsize::new(0),
         });
         let shared = slot.clone();
         let thread_clock = clock.clone();
@@ -558,9 +522,8 @@ impl<T: Send + 'static> WriterThread<T> {
                 let _ = ready_tx.send(Ok(()));
                 serve(&shared, &thread_clock, &jobs_rx);
                 // The handle closes before the guard is released, so the next opener
-                // finds a quiet file; calls still pending are answered `Closed`.
+                // finds a quiet file.
                 drop(shared.lock().take());
-                drop(shared.take_pending(usize::MAX));
                 drop(guard);
             })
             .map_err(|e| Error::backend("writer", e))?;
@@ -575,16 +538,7 @@ impl<T: Send + 'static> WriterThread<T> {
             }),
             thread: Mutex::new(Some(thread)),
             inline: AtomicBool::new(false),
-            leader: AtomicBool::new(false),
         })
-    }
-
-    /// Leader mode, for a writer with inline calls on: a short call that finds the
-    /// store busy waits in a list instead of the writer thread's channel, and whoever
-    /// frees the handle next — a caller, or the writer thread — runs the calls waiting
-    /// as one group (see the module docs).
-    pub fn set_leader(&self, on: bool) {
-        self.leader.store(on, Ordering::Relaxed);
     }
 
     /// Lets short grouped calls run on their caller's thread when the store is idle
@@ -672,30 +626,17 @@ impl<T: Send + 'static> WriterThread<T> {
     where
         T: GroupCommit,
     {
-        let short = short && self.inline.load(Ordering::Relaxed);
-        let lead = short && self.leader.load(Ordering::Relaxed);
-        let plan = if short && self.queue.slot.idle() {
+        let inline = short && self.inline.load(Ordering::Relaxed) && self.queue.slot.idle();
+        let plan = if inline {
             Plan::Inline(self.queue.clone(), f)
-        } else if lead {
-            // Waits in order with the calls made before it; led when first polled.
-            Plan::Led(self.queue.clone(), join(&self.queue, f))
         } else {
             Plan::Sent(send_grouped(&self.queue, f))
         };
         async move {
             let rx = match plan {
                 Plan::Sent(rx) => rx?,
-                Plan::Led(queue, rx) => {
-                    lead_group(&queue);
-                    rx
-                }
                 Plan::Inline(queue, f) => match run_inline(&queue, f) {
                     Ok(answer) => return answer,
-                    Err(f) if lead => {
-                        let rx = join(&queue, f);
-                        lead_group(&queue);
-                        rx
-                    }
                     Err(f) => send_grouped(&queue, f)?,
                 },
             };
@@ -735,89 +676,6 @@ enum Plan<T, F, R> {
     Inline(Arc<Queue<T>>, F),
     /// Sent to the writer thread when made.
     Sent(Result<oneshot::Receiver<Result<R>>>),
-    /// Waiting in the pending list since it was made; its caller tries to lead when
-    /// first polled.
-    Led(Arc<Queue<T>>, oneshot::Receiver<Result<R>>),
-}
-
-/// The most calls a caller's thread runs as one group for others in leader mode: the
-/// calls are short, so a group stays within the executor's budget; the calls left
-/// waiting go to the writer thread.
-const LEAD_MAX: usize = 16;
-
-/// Puts a grouped call in the pending list (leader mode).
-fn join<T, F, R>(queue: &Queue<T>, f: F) -> oneshot::Receiver<Result<R>>
-where
-    T: GroupCommit,
-    F: FnOnce(&mut T, i64) -> Result<R> + Send + 'static,
-    R: Send + 'static,
-{
-    let (tx, rx) = oneshot::channel();
-    let mut pending = queue.slot.pending.lock().unwrap_or_else(|e| e.into_inner());
-    pending.push(Box::new(Call { f, tx }));
-    queue.slot.pending_len.fetch_add(1, Ordering::SeqCst);
-    rx
-}
-
-/// Leader mode: if calls are pending and the handle is free, takes it and runs up to
-/// [`LEAD_MAX`] of them as one group on this thread, then answers them. Whoever holds
-/// the handle checks the list after letting go of it, so a call that finds the handle
-/// taken is always run by its holder: a pending call is never stranded. Calls still
-/// waiting after the group go to the writer thread.
-fn lead_group<T: GroupCommit + Send>(queue: &Queue<T>) {
-    for _ in 0..LEAD_ROUNDS {
-        if !lead_once(queue) {
-            return;
-        }
-    }
-    if queue.slot.pending_len.load(Ordering::SeqCst) != 0 {
-        // More came meanwhile: the writer thread takes them (it checks the list each
-        // time it has the handle), so this caller's thread goes back to its task.
-        let _ = queue.send(Command::Run(Box::new(|_: &mut T, _| None)));
-    }
-}
-
-/// How many groups in a row one leader runs before it hands the rest to the writer.
-const LEAD_ROUNDS: usize = 4;
-
-/// One led group; false when there was nothing to lead or the handle was taken.
-fn lead_once<T: GroupCommit + Send>(queue: &Queue<T>) -> bool {
-    let slot = &queue.slot;
-    if slot.pending_len.load(Ordering::SeqCst) == 0 {
-        return false;
-    }
-    let mut guard = match slot.handle.try_lock() {
-        Ok(g) => g,
-        Err(TryLockError::Poisoned(e)) => e.into_inner(),
-        Err(TryLockError::WouldBlock) => return false,
-    };
-    let calls = slot.take_pending(LEAD_MAX);
-    let Some(handle) = guard.as_mut() else {
-        // Closed: dropping the calls answers each of them `Closed`.
-        drop(guard);
-        drop(slot.take_pending(usize::MAX));
-        return false;
-    };
-    let n = calls.len();
-    if n == 0 {
-        return false;
-    }
-    let ran = catch_unwind(AssertUnwindSafe(|| run_group(handle, &queue.clock, calls)));
-    queue.inline_calls.fetch_add(n as u64, Ordering::Relaxed);
-    slot.ran_group(n);
-    let due = ran.is_ok() && handle.maintenance_due();
-    drop(guard);
-    if due {
-        let _ = queue.send(Command::Run(Box::new(|h: &mut T, _| {
-            h.maintain();
-            None
-        })));
-    }
-    match ran {
-        Ok(answers) => answers.into_iter().for_each(|a| a()),
-        Err(_) => tracing::error!(calls = n, "a led group commit panicked"),
-    }
-    true
 }
 
 /// Sends a grouped call to the writer thread.
@@ -865,7 +723,7 @@ where
             None
         })));
     }
-    let out = match ran {
+    Ok(match ran {
         Err(panic) => Err(Error::backend(
             "store",
             JobPanicked(panic_text(panic.as_ref())),
@@ -876,39 +734,31 @@ where
             }
             rx.try_recv().unwrap_or(Err(Error::Closed))
         }
-    };
-    // Calls that came while this one ran wait for the holder to let go (leader mode).
-    lead_group(queue);
-    Ok(out)
+    })
 }
 
 /// The writer thread's loop: runs each command with the handle, grouping the grouped
 /// calls waiting, until closed or every sender is gone.
 fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T>>) {
     let mut next: Option<Command<T>> = None;
+    let mut solo_groups = 0u32;
     loop {
-        // Calls pending for a leader (leader mode) are run first: this thread has just
-        // let go of the handle, or was woken to take them.
         let cmd = match next.take() {
-            Some(c) => Some(c),
-            None if slot.pending_len.load(Ordering::SeqCst) != 0 => None,
+            Some(c) => c,
             None => match next_command(jobs, slot) {
-                Some(c) => Some(c),
+                Some(c) => c,
                 None => return,
             },
         };
-        if cmd.is_some() {
-            // Taken: a caller that comes now waits for the handle, not behind this
-            // command.
-            slot.queued.fetch_sub(1, Ordering::SeqCst);
-        }
+        // Taken: a caller that comes now waits for the handle, not behind this command.
+        slot.queued.fetch_sub(1, Ordering::SeqCst);
         let mut guard = slot.lock();
         let Some(handle) = guard.as_mut() else { return };
         let answers: Vec<Answer> = match cmd {
-            None => run_calls(slot, handle, clock, Vec::new()),
-            Some(Command::Grouped(first)) => {
+            Command::Grouped(first) => {
                 // Every grouped call already waiting joins this group; the first other
                 // command waits for the commit.
+                let ops = first.ops();
                 let mut calls = vec![first];
                 while calls.len() < MAX_GROUP {
                     match jobs.try_recv() {
@@ -923,55 +773,41 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                         Err(_) => break,
                     }
                 }
-                run_calls(slot, handle, clock, calls)
-            }
-            // A job's panic is caught in the job (its caller gets an error); this is the
-            // last line, so the writer keeps serving.
-            Some(Command::Run(job)) => {
-                match catch_unwind(AssertUnwindSafe(|| job(handle, clock))) {
-                    Ok(answer) => answer.into_iter().collect(),
+                let n = calls.len();
+                // Calls that keep arriving alone (a lone caller that once met a
+                // checkpoint) may try their own thread again; calls that arrive
+                // together keep sharing commits here.
+                solo_groups = if n == 1 { solo_groups + 1 } else { 0 };
+                if solo_groups >= SOLO_GROUPS_UNCONTENDED {
+                    slot.contended.store(false, Ordering::Relaxed);
+                }
+                match catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls))) {
+                    Ok(answers) => {
+                        if (ops.maintenance_due)(handle) {
+                            (ops.maintain)(handle);
+                        }
+                        answers
+                    }
                     Err(_) => {
-                        tracing::error!("a writer job panicked; the writer goes on");
+                        tracing::error!(calls = n, "a group commit panicked; the writer goes on");
                         Vec::new()
                     }
                 }
             }
-            Some(Command::Close) => return,
+            // A job's panic is caught in the job (its caller gets an error); this is the
+            // last line, so the writer keeps serving.
+            Command::Run(job) => match catch_unwind(AssertUnwindSafe(|| job(handle, clock))) {
+                Ok(answer) => answer.into_iter().collect(),
+                Err(_) => {
+                    tracing::error!("a writer job panicked; the writer goes on");
+                    Vec::new()
+                }
+            },
+            Command::Close => return,
         };
         slot.unlock(guard);
         for a in answers {
             a();
-        }
-    }
-}
-
-/// Runs `calls` and the calls pending for a leader, up to [`MAX_GROUP`], as one group on
-/// the writer thread, then the handle's maintenance if due.
-fn run_calls<T>(
-    slot: &Slot<T>,
-    handle: &mut T,
-    clock: &SharedClock,
-    mut calls: Vec<Box<dyn GroupedCall<T>>>,
-) -> Vec<Answer> {
-    calls.extend(slot.take_pending(MAX_GROUP.saturating_sub(calls.len())));
-    let Some(first) = calls.first() else {
-        return Vec::new();
-    };
-    let ops = first.ops();
-    let n = calls.len();
-    // Calls that keep arriving alone (a lone caller that once met a checkpoint) may
-    // try their own thread again; calls that arrive together keep sharing commits.
-    slot.ran_group(n);
-    match catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls))) {
-        Ok(answers) => {
-            if (ops.maintenance_due)(handle) {
-                (ops.maintain)(handle);
-            }
-            answers
-        }
-        Err(_) => {
-            tracing::error!(calls = n, "a group commit panicked; the writer goes on");
-            Vec::new()
         }
     }
 }

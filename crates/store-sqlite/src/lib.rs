@@ -90,11 +90,6 @@ pub struct SqliteOptions {
     /// (docs/benchmark.md), for a program that wants its executor threads to run no
     /// SQLite at all.
     pub caller_thread: bool,
-    /// With `caller_thread`, how calls that find the store busy share a commit: led
-    /// (true), a caller that frees the store runs the calls waiting as one group on
-    /// its own thread; or (false) they go to the writer thread, which runs them as one
-    /// group. Measured side by side in docs/benchmark.md.
-    pub leader: bool,
 }
 
 impl SqliteOptions {
@@ -105,15 +100,7 @@ impl SqliteOptions {
             synchronous: Synchronous::from_env(),
             clock: SystemClock::shared(),
             caller_thread: true,
-            leader: false,
         }
-    }
-
-    /// How calls that find the store busy share a commit (see
-    /// [`SqliteOptions::leader`]).
-    pub fn leader(mut self, on: bool) -> Self {
-        self.leader = on;
-        self
     }
 
     /// Whether short calls may run on the caller's thread (see
@@ -191,8 +178,7 @@ impl SqliteStore {
         // caller's thread. Under FULL every commit does, so every call goes to the
         // writer thread, where waiting calls share one commit and its fsync.
         let inline = options.caller_thread && sync == Synchronous::Normal;
-        let leader = inline && options.leader;
-        let writer = Writer::start(options.clock.clone(), inline, leader, move || {
+        let writer = Writer::start(options.clock.clone(), inline, move || {
             // The lock comes first: nothing, not even the guard check, reads a file that
             // another writer holds.
             let guard = match &location {

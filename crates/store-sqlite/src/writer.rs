@@ -145,7 +145,6 @@ impl Writer {
     pub(crate) async fn start<T: 'static>(
         clock: SharedClock,
         inline: bool,
-        leader: bool,
         open: impl FnOnce() -> Result<(Connection, T)> + Send + 'static,
     ) -> Result<Self> {
         let commits = Arc::new(AtomicU64::new(0));
@@ -165,7 +164,6 @@ impl Writer {
         })
         .await?;
         thread.set_inline(inline);
-        thread.set_leader(leader);
         Ok(Writer { thread, commits })
     }
 
