@@ -5,13 +5,23 @@
 //! shutdown stop receiving, let running handlers finish within a grace period and
 //! abandon the rest.
 //!
-//! Completions are coalesced: the handlers' `Ok`s go to one completer task, which
-//! completes whatever has gathered while its previous call ran in one
+//! Completions and renewals are coalesced: the handlers' `Ok`s go to one completer task,
+//! which completes whatever has gathered while its previous call ran in one
 //! [`Engine::complete_batch`] (one transaction) — with 4 handlers at once, up to 4
-//! messages a commit instead of one, and no waiting when only one is done.
+//! messages a commit instead of one, and no waiting when only one is done — and the
+//! renewals of long handlers go to one renewer task the same way
+//! ([`Engine::renew_batch`]).
+//!
+//! Prefetch: one receive claims enough for the free handlers and a small buffer
+//! ([`Worker::prefetch`], by default as many as the concurrency), so a busy worker
+//! claims several messages per transaction instead of one per freed handler. A
+//! buffered message whose lease is half spent when its turn comes is renewed first (in
+//! one batch with the others), and on shutdown the buffered messages are abandoned at
+//! once, for another consumer, without waiting for their leases.
 //!
 //! Every wait reads the engine's clock, so a test drives a worker with a manual clock.
 
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +32,7 @@ use tokio::task::JoinSet;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::store::Store;
-use crate::types::{LockRef, Message, ReceiveOptions};
+use crate::types::{LockRef, Message, ReceiveOptions, SeqNumber};
 
 /// What a handler says about a message it could not process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +135,9 @@ pub struct WorkerReport {
     pub abandoned_at_shutdown: u64,
     /// Settlements refused with LockLost (the lease was lost despite renewals).
     pub lock_lost: u64,
+    /// Prefetched messages never handed to a handler: abandoned at shutdown for another
+    /// consumer, or whose lease was lost while they waited in the buffer.
+    pub returned_unstarted: u64,
 }
 
 /// The reason a worker writes on the messages it dead-letters.
@@ -137,6 +150,7 @@ pub struct Worker<S: Store, F> {
     queue: String,
     handler: Arc<F>,
     concurrency: usize,
+    prefetch: Option<usize>,
     poll_wait: Duration,
     grace: Duration,
     retry: RetryPolicy,
@@ -175,6 +189,7 @@ impl<S: Store> Engine<S> {
             queue: queue.to_owned(),
             handler: Arc::new(handler),
             concurrency: 1,
+            prefetch: None,
             poll_wait: Duration::from_secs(5),
             grace: Duration::from_secs(30),
             retry: RetryPolicy::default(),
@@ -191,6 +206,15 @@ where
     /// Runs up to `n` handlers at once (at least 1).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.clamp(1, crate::engine::MAX_RECEIVE_BATCH as usize);
+        self
+    }
+
+    /// How many messages beyond the free handlers one receive may claim and hold in a
+    /// buffer (default: the concurrency; 0 claims only what the free handlers take).
+    /// Buffered messages are locked to this worker: other consumers of the queue do not
+    /// see them until they are handled, or abandoned at shutdown.
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = Some(n.min(crate::engine::MAX_RECEIVE_BATCH as usize));
         self
     }
 
@@ -224,11 +248,24 @@ where
         let report = Arc::new(std::sync::Mutex::new(WorkerReport::default()));
         let permits = Arc::new(Semaphore::new(self.concurrency));
         let (completions, gathered) = mpsc::unbounded_channel();
-        let completer = tokio::spawn(complete_coalesced(
+        let completer = tokio::spawn(coalesced(
             self.engine.clone(),
             self.queue.clone(),
             gathered,
+            Op::Complete,
         ));
+        let (renewals, gathered) = mpsc::unbounded_channel();
+        let renewer = tokio::spawn(coalesced(
+            self.engine.clone(),
+            self.queue.clone(),
+            gathered,
+            Op::Renew,
+        ));
+        let prefetch = self.prefetch.unwrap_or(self.concurrency);
+        let max_claim =
+            (self.concurrency + prefetch).min(crate::engine::MAX_RECEIVE_BATCH as usize);
+        // Each claimed message with the time its lease was last set.
+        let mut buffer: VecDeque<(Message, i64)> = VecDeque::new();
         // Flipped when the grace period ends: every job still in its handler abandons.
         let (expire, expired) = watch::channel(false);
         let mut tasks = JoinSet::new();
@@ -246,20 +283,26 @@ where
             while let Ok(p) = permits.clone().try_acquire_owned() {
                 slots.push(p);
             }
-            let options = ReceiveOptions {
-                max_messages: slots.len() as u32,
-                wait: self.poll_wait,
-                ..Default::default()
-            };
-            let got = tokio::select! {
-                _ = &mut shutdown => break Ok(()),
-                got = self.engine.receive(&self.queue, options) => got,
-            };
-            let messages = match got {
-                Ok(m) => m,
-                Err(e) => break Err(e),
-            };
-            for (m, permit) in messages.into_iter().zip(slots.drain(..)) {
+            if buffer.is_empty() {
+                let options = ReceiveOptions {
+                    max_messages: max_claim.max(slots.len()) as u32,
+                    wait: self.poll_wait,
+                    ..Default::default()
+                };
+                let got = tokio::select! {
+                    _ = &mut shutdown => break Ok(()),
+                    got = self.engine.receive(&self.queue, options) => got,
+                };
+                let now = self.engine.clock().now_ms();
+                match got {
+                    Ok(m) => buffer.extend(m.into_iter().map(|m| (m, now))),
+                    Err(e) => break Err(e),
+                }
+            } else {
+                self.refresh(&mut buffer, slots.len(), &report).await;
+            }
+            let ready = slots.len().min(buffer.len());
+            for ((m, _), permit) in buffer.drain(..ready).zip(slots.drain(..)) {
                 let job = Job {
                     engine: self.engine.clone(),
                     queue: self.queue.clone(),
@@ -268,6 +311,7 @@ where
                     report: report.clone(),
                     expired: expired.clone(),
                     completions: completions.clone(),
+                    renewals: renewals.clone(),
                 };
                 tasks.spawn(async move {
                     job.run(m).await;
@@ -277,7 +321,19 @@ where
             // Reap finished tasks so the set does not grow.
             while tasks.try_join_next().is_some() {}
         };
-        // Shutdown: no more receives; the running handlers get the grace period.
+        // Shutdown: no more receives; the buffered messages go back at once, for
+        // another consumer; the running handlers get the grace period.
+        for (m, _) in buffer.drain(..) {
+            let lock = LockRef::from(&m);
+            if self
+                .engine
+                .abandon(&self.queue, lock, Duration::ZERO)
+                .await
+                .is_ok()
+            {
+                count(&report, |r| r.returned_unstarted += 1);
+            }
+        }
         let clock = self.engine.clock().clone();
         let deadline = clock
             .now_ms()
@@ -293,12 +349,72 @@ where
         // settling finishes its settlement first, so nothing finished is abandoned.
         let _ = expire.send(true);
         while tasks.join_next().await.is_some() {}
-        // Every job has its answer; the completer ends with the last sender.
+        // Every job has its answer; the completer and renewer end with the last sender.
         drop(completions);
+        drop(renewals);
         let _ = completer.await;
+        let _ = renewer.await;
         let report = *report.lock().unwrap_or_else(|e| e.into_inner());
         outcome.map(|()| report)
     }
+
+    /// Before the first `n` buffered messages go to handlers: those whose lease is half
+    /// spent are renewed in one batch; one whose lease is lost (reaped, or expired) is
+    /// dropped from the buffer and counted, for it is another consumer's now.
+    async fn refresh(
+        &self,
+        buffer: &mut VecDeque<(Message, i64)>,
+        n: usize,
+        report: &std::sync::Mutex<WorkerReport>,
+    ) {
+        let now = self.engine.clock().now_ms();
+        let stale: Vec<LockRef> = buffer
+            .iter()
+            .take(n)
+            .filter(|(m, since)| half_spent(m.locked_until_ms, *since, now))
+            .map(|(m, _)| LockRef::from(m))
+            .collect();
+        if stale.is_empty() {
+            return;
+        }
+        let renewed: HashMap<SeqNumber, i64> =
+            match self.engine.renew_batch(&self.queue, &stale).await {
+                Ok(results) => results
+                    .iter()
+                    .filter(|r| r.ok)
+                    .map(|r| (r.seq, r.locked_until_ms))
+                    .collect(),
+                // The store failed: the leases may still hold; the jobs' own renewals
+                // or settlements will tell.
+                Err(_) => return,
+            };
+        let stale: HashSet<SeqNumber> = stale.iter().map(|l| l.seq).collect();
+        buffer.retain_mut(|(m, since)| {
+            if !stale.contains(&m.seq) {
+                return true;
+            }
+            match renewed.get(&m.seq) {
+                Some(until) => {
+                    m.locked_until_ms = *until;
+                    *since = now;
+                    true
+                }
+                None => {
+                    count(report, |r| r.returned_unstarted += 1);
+                    false
+                }
+            }
+        });
+    }
+}
+
+/// Whether half of a lease set at `since` and ending at `until` has passed by `now`.
+fn half_spent(until: i64, since: i64, now: i64) -> bool {
+    now - since >= (until - since) / 2
+}
+
+fn count(report: &std::sync::Mutex<WorkerReport>, f: impl FnOnce(&mut WorkerReport)) {
+    f(&mut report.lock().unwrap_or_else(|e| e.into_inner()));
 }
 
 /// One message's handling: the handler in its own task (a panic stays there), the lock
@@ -310,23 +426,36 @@ struct Job<S: Store, F> {
     retry: RetryPolicy,
     report: Arc<std::sync::Mutex<WorkerReport>>,
     expired: watch::Receiver<bool>,
-    completions: mpsc::UnboundedSender<Completion>,
+    completions: mpsc::UnboundedSender<Coalesced>,
+    renewals: mpsc::UnboundedSender<Coalesced>,
 }
 
-/// A completion handed to the completer, and where its outcome goes: whether it took
-/// effect (false: the lock was lost), or why the call failed.
-type Completion = (LockRef, oneshot::Sender<std::result::Result<bool, String>>);
+/// What a coalescing task does with the locks the jobs hand it.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Complete,
+    Renew,
+}
 
-/// The most completions one call of the completer carries.
+/// A lock handed to the completer or the renewer, and where its outcome goes: the
+/// lease's new end (0 for a completion) when it took effect, None when the lock was
+/// lost, or why the call failed.
+type Coalesced = (
+    LockRef,
+    oneshot::Sender<std::result::Result<Option<i64>, String>>,
+);
+
+/// The most locks one call of the completer or the renewer carries.
 const MAX_COALESCED: usize = 256;
 
-/// Completes what the jobs hand over, coalescing what gathers while a call runs into
-/// the next one: one message alone is completed as it would be by its job, several in
-/// one batch (2.7: each item settles or reports its lost lock on its own).
-async fn complete_coalesced<S: Store>(
+/// Completes (or renews) what the jobs hand over, coalescing what gathers while a call
+/// runs into the next one: one lock alone is settled as its job would settle it, several
+/// in one batch (2.7, 2.8: each item settles or reports its lost lock on its own).
+async fn coalesced<S: Store>(
     engine: Engine<S>,
     queue: String,
-    mut gathered: mpsc::UnboundedReceiver<Completion>,
+    mut gathered: mpsc::UnboundedReceiver<Coalesced>,
+    op: Op,
 ) {
     while let Some(first) = gathered.recv().await {
         let mut batch = vec![first];
@@ -339,21 +468,31 @@ async fn complete_coalesced<S: Store>(
         if batch.len() == 1
             && let Some((lock, reply)) = batch.pop()
         {
-            let outcome = match engine.complete(&queue, lock).await {
-                Ok(()) => Ok(true),
-                Err(Error::LockLost { .. }) => Ok(false),
-                Err(e) => Err(e.to_string()),
+            let outcome = match op {
+                Op::Complete => engine.complete(&queue, lock).await.map(|()| 0),
+                Op::Renew => engine.renew(&queue, lock).await,
             };
-            let _ = reply.send(outcome);
+            let _ = reply.send(match outcome {
+                Ok(until) => Ok(Some(until)),
+                Err(Error::LockLost { .. }) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            });
             continue;
         }
         let locks: Vec<LockRef> = batch.iter().map(|(l, _)| *l).collect();
-        match engine.complete_batch(&queue, &locks).await {
+        let results = match op {
+            Op::Complete => engine.complete_batch(&queue, &locks).await,
+            Op::Renew => engine.renew_batch(&queue, &locks).await,
+        };
+        match results {
             Ok(results) => {
-                let ok: std::collections::HashMap<_, _> =
-                    results.iter().map(|r| (r.seq, r.ok)).collect();
+                let took: HashMap<SeqNumber, i64> = results
+                    .iter()
+                    .filter(|r| r.ok)
+                    .map(|r| (r.seq, r.locked_until_ms))
+                    .collect();
                 for (lock, reply) in batch {
-                    let _ = reply.send(Ok(ok.get(&lock.seq).copied().unwrap_or(false)));
+                    let _ = reply.send(Ok(took.get(&lock.seq).copied()));
                 }
             }
             Err(e) => {
@@ -399,7 +538,7 @@ where
                     return;
                 }
                 _ = clock.sleep_until(renew_at) => {
-                    match self.engine.renew(&self.queue, lock).await {
+                    match self.coalesced(&self.renewals, Op::Renew, lock).await {
                         Ok(until) => locked_until = until,
                         // The lease is gone; the handler finishes, its settlement will
                         // be refused and counted.
@@ -439,25 +578,36 @@ where
         }
     }
 
-    /// Completes through the worker's completer (coalesced with other jobs'), or alone
-    /// if the completer is gone.
-    async fn complete(&self, lock: LockRef) -> Result<()> {
+    /// Completes or renews through the worker's completer or renewer (coalesced with
+    /// other jobs'), or alone if it is gone. The lease's new end (0 for a completion).
+    async fn coalesced(
+        &self,
+        to: &mpsc::UnboundedSender<Coalesced>,
+        op: Op,
+        lock: LockRef,
+    ) -> Result<i64> {
+        let alone = || async {
+            match op {
+                Op::Complete => self.engine.complete(&self.queue, lock).await.map(|()| 0),
+                Op::Renew => self.engine.renew(&self.queue, lock).await,
+            }
+        };
         let (reply, outcome) = oneshot::channel();
-        if self.completions.send((lock, reply)).is_err() {
-            return self.engine.complete(&self.queue, lock).await;
+        if to.send((lock, reply)).is_err() {
+            return alone().await;
         }
         match outcome.await {
-            Ok(Ok(true)) => Ok(()),
-            Ok(Ok(false)) => Err(Error::LockLost {
+            Ok(Ok(Some(until))) => Ok(until),
+            Ok(Ok(None)) => Err(Error::LockLost {
                 reason: crate::error::LockLostReason::Unknown,
             }),
             Ok(Err(why)) => Err(Error::backend("worker", std::io::Error::other(why))),
-            Err(_) => self.engine.complete(&self.queue, lock).await,
+            Err(_) => alone().await,
         }
     }
 
     fn count(&self, f: impl FnOnce(&mut WorkerReport)) {
-        f(&mut self.report.lock().unwrap_or_else(|e| e.into_inner()));
+        count(&self.report, f);
     }
 
     /// Settles and counts. A settlement that fails otherwise than LockLost (the engine
@@ -465,7 +615,10 @@ where
     async fn settle(&self, how: Settle, lock: LockRef) {
         let q = &self.queue;
         let result = match &how {
-            Settle::Complete => self.complete(lock).await,
+            Settle::Complete => self
+                .coalesced(&self.completions, Op::Complete, lock)
+                .await
+                .map(|_| ()),
             Settle::Retry(delay) => {
                 let delay = (*delay).min(crate::engine::MAX_ABANDON_DELAY);
                 self.engine.abandon(q, lock, delay).await

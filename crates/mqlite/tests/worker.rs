@@ -591,3 +591,120 @@ async fn completions_of_concurrent_handlers_share_commits() {
     assert_eq!(commits, 1, "four completions, one commit");
     assert_eq!(mq.stats(Q).await.expect("stats").active, 0);
 }
+
+/// Prefetch: one receive claims for the free handler and the buffer; at shutdown the
+/// buffered messages go back at once (active, for another consumer), not at the end of
+/// their leases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefetched_messages_wait_locked_and_go_back_at_shutdown() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let mq = engine(&clock, 60_000).await;
+    let batch = (0..6).map(|i| OutMessage::new(format!("m{i}"))).collect();
+    mq.send_batch(Q, batch).await.expect("send");
+    let started = Arc::new(Notify::new());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = {
+        let started = started.clone();
+        let w = mq
+            .worker(Q, move |_m| {
+                let started = started.clone();
+                async move {
+                    started.notify_one();
+                    std::future::pending::<()>().await;
+                    Ok(())
+                }
+            })
+            .concurrency(1)
+            .prefetch(3)
+            .grace(Duration::from_secs(1));
+        tokio::spawn(w.run_until(async {
+            let _ = stopped.await;
+        }))
+    };
+    started.notified().await;
+    let stats = mq.stats(Q).await.expect("stats");
+    assert_eq!(
+        (stats.locked, stats.active),
+        (4, 2),
+        "one receive claimed the handler's message and three for the buffer"
+    );
+    stop.send(()).expect("stop");
+    for _ in 0..20 {
+        if worker.is_finished() {
+            break;
+        }
+        clock.advance(500);
+        for _ in 0..1_000 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let report = worker.await.expect("join").expect("worker");
+    assert_eq!(
+        (report.returned_unstarted, report.abandoned_at_shutdown),
+        (3, 1),
+        "{report:?}"
+    );
+    let stats = mq.stats(Q).await.expect("stats");
+    assert_eq!((stats.active, stats.locked), (6, 0), "all six are back");
+    mq.close().await;
+}
+
+/// A buffered message whose lease is half spent when its handler frees up is renewed
+/// first: the handler gets it with a whole lease ahead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_buffered_message_is_renewed_before_its_handler_starts() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let mq = engine(&clock, 10_000).await;
+    let batch = (0..2).map(|i| OutMessage::new(format!("m{i}"))).collect();
+    mq.send_batch(Q, batch).await.expect("send");
+    let first_started = Arc::new(Notify::new());
+    let release_first = Arc::new(Notify::new());
+    let (seen_tx, mut seen) = mpsc::unbounded_channel::<i64>();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = {
+        let (started, release) = (first_started.clone(), release_first.clone());
+        let w = mq
+            .worker(Q, move |m| {
+                let (started, release, seen_tx) =
+                    (started.clone(), release.clone(), seen_tx.clone());
+                async move {
+                    if m.body() == b"m0" {
+                        started.notify_one();
+                        release.notified().await;
+                    } else {
+                        let _ = seen_tx.send(m.locked_until_ms);
+                    }
+                    Ok(())
+                }
+            })
+            .concurrency(1)
+            .prefetch(1);
+        tokio::spawn(w.run_until(async {
+            let _ = stopped.await;
+        }))
+    };
+    first_started.notified().await;
+    let claimed_at = clock.now();
+    // Past half of the second message's lease (10 s), before the first's own renewal
+    // (at two thirds).
+    clock.advance(6_000);
+    release_first.notify_one();
+    let until = seen.recv().await.expect("the second handler ran");
+    assert_eq!(
+        until,
+        claimed_at + 6_000 + 10_000,
+        "renewed to a whole lease from the moment its handler got it"
+    );
+    eventually("both completed", || async {
+        mq.stats(Q).await.expect("stats").total == 0
+    })
+    .await;
+    stop.send(()).expect("stop");
+    let report = worker.await.expect("join").expect("worker");
+    assert_eq!(
+        (report.completed, report.returned_unstarted),
+        (2, 0),
+        "{report:?}"
+    );
+    mq.close().await;
+}
