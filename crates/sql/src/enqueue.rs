@@ -102,13 +102,37 @@ SELECT :queue, j.value ->> 'key', j.value ->> 'hash', j.value ->> 'seq', :expire
 /// body.
 pub const MAX_CHUNK_BYTES: usize = 256 << 20;
 
-/// Stores `messages` in `queue` within the surrounding transaction.
+/// Stores `messages` in `queue` within the surrounding transaction, as a part of a
+/// larger flow (a publish, an application's transaction).
 pub async fn enqueue<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    messages: Vec<OutMessage>,
+    options: SendOptions,
+) -> Result<Vec<EnqueueSlot>> {
+    enqueue_in(x, now, queue, messages, options, false).await
+}
+
+/// Stores `messages` in `queue` as the whole of its transaction: the last statement may
+/// carry the commit ([`SqlExec::execute_last`]; a remote store saves a round trip).
+pub async fn enqueue_alone<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    messages: Vec<OutMessage>,
+    options: SendOptions,
+) -> Result<Vec<EnqueueSlot>> {
+    enqueue_in(x, now, queue, messages, options, true).await
+}
+
+async fn enqueue_in<X: SqlExec>(
     x: &mut X,
     now: i64,
     queue: &str,
     mut messages: Vec<OutMessage>,
     options: SendOptions,
+    whole: bool,
 ) -> Result<Vec<EnqueueSlot>> {
     let cfg = load_queue(x, queue).await?;
     require_groups(queue, &cfg, &messages)?;
@@ -134,6 +158,11 @@ pub async fn enqueue<X: SqlExec>(
     let waiting = waiting_flags(&lines, &busy);
 
     let mut seqs: HashMap<usize, SeqNumber> = HashMap::new();
+    // The insert is the flow's last statement unless dedup entries follow it.
+    let keyed = fresh
+        .iter()
+        .any(|i| matches!(plans[*i], Plan::Insert { key: Some(_) }));
+    let last = whole && !keyed;
     // What every row of this send shares, bound once per statement.
     let shared = || {
         vec![
@@ -148,7 +177,11 @@ pub async fn enqueue<X: SqlExec>(
         let mut row = shared();
         let values = row_values(&mut messages[i], lines[0].as_deref(), waiting[0]);
         row.extend(ONE_ROW_NAMES.into_iter().zip(values));
-        let done = x.execute(INSERT_ONE, &row).await?;
+        let done = if last {
+            x.execute_last(INSERT_ONE, &row).await?
+        } else {
+            x.execute(INSERT_ONE, &row).await?
+        };
         if done.changes != 1 {
             return Err(Error::backend(
                 "sql",
@@ -171,7 +204,12 @@ pub async fn enqueue<X: SqlExec>(
                 }),
             );
             let params = values::bind(values, SHARED_PARAMS + values::rows_for(n) * ROW_PARAMS);
-            let done = x.execute(INSERT_ROWS.get(n), &params).await?;
+            let text = INSERT_ROWS.get(n);
+            let done = if last && pos + n == fresh.len() {
+                x.execute_last(text, &params).await?
+            } else {
+                x.execute(text, &params).await?
+            };
             if done.changes != n as u64 {
                 return Err(Error::backend(
                     "sql",

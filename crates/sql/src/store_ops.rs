@@ -38,7 +38,7 @@ macro_rules! store_ops {
         options: $crate::core::SendOptions,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::EnqueueSlot>>> + Send {
         self.sql_tx_sized(messages.len(), async move |x, now| {
-            $crate::enqueue::enqueue(x, now, &queue, messages, options).await
+            $crate::enqueue::enqueue_alone(x, now, &queue, messages, options).await
         })
     }
 

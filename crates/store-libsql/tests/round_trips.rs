@@ -73,6 +73,14 @@ async fn flat(dir: tempfile::TempDir) -> Outcome {
     let (many, _) = sent(&mq, mq.send_batch("q", batch("b", 64))).await;
     check("send_batch", one, many)?;
     at_most_three("send_batch", many)?;
+    // Without dedup ids the insert is the send's last statement: COMMIT rides with it.
+    if (one, many) != (2, 2) {
+        return Err(format!(
+            "a send without dedup ids took {one} and {many} round trips, not 2 (BEGIN, the \
+             epoch check and the queue's row; the insert and COMMIT)"
+        )
+        .into());
+    }
     mq.send_batch("q", batch("c", 64)).await?;
 
     let (one, a) = sent(&mq, mq.receive("q", ReceiveOptions::batch(1))).await;
