@@ -835,10 +835,21 @@ impl<S: Store> Engine<S> {
             )));
         }
         let _g = self.admit().await?;
-        self.inner
+        let results = self
+            .inner
             .store
             .renew_batch(queue.to_owned(), locks.to_vec())
-            .await
+            .await?;
+        // A renewed lease that then lapses makes its message claimable at its new end.
+        if let Some(end) = results
+            .iter()
+            .filter(|r| r.ok)
+            .map(|r| r.locked_until_ms)
+            .min()
+        {
+            self.inner.due.note(queue, end);
+        }
+        Ok(results)
     }
 
     // ----- admin --------------------------------------------------------------------

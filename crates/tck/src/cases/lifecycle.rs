@@ -378,7 +378,7 @@ pub async fn p1_8_long_poll_wakes_when_work_is_freed<F: Access>(ctx: Ctx<F>) -> 
 }
 
 /// 1.8 A message that becomes eligible on a timer — a scheduled send, an abandon with
-/// a delay, a lease that lapses — wakes a long-poll parked on its queue when its time
+/// a delay, a lease that lapses (at the end its last renewal set) — wakes a long-poll parked on its queue when its time
 /// comes, without waiting for a sweep: the background loops are off and the long-poll
 /// has no periodic re-check, so only the engine's own wake-up can end each wait.
 pub async fn p1_8_long_poll_wakes_when_a_timer_comes_due<F: Access>(ctx: Ctx<F>) -> TckResult {
@@ -427,6 +427,20 @@ pub async fn p1_8_long_poll_wakes_when_a_timer_comes_due<F: Access>(ctx: Ctx<F>)
     let got = take(waiter.await?)?;
     assert_eq!(got.seq, seq, "a lapsed lease wakes at its time");
     assert_eq!(got.delivery_count, 3);
+
+    // A renewed lease lapses at its new end, not at the one its claim handed out.
+    ctx.clock.advance(1_000);
+    let until = mq.renew(Q, &got).await?;
+    let waiter = parked_receiver(&mq, Q).await?;
+    ctx.clock.advance(1_000);
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!waiter.is_finished(), "the renewed lease still holds");
+    ctx.clock.advance(until - ctx.clock.now());
+    let got = take(waiter.await?)?;
+    assert_eq!(got.seq, seq, "a renewed lease wakes at its new end");
+    assert_eq!(got.delivery_count, 4);
     Ok(())
 }
 
