@@ -5,10 +5,11 @@
 //!
 //! `cargo bench -p mqlite-benches --bench throughput` (quick: add `-- --quick`; the
 //! groups: single_send, producers_16, send_batch_64, drain_64, drain_single,
-//! end_to_end_4x4, worker_end_to_end, producers_16_full). Each group measures the
-//! store as shipped (`mqlite`: short calls on the caller's thread when the store is
-//! idle) and with every call on its writer thread (`mqlite-writer`), and prints the
-//! lateness probe's figures and where the calls ran beside criterion's lines.
+//! claim_complete_at_backlog, end_to_end_4x4, worker_end_to_end, producers_16_full).
+//! Each group measures the store as shipped (`mqlite`: short calls on the caller's
+//! thread when the store is idle) and with every call on its writer thread
+//! (`mqlite-writer`), and prints the lateness probe's figures and where the calls ran
+//! beside criterion's lines.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -379,6 +380,61 @@ fn drain_single(c: &mut Criterion) {
     g.finish();
 }
 
+/// The latency of one claim and its completion behind a backlog of 1,000 and of 200,000
+/// plain messages (one more is sent after each, outside the measurement, so the
+/// backlog keeps its size), against the bare drain loop of one row at the same backlog.
+fn claim_complete_at_backlog(c: &mut Criterion) {
+    for backlog in [1_000usize, 200_000] {
+        let w = world(Synchronous::Normal);
+        let group = format!("claim_complete_at_backlog/{backlog}");
+        let mut g = c.benchmark_group(&group);
+        configure(&mut g, 1);
+        for chunk in (0..backlog).step_by(1_000) {
+            let n = (backlog - chunk).min(1_000);
+            w.bare_insert_tx(n);
+            for (_, engine) in w.stores() {
+                let batch = (0..n).map(|_| OutMessage::new(w.next())).collect();
+                w.rt.block_on(engine.send_batch(Q, batch)).expect("fill");
+            }
+        }
+        g.bench_function("bare", |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    assert_eq!(w.bare_drain(1), 1);
+                    spent += start.elapsed();
+                    w.bare_insert(1);
+                }
+                spent
+            })
+        });
+        for (name, engine) in w.stores() {
+            w.probed(&group, name, || {
+                g.bench_function(name, |b| {
+                    b.iter_custom(|iters| {
+                        w.rt.block_on(async {
+                            let mut spent = Duration::ZERO;
+                            for _ in 0..iters {
+                                let start = Instant::now();
+                                let m = engine.receive_one(Q).await.expect("receive").expect("one");
+                                engine.complete(Q, &m).await.expect("complete");
+                                spent += start.elapsed();
+                                engine
+                                    .send(Q, OutMessage::new(w.next()))
+                                    .await
+                                    .expect("refill");
+                            }
+                            spent
+                        })
+                    })
+                });
+            });
+        }
+        g.finish();
+    }
+}
+
 /// 4 producers and 4 consumers with single operations until 256 messages are sent,
 /// received and completed (the round ends at the last completion, not when the idle
 /// consumers' long-polls run out), against 256 autocommit INSERTs.
@@ -515,6 +571,7 @@ criterion_group!(
     send_batch_64,
     drain_64,
     drain_single,
+    claim_complete_at_backlog,
     end_to_end_4x4,
     worker_end_to_end,
     producers_16_full
