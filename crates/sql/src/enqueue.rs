@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::exec::{SqlExec, Value};
 use crate::line::busy_lines;
-use crate::rows::{encode_event, encode_properties, load_queue};
+use crate::rows::{encode_event, encode_properties, load_queue_next_seq};
 use crate::values::{self, Texts};
 
 /// Live dedup entries for the keys of `:keys` (a JSON array), one primary-key seek each
@@ -22,22 +22,10 @@ pub const DEDUP_LOOKUP: &str = "SELECT d.dedup_key, d.seq, d.body_hash FROM mqli
  WHERE d.queue = :queue AND d.expires_at > :now
    AND d.dedup_key IN (SELECT value FROM json_each(:keys))";
 
-/// The sequence number a send starts from: above both the largest number present and
-/// the `seq_floor` that the `mqlite_seq_floor` trigger records when the largest row is
-/// deleted, so numbers never repeat (G1) without AUTOINCREMENT's `sqlite_sequence` row
-/// rewritten on every insert. A send writes no page beyond its rows and their index
-/// entries.
-macro_rules! next_seq {
-    () => {
-        "max(coalesce((SELECT max(id) FROM mqlite_messages), 0),
-            coalesce((SELECT CAST(value AS INTEGER) FROM mqlite_meta
-                       WHERE key = 'seq_floor'), 0)) + 1"
-    };
-}
-
-/// The values of a send that every row shares, bound as `?1` … `?6` of
-/// [`INSERT_ROWS`]: queue, state, now, visible_at, expires_at, and the number of rows.
-pub const SHARED_PARAMS: usize = 6;
+/// The values of a send that every row shares, bound as `?1` … `?7` of
+/// [`INSERT_ROWS`]: queue, state, now, visible_at, expires_at, the number of rows, and
+/// the first row's sequence number.
+pub const SHARED_PARAMS: usize = 7;
 
 /// The values of one row of [`INSERT_ROWS`], bound positionally after the shared ones:
 /// line, waiting, body, message_id, group_id, subject, correlation_id, reply_to,
@@ -51,24 +39,23 @@ const _: () = assert!(
 );
 
 /// The multi-row INSERT of a send, one text per size of [`crate::values`]: up to `n`
-/// rows from positionally bound values, rows at or past `?6` left out. The rows take
-/// contiguous sequence numbers from one reading of the next number, in row order (G1):
-/// the statement reads the table it writes, so SQLite computes every row before it
-/// inserts the first.
+/// rows from positionally bound values, rows at or past `?6` left out. Row k takes
+/// sequence number `?7 + k`, read with the queue ([`crate::rows::SELECT_QUEUE_NEXT_SEQ`]) in the
+/// same transaction, so numbers increase in batch order and are contiguous (G1). The
+/// statement does not read the table it writes, so SQLite inserts the rows as it reads
+/// them, with no copy in between.
 pub static INSERT_ROWS: Texts = Texts::new(|| {
     values::build(
         mqlite_engine_core::engine::MAX_SEND_BATCH.next_power_of_two(),
         |n| {
             format!(
-                "WITH next_seq(base) AS (SELECT {})
-INSERT INTO mqlite_messages (id, queue, state, line, waiting, enqueued_at, visible_at,
-       expires_at, body, message_id, group_id, subject, correlation_id, reply_to,
-       content_type, properties, event)
-SELECT next_seq.base + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
+                "INSERT INTO mqlite_messages (id, queue, state, line, waiting, enqueued_at,
+       visible_at, expires_at, body, message_id, group_id, subject, correlation_id,
+       reply_to, content_type, properties, event)
+SELECT ?7 + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
        coalesce(v.column4, X''), v.column5, v.column6, v.column7, v.column8, v.column9,
        v.column10, v.column11, v.column12
-  FROM next_seq, (VALUES {}) AS v WHERE v.column1 < ?6 ORDER BY v.column1",
-                next_seq!(),
+  FROM (VALUES {}) AS v WHERE v.column1 < ?6",
                 values::rows(SHARED_PARAMS + 1, n, ROW_PARAMS, true)
             )
         },
@@ -76,19 +63,14 @@ SELECT next_seq.base + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
 });
 
 /// One row from bound values: a send of one message, the common case, pays no JSON
-/// encoding, parsing or hex for its body (a third of a send's time when it did). The
-/// sequence number is chosen as in [`INSERT_ROWS`].
-pub const INSERT_ONE: &str = concat!(
-    r#"INSERT INTO mqlite_messages (id, queue, state, line, waiting,
+/// encoding, parsing or hex for its body (a third of a send's time when it did). Its
+/// sequence number `:id` is read as in [`INSERT_ROWS`].
+pub const INSERT_ONE: &str = "INSERT INTO mqlite_messages (id, queue, state, line, waiting,
        enqueued_at, visible_at, expires_at, body, message_id, group_id, subject,
        correlation_id, reply_to, content_type, properties, event)
-VALUES ("#,
-    next_seq!(),
-    r#",
-       :queue, :state, :line, :waiting, :now, :visible_at, :expires_at,
+VALUES (:id, :queue, :state, :line, :waiting, :now, :visible_at, :expires_at,
        coalesce(:body, X''), :message_id, :group_id, :subject, :correlation_id,
-       :reply_to, :content_type, :properties, :event)"#
-);
+       :reply_to, :content_type, :properties, :event)";
 
 /// The dedup entries of the fresh rows (an expired entry for a key is replaced).
 pub const DEDUP_INSERT: &str = "INSERT OR REPLACE INTO mqlite_dedup
@@ -134,7 +116,7 @@ async fn enqueue_in<X: SqlExec>(
     options: SendOptions,
     whole: bool,
 ) -> Result<Vec<EnqueueSlot>> {
-    let cfg = load_queue(x, queue).await?;
+    let (cfg, mut next_seq) = load_queue_next_seq(x, queue).await?;
     require_groups(queue, &cfg, &messages)?;
     let Timing {
         state,
@@ -175,6 +157,7 @@ async fn enqueue_in<X: SqlExec>(
     };
     if let [i] = fresh[..] {
         let mut row = shared();
+        row.push((":id", Value::from(next_seq)));
         let values = row_values(&mut messages[i], lines[0].as_deref(), waiting[0]);
         row.extend(ONE_ROW_NAMES.into_iter().zip(values));
         let done = if last {
@@ -188,21 +171,21 @@ async fn enqueue_in<X: SqlExec>(
                 crate::exec::CorruptRow(format!("inserted {} rows of 1", done.changes)),
             ));
         }
-        seqs.insert(i, SeqNumber(done.last_insert_rowid));
+        seqs.insert(i, SeqNumber(next_seq));
     } else {
         let mut pos = 0;
         while pos < fresh.len() {
             let n = piece_len(&messages, &fresh[pos..]);
             let shared = shared().into_iter().map(|(_, v)| v);
-            let values = shared.chain([Value::from(n as i64)]).chain(
-                fresh[pos..pos + n].iter().enumerate().flat_map(|(k, &i)| {
+            let values = shared
+                .chain([Value::from(n as i64), Value::from(next_seq)])
+                .chain(fresh[pos..pos + n].iter().enumerate().flat_map(|(k, &i)| {
                     row_values(
                         &mut messages[i],
                         lines[pos + k].as_deref(),
                         waiting[pos + k],
                     )
-                }),
-            );
+                }));
             let params = values::bind(values, SHARED_PARAMS + values::rows_for(n) * ROW_PARAMS);
             let text = INSERT_ROWS.get(n);
             let done = if last && pos + n == fresh.len() {
@@ -216,12 +199,10 @@ async fn enqueue_in<X: SqlExec>(
                     crate::exec::CorruptRow(format!("inserted {} rows of {n}", done.changes)),
                 ));
             }
-            // One statement on the one writer: the numbers are contiguous, in row order,
-            // and end at the last one.
-            let first = done.last_insert_rowid - n as i64 + 1;
             for (k, &i) in fresh[pos..pos + n].iter().enumerate() {
-                seqs.insert(i, SeqNumber(first + k as i64));
+                seqs.insert(i, SeqNumber(next_seq + k as i64));
             }
+            next_seq += n as i64;
             pos += n;
         }
     }

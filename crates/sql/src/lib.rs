@@ -125,6 +125,7 @@ pub static STATEMENTS: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
 /// The statements whose text is a constant.
 pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("SELECT_QUEUE", rows::SELECT_QUEUE),
+    ("SELECT_QUEUE_NEXT_SEQ", rows::SELECT_QUEUE_NEXT_SEQ),
     ("DEDUP_LOOKUP", enqueue::DEDUP_LOOKUP),
     ("DEDUP_INSERT", enqueue::DEDUP_INSERT),
     ("INSERT_ONE", enqueue::INSERT_ONE),

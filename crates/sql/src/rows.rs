@@ -13,6 +13,9 @@ use crate::exec::{Row, SqlExec, Value};
 /// How many columns [`message`] reads (`message_columns!`).
 pub const MESSAGE_WIDTH: usize = 19;
 
+/// The number of columns of `queue_columns!()`, which [`queue_row`] decodes.
+pub const QUEUE_WIDTH: usize = 10;
+
 /// Decodes the columns of `message_columns!` starting at `at`.
 pub fn message(r: &Row, at: usize) -> Result<Message> {
     let properties = r.opt_text(at + 17)?;
@@ -110,24 +113,53 @@ pub const SELECT_QUEUE: &str = concat!(
     " FROM mqlite_queues WHERE name = :name"
 );
 
+/// [`SELECT_QUEUE`] and the sequence number the next message takes (a send reads both
+/// in one statement): above both the largest number present and the `seq_floor` that
+/// the `mqlite_seq_floor` trigger records when the largest row is deleted, so numbers
+/// never repeat (G1) without AUTOINCREMENT's `sqlite_sequence` row rewritten on every
+/// insert. Read inside the send's own transaction, which the one writer holds.
+pub const SELECT_QUEUE_NEXT_SEQ: &str = concat!(
+    "SELECT ",
+    queue_columns!(),
+    ", max(coalesce((SELECT max(id) FROM mqlite_messages), 0),
+            coalesce((SELECT CAST(value AS INTEGER) FROM mqlite_meta
+                       WHERE key = 'seq_floor'), 0)) + 1
+  FROM mqlite_queues WHERE name = :name"
+);
+
+/// The row `sql` (one of the queue reads) returns for an existing name, or `NotFound`.
+async fn load_row<X: SqlExec>(x: &mut X, sql: &'static str, name: &str) -> Result<Row> {
+    let mut rows = x.query(sql, &[(":name", Value::from(name))]).await?;
+    if rows.is_empty() {
+        return Err(Error::queue_not_found(name));
+    }
+    Ok(rows.swap_remove(0))
+}
+
 /// The kind and configuration of an existing name, or `NotFound`.
 pub async fn load_any<X: SqlExec>(x: &mut X, name: &str) -> Result<(QueueKind, QueueConfig)> {
-    let rows = x
-        .query(SELECT_QUEUE, &[(":name", Value::from(name))])
-        .await?;
-    match rows.first() {
-        Some(r) => queue_row(r, 0),
-        None => Err(Error::queue_not_found(name)),
+    queue_row(&load_row(x, SELECT_QUEUE, name).await?, 0)
+}
+
+/// A topic holds no messages: refused where a queue is needed.
+fn holding(name: &str, row: (QueueKind, QueueConfig)) -> Result<QueueConfig> {
+    match row {
+        (QueueKind::Topic, _) => Err(Error::invalid(format!(
+            "{name:?} is a topic: publish to it, receive from its subscriptions"
+        ))),
+        (_, config) => Ok(config),
     }
 }
 
 /// The configuration of a queue that holds messages (a queue or a subscription's
 /// backing queue); a topic holds none and is refused.
 pub async fn load_queue<X: SqlExec>(x: &mut X, name: &str) -> Result<QueueConfig> {
-    match load_any(x, name).await? {
-        (QueueKind::Topic, _) => Err(Error::invalid(format!(
-            "{name:?} is a topic: publish to it, receive from its subscriptions"
-        ))),
-        (_, config) => Ok(config),
-    }
+    holding(name, load_any(x, name).await?)
+}
+
+/// [`load_queue`] and the next sequence number ([`SELECT_QUEUE_NEXT_SEQ`]).
+pub async fn load_queue_next_seq<X: SqlExec>(x: &mut X, name: &str) -> Result<(QueueConfig, i64)> {
+    let row = load_row(x, SELECT_QUEUE_NEXT_SEQ, name).await?;
+    let config = holding(name, queue_row(&row, 0)?)?;
+    Ok((config, row.int(QUEUE_WIDTH)?))
 }

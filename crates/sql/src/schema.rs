@@ -71,7 +71,7 @@ pub const SCHEMA: &[&str] = &[
     // Every message of a queue by sequence number: Peek in any state, deleting a queue.
     "CREATE INDEX mqlite_msg_queue ON mqlite_messages(queue, id)",
     // Sequence numbers never repeat (G1): deleting the largest row records it as the
-    // floor the next send starts above (see enqueue::insert_rows).
+    // floor the next send starts above (see rows::SELECT_QUEUE_NEXT_SEQ).
     // (Written as the libSQL client renders it, so both stores keep the same text.)
     "CREATE TRIGGER mqlite_seq_floor AFTER DELETE ON mqlite_messages \
 WHEN old.id > coalesce((SELECT max(id) FROM mqlite_messages), 0) BEGIN
