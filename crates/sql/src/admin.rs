@@ -142,6 +142,7 @@ pub async fn upsert_queue<X: SqlExec>(
         let current = existing.map_or(cfg.ordering_mode, |(_, mode)| mode);
         return Err(mode_change_refused(name, current));
     }
+    x.queues_changed();
     x.execute(
         UPSERT_QUEUE,
         &[
@@ -165,6 +166,7 @@ pub async fn upsert_queue<X: SqlExec>(
 
 /// Deletes a name and everything it owns.
 pub async fn delete_queue<X: SqlExec>(x: &mut X, name: &str) -> Result<bool> {
+    x.queues_changed();
     let mut last = 0;
     for text in DELETE_QUEUE {
         last = x

@@ -5,7 +5,7 @@
 
 use std::future::Future;
 
-use mqlite_engine_core::{Error, Result};
+use mqlite_engine_core::{Error, QueueConfig, QueueKind, Result};
 
 /// A SQL value as bound and as read.
 #[derive(Debug, Clone, PartialEq)]
@@ -193,4 +193,20 @@ pub trait SqlExec {
     ) -> impl Future<Output = Result<Executed>> {
         self.execute(sql, params)
     }
+
+    /// A queue's kind and configuration as the driver knows them without asking the
+    /// database: only a driver that can vouch that nothing else changed the row since
+    /// a committed transaction read it (a remote store while it owns the database)
+    /// answers; the default asks every time.
+    fn known_queue(&self, _name: &str) -> Option<(QueueKind, QueueConfig)> {
+        None
+    }
+
+    /// The flow read a queue's row: the driver may remember it once the transaction
+    /// commits.
+    fn read_queue(&mut self, _name: &str, _row: &(QueueKind, QueueConfig)) {}
+
+    /// The flow wrote queue rows (created, changed or deleted a queue): whatever the
+    /// driver remembers of them is forgotten, whatever the transaction's outcome.
+    fn queues_changed(&mut self) {}
 }

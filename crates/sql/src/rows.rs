@@ -138,7 +138,12 @@ async fn load_row<X: SqlExec>(x: &mut X, sql: &'static str, name: &str) -> Resul
 
 /// The kind and configuration of an existing name, or `NotFound`.
 pub async fn load_any<X: SqlExec>(x: &mut X, name: &str) -> Result<(QueueKind, QueueConfig)> {
-    queue_row(&load_row(x, SELECT_QUEUE, name).await?, 0)
+    if let Some(row) = x.known_queue(name) {
+        return Ok(row);
+    }
+    let row = queue_row(&load_row(x, SELECT_QUEUE, name).await?, 0)?;
+    x.read_queue(name, &row);
+    Ok(row)
 }
 
 /// A topic holds no messages: refused where a queue is needed.
@@ -160,6 +165,7 @@ pub async fn load_queue<X: SqlExec>(x: &mut X, name: &str) -> Result<QueueConfig
 /// [`load_queue`] and the next sequence number ([`SELECT_QUEUE_NEXT_SEQ`]).
 pub async fn load_queue_next_seq<X: SqlExec>(x: &mut X, name: &str) -> Result<(QueueConfig, i64)> {
     let row = load_row(x, SELECT_QUEUE_NEXT_SEQ, name).await?;
-    let config = holding(name, queue_row(&row, 0)?)?;
-    Ok((config, row.int(QUEUE_WIDTH)?))
+    let queue = queue_row(&row, 0)?;
+    x.read_queue(name, &queue);
+    Ok((holding(name, queue)?, row.int(QUEUE_WIDTH)?))
 }

@@ -3,7 +3,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use mqlite_engine_core::Result;
+use std::collections::HashMap;
+
+use mqlite_engine_core::{QueueConfig, QueueKind, Result};
 use mqlite_sql::{Executed, Params, Row, SqlExec, Value};
 
 use crate::db;
@@ -37,6 +39,40 @@ pub(crate) struct Exec<'t> {
     pub(crate) retries: Option<&'t AtomicU64>,
     /// Set once COMMIT went out with the flow's last statement.
     pub(crate) committed: bool,
+    /// The queues' rows this owner knows (None: ask every time, as inside an
+    /// application's transaction).
+    pub(crate) queues: Option<&'t QueueCache>,
+    /// Rows this flow read, remembered once it commits.
+    pub(crate) read: Vec<(String, (QueueKind, QueueConfig))>,
+    /// Whether this flow wrote queue rows.
+    pub(crate) changed: bool,
+}
+
+/// The rows of `mqlite_queues` this owner read in committed transactions. Only the
+/// owner writes the database, and every write of a queue row goes through a flow that
+/// says so ([`SqlExec::queues_changed`]: creating, changing or deleting a queue or a
+/// subscription; an application's transaction has no such operation), which empties
+/// this; a takeover deposes the owner, whose every call then fails. So a flow can skip the read of the queue's row
+/// and its first statement is its work: a receive and a settlement each save a round
+/// trip.
+#[derive(Debug, Default)]
+pub(crate) struct QueueCache(std::sync::Mutex<HashMap<String, (QueueKind, QueueConfig)>>);
+
+impl QueueCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (QueueKind, QueueConfig)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// After a flow: forget everything if it wrote queue rows (whether or not it
+    /// committed: an answerless COMMIT may have landed), else remember what it read if
+    /// it committed.
+    pub(crate) fn settle(&self, x: &mut Exec<'_>, committed: bool) {
+        if x.changed {
+            self.lock().clear();
+        } else if committed {
+            self.lock().extend(x.read.drain(..));
+        }
+    }
 }
 
 /// How many times a request that opens a transaction is retried while the server is
@@ -257,6 +293,20 @@ pub(crate) async fn rows<N: AsRef<str> + Sync>(
 }
 
 impl SqlExec for Exec<'_> {
+    fn known_queue(&self, name: &str) -> Option<(QueueKind, QueueConfig)> {
+        self.queues?.lock().get(name).cloned()
+    }
+
+    fn read_queue(&mut self, name: &str, row: &(QueueKind, QueueConfig)) {
+        if self.queues.is_some() {
+            self.read.push((name.to_owned(), row.clone()));
+        }
+    }
+
+    fn queues_changed(&mut self) {
+        self.changed = true;
+    }
+
     async fn query(&mut self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>> {
         self.send(sql, params).await.map(|(rows, _)| rows)
     }

@@ -158,6 +158,8 @@ pub(crate) struct Inner {
     sent: Sent,
     retries: std::sync::atomic::AtomicU64,
     closed: AtomicBool,
+    /// The queues' rows this owner knows ([`exec::QueueCache`]).
+    queues: exec::QueueCache,
 }
 
 impl std::fmt::Debug for LibsqlStore {
@@ -205,6 +207,7 @@ impl LibsqlStore {
             sent: Sent::default(),
             retries: std::sync::atomic::AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            queues: exec::QueueCache::default(),
         });
         owner::spawn_renewal(Arc::downgrade(&inner));
         Ok(LibsqlStore { inner })
@@ -412,22 +415,30 @@ where
         opening: Some(&inner.lease),
         retries: Some(&inner.retries),
         committed: false,
+        queues: Some(&inner.queues),
+        read: Vec::new(),
+        changed: false,
     };
     let out = CatchUnwind(Box::pin(f(&mut x, now))).await;
     let (opened, committed) = (x.opened(), x.committed);
     match out {
         Ok(Ok(out)) => {
-            if opened && !committed {
+            let done = if opened && !committed {
                 inner.sent.add();
-                commit_stream(&conn).await?;
-            }
-            Ok(out)
+                commit_stream(&conn).await
+            } else {
+                Ok(())
+            };
+            inner.queues.settle(&mut x, done.is_ok());
+            done.map(|()| out)
         }
         Ok(Err(e)) => {
+            inner.queues.settle(&mut x, false);
             abandon_stream(&conn).await;
             Err(e)
         }
         Err(panic) => {
+            inner.queues.settle(&mut x, false);
             abandon_stream(&conn).await;
             std::panic::resume_unwind(panic)
         }

@@ -63,6 +63,9 @@ impl LibsqlTx<'_> {
             opening: None,
             retries: None,
             committed: false,
+            queues: None,
+            read: Vec::new(),
+            changed: false,
         };
         op(&mut x).await
     }
