@@ -23,20 +23,23 @@ pub fn rows_for(n: usize) -> usize {
         .unwrap_or(SIZES[SIZES.len() - 1])
 }
 
-/// The texts of one statement, one per size, built once by `text(rows)`.
+/// The texts of one statement, one per size up to the statement's largest batch,
+/// built on first use.
 pub struct Texts {
     texts: LazyLock<Vec<String>>,
 }
 
 impl Texts {
-    /// The texts `text(size)` for every size up to `max` rows.
+    /// The texts `build` makes (with [`build`]: one per size, smallest first).
     pub const fn new(build: fn() -> Vec<String>) -> Self {
         Self {
             texts: LazyLock::new(build),
         }
     }
 
-    /// The text for `n` rows.
+    /// The text for `n` rows: the smallest that holds them. Past the largest built,
+    /// the largest, whose parameter count then differs from the values bound, which
+    /// the driver refuses as a typed error.
     pub fn get(&'static self, n: usize) -> &'static str {
         let texts = &*self.texts;
         let i = SIZES
