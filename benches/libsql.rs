@@ -4,7 +4,9 @@
 //! recorded in docs/benchmark.md. Without sqld (scripts/install-sqld.sh) the group is
 //! left out with the reason.
 //!
-//! `cargo bench -p mqlite-benches --bench libsql` (quick: add `-- --quick`).
+//! `cargo bench -p mqlite-benches --bench libsql` (quick: add `-- --quick`). Groups:
+//! send_single, send_batch_64, receive_complete, and producers_16 (16 concurrent
+//! producers against one, the store alone).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -211,6 +213,35 @@ fn libsql_paths(c: &mut Criterion) {
             })
         });
     });
+    g.finish();
+
+    // 16 producers sending single messages at once, against one producer: the target
+    // is 8 × one (calls sharing a transaction over the network). Each round sends 16
+    // messages in all.
+    let mut g = c.benchmark_group("libsql/producers_16");
+    g.throughput(Throughput::Elements(16));
+    for producers in [1usize, 16] {
+        g.bench_function(format!("mqlite/{producers}"), |b| {
+            b.iter(|| {
+                w.rt.block_on(async {
+                    let tasks: Vec<_> = (0..producers)
+                        .map(|_| {
+                            let (e, n) = (w.engine.clone(), w.n.clone());
+                            tokio::spawn(async move {
+                                for _ in 0..16 / producers {
+                                    let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
+                                    e.send(Q, OutMessage::new(b)).await.expect("send");
+                                }
+                            })
+                        })
+                        .collect();
+                    for t in tasks {
+                        t.await.expect("producer");
+                    }
+                })
+            });
+        });
+    }
     g.finish();
     w.rt.block_on(w.engine.close());
 }
