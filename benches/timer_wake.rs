@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mqlite_engine_core::{
-    Engine, EngineOptions, LockRef, OutMessage, QueueConfig, ReceiveOptions, SendOptions,
+    Engine, EngineOptions, LockRef, Message, OutMessage, QueueConfig, ReceiveOptions, SendOptions,
     SystemClock,
 };
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
@@ -75,6 +75,19 @@ async fn receive_late(
     late
 }
 
+/// Claims the `n` messages of the queue, in batches of at most 256.
+async fn claim_all(mq: &Engine<SqliteStore>, n: usize) -> Vec<Message> {
+    let mut held = Vec::new();
+    while held.len() < n {
+        held.extend(
+            mq.receive(Q, ReceiveOptions::batch(256))
+                .await
+                .expect("claim"),
+        );
+    }
+    held
+}
+
 fn report(scenario: &str, mut late: Vec<i64>) {
     late.sort_unstable();
     let at = |q: f64| late[((late.len() as f64 * q) as usize).min(late.len() - 1)];
@@ -130,14 +143,7 @@ fn main() {
         let start = now_ms();
         let bodies = (0..n).map(|i| OutMessage::new(due(start, i, n).to_string()));
         mq.send_batch(Q, bodies.collect()).await.expect("send");
-        let mut held = Vec::new();
-        while held.len() < n {
-            held.extend(
-                mq.receive(Q, ReceiveOptions::batch(256))
-                    .await
-                    .expect("claim"),
-            );
-        }
+        let held = claim_all(&mq, n).await;
         for m in &held {
             let delay = (body_due(m.body()) - now_ms()).max(0);
             mq.abandon(Q, LockRef::from(m), Duration::from_millis(delay as u64))
@@ -153,14 +159,7 @@ fn main() {
         let mq = fresh(&dir, "leases.db", Duration::from_secs(3)).await;
         let batch = (0..n).map(|i| OutMessage::new(i.to_string()));
         mq.send_batch(Q, batch.collect()).await.expect("send");
-        let mut held = Vec::new();
-        while held.len() < n {
-            held.extend(
-                mq.receive(Q, ReceiveOptions::batch(256))
-                    .await
-                    .expect("claim"),
-            );
-        }
+        let held = claim_all(&mq, n).await;
         let until: Arc<Mutex<HashMap<Vec<u8>, i64>>> = Arc::default();
         let renewer = {
             let (mq, until) = (mq.clone(), until.clone());

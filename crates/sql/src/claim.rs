@@ -186,8 +186,10 @@ pub async fn claim<X: SqlExec>(
                     .iter()
                     .map(|r| r.int(0))
                     .collect::<Result<Vec<_>>>()?;
-                let values = [Value::from(now), Value::from(cfg.lock_ms())]
+                // The shared values lead (`?1` now, `?2` the lease), then the pairs.
+                let values = std::mem::take(&mut params)
                     .into_iter()
+                    .map(|(_, v)| v)
                     .chain(
                         ids.into_iter()
                             .zip(&tokens)

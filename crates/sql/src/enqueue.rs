@@ -84,37 +84,17 @@ SELECT :queue, j.value ->> 'key', j.value ->> 'hash', j.value ->> 'seq', :expire
 /// body.
 pub const MAX_CHUNK_BYTES: usize = 256 << 20;
 
-/// Stores `messages` in `queue` within the surrounding transaction, as a part of a
+/// Stores `messages` in `queue` within the surrounding transaction. `alone`: the send
+/// is the whole of its transaction, so its last statement may carry the commit
+/// ([`SqlExec::execute_last`]; a remote store saves a round trip); false inside a
 /// larger flow (a publish, an application's transaction).
 pub async fn enqueue<X: SqlExec>(
     x: &mut X,
     now: i64,
     queue: &str,
-    messages: Vec<OutMessage>,
-    options: SendOptions,
-) -> Result<Vec<EnqueueSlot>> {
-    enqueue_in(x, now, queue, messages, options, false).await
-}
-
-/// Stores `messages` in `queue` as the whole of its transaction: the last statement may
-/// carry the commit ([`SqlExec::execute_last`]; a remote store saves a round trip).
-pub async fn enqueue_alone<X: SqlExec>(
-    x: &mut X,
-    now: i64,
-    queue: &str,
-    messages: Vec<OutMessage>,
-    options: SendOptions,
-) -> Result<Vec<EnqueueSlot>> {
-    enqueue_in(x, now, queue, messages, options, true).await
-}
-
-async fn enqueue_in<X: SqlExec>(
-    x: &mut X,
-    now: i64,
-    queue: &str,
     mut messages: Vec<OutMessage>,
     options: SendOptions,
-    whole: bool,
+    alone: bool,
 ) -> Result<Vec<EnqueueSlot>> {
     let (cfg, mut next_seq) = load_queue_next_seq(x, queue).await?;
     require_groups(queue, &cfg, &messages)?;
@@ -144,7 +124,7 @@ async fn enqueue_in<X: SqlExec>(
     let keyed = fresh
         .iter()
         .any(|i| matches!(plans[*i], Plan::Insert { key: Some(_) }));
-    let last = whole && !keyed;
+    let last = alone && !keyed;
     // What every row of this send shares, bound once per statement.
     let shared = || {
         vec![

@@ -243,41 +243,29 @@ async fn write_receipts<X: SqlExec>(
     if done.is_empty() {
         return Ok(());
     }
-    let expires_at = Value::from(now.saturating_add(RECEIPT_TTL_MS));
-    let (text, params) = match done {
-        [one] => (
-            RECEIPT_ONE,
-            vec![
-                (":queue", Value::from(queue)),
-                (":op", Value::from(settlement.op())),
-                (":args", Value::from(settlement.receipt_args())),
-                (":expires_at", expires_at),
-                (":seq", Value::from(one.seq.0)),
-                (":token", Value::from(one.token.to_string())),
-            ],
+    let mut params = vec![
+        (":queue", Value::from(queue)),
+        (":op", Value::from(settlement.op())),
+        (":args", Value::from(settlement.receipt_args())),
+        (
+            ":expires_at",
+            Value::from(now.saturating_add(RECEIPT_TTL_MS)),
         ),
-        _ if done.len() <= BOUND_LOCKS => (
-            RECEIPT_ROWS.get(done.len()),
-            bound_pairs(
-                vec![
-                    Value::from(queue),
-                    Value::from(settlement.op()),
-                    Value::from(settlement.receipt_args()),
-                    expires_at,
-                ],
-                done,
-            ),
-        ),
-        _ => (
-            RECEIPT_INSERT,
-            vec![
-                (":queue", Value::from(queue)),
-                (":op", Value::from(settlement.op())),
-                (":args", Value::from(settlement.receipt_args())),
-                (":expires_at", expires_at),
-                (":items", Value::from(items_json(done))),
-            ],
-        ),
+    ];
+    let text = match done {
+        [one] => {
+            params.push((":seq", Value::from(one.seq.0)));
+            params.push((":token", Value::from(one.token.to_string())));
+            RECEIPT_ONE
+        }
+        _ if done.len() <= BOUND_LOCKS => {
+            params = bound_pairs(params.into_iter().map(|(_, v)| v).collect(), done);
+            RECEIPT_ROWS.get(done.len())
+        }
+        _ => {
+            params.push((":items", Value::from(items_json(done))));
+            RECEIPT_INSERT
+        }
     };
     if last {
         x.execute_last(text, &params).await?;
@@ -381,17 +369,15 @@ pub async fn complete_batch<X: SqlExec>(
     locks: &[LockRef],
 ) -> Result<Vec<BatchResult>> {
     load_queue(x, queue).await?;
-    let rows = if locks.len() <= BOUND_LOCKS {
-        let params = bound_pairs(vec![Value::from(queue), Value::from(now)], locks);
-        x.query(COMPLETE_ROWS.get(locks.len()), &params).await?
+    let mut params = vec![(":queue", Value::from(queue)), (":now", Value::from(now))];
+    let text = if locks.len() <= BOUND_LOCKS {
+        params = bound_pairs(params.into_iter().map(|(_, v)| v).collect(), locks);
+        COMPLETE_ROWS.get(locks.len())
     } else {
-        let params = [
-            (":queue", Value::from(queue)),
-            (":now", Value::from(now)),
-            (":items", Value::from(items_json(locks))),
-        ];
-        x.query(COMPLETE_MANY, &params).await?
+        params.push((":items", Value::from(items_json(locks))));
+        COMPLETE_MANY
     };
+    let rows = x.query(text, &params).await?;
     let completed = pairs(&rows)?;
     let mut departed = Departed::default();
     for r in &rows {

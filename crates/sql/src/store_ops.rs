@@ -38,7 +38,7 @@ macro_rules! store_ops {
         options: $crate::core::SendOptions,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::EnqueueSlot>>> + Send {
         self.sql_tx_sized(messages.len(), async move |x, now| {
-            $crate::enqueue::enqueue_alone(x, now, &queue, messages, options).await
+            $crate::enqueue::enqueue(x, now, &queue, messages, options, true).await
         })
     }
 
@@ -185,8 +185,10 @@ macro_rules! side_tx_ops {
             options: $crate::core::SendOptions,
         ) -> $crate::core::Result<Vec<$crate::core::EnqueueSlot>> {
             let now = self.now;
-            self.flow(async |x| $crate::enqueue::enqueue(x, now, queue, messages, options).await)
-                .await
+            self.flow(async |x| {
+                $crate::enqueue::enqueue(x, now, queue, messages, options, false).await
+            })
+            .await
         }
 
         fn now_ms(&self) -> i64 {

@@ -123,7 +123,8 @@ pub async fn publish<X: SqlExec>(
             continue;
         }
         out.push(
-            crate::enqueue::enqueue(x, now, &route.subscription, route.messages, options).await?,
+            crate::enqueue::enqueue(x, now, &route.subscription, route.messages, options, false)
+                .await?,
         );
     }
     Ok(out)

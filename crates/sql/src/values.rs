@@ -15,12 +15,18 @@ pub const SIZES: [usize; 10] = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 /// The most values one statement binds (SQLite's default limit is 32,766).
 const MAX_PARAMS: usize = 16_384;
 
+/// The index in [`SIZES`] of the smallest size that holds `n` rows (the largest past
+/// it).
+fn size_index(n: usize) -> usize {
+    SIZES
+        .iter()
+        .position(|&s| s >= n)
+        .unwrap_or(SIZES.len() - 1)
+}
+
 /// The row count of the text that holds `n` rows.
 pub fn rows_for(n: usize) -> usize {
-    SIZES
-        .into_iter()
-        .find(|&s| s >= n)
-        .unwrap_or(SIZES[SIZES.len() - 1])
+    SIZES[size_index(n)]
 }
 
 /// The texts of one statement, one per size up to the statement's largest batch,
@@ -42,12 +48,7 @@ impl Texts {
     /// the driver refuses as a typed error.
     pub fn get(&'static self, n: usize) -> &'static str {
         let texts = &*self.texts;
-        let i = SIZES
-            .iter()
-            .position(|&s| s >= n)
-            .unwrap_or(SIZES.len() - 1)
-            .min(texts.len() - 1);
-        texts[i].as_str()
+        texts[size_index(n).min(texts.len() - 1)].as_str()
     }
 
     /// Every text, with its row count.
