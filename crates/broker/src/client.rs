@@ -76,6 +76,10 @@ impl Client {
         let http = reqwest::Client::builder()
             // Longer than the longest long-poll (20 s), so a wait is never cut short.
             .timeout(Duration::from_secs(60))
+            // Shorter than the broker's idle keep-alive (its header timeout, 10 s by
+            // default), so a pooled connection is dropped here before the broker closes
+            // it under a request.
+            .pool_idle_timeout(Duration::from_secs(5))
             .build()
             .unwrap_or_default();
         Client {

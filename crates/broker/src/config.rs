@@ -6,6 +6,8 @@ use mqlite::{SharedClock, SystemClock};
 use mqlite_engine_core::engine::DEFAULT_MAX_MESSAGE_BYTES;
 use mqlite_engine_core::{Error, Result};
 
+use crate::conn::ConnLimits;
+
 /// The default listen address of the wire contract.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:6754";
 /// The default store location.
@@ -90,6 +92,8 @@ pub struct BrokerConfig {
     /// Whether the web console is served at `/ui` (`MQLITE_UI`). Off by default here;
     /// `mqlite serve` turns it on when auth is on.
     pub ui: bool,
+    /// Timeouts and the connection limit.
+    pub limits: ConnLimits,
 }
 
 impl std::fmt::Debug for BrokerConfig {
@@ -101,6 +105,7 @@ impl std::fmt::Debug for BrokerConfig {
             .field("max_message_bytes", &self.max_message_bytes)
             .field("sync", &self.sync)
             .field("ui", &self.ui)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -117,12 +122,14 @@ impl BrokerConfig {
             clock: SystemClock::shared(),
             background: true,
             ui: false,
+            limits: ConnLimits::default(),
         }
     }
 
     /// Reads the contract's environment knobs (`MQLITE_DB`, `MQLITE_TOKENS`,
-    /// `MQLITE_SYNC`, `MQLITE_MAX_MESSAGE_BYTES`, `MQLITE_UI`, and `MQLITE_ADDR` for the
-    /// address). The console is on when `MQLITE_UI` says so, or, unset, when auth is.
+    /// `MQLITE_SYNC`, `MQLITE_MAX_MESSAGE_BYTES`, `MQLITE_UI`, `MQLITE_ADDR` for the
+    /// address) and the connection bounds (`MQLITE_HEADER_TIMEOUT_MS`,
+    /// `MQLITE_BODY_TIMEOUT_MS`, `MQLITE_MAX_CONNECTIONS`). The console is on when `MQLITE_UI` says so, or, unset, when auth is.
     /// With `MQLITE_TOKENS` unset, a token is generated and returned beside the
     /// configuration so the caller prints it once.
     pub fn from_env() -> Result<(Self, Option<String>)> {
@@ -148,6 +155,19 @@ impl BrokerConfig {
                 ))
             })?;
         }
+        if let Some(v) = var("MQLITE_HEADER_TIMEOUT_MS") {
+            config.limits.header_timeout = parse_ms("MQLITE_HEADER_TIMEOUT_MS", &v)?;
+        }
+        if let Some(v) = var("MQLITE_BODY_TIMEOUT_MS") {
+            config.limits.body_timeout = parse_ms("MQLITE_BODY_TIMEOUT_MS", &v)?;
+        }
+        if let Some(v) = var("MQLITE_MAX_CONNECTIONS") {
+            config.limits.max_connections = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                Error::invalid(format!(
+                    "MQLITE_MAX_CONNECTIONS={v:?} is not a positive count"
+                ))
+            })?;
+        }
         config.ui = match var("MQLITE_UI") {
             Some(v) => parse_switch("MQLITE_UI", &v)?,
             None => config.auth != AuthConfig::Off,
@@ -165,6 +185,20 @@ pub fn parse_switch(name: &str, text: &str) -> Result<bool> {
             "{name}={text:?} is not understood: on or off"
         ))),
     }
+}
+
+/// Parses a positive number of milliseconds for the setting `name`.
+pub fn parse_ms(name: &str, text: &str) -> Result<std::time::Duration> {
+    text.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .map(std::time::Duration::from_millis)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "{name}={text:?} is not a positive number of milliseconds"
+            ))
+        })
 }
 
 /// Parses a listen address (`host:port`).

@@ -19,6 +19,7 @@
 mod auth;
 pub mod client;
 pub mod config;
+pub mod conn;
 pub mod console;
 mod prom;
 pub mod rpc;
@@ -27,6 +28,7 @@ pub mod wire;
 
 pub use client::{Client, ClientError};
 pub use config::{AuthConfig, BrokerConfig, DEFAULT_ADDR, DEFAULT_DB};
+pub use conn::ConnLimits;
 pub use console::ASSET_BYTES as CONSOLE_ASSET_BYTES;
 pub use rpc::Rpc;
 pub use server::{Broker, BrokerError, MAX_REQUEST_BYTES, VERSION};

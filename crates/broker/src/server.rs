@@ -145,6 +145,7 @@ pub(crate) struct Shared {
     started: Instant,
     draining: watch::Receiver<bool>,
     ui: bool,
+    body_timeout: Duration,
 }
 
 type St = Arc<Shared>;
@@ -177,20 +178,15 @@ impl Broker {
             started: Instant::now(),
             draining: stopped.clone(),
             ui: config.ui,
+            body_timeout: config.limits.body_timeout,
         });
         let app = router(shared);
+        let limits = config.limits;
         let engine_for_task = engine.clone();
         let task = tokio::spawn(async move {
-            let mut stopped = stopped;
-            let signal = async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            };
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(signal)
-                .await
-                .map_err(BrokerError::Serve);
+            crate::conn::serve(listener, app, limits, stopped).await;
             engine_for_task.close().await;
-            served
+            Ok(())
         });
         tracing::info!(%addr, db = %config.db, "mqlite broker listening");
         Ok(Broker {
@@ -339,8 +335,22 @@ async fn serve_rpc(
     body: Body,
 ) -> Result<Response, ApiError> {
     let principal = s.auth.check(&s.engine, headers, rpc.needs()).await?;
-    let bytes = axum::body::to_bytes(body, MAX_REQUEST_BYTES)
+    let read = tokio::time::timeout(
+        s.body_timeout,
+        axum::body::to_bytes(body, MAX_REQUEST_BYTES),
+    );
+    let bytes = read
         .await
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "deadline_exceeded",
+                format!(
+                    "the request body did not arrive within {} ms (MQLITE_BODY_TIMEOUT_MS)",
+                    s.body_timeout.as_millis()
+                ),
+            )
+        })?
         .map_err(|_| {
             ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use mqlite_broker::config::{self, Synchronous};
@@ -143,6 +144,20 @@ pub(crate) struct ServeArgs {
     /// The web console at /ui: on or off [default: on when auth is on, off without].
     #[arg(long, env = "MQLITE_UI", value_name = "on|off", value_parser = parse_ui)]
     pub(crate) ui: Option<Setting<bool>>,
+
+    /// Time a client has to send a request's headers, and to keep an idle connection
+    /// [default: 10000].
+    #[arg(long, env = "MQLITE_HEADER_TIMEOUT_MS", value_name = "MS", value_parser = parse_ms)]
+    pub(crate) header_timeout_ms: Option<Setting<Duration>>,
+
+    /// Time a client has to send a request's body [default: 60000].
+    #[arg(long, env = "MQLITE_BODY_TIMEOUT_MS", value_name = "MS", value_parser = parse_ms)]
+    pub(crate) body_timeout_ms: Option<Setting<Duration>>,
+
+    /// Connections held at once, lowered to fit the file-descriptor limit [default:
+    /// 4096].
+    #[arg(long, env = "MQLITE_MAX_CONNECTIONS", value_name = "N", value_parser = parse_count)]
+    pub(crate) max_connections: Option<Setting<usize>>,
 }
 
 impl ServeArgs {
@@ -199,6 +214,28 @@ fn parse_bytes(text: &str) -> Result<Setting<usize>, String> {
     text.parse()
         .map(|n| Setting(Some(n)))
         .map_err(|_| format!("{text:?} is not a byte count"))
+}
+
+fn parse_ms(text: &str) -> Result<Setting<Duration>, String> {
+    if text.is_empty() {
+        return Ok(Setting(None));
+    }
+    text.parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .map(|n| Setting(Some(Duration::from_millis(n))))
+        .ok_or_else(|| format!("{text:?} is not a positive number of milliseconds"))
+}
+
+fn parse_count(text: &str) -> Result<Setting<usize>, String> {
+    if text.is_empty() {
+        return Ok(Setting(None));
+    }
+    text.parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .map(|n| Setting(Some(n)))
+        .ok_or_else(|| format!("{text:?} is not a positive count"))
 }
 
 /// The kinds CreateQueue makes.

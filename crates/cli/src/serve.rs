@@ -25,6 +25,15 @@ pub(crate) fn run(a: ServeArgs) -> Result<(), Failure> {
     if let Some(Setting(Some(bytes))) = a.max_message_bytes {
         config.max_message_bytes = bytes;
     }
+    if let Some(Setting(Some(t))) = a.header_timeout_ms {
+        config.limits.header_timeout = t;
+    }
+    if let Some(Setting(Some(t))) = a.body_timeout_ms {
+        config.limits.body_timeout = t;
+    }
+    if let Some(Setting(Some(n))) = a.max_connections {
+        config.limits.max_connections = n;
+    }
     config.ui = match a.ui {
         Some(Setting(Some(on))) => on,
         _ => config.auth != AuthConfig::Off,

@@ -28,12 +28,26 @@ const ENV: &[&str] = &[
     "MQLITE_SYNC",
     "MQLITE_MAX_MESSAGE_BYTES",
     "MQLITE_UI",
+    "MQLITE_HEADER_TIMEOUT_MS",
+    "MQLITE_BODY_TIMEOUT_MS",
+    "MQLITE_MAX_CONNECTIONS",
     "MQLITE_ENDPOINT",
     "MQLITE_TOKEN",
 ];
 
 fn mqlite() -> Command {
-    let mut c = Command::new(BIN);
+    clean(Command::new(BIN))
+}
+
+/// `mqlite` started by a shell that first lowers its file-descriptor limit to `fds`.
+#[cfg(unix)]
+fn mqlite_with_fd_limit(fds: u32) -> Command {
+    let mut c = Command::new("sh");
+    c.args(["-c", &format!("ulimit -n {fds} && exec \"$0\" \"$@\""), BIN]);
+    clean(c)
+}
+
+fn clean(mut c: Command) -> Command {
     for v in ENV {
         c.env_remove(v);
     }
@@ -119,9 +133,14 @@ impl Server {
 
     /// Served over `dir`'s `q.db`.
     fn start_in(dir: TempDir, extra: &[&str]) -> Server {
+        Server::start_as(mqlite(), dir, extra)
+    }
+
+    /// Served by `command` (`mqlite`, or a shell that runs it) over `dir`'s `q.db`.
+    fn start_as(mut command: Command, dir: TempDir, extra: &[&str]) -> Server {
         let db = dir.path().join("q.db");
         let stderr = fs::File::create(dir.path().join("serve.err")).expect("a stderr file");
-        let mut child = mqlite()
+        let mut child = command
             .args(["serve", "--addr", "127.0.0.1:0", "--db"])
             .arg(&db)
             .args(extra)
@@ -893,4 +912,31 @@ fn send_carries_an_event_identity() {
     let out = received.ok();
     assert!(out.lines().next().unwrap_or("").contains("EVENT"), "{out}");
     assert!(out.contains("shop order-1"), "{out}");
+}
+
+/// A flood of connections that send half a request and wait, more than the served
+/// broker's file-descriptor limit allows, does not stop it answering: past its limit
+/// (lowered to fit the descriptors) a newcomer displaces the oldest silent connection.
+#[cfg(unix)]
+#[test]
+fn a_flood_of_silent_connections_past_the_fd_limit_does_not_stop_healthz() {
+    let s = Server::start_as(mqlite_with_fd_limit(256), scratch(), &["--tokens", TOKEN]);
+    let addr = s.endpoint.trim_start_matches("http://").to_owned();
+    let mut attackers = Vec::new();
+    for _ in 0..400 {
+        let mut c = std::net::TcpStream::connect(&addr).expect("connects");
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .expect("writes");
+        attackers.push(c);
+    }
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        assert_eq!(get_status(&s, "/healthz"), 200);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "/healthz took {:?} under the flood",
+            started.elapsed()
+        );
+    }
+    drop(attackers);
 }

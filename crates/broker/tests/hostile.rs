@@ -1,0 +1,190 @@
+//! The broker against hostile and careless clients, over real sockets on loopback: each
+//! attack ends in a bounded outcome (the connection closed or refused with a typed
+//! answer, `/healthz` answered for everyone else). Bounds are lowered in the broker's
+//! configuration so each case takes well under a second of real time; the timeouts here
+//! are guards against a hang, never waits for something to happen.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use common::*;
+use mqlite_broker::{AuthConfig, ConnLimits};
+
+/// Longest a case waits for an answer that should come at once; only a failure waits it.
+const GUARD: Duration = Duration::from_secs(10);
+
+fn limits(header_ms: u64, body_ms: u64, max_connections: usize) -> ConnLimits {
+    ConnLimits {
+        header_timeout: Duration::from_millis(header_ms),
+        body_timeout: Duration::from_millis(body_ms),
+        max_connections,
+    }
+}
+
+/// Reads until the server closes the connection (or the guard passes: a failure).
+async fn read_to_close(conn: &mut TcpStream) -> String {
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(GUARD, conn.read_to_end(&mut answer)).await;
+    match read {
+        Ok(_) => String::from_utf8_lossy(&answer).into_owned(),
+        Err(_) => panic!(
+            "the server held the connection past {GUARD:?}; read so far: {:?}",
+            String::from_utf8_lossy(&answer)
+        ),
+    }
+}
+
+/// `GET /healthz` on a fresh connection: the status line, within `within`.
+async fn healthz(addr: SocketAddr, within: Duration) -> String {
+    let ask = async {
+        let mut conn = TcpStream::connect(addr).await.expect("connects");
+        conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .expect("writes");
+        let mut answer = Vec::new();
+        let _ = conn.read_to_end(&mut answer).await;
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    match tokio::time::timeout(within, ask).await {
+        Ok(answer) => answer.lines().next().unwrap_or_default().to_owned(),
+        Err(_) => panic!("/healthz did not answer within {within:?}"),
+    }
+}
+
+/// Opens `n` connections that each send the start of a request and nothing more.
+async fn slowloris(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut c = TcpStream::connect(addr).await.expect("connects");
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .expect("writes");
+        held.push(c);
+    }
+    held
+}
+
+#[tokio::test]
+async fn a_request_whose_headers_never_end_is_closed_at_the_header_timeout() {
+    let w = world_with(AuthConfig::Off, |c| c.limits = limits(200, 60_000, 64)).await;
+    let addr = w.broker.addr();
+    let mut attacker = slowloris(addr, 1).await.remove(0);
+    // Others are answered while the attacker holds its connection...
+    assert_eq!(
+        healthz(addr, Duration::from_secs(1)).await,
+        "HTTP/1.1 200 OK"
+    );
+    // ...and the attacker's connection ends without an answer.
+    let answer = read_to_close(&mut attacker).await;
+    assert!(!answer.contains("200 OK"), "{answer:?}");
+    w.broker.shutdown().await.expect("stops");
+}
+
+#[tokio::test]
+async fn an_idle_connection_that_never_asks_is_closed_at_the_header_timeout() {
+    let w = world_with(AuthConfig::Off, |c| c.limits = limits(200, 60_000, 64)).await;
+    let mut idle = TcpStream::connect(w.broker.addr()).await.expect("connects");
+    assert_eq!(read_to_close(&mut idle).await, "");
+    w.broker.shutdown().await.expect("stops");
+}
+
+#[tokio::test]
+async fn a_body_that_never_ends_is_answered_408_at_the_body_timeout() {
+    let w = world_with(AuthConfig::Tokens(vec![ADMIN.into()]), |c| {
+        c.limits = limits(10_000, 200, 64)
+    })
+    .await;
+    let mut conn = TcpStream::connect(w.broker.addr()).await.expect("connects");
+    let head = format!(
+        "POST /mqlite.v1.QueueService/Send HTTP/1.1\r\nHost: x\r\n\
+         Authorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\n\
+         Transfer-Encoding: chunked\r\n\r\n5\r\n{{\"que\r\n"
+    );
+    conn.write_all(head.as_bytes()).await.expect("writes");
+    let answer = read_to_close(&mut conn).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer:?}");
+    assert!(
+        answer.contains("\"code\":\"deadline_exceeded\""),
+        "{answer:?}"
+    );
+    assert!(answer.contains("MQLITE_BODY_TIMEOUT_MS"), "{answer:?}");
+    w.broker.shutdown().await.expect("stops");
+}
+
+#[tokio::test]
+async fn a_caller_without_a_token_is_answered_before_its_body_is_read() {
+    let w = world_with(AuthConfig::Tokens(vec![ADMIN.into()]), |c| {
+        c.limits = limits(10_000, 60_000, 64)
+    })
+    .await;
+    let mut conn = TcpStream::connect(w.broker.addr()).await.expect("connects");
+    conn.write_all(
+        b"POST /mqlite.v1.QueueService/Send HTTP/1.1\r\nHost: x\r\n\
+          Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"que\r\n",
+    )
+    .await
+    .expect("writes");
+    let answer = read_to_close(&mut conn).await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer:?}");
+    w.broker.shutdown().await.expect("stops");
+}
+
+/// Past the connection limit, silent connections give way: a newcomer displaces the
+/// oldest connection serving nothing, so `/healthz` answers at once however many
+/// attackers connect.
+#[tokio::test]
+async fn silent_connections_past_the_limit_do_not_stop_anyone_else() {
+    let w = world_with(AuthConfig::Off, |c| c.limits = limits(10_000, 60_000, 16)).await;
+    let addr = w.broker.addr();
+    let attackers = slowloris(addr, 100).await;
+    for _ in 0..5 {
+        assert_eq!(
+            healthz(addr, Duration::from_secs(1)).await,
+            "HTTP/1.1 200 OK"
+        );
+    }
+    drop(attackers);
+    w.broker.shutdown().await.expect("stops");
+}
+
+/// When every held connection is serving a request (parked long-polls), a newcomer is
+/// refused at once with 503 `unavailable` naming the setting, and the long-polls are
+/// untouched.
+#[tokio::test]
+async fn past_the_limit_with_every_connection_busy_a_newcomer_is_refused_with_503() {
+    let w = world_with(AuthConfig::Off, |c| c.limits = limits(10_000, 60_000, 4)).await;
+    let addr = w.broker.addr();
+    w.create_queue("q", Default::default()).await;
+    let mut polls = Vec::new();
+    for _ in 0..4 {
+        let mut c = TcpStream::connect(addr).await.expect("connects");
+        let body = r#"{"queue":"q","wait_time_ms":20000}"#;
+        let req = format!(
+            "POST /mqlite.v1.QueueService/Receive HTTP/1.1\r\nHost: x\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        c.write_all(req.as_bytes()).await.expect("writes");
+        polls.push(c);
+    }
+    let mut waiters = w.broker.engine().long_poll_waiters();
+    tokio::time::timeout(GUARD, waiters.wait_for(|n| *n >= 4))
+        .await
+        .expect("the four receives park")
+        .expect("the engine runs");
+    let refused = healthz(addr, Duration::from_secs(1)).await;
+    assert_eq!(refused, "HTTP/1.1 503 Service Unavailable");
+    // The parked polls answer (empty) when the broker stops.
+    let stop = tokio::spawn(w.broker.shutdown());
+    for mut c in polls {
+        let answer = read_to_close(&mut c).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+        assert!(answer.contains(r#"{"messages":[]}"#), "{answer:?}");
+    }
+    stop.await.expect("joins").expect("stops");
+}
