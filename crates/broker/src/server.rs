@@ -267,9 +267,12 @@ fn router(shared: St) -> Router {
     for &rpc in Rpc::ALL {
         app = app.route(
             &rpc.path(),
-            post(move |state: State<St>, headers: HeaderMap, body: Body| {
-                handle(state, rpc, headers, body)
-            }),
+            post(
+                move |state: State<St>,
+                      peer: Option<axum::Extension<crate::conn::Peer>>,
+                      headers: HeaderMap,
+                      body: Body| { handle(state, rpc, peer, headers, body) },
+            ),
         );
     }
     app.fallback(|| async {
@@ -317,14 +320,46 @@ async fn metrics(State(s): State<St>, headers: HeaderMap) -> Response {
     }
 }
 
-async fn handle(State(s): State<St>, rpc: Rpc, headers: HeaderMap, body: Body) -> Response {
+/// What the access line of one RPC says beside its method, status and duration.
+#[derive(Default)]
+struct Access {
+    /// The queue, topic or key the request names, once it is parsed.
+    target: Option<String>,
+    /// The access key's id (administrators and auth-off callers have none).
+    key: Option<String>,
+}
+
+async fn handle(
+    State(s): State<St>,
+    rpc: Rpc,
+    peer: Option<axum::Extension<crate::conn::Peer>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     let started = Instant::now();
-    let response = match serve_rpc(&s, rpc, &headers, body).await {
-        Ok(r) => r,
-        Err(e) => e.into_response(),
+    let mut access = Access::default();
+    let (response, code) = match serve_rpc(&s, rpc, &headers, body, &mut access).await {
+        Ok(r) => (r, "ok"),
+        Err(e) => {
+            let code = e.code;
+            (e.into_response(), code)
+        }
     };
-    s.prom
-        .observe(rpc.method(), response.status().as_u16(), started.elapsed());
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    s.prom.observe(rpc.method(), status, elapsed);
+    // Never a token: the key's public id only.
+    tracing::info!(
+        target: "mqlite::access",
+        method = rpc.method(),
+        target_name = access.target.as_deref().unwrap_or(""),
+        status,
+        code,
+        duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+        key = access.key.as_deref().unwrap_or(""),
+        peer = %peer.map(|p| p.0.0.to_string()).unwrap_or_default(),
+        "rpc"
+    );
     response
 }
 
@@ -333,8 +368,12 @@ async fn serve_rpc(
     rpc: Rpc,
     headers: &HeaderMap,
     body: Body,
+    access: &mut Access,
 ) -> Result<Response, ApiError> {
     let principal = s.auth.check(&s.engine, headers, rpc.needs()).await?;
+    if let Principal::Key(k) = &principal {
+        access.key = Some(k.id.clone());
+    }
     let read = tokio::time::timeout(
         s.body_timeout,
         axum::body::to_bytes(body, MAX_REQUEST_BYTES),
@@ -358,10 +397,20 @@ async fn serve_rpc(
                 format!("the request body exceeds {MAX_REQUEST_BYTES} bytes"),
             )
         })?;
-    dispatch(s, rpc, &bytes, &principal).await
+    dispatch(s, rpc, &bytes, &principal, &mut access.target).await
 }
 
-fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+/// Parses a request, noting the queue, topic or key it names for the access line.
+fn parse<T: DeserializeOwned + Names>(
+    bytes: &[u8],
+    target: &mut Option<String>,
+) -> Result<T, ApiError> {
+    let parsed: T = parse_body(bytes)?;
+    *target = parsed.names().map(str::to_owned);
+    Ok(parsed)
+}
+
+fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
         b"{}"
     } else {
@@ -442,11 +491,12 @@ async fn dispatch(
     rpc: Rpc,
     bytes: &[u8],
     principal: &Principal,
+    target: &mut Option<String>,
 ) -> Result<Response, ApiError> {
     let mq = &s.engine;
     match rpc {
         Rpc::Send | Rpc::Schedule => {
-            let r: SendRequest = parse(bytes)?;
+            let r: SendRequest = parse(bytes, target)?;
             if rpc == Rpc::Schedule && r.scheduled_enqueue_time_ms.is_none() {
                 return Err(ApiError::invalid(
                     "Schedule needs scheduled_enqueue_time_ms",
@@ -471,7 +521,7 @@ async fn dispatch(
             ok(SendResponse { seq_numbers })
         }
         Rpc::Receive => {
-            let r: ReceiveRequest = parse(bytes)?;
+            let r: ReceiveRequest = parse(bytes, target)?;
             let options = ReceiveOptions {
                 max_messages: count("max_messages", r.max_messages.unwrap_or(1), 256)?,
                 wait: span("wait_time_ms", r.wait_time_ms.unwrap_or(0))?,
@@ -506,7 +556,7 @@ async fn dispatch(
             })
         }
         Rpc::Complete | Rpc::Abandon | Rpc::Reject | Rpc::Defer | Rpc::Renew => {
-            let r: SettleRequest = parse(bytes)?;
+            let r: SettleRequest = parse(bytes, target)?;
             let lock = LockItem {
                 seq_number: r.seq_number,
                 lock_token: r.lock_token.clone(),
@@ -530,7 +580,7 @@ async fn dispatch(
             })
         }
         Rpc::CompleteBatch | Rpc::RenewBatch => {
-            let r: BatchRequest = parse(bytes)?;
+            let r: BatchRequest = parse(bytes, target)?;
             let items = locks(&r.messages)?;
             let results = if rpc == Rpc::CompleteBatch {
                 mq.complete_batch(&r.queue, &items).await?
@@ -542,7 +592,7 @@ async fn dispatch(
             })
         }
         Rpc::ReceiveDeferred => {
-            let r: ReceiveDeferredRequest = parse(bytes)?;
+            let r: ReceiveDeferredRequest = parse(bytes, target)?;
             let seqs: Vec<SeqNumber> = r.seq_numbers.iter().map(|s| SeqNumber(*s)).collect();
             let messages = mq.receive_deferred(&r.queue, &seqs).await?;
             ok(MessagesResponse {
@@ -553,7 +603,7 @@ async fn dispatch(
             })
         }
         Rpc::Cancel => {
-            let r: CancelRequest = parse(bytes)?;
+            let r: CancelRequest = parse(bytes, target)?;
             let done = mq.cancel(&r.queue, SeqNumber(r.seq_number)).await?;
             ok(OkResponse {
                 ok: done,
@@ -561,7 +611,7 @@ async fn dispatch(
             })
         }
         Rpc::Peek => {
-            let r: PeekRequest = parse(bytes)?;
+            let r: PeekRequest = parse(bytes, target)?;
             let options = PeekOptions {
                 from_seq: r.from_seq.map(SeqNumber),
                 state: r
@@ -581,12 +631,12 @@ async fn dispatch(
             })
         }
         Rpc::Stats => {
-            let r: QueueRequest = parse(bytes)?;
+            let r: QueueRequest = parse(bytes, target)?;
             let stats = mq.stats(&r.queue).await?;
             ok(StatsResponse::of(r.queue, stats))
         }
         Rpc::CreateQueue => {
-            let r: CreateQueueRequest = parse(bytes)?;
+            let r: CreateQueueRequest = parse(bytes, target)?;
             let topic_with_options = r.config.kind.as_deref() == Some("topic")
                 && (r.config.lock_duration_ms.is_some()
                     || r.config.max_delivery_count.is_some()
@@ -616,7 +666,7 @@ async fn dispatch(
             ok(Empty {})
         }
         Rpc::Subscribe => {
-            let r: SubscribeRequest = parse(bytes)?;
+            let r: SubscribeRequest = parse(bytes, target)?;
             let expr = r.filter.map(|f| f.expr).unwrap_or_default();
             mq.subscribe(&r.topic, &r.name, &expr, QueueConfig::default())
                 .await?;
@@ -636,7 +686,7 @@ async fn dispatch(
             })
         }
         Rpc::Unsubscribe => {
-            let r: UnsubscribeRequest = parse(bytes)?;
+            let r: UnsubscribeRequest = parse(bytes, target)?;
             if !mq.unsubscribe(&r.topic, &r.name).await? {
                 return Err(Error::NotFound {
                     kind: "subscription",
@@ -644,11 +694,11 @@ async fn dispatch(
                 }
                 .into());
             }
-            tracing::info!(topic = %r.topic, subscription = %r.name, by = %principal, "unsubscribed");
+            tracing::info!(target: "mqlite::audit", topic = %r.topic, subscription = %r.name, by = %principal, "unsubscribed");
             ok(Empty {})
         }
         Rpc::TestFilter => {
-            let r: TestFilterRequest = parse(bytes)?;
+            let r: TestFilterRequest = parse(bytes, target)?;
             let message = r.message.map(WireMessage::into_out).transpose()?;
             // A sample is judged like a message sent: no larger than Send would take.
             let limit = mq.options().max_message_bytes;
@@ -684,7 +734,7 @@ async fn dispatch(
             })
         }
         Rpc::Redrive => {
-            let r: RedriveRequest = parse(bytes)?;
+            let r: RedriveRequest = parse(bytes, target)?;
             let options = RedriveOptions {
                 target: r.target.filter(|t| !t.is_empty()),
                 max: non_negative("max", r.max)?,
@@ -693,15 +743,17 @@ async fn dispatch(
                 seq_numbers: r.seq_numbers.into_iter().map(SeqNumber).collect(),
             };
             let moved = mq.redrive(&r.queue, options).await?;
+            tracing::info!(target: "mqlite::audit", queue = %r.queue, moved, by = %principal, "dead letters redriven");
             ok(RedriveResponse { moved })
         }
         Rpc::Purge => {
-            let r: PurgeRequest = parse(bytes)?;
+            let r: PurgeRequest = parse(bytes, target)?;
             let options = PurgeOptions {
                 max: non_negative("max", r.max)?,
                 older_than: span("older_than_ms", r.older_than_ms)?,
             };
             let purged = mq.purge(&r.queue, options).await?;
+            tracing::info!(target: "mqlite::audit", queue = %r.queue, purged, by = %principal, "dead letters purged");
             ok(PurgeResponse { purged })
         }
         Rpc::Status => {
@@ -736,7 +788,7 @@ async fn dispatch(
             })
         }
         Rpc::CreateKey => {
-            let r: CreateKeyRequest = parse(bytes)?;
+            let r: CreateKeyRequest = parse(bytes, target)?;
             let permissions = r
                 .permissions
                 .iter()
@@ -746,13 +798,13 @@ async fn dispatch(
             let created = mq
                 .create_key(id, &r.name, &permissions, r.expires_at_ms)
                 .await?;
-            tracing::info!(id = %created.key.id, by = %principal, "access key created");
+            tracing::info!(target: "mqlite::audit", id = %created.key.id, by = %principal, "access key created");
             let mut key = WireKey::from(created.key);
             key.token = created.token;
             ok(key)
         }
         Rpc::ListKeys => {
-            let r: ListKeysRequest = parse(bytes)?;
+            let r: ListKeysRequest = parse(bytes, target)?;
             let limit = count("limit", r.limit.unwrap_or(100), 1000)?;
             let keys = mq
                 .list_keys(r.after_id.as_deref().filter(|a| !a.is_empty()), limit)
@@ -768,7 +820,7 @@ async fn dispatch(
             })
         }
         Rpc::RevokeKey => {
-            let r: RevokeKeyRequest = parse(bytes)?;
+            let r: RevokeKeyRequest = parse(bytes, target)?;
             if !mq.revoke_key(&r.id).await? {
                 return Err(Error::NotFound {
                     kind: "access key",
@@ -776,9 +828,67 @@ async fn dispatch(
                 }
                 .into());
             }
-            tracing::info!(id = %r.id, by = %principal, "access key revoked");
+            tracing::info!(target: "mqlite::audit", id = %r.id, by = %principal, "access key revoked");
             ok(Empty {})
         }
         Rpc::WhoAmI => ok(principal.who()),
     }
 }
+
+/// The queue, topic or key a request names, for its access line.
+trait Names {
+    fn names(&self) -> Option<&str> {
+        None
+    }
+}
+
+macro_rules! names_queue {
+    ($($t:ty),*) => {$(
+        impl Names for $t {
+            fn names(&self) -> Option<&str> {
+                Some(&self.queue)
+            }
+        }
+    )*};
+}
+
+names_queue!(
+    SendRequest,
+    ReceiveRequest,
+    SettleRequest,
+    BatchRequest,
+    ReceiveDeferredRequest,
+    CancelRequest,
+    PeekRequest,
+    QueueRequest,
+    RedriveRequest,
+    PurgeRequest
+);
+
+impl Names for CreateQueueRequest {
+    fn names(&self) -> Option<&str> {
+        Some(&self.name)
+    }
+}
+
+impl Names for SubscribeRequest {
+    fn names(&self) -> Option<&str> {
+        Some(&self.topic)
+    }
+}
+
+impl Names for UnsubscribeRequest {
+    fn names(&self) -> Option<&str> {
+        Some(&self.topic)
+    }
+}
+
+impl Names for RevokeKeyRequest {
+    fn names(&self) -> Option<&str> {
+        Some(&self.id)
+    }
+}
+
+impl Names for CreateKeyRequest {}
+impl Names for ListKeysRequest {}
+impl Names for TestFilterRequest {}

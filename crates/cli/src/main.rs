@@ -11,6 +11,7 @@ use clap::{CommandFactory, Parser};
 
 mod args;
 mod backup;
+mod logs;
 mod output;
 mod remote;
 mod serve;

@@ -9,6 +9,7 @@ use crate::output;
 /// Runs the broker the flags describe until SIGTERM or SIGINT, then shuts it down
 /// gracefully.
 pub(crate) fn run(a: ServeArgs) -> Result<(), Failure> {
+    crate::logs::install()?;
     let parsed = AuthConfig::parse(a.tokens()).map_err(|e| Failure::from(e.to_string()))?;
     let (auth, generated) = match parsed {
         Some(auth) => (auth, None),

@@ -31,6 +31,9 @@ const ENV: &[&str] = &[
     "MQLITE_HEADER_TIMEOUT_MS",
     "MQLITE_BODY_TIMEOUT_MS",
     "MQLITE_MAX_CONNECTIONS",
+    "MQLITE_LOG",
+    "MQLITE_LOG_FORMAT",
+    "RUST_LOG",
     "MQLITE_ENDPOINT",
     "MQLITE_TOKEN",
 ];
@@ -939,4 +942,74 @@ fn a_flood_of_silent_connections_past_the_fd_limit_does_not_stop_healthz() {
         );
     }
     drop(attackers);
+}
+
+/// The served broker logs an access line per RPC (method, queue, status, code, key id;
+/// never a token) and audit lines, as text by default and as JSON objects on request.
+#[test]
+fn the_log_has_an_access_line_per_rpc_and_never_a_token() {
+    let s = Server::start();
+    s.run(&["create-queue", "logged"]).ok();
+    s.run_as("not-the-token", &["stats", "logged"]);
+    s.run(&["purge", "logged"]).ok();
+    let log = s.stderr();
+    let access: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("mqlite::access"))
+        .collect();
+    assert!(
+        access.iter().any(|l| l.contains("method=\"CreateQueue\"")
+            && l.contains("target_name=\"logged\"")
+            && l.contains("status=200")
+            && l.contains("code=\"ok\"")),
+        "{log}"
+    );
+    assert!(
+        access
+            .iter()
+            .any(|l| l.contains("status=401") && l.contains("code=\"unauthenticated\"")),
+        "{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("mqlite::audit") && l.contains("dead letters purged")),
+        "{log}"
+    );
+    assert!(
+        !log.contains(TOKEN) && !log.contains("not-the-token"),
+        "{log}"
+    );
+
+    let mut json = mqlite();
+    json.env("MQLITE_LOG_FORMAT", "json");
+    let s = Server::start_as(json, scratch(), &["--tokens", TOKEN]);
+    s.run(&["create-queue", "logged"]).ok();
+    let log = s.stderr();
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?} is not JSON: {e}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|v| v["target"] == "mqlite::access" && v["method"] == "CreateQueue"),
+        "{log}"
+    );
+}
+
+#[test]
+fn an_unreadable_log_setting_stops_serve_with_the_setting_named() {
+    let dir = scratch();
+    let ran: Ran = mqlite()
+        .env("MQLITE_LOG_FORMAT", "xml")
+        .args(["serve", "--addr", "127.0.0.1:0", "--tokens", TOKEN, "--db"])
+        .arg(dir.path().join("q.db"))
+        .output()
+        .expect("runs")
+        .into();
+    assert!(
+        ran.failed(1).contains("MQLITE_LOG_FORMAT=\"xml\""),
+        "{}",
+        ran.stderr
+    );
 }
