@@ -357,6 +357,9 @@ async fn subscribe_with_an_invalid_filter_is_400_and_stores_nothing() {
         "amount > 100",
         "body_size",
         "repeat(subject, 1000) == \"\"",
+        r#"subject matches "(""#,
+        r#"subject matches "\\w{1000}\\w{1000}\\w{1000}""#,
+        "subject matches properties.pattern",
     ] {
         // A new subscription, and the existing one's filter replaced: both refused.
         for name in ["new", "big"] {
@@ -425,4 +428,52 @@ async fn unsubscribe_deletes_the_subscription_and_404s_when_there_is_none() {
         code(unsubscribe("orders", "").await),
         (400, "invalid_argument".into())
     );
+}
+
+/// A pattern that does not compile, or compiles too big, is invalid for TestFilter
+/// (naming the regex's complaint) as for Subscribe.
+#[tokio::test]
+async fn test_filter_refuses_a_pattern_that_does_not_compile() {
+    let w = world().await;
+    for (expr, says) in [
+        (r#"subject matches "(""#, "does not compile"),
+        (
+            r#"subject matches "\\w{1000}\\w{1000}\\w{1000}""#,
+            "compiles to more than",
+        ),
+    ] {
+        let t = w.test_filter(expr, None).await.expect("TestFilter");
+        assert!(!t.valid, "{expr}");
+        assert!(t.error.contains(says), "{expr}: {}", t.error);
+    }
+}
+
+/// The compiled-filter cache holds only filters that were stored, and at most
+/// MAX_CACHED_FILTERS of them: thousands of distinct filters sent to a missing topic
+/// leave nothing behind.
+#[tokio::test]
+async fn the_filter_cache_is_filled_on_success_only_and_bounded() {
+    let w = world().await;
+    for i in 0..2_000 {
+        let r = w
+            .subscribe("missing", "s", &format!("body_size > {i}"))
+            .await;
+        assert_eq!(code(r).0, 404);
+    }
+    assert_eq!(w.broker.engine().cached_filters(), 0);
+    let engine = w.broker.engine();
+    engine.create_topic("t").await.expect("topic");
+    let max = mqlite_engine_core::engine::MAX_CACHED_FILTERS;
+    for i in 0..max + 50 {
+        engine
+            .subscribe(
+                "t",
+                &format!("s{i}"),
+                &format!("body_size > {i}"),
+                Default::default(),
+            )
+            .await
+            .expect("subscribes");
+    }
+    assert_eq!(engine.cached_filters(), max);
 }

@@ -46,6 +46,8 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
 pub const MAX_NAME_BYTES: usize = 256;
 /// Largest number of messages in one send.
 pub const MAX_SEND_BATCH: usize = 1000;
+/// Compiled subscription filters kept for reuse; past it, one gives way.
+pub const MAX_CACHED_FILTERS: usize = 1024;
 
 /// Engine-wide options.
 #[derive(Debug, Clone)]
@@ -350,23 +352,43 @@ impl<S: Store> Engine<S> {
 
     /// The compiled filter of this text (compiled once, then cached).
     fn filter(&self, text: &str) -> Result<Arc<Filter>> {
-        let key = text.trim();
-        if let Some(f) = self
-            .inner
-            .filters
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-        {
-            return Ok(f.clone());
+        if let Some(f) = self.cached_filter(text) {
+            return Ok(f);
         }
-        let compiled = Arc::new(Filter::compile(key)?);
+        let compiled = Arc::new(Filter::compile(text)?);
+        self.remember_filter(&compiled);
+        Ok(compiled)
+    }
+
+    /// How many compiled filters are kept for reuse (at most [`MAX_CACHED_FILTERS`]).
+    pub fn cached_filters(&self) -> usize {
         self.inner
             .filters
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_owned(), compiled.clone());
-        Ok(compiled)
+            .len()
+    }
+
+    fn cached_filter(&self, text: &str) -> Option<Arc<Filter>> {
+        self.inner
+            .filters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(text.trim())
+            .cloned()
+    }
+
+    /// Caches a compiled filter, within [`MAX_CACHED_FILTERS`]: at the bound an entry
+    /// gives way (a filter still in use is compiled again on its next publish).
+    fn remember_filter(&self, filter: &Arc<Filter>) {
+        let mut cache = self.inner.filters.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= MAX_CACHED_FILTERS && !cache.contains_key(filter.text()) {
+            let victim = cache.keys().next().cloned();
+            if let Some(victim) = victim {
+                cache.remove(&victim);
+            }
+        }
+        cache.insert(filter.text().to_owned(), filter.clone());
     }
 
     /// The wake-up of receivers parked on `queue` (made on first use).
@@ -988,7 +1010,11 @@ impl<S: Store> Engine<S> {
         validate_name(topic)?;
         validate_name(name)?;
         config.validate()?;
-        let compiled = self.filter(filter)?;
+        // Cached only once stored: a refused Subscribe leaves nothing behind.
+        let compiled = match self.cached_filter(filter) {
+            Some(f) => f,
+            None => Arc::new(Filter::compile(filter)?),
+        };
         let _g = self.admit().await?;
         let subscription = Subscription {
             topic: topic.to_owned(),
@@ -998,7 +1024,9 @@ impl<S: Store> Engine<S> {
         self.inner
             .store
             .upsert_subscription(subscription, config)
-            .await
+            .await?;
+        self.remember_filter(&compiled);
+        Ok(())
     }
 
     /// Deletes the subscription `name` of `topic` with its backing queue and its

@@ -14,7 +14,9 @@
 //!   braces nest at most one deep. What remains walks the message's fields,
 //!   properties or body a bounded number of times, so its cost is bounded by the
 //!   message (the body by the message size limit), and `matches` uses the linear-time
-//!   `regex` crate;
+//!   `regex` crate, with a string literal for its pattern that compiles within
+//!   [`MAX_PATTERN_BYTES`] (checked here; the language then compiles it once, with
+//!   the program, not per message);
 //! - a trial evaluation against a sample message with every field present, and one
 //!   with every field empty: an unknown name or function is refused, and so is a
 //!   result that is not a boolean; so are the date functions (`now()`, `date()`),
@@ -41,6 +43,10 @@ use crate::types::OutMessage;
 pub const MAX_FILTER_LEN: usize = 2048;
 /// The deepest bracket nesting of a filter.
 pub const MAX_FILTER_DEPTH: usize = 32;
+
+/// The largest compiled form of a `matches` pattern, bytes (the regex crate's size
+/// limit): a larger pattern is refused when the filter is compiled.
+pub const MAX_PATTERN_BYTES: usize = 256 << 10;
 
 /// The names a filter may use.
 pub const FILTER_FIELDS: [&str; 14] = [
@@ -99,12 +105,17 @@ pub struct FilterTest {
     pub matched: bool,
 }
 
-/// The identifiers outside string literals, and what the text nests, in one pass.
+/// The identifiers outside string literals, what the text nests, and the patterns of
+/// its `matches` operators, in one pass.
 struct Scan {
     idents: Vec<String>,
     depth: usize,
     brace_depth: usize,
     range: bool,
+    /// The string literals (quotes included) that follow a `matches` operator.
+    patterns: Vec<String>,
+    /// A `matches` whose pattern is not a string literal.
+    dynamic_pattern: bool,
 }
 
 fn scan(text: &str) -> Scan {
@@ -113,33 +124,66 @@ fn scan(text: &str) -> Scan {
         depth: 0,
         brace_depth: 0,
         range: false,
+        patterns: Vec::new(),
+        dynamic_pattern: false,
     };
     let mut depth = 0usize;
     let mut braces = 0usize;
-    let mut chars = text.chars().peekable();
+    let mut chars = text.char_indices().peekable();
     let mut ident = String::new();
-    let mut quote: Option<char> = None;
+    // What came before the identifier being read (`.matches` is a field, not the
+    // operator).
+    let mut before_ident = '\0';
+    let mut quote: Option<(char, usize)> = None;
     let mut prev = '\0';
-    while let Some(c) = chars.next() {
-        if let Some(q) = quote {
+    // Whether the last identifier was the `matches` operator, so the next token is
+    // its pattern.
+    let mut pattern_next = false;
+    let end_ident = |ident: &mut String, before: char, pattern_next: &mut bool, out: &mut Scan| {
+        if ident.is_empty() {
+            return;
+        }
+        *pattern_next = ident == "matches" && before != '.';
+        out.idents.push(std::mem::take(ident));
+    };
+    while let Some((at, c)) = chars.next() {
+        if let Some((q, started)) = quote {
             if c == '\\' {
                 chars.next();
             } else if c == q {
                 quote = None;
+                if started != usize::MAX {
+                    out.patterns
+                        .push(text[started..at + c.len_utf8()].to_owned());
+                }
             }
             prev = c;
             continue;
         }
         if c.is_alphanumeric() || c == '_' || c == '$' || c == '#' {
+            if ident.is_empty() {
+                if pattern_next {
+                    out.dynamic_pattern = true;
+                    pattern_next = false;
+                }
+                before_ident = prev;
+            }
             ident.push(c);
             prev = c;
             continue;
         }
-        if !ident.is_empty() {
-            out.idents.push(std::mem::take(&mut ident));
+        end_ident(&mut ident, before_ident, &mut pattern_next, &mut out);
+        if c.is_whitespace() {
+            prev = c;
+            continue;
+        }
+        let pattern = std::mem::take(&mut pattern_next);
+        match c {
+            '"' | '\'' | '`' => quote = Some((c, if pattern { at } else { usize::MAX })),
+            _ if pattern => out.dynamic_pattern = true,
+            _ => {}
         }
         match c {
-            '"' | '\'' | '`' => quote = Some(c),
             '(' | '[' | '{' => {
                 depth += 1;
                 out.depth = out.depth.max(depth);
@@ -159,10 +203,30 @@ fn scan(text: &str) -> Scan {
         }
         prev = c;
     }
-    if !ident.is_empty() {
-        out.idents.push(ident);
+    end_ident(&mut ident, before_ident, &mut pattern_next, &mut out);
+    if pattern_next {
+        out.dynamic_pattern = true;
     }
     out
+}
+
+/// Compiles the pattern of a `matches` (a string literal, quotes included) as the
+/// evaluation will, within [`MAX_PATTERN_BYTES`].
+fn check_pattern(literal: &str) -> std::result::Result<(), String> {
+    let pattern = match expr::eval(literal, &Context::default()) {
+        Ok(Value::String(p)) => p,
+        Ok(_) | Err(_) => return Err(format!("{literal} is not a string literal")),
+    };
+    regex::RegexBuilder::new(&pattern)
+        .size_limit(MAX_PATTERN_BYTES)
+        .build()
+        .map(drop)
+        .map_err(|e| match e {
+            regex::Error::CompiledTooBig(_) => {
+                format!("the pattern {pattern:?} compiles to more than {MAX_PATTERN_BYTES} bytes")
+            }
+            other => format!("the pattern {pattern:?} does not compile: {other}"),
+        })
 }
 
 fn invalid(text: &str, why: impl std::fmt::Display) -> Error {
@@ -221,6 +285,16 @@ impl Filter {
                 "a predicate inside a predicate is not allowed in a filter (its cost grows \
                  as a power of the message)",
             ));
+        }
+        if s.dynamic_pattern {
+            return Err(invalid(
+                trimmed,
+                "the pattern of `matches` must be a string literal (it is compiled once, \
+                 when the filter is)",
+            ));
+        }
+        for literal in &s.patterns {
+            check_pattern(literal).map_err(|e| invalid(trimmed, e))?;
         }
         let program = expr::compile(trimmed).map_err(|e| invalid(trimmed, e))?;
         let filter = Filter {

@@ -146,6 +146,25 @@ const TABLE: &[(&str, Expect)] = &[
         "all(body_json.items ?? [], {all(body_json.items ?? [], {true})})",
         Refused("predicate inside a predicate"),
     ),
+    // `matches`: the pattern is a literal, compiled and size-checked with the filter.
+    (r#"subject matches "(""#, Refused("does not compile")),
+    (r#"subject matches '[a-'"#, Refused("does not compile")),
+    (
+        r#"subject matches "\\w{1000}\\w{1000}\\w{1000}""#,
+        Refused("compiles to more than"),
+    ),
+    (
+        r#"subject matches properties.region"#,
+        Refused("string literal"),
+    ),
+    (r#"subject matches (subject)"#, Refused("string literal")),
+    (r#"subject matches"#, Refused("string literal")),
+    // `matches` as a property's name is not the operator.
+    (r#"properties.matches == "x""#, Routes(&[])),
+    (
+        r#"(subject matches `^payment\.`) && properties.region == "eu""#,
+        Routes(&[0]),
+    ),
 ];
 
 fn seen(message: &OutMessage) -> Seen<'_> {
