@@ -59,7 +59,13 @@ impl Prom {
             if q.kind == mqlite_engine_core::QueueKind::Topic {
                 continue;
             }
-            let s = engine.stats(&q.name).await?;
+            let s = match engine.stats(&q.name).await {
+                Ok(s) => s,
+                // Deleted since the list was read (an Unsubscribe mid-scrape): it has
+                // no gauges any more.
+                Err(mqlite_engine_core::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            };
             let name = escape(&q.name);
             for (state, n) in [
                 ("active", s.active),

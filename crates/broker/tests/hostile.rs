@@ -188,3 +188,31 @@ async fn past_the_limit_with_every_connection_busy_a_newcomer_is_refused_with_50
     }
     stop.await.expect("joins").expect("stops");
 }
+
+/// `/metrics` scraped while subscriptions come and go answers 200 every time: a queue
+/// deleted between the list and its counts is skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_scraped_during_subscription_churn_always_answer() {
+    let w = world().await;
+    w.create_topic("t").await;
+    let engine = w.broker.engine().clone();
+    let churn = tokio::spawn(async move {
+        for i in 0..300 {
+            let name = format!("s{}", i % 7);
+            engine
+                .subscribe("t", &name, "", Default::default())
+                .await
+                .expect("subscribes");
+            engine.unsubscribe("t", &name).await.expect("unsubscribes");
+        }
+    });
+    let mut scrapes = 0;
+    while !churn.is_finished() {
+        let (status, text) = w.client.get("/metrics").await.expect("answered");
+        assert_eq!(status, 200, "{}", text);
+        scrapes += 1;
+    }
+    churn.await.expect("churn ends");
+    assert!(scrapes > 0);
+    w.broker.shutdown().await.expect("stops");
+}
