@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::io::ErrorKind;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mqlite::rusqlite::{Connection, OpenFlags};
@@ -35,26 +35,29 @@ pub(crate) fn run(a: &BackupArgs, out: Output) -> Result<(), Failure> {
             dest.display()
         ))
     })?;
-    // Claimed by creating it empty (VACUUM INTO accepts an empty file): refuses an
-    // existing one without a race, and lets a failed copy be removed safely.
-    match fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(dest)
-    {
-        Ok(_) => {}
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+    match fs::symlink_metadata(dest) {
+        Ok(_) => {
             return Err(format!(
                 "{} already exists; backup does not overwrite",
                 dest.display()
             )
             .into());
         }
-        Err(e) => return Err(format!("cannot create {}: {e}", dest.display()).into()),
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot check {}: {e}", dest.display()).into()),
     }
-    if let Err(e) = copy(src, dest_text) {
-        let _ = fs::remove_file(dest);
+    // Written under a temporary name beside the destination, then put in place: a copy
+    // that fails midway (a full disk) leaves nothing behind, not even a journal that
+    // SQLite would roll into a database later put at the destination's path.
+    let temp = temporary_beside(dest);
+    let temp_text = temp.to_str().unwrap_or(dest_text).to_owned();
+    if let Err(e) = copy(src, &temp_text) {
+        remove_with_sidecars(&temp);
         return Err(format!("cannot back up {}: {e}", src.display()).into());
+    }
+    if let Err(e) = put_in_place(&temp, dest) {
+        remove_with_sidecars(&temp);
+        return Err(e);
     }
     let size_bytes = fs::metadata(dest)
         .map_err(|e| Failure::from(format!("cannot read {}: {e}", dest.display())))?
@@ -79,4 +82,53 @@ fn copy(src: &Path, dest: &str) -> Result<(), mqlite::rusqlite::Error> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.execute("VACUUM INTO ?1", [dest])?;
     Ok(())
+}
+
+/// A name in `dest`'s directory that no other backup uses.
+fn temporary_beside(dest: &Path) -> PathBuf {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let nonce = mqlite::LockToken::random_batch(1)
+        .first()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    dest.with_file_name(format!(".{name}.backup-{}", &nonce[..nonce.len().min(16)]))
+}
+
+/// Moves the finished copy to `dest` without overwriting anything there: a hard link
+/// (which fails if `dest` appeared meanwhile) then the temporary name's removal; where
+/// the filesystem has no hard links, a rename after a last check.
+fn put_in_place(temp: &Path, dest: &Path) -> Result<(), Failure> {
+    let exists = || {
+        Failure::from(format!(
+            "{} already exists; backup does not overwrite",
+            dest.display()
+        ))
+    };
+    match fs::hard_link(temp, dest) {
+        Ok(()) => {
+            let _ = fs::remove_file(temp);
+            Ok(())
+        }
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Err(exists()),
+        Err(_) => {
+            if fs::symlink_metadata(dest).is_ok() {
+                return Err(exists());
+            }
+            fs::rename(temp, dest)
+                .map_err(|e| format!("cannot move the copy to {}: {e}", dest.display()).into())
+        }
+    }
+}
+
+/// Removes a database file and the journal, WAL and shared-memory files beside it.
+fn remove_with_sidecars(db: &Path) {
+    let _ = fs::remove_file(db);
+    for suffix in ["-journal", "-wal", "-shm"] {
+        let mut side = db.as_os_str().to_owned();
+        side.push(suffix);
+        let _ = fs::remove_file(PathBuf::from(side));
+    }
 }

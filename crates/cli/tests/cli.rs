@@ -692,6 +692,48 @@ fn backup_copies_a_served_database_with_its_message() {
     );
 }
 
+/// A backup that fails midway (the file-size limit stands in for a full disk: the
+/// write fails with EFBIG) exits 1 and leaves nothing in the destination's directory:
+/// no partial copy, no journal.
+#[cfg(unix)]
+#[test]
+fn a_backup_failing_midway_leaves_nothing_behind() {
+    let dir = scratch();
+    let src = dir.path().join("big.db");
+    {
+        let conn = Connection::open(&src).expect("opens");
+        conn.execute_batch(
+            "CREATE TABLE t(b BLOB);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000)
+             INSERT INTO t SELECT randomblob(4096) FROM n;",
+        )
+        .expect("fills");
+    }
+    let out = dir.path().join("out");
+    fs::create_dir(&out).expect("a destination directory");
+    let dest = out.join("b.db");
+    // SIGXFSZ ignored, so a write past the limit fails instead of killing the process.
+    let mut c = Command::new("sh");
+    c.args([
+        "-c",
+        "trap '' XFSZ; ulimit -f 8192 && exec \"$0\" \"$@\"",
+        BIN,
+    ]);
+    let ran: Ran = clean(c)
+        .arg("backup")
+        .arg(&src)
+        .arg(&dest)
+        .output()
+        .expect("runs")
+        .into();
+    assert!(ran.failed(1).contains("cannot back up"), "{}", ran.stderr);
+    let left: Vec<_> = fs::read_dir(&out)
+        .expect("reads")
+        .map(|e| e.expect("an entry").file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 fn messages_in(db: &Path) -> i64 {
     let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .expect("the backup is a SQLite database");
