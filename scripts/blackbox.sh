@@ -17,7 +17,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-token="blackbox-$RANDOM$RANDOM"
+token="blackbox-token-$RANDOM$RANDOM"
 fail() { echo "blackbox: FAIL: $*" >&2; exit 1; }
 step() { echo "blackbox: $*"; }
 

@@ -105,8 +105,9 @@ impl Auth {
             .to_str()
             .ok()
             .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
+                // The scheme is case-insensitive (RFC 7235).
+                let (scheme, token) = v.trim_start().split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then_some(token)
             })
             .map(str::trim)
             .filter(|t| !t.is_empty())

@@ -13,6 +13,14 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:6754";
 /// The default store location.
 pub const DEFAULT_DB: &str = "./mqlite.db";
 
+/// The shortest administrator token accepted.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Words that are settings, never tokens.
+const RESERVED_WORDS: [&str; 8] = [
+    "off", "on", "none", "true", "false", "null", "disabled", "bearer",
+];
+
 /// Who may call the broker.
 #[derive(Clone, PartialEq, Eq)]
 pub enum AuthConfig {
@@ -34,24 +42,60 @@ impl std::fmt::Debug for AuthConfig {
 
 impl AuthConfig {
     /// Reads `MQLITE_TOKENS`: comma-separated administrator tokens, `off`, or unset
-    /// (None: the caller generates one and prints it once).
+    /// (None: the caller generates one and prints it once). Each token is at least
+    /// [`MIN_TOKEN_LEN`] characters and not a reserved word (`off`, `on`, `none`, ...).
     pub fn parse(value: Option<&str>) -> Result<Option<Self>> {
         let Some(v) = value else { return Ok(None) };
         if v.trim().eq_ignore_ascii_case("off") {
             return Ok(Some(AuthConfig::Off));
         }
-        let tokens: Vec<String> = v
-            .split(',')
+        Self::tokens("MQLITE_TOKENS", v.split(',')).map(Some)
+    }
+
+    /// Reads administrator tokens from a file (`MQLITE_TOKENS_FILE`): one per line (or
+    /// comma-separated), blank lines and lines starting with `#` ignored. A file keeps
+    /// tokens out of the process list and the shell's history.
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::invalid(format!(
+                "MQLITE_TOKENS_FILE {}: cannot read it: {e}",
+                path.display()
+            ))
+        })?;
+        let items = text
+            .lines()
             .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(str::to_owned)
-            .collect();
-        if tokens.is_empty() {
-            return Err(Error::invalid(
-                "MQLITE_TOKENS holds no token: give comma-separated tokens, or `off`",
-            ));
+            .filter(|l| !l.starts_with('#'))
+            .flat_map(|l| l.split(','));
+        Self::tokens(&format!("MQLITE_TOKENS_FILE {}", path.display()), items)
+    }
+
+    fn tokens<'a>(source: &str, items: impl Iterator<Item = &'a str>) -> Result<Self> {
+        let mut tokens = Vec::new();
+        for (i, t) in items.map(str::trim).filter(|t| !t.is_empty()).enumerate() {
+            let n = i + 1;
+            if RESERVED_WORDS.iter().any(|w| t.eq_ignore_ascii_case(w)) {
+                return Err(Error::invalid(format!(
+                    "{source}: token {n} is the word {t:?}, which is not a token (`off` \
+                     alone turns auth off)"
+                )));
+            }
+            let len = t.chars().count();
+            if len < MIN_TOKEN_LEN {
+                // Never the token itself: it may be a real secret, mistyped.
+                return Err(Error::invalid(format!(
+                    "{source}: token {n} has {len} characters; a token has at least \
+                     {MIN_TOKEN_LEN} (leave the setting unset to have one generated)"
+                )));
+            }
+            tokens.push(t.to_owned());
         }
-        Ok(Some(AuthConfig::Tokens(tokens)))
+        if tokens.is_empty() {
+            return Err(Error::invalid(format!(
+                "{source} holds no token: give comma-separated tokens, or `off`"
+            )));
+        }
+        Ok(AuthConfig::Tokens(tokens))
     }
 
     /// "bearer" or "none", as the discovery card and Status say.
@@ -137,7 +181,16 @@ impl BrokerConfig {
         let addr_text = var("MQLITE_ADDR").unwrap_or_else(|| DEFAULT_ADDR.to_owned());
         let addr = parse_addr(&addr_text)?;
         let db = var("MQLITE_DB").unwrap_or_else(|| DEFAULT_DB.to_owned());
-        let (auth, generated) = match AuthConfig::parse(var("MQLITE_TOKENS").as_deref())? {
+        let parsed = match (var("MQLITE_TOKENS"), var("MQLITE_TOKENS_FILE")) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "both MQLITE_TOKENS and MQLITE_TOKENS_FILE are set: give one",
+                ));
+            }
+            (_, Some(file)) => Some(AuthConfig::from_file(std::path::Path::new(&file))?),
+            (tokens, None) => AuthConfig::parse(tokens.as_deref())?,
+        };
+        let (auth, generated) = match parsed {
             Some(a) => (a, None),
             None => {
                 let t = AuthConfig::generate_token();

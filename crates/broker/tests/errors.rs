@@ -546,3 +546,82 @@ async fn malformed_requests_get_4xx_and_change_nothing() {
             .ok
     );
 }
+
+/// Configured tokens: `off` alone turns auth off, but is never a token in a list; a
+/// token shorter than 16 characters is refused with the rule (and without echoing the
+/// token); a tokens file reads one per line.
+#[test]
+fn configured_tokens_are_long_and_never_reserved_words() {
+    use mqlite_broker::config::MIN_TOKEN_LEN;
+    assert_eq!(
+        AuthConfig::parse(Some("off")).expect("off"),
+        Some(AuthConfig::Off)
+    );
+    assert_eq!(AuthConfig::parse(None).expect("unset"), None);
+    let long = "a-token-of-enough-length";
+    for (value, says) in [
+        ("off,a-token-of-enough-length", "the word \"off\""),
+        ("a-token-of-enough-length,NONE", "the word \"NONE\""),
+        ("s3cret", "at least 16"),
+        (" , ", "holds no token"),
+    ] {
+        let e = AuthConfig::parse(Some(value)).expect_err(value).to_string();
+        assert!(e.contains(says), "{value}: {e}");
+        assert!(!e.contains("s3cret"), "the token is echoed: {e}");
+    }
+    assert_eq!(
+        AuthConfig::parse(Some(&format!(" {long} ,{long}2 "))).expect("tokens"),
+        Some(AuthConfig::Tokens(vec![long.into(), format!("{long}2")]))
+    );
+    assert_eq!(MIN_TOKEN_LEN, 16);
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, format!("# admins\n{long}\n\n{long}2\n")).expect("writes");
+    assert_eq!(
+        AuthConfig::from_file(&file).expect("reads"),
+        AuthConfig::Tokens(vec![long.into(), format!("{long}2")])
+    );
+    std::fs::write(&file, "short\n").expect("writes");
+    let e = AuthConfig::from_file(&file).expect_err("short").to_string();
+    assert!(
+        e.contains("MQLITE_TOKENS_FILE") && e.contains("at least 16"),
+        "{e}"
+    );
+    let e = AuthConfig::from_file(&dir.path().join("missing"))
+        .expect_err("missing")
+        .to_string();
+    assert!(e.contains("cannot read"), "{e}");
+}
+
+/// The auth scheme is matched case-insensitively (RFC 7235); a key whose expiry has
+/// already passed is refused at create.
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive_and_keys_are_not_born_expired() {
+    let w = world().await;
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let status = reqwest::Client::new()
+            .post(format!("http://{}{}", w.broker.addr(), Rpc::WhoAmI.path()))
+            .header("authorization", format!("{scheme} {ADMIN}"))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .expect("answered")
+            .status();
+        assert_eq!(status, 200, "{scheme}");
+    }
+    let r = w
+        .client
+        .call::<_, WireKey>(
+            Rpc::CreateKey,
+            &CreateKeyRequest {
+                name: "late".into(),
+                permissions: vec!["send".into()],
+                expires_at_ms: START_MS - 1,
+                ..Default::default()
+            },
+        )
+        .await;
+    assert_eq!(code(r), (400, "invalid_argument".into()));
+}

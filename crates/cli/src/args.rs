@@ -128,10 +128,21 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "MQLITE_DB", default_value = config::DEFAULT_DB)]
     pub(crate) db: String,
 
-    /// Comma-separated administrator tokens, or `off` for no authentication. Unset: a
-    /// token is generated and printed once to stderr.
+    /// Comma-separated administrator tokens (each at least 16 characters), or `off`
+    /// for no authentication. Unset: a token is generated and printed once to stderr.
+    /// A flag's value is visible to every user in the process list: prefer the
+    /// environment or --tokens-file.
     #[arg(long, env = "MQLITE_TOKENS", hide_env_values = true)]
     pub(crate) tokens: Option<String>,
+
+    /// A file of administrator tokens, one per line (`#` starts a comment line).
+    #[arg(
+        long,
+        env = "MQLITE_TOKENS_FILE",
+        value_name = "PATH",
+        conflicts_with = "tokens"
+    )]
+    pub(crate) tokens_file: Option<PathBuf>,
 
     /// The durability point of a SQLite store: normal or full [default: normal].
     #[arg(long, env = "MQLITE_SYNC", value_parser = parse_sync)]

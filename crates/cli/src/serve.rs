@@ -10,7 +10,16 @@ use crate::output;
 /// gracefully.
 pub(crate) fn run(a: ServeArgs) -> Result<(), Failure> {
     crate::logs::install()?;
-    let parsed = AuthConfig::parse(a.tokens()).map_err(|e| Failure::from(e.to_string()))?;
+    let parsed = match a
+        .tokens_file
+        .as_deref()
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        Some(file) => Some(AuthConfig::from_file(file)),
+        None => AuthConfig::parse(a.tokens()).transpose(),
+    }
+    .transpose()
+    .map_err(|e| Failure::from(e.to_string()))?;
     let (auth, generated) = match parsed {
         Some(auth) => (auth, None),
         None => {

@@ -15,7 +15,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mqlite");
-const TOKEN: &str = "t0ken";
+const TOKEN: &str = "t0ken-for-the-cli-tests";
 /// How long a served broker may take to say it listens, or to stop. Generous: a slow,
 /// loaded machine; the tests never wait this long unless something is wrong.
 const PATIENCE: Duration = Duration::from_secs(60);

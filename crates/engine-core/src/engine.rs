@@ -1184,6 +1184,13 @@ impl<S: Store> Engine<S> {
         if expires_at_ms < 0 {
             return Err(Error::invalid("expires_at_ms must be >= 0"));
         }
+        let now = self.inner.clock.now_ms();
+        if expires_at_ms != 0 && expires_at_ms <= now {
+            return Err(Error::invalid(format!(
+                "expires_at_ms {expires_at_ms} is not in the future (now is {now}): a key \
+                 would be born expired; give a later time, or 0 for no expiry"
+            )));
+        }
         let mut permissions = permissions.to_vec();
         permissions.sort();
         permissions.dedup();
@@ -1194,7 +1201,7 @@ impl<S: Store> Engine<S> {
             name: name.to_owned(),
             digest: crate::dedup::body_digest(token.as_bytes()),
             permissions,
-            created_at_ms: self.inner.clock.now_ms(),
+            created_at_ms: now,
             expires_at_ms,
             revoked_at_ms: 0,
         };

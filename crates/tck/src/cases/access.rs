@@ -79,5 +79,11 @@ pub async fn p9_3_access_keys_are_digests_and_revoke_at_once<F: Access>(ctx: Ctx
         mq.create_key(None, "x", &[], 0).await,
         Err(Error::InvalidArgument(_))
     ));
+    // A key is never born expired.
+    assert!(matches!(
+        mq.create_key(None, "x", &[Permission::Send], ctx.clock.now())
+            .await,
+        Err(Error::InvalidArgument(_))
+    ));
     Ok(())
 }
