@@ -625,3 +625,39 @@ async fn the_bearer_scheme_is_case_insensitive_and_keys_are_not_born_expired() {
         .await;
     assert_eq!(code(r), (400, "invalid_argument".into()));
 }
+
+/// A look-alike name (a bidi override, a zero-width space, a BOM) is refused at create
+/// with the rule and the offending code point.
+#[tokio::test]
+async fn look_alike_names_are_refused_with_the_rule() {
+    let w = world().await;
+    for name in ["jobs\u{202E}", "\u{FEFF}jobs", "jo\u{200B}bs"] {
+        let r = w
+            .client
+            .call::<_, Empty>(
+                Rpc::CreateQueue,
+                &CreateQueueRequest {
+                    name: name.into(),
+                    config: Default::default(),
+                },
+            )
+            .await;
+        match r {
+            Err(mqlite_broker::ClientError::Api {
+                status,
+                code,
+                message,
+            }) => {
+                assert_eq!((status, code.as_str()), (400, "invalid_argument"));
+                assert!(message.contains("format characters"), "{message}");
+            }
+            other => panic!("{name:?}: {other:?}"),
+        }
+    }
+    let queues: QueuesResponse = w
+        .client
+        .call(Rpc::ListQueues, &Empty {})
+        .await
+        .expect("ListQueues");
+    assert!(queues.queues.is_empty());
+}

@@ -429,7 +429,7 @@ impl<S: Store> Engine<S> {
     /// Creates a queue, or updates the configuration of an existing one.
     #[tracing::instrument(level = "debug", skip_all, fields(queue = name), err(level = "debug"))]
     pub async fn create_queue(&self, name: &str, config: QueueConfig) -> Result<()> {
-        validate_name(name)?;
+        validate_new_name(name)?;
         config.validate()?;
         let _g = self.admit().await?;
         self.inner
@@ -979,7 +979,7 @@ impl<S: Store> Engine<S> {
     /// out to its subscriptions. A name held by a queue or subscription is
     /// `NameConflict` (12.1).
     pub async fn create_topic(&self, name: &str) -> Result<()> {
-        validate_name(name)?;
+        validate_new_name(name)?;
         let _g = self.admit().await?;
         self.inner
             .store
@@ -1008,7 +1008,7 @@ impl<S: Store> Engine<S> {
         config: QueueConfig,
     ) -> Result<()> {
         validate_name(topic)?;
-        validate_name(name)?;
+        validate_new_name(name)?;
         config.validate()?;
         // Cached only once stored: a refused Subscribe leaves nothing behind.
         let compiled = match self.cached_filter(filter) {
@@ -1456,6 +1456,31 @@ pub fn validate_name(name: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Checks the name of a queue, topic or subscription being created: as
+/// [`validate_name`], and without invisible format characters (Unicode Cf: bidi
+/// overrides, zero-width characters, the BOM), so two names that look alike are alike.
+/// (Names are looked up under the older rule, so one stored before it can still be
+/// used and deleted.)
+pub fn validate_new_name(name: &str) -> Result<()> {
+    validate_name(name)?;
+    if let Some(c) = name.chars().find(|c| !name_char(*c)) {
+        return Err(Error::invalid(format!(
+            "a name holds no whitespace, control or invisible format characters \
+             (bidi overrides, zero-width characters, the BOM); {name:?} holds U+{:04X}",
+            u32::from(c)
+        )));
+    }
+    Ok(())
+}
+
+/// Whether a character may appear in a queue, topic or subscription name: not
+/// whitespace, not a control character, not a format character (Unicode Cf), so that two
+/// names that look alike are alike.
+fn name_char(c: char) -> bool {
+    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+    !(c.is_whitespace() || c.is_control() || c.general_category() == GeneralCategory::Format)
 }
 
 fn validate_text(field: &str, value: &str) -> Result<()> {
