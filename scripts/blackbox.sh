@@ -61,7 +61,7 @@ step "discovery card, health and console ok"
 idle_rss="$(rss_kb)"
 
 # Unauthenticated calls are 401.
-code="$(curl -sS -o /dev/null -w '%{http_code}' -X POST "$url/mqlite.v1.AdminService/ListQueues" -d '{}')"
+code="$(curl -sS -o /dev/null -w '%{http_code}' -X POST "$url/mqlite.v1.AdminService/ListQueues" -H 'Content-Type: application/json' -d '{}')"
 [ "$code" = 401 ] || fail "no token: HTTP $code"
 
 rpc AdminService/CreateQueue '{"name":"jobs","config":{"max_delivery_count":2}}' >/dev/null

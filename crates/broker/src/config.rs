@@ -138,6 +138,9 @@ pub struct BrokerConfig {
     pub ui: bool,
     /// Timeouts and the connection limit.
     pub limits: ConnLimits,
+    /// Serve a non-loopback address with auth off (`--insecure-allow-remote`); refused
+    /// otherwise.
+    pub insecure_allow_remote: bool,
 }
 
 impl std::fmt::Debug for BrokerConfig {
@@ -150,6 +153,7 @@ impl std::fmt::Debug for BrokerConfig {
             .field("sync", &self.sync)
             .field("ui", &self.ui)
             .field("limits", &self.limits)
+            .field("insecure_allow_remote", &self.insecure_allow_remote)
             .finish_non_exhaustive()
     }
 }
@@ -167,6 +171,7 @@ impl BrokerConfig {
             background: true,
             ui: false,
             limits: ConnLimits::default(),
+            insecure_allow_remote: false,
         }
     }
 

@@ -25,7 +25,7 @@ use mqlite_engine_core::{
 };
 
 use crate::auth::{Auth, Principal};
-use crate::config::BrokerConfig;
+use crate::config::{AuthConfig, BrokerConfig};
 use crate::prom::Prom;
 use crate::rpc::Rpc;
 use crate::wire::*;
@@ -47,6 +47,17 @@ pub enum BrokerError {
         /// What the system said.
         #[source]
         source: std::io::Error,
+    },
+    /// Auth is off and the address is not loopback: anyone who reaches it could do
+    /// anything.
+    #[error(
+        "refusing to serve {addr} with auth off: anyone who reaches it could read and purge \
+         every queue; set MQLITE_TOKENS (or MQLITE_TOKENS_FILE), listen on 127.0.0.1, or \
+         pass --insecure-allow-remote to accept the risk"
+    )]
+    Insecure {
+        /// The address asked for.
+        addr: SocketAddr,
     },
     /// The store could not be opened, or the configuration is invalid.
     #[error(transparent)]
@@ -146,6 +157,8 @@ pub(crate) struct Shared {
     draining: watch::Receiver<bool>,
     ui: bool,
     body_timeout: Duration,
+    /// Auth is off on a loopback address: only loopback `Host`s are answered.
+    loopback_only: bool,
 }
 
 type St = Arc<Shared>;
@@ -161,6 +174,12 @@ pub struct Broker {
 impl Broker {
     /// Opens the store, binds the address and starts serving in the background.
     pub async fn start(config: BrokerConfig) -> Result<Broker, BrokerError> {
+        if config.auth == AuthConfig::Off
+            && !config.addr.ip().is_loopback()
+            && !config.insecure_allow_remote
+        {
+            return Err(BrokerError::Insecure { addr: config.addr });
+        }
         let engine = open_engine(&config).await?;
         let listener =
             TcpListener::bind(config.addr)
@@ -179,6 +198,7 @@ impl Broker {
             draining: stopped.clone(),
             ui: config.ui,
             body_timeout: config.limits.body_timeout,
+            loopback_only: config.auth == AuthConfig::Off && addr.ip().is_loopback(),
         });
         let app = router(shared);
         let limits = config.limits;
@@ -370,6 +390,7 @@ async fn serve_rpc(
     body: Body,
     access: &mut Access,
 ) -> Result<Response, ApiError> {
+    same_site(s, headers)?;
     let principal = s.auth.check(&s.engine, headers, rpc.needs()).await?;
     if let Principal::Key(k) = &principal {
         access.key = Some(k.id.clone());
@@ -398,6 +419,67 @@ async fn serve_rpc(
             )
         })?;
     dispatch(s, rpc, &bytes, &principal, &mut access.target).await
+}
+
+/// Refuses what a web page in the user's browser could send to the broker behind their
+/// back: a body that is not declared JSON (an HTML form or a "simple" fetch cannot
+/// declare it without a CORS preflight, which the broker does not grant), a request
+/// from another origin, and, with auth off on a loopback address, a `Host` that is not
+/// a loopback name (DNS rebinding).
+fn same_site(s: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_argument",
+            "an RPC body is JSON: send Content-Type: application/json",
+        ));
+    }
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or_default();
+        let origin_host = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        if origin_host.is_none() || origin_host != host {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "permission_denied",
+                format!(
+                    "a request from the web origin {origin:?} is refused: only the broker's own pages may call it from a browser"
+                ),
+            ));
+        }
+    }
+    if s.loopback_only && !host.is_some_and(loopback_host) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "permission_denied",
+            format!(
+                "Host {:?} is not a loopback name: with auth off the broker answers only \
+                 requests addressed to localhost or a loopback address",
+                host.unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a `Host` header names this machine's loopback: `localhost`, 127.0.0.0/8 or
+/// `[::1]`, with or without a port.
+fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Parses a request, noting the queue, topic or key it names for the access line.

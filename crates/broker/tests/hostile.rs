@@ -165,7 +165,7 @@ async fn past_the_limit_with_every_connection_busy_a_newcomer_is_refused_with_50
         let mut c = TcpStream::connect(addr).await.expect("connects");
         let body = r#"{"queue":"q","wait_time_ms":20000}"#;
         let req = format!(
-            "POST /mqlite.v1.QueueService/Receive HTTP/1.1\r\nHost: x\r\n\
+            "POST /mqlite.v1.QueueService/Receive HTTP/1.1\r\nHost: localhost\r\n\
              Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         );
@@ -215,4 +215,120 @@ async fn metrics_scraped_during_subscription_churn_always_answer() {
     churn.await.expect("churn ends");
     assert!(scrapes > 0);
     w.broker.shutdown().await.expect("stops");
+}
+
+/// Posts `body` to CreateQueue with exactly these headers: the status and the body.
+async fn create_queue_with(
+    addr: SocketAddr,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let mut req = reqwest::Client::new()
+        .post(format!("http://{addr}/mqlite.v1.AdminService/CreateQueue"))
+        .body(body.to_owned());
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let r = req.send().await.expect("answered");
+    (r.status().as_u16(), r.text().await.expect("a body"))
+}
+
+/// What a web page in the user's browser could send: a form post (not JSON), a request
+/// from another origin, and a DNS-rebound `Host` with auth off. Each is refused and
+/// changes nothing; the broker's own page (same origin) is answered.
+#[tokio::test]
+async fn cross_site_requests_are_refused_and_change_nothing() {
+    let w = world_with(AuthConfig::Off, |_| {}).await;
+    let addr = w.broker.addr();
+    let body = r#"{"name":"evil"}"#;
+    let (status, text) = create_queue_with(
+        addr,
+        &[("content-type", "application/x-www-form-urlencoded")],
+        body,
+    )
+    .await;
+    assert_eq!(status, 415, "{text}");
+    assert!(text.contains("application/json"), "{text}");
+    let (status, _) = create_queue_with(addr, &[("content-type", "text/plain")], body).await;
+    assert_eq!(status, 415);
+    let (status, _) = create_queue_with(addr, &[], body).await;
+    assert_eq!(status, 415);
+    let (status, text) = create_queue_with(
+        addr,
+        &[
+            ("content-type", "application/json"),
+            ("origin", "http://evil.example"),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("evil.example"), "{text}");
+    let (status, text) = create_queue_with(
+        addr,
+        &[
+            ("content-type", "application/json"),
+            ("host", "evil.example"),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("loopback"), "{text}");
+    let queues: mqlite_broker::wire::QueuesResponse = w
+        .client
+        .call(
+            mqlite_broker::Rpc::ListQueues,
+            &mqlite_broker::wire::Empty {},
+        )
+        .await
+        .expect("ListQueues");
+    assert!(queues.queues.is_empty(), "{queues:?}");
+
+    // The broker's own page: same origin, JSON.
+    let own = format!("http://{addr}");
+    let (status, text) = create_queue_with(
+        addr,
+        &[
+            ("content-type", "application/json; charset=utf-8"),
+            ("origin", own.as_str()),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let (status, _) = create_queue_with(
+        addr,
+        &[
+            ("content-type", "application/json"),
+            ("host", "localhost:1"),
+        ],
+        r#"{"name":"ok2"}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    w.broker.shutdown().await.expect("stops");
+}
+
+/// With auth off, a non-loopback address is refused unless the risk is accepted.
+#[tokio::test]
+async fn auth_off_on_a_non_loopback_address_is_refused_unless_told() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = mqlite_broker::BrokerConfig::new(
+        "0.0.0.0:0".parse().expect("addr"),
+        dir.path().join("q.db").display().to_string(),
+        AuthConfig::Off,
+    );
+    config.background = false;
+    let refused = mqlite_broker::Broker::start(config.clone())
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        refused.to_string().contains("--insecure-allow-remote"),
+        "{refused}"
+    );
+    config.insecure_allow_remote = true;
+    let broker = mqlite_broker::Broker::start(config).await.expect("starts");
+    broker.shutdown().await.expect("stops");
 }

@@ -165,6 +165,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "MQLITE_BODY_TIMEOUT_MS", value_name = "MS", value_parser = parse_ms)]
     pub(crate) body_timeout_ms: Option<Setting<Duration>>,
 
+    /// Serve a non-loopback address with auth off. Refused without it: anyone who
+    /// reaches the address could read and purge every queue.
+    #[arg(long)]
+    pub(crate) insecure_allow_remote: bool,
+
     /// Connections held at once, lowered to fit the file-descriptor limit [default:
     /// 4096].
     #[arg(long, env = "MQLITE_MAX_CONNECTIONS", value_name = "N", value_parser = parse_count)]

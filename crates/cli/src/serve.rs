@@ -41,6 +41,7 @@ pub(crate) fn run(a: ServeArgs) -> Result<(), Failure> {
     if let Some(Setting(Some(t))) = a.body_timeout_ms {
         config.limits.body_timeout = t;
     }
+    config.insecure_allow_remote = a.insecure_allow_remote;
     if let Some(Setting(Some(n))) = a.max_connections {
         config.limits.max_connections = n;
     }
