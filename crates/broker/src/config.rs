@@ -7,6 +7,7 @@ use mqlite_engine_core::engine::DEFAULT_MAX_MESSAGE_BYTES;
 use mqlite_engine_core::{Error, Result};
 
 use crate::conn::ConnLimits;
+use crate::memory::MemoryLimits;
 
 /// The default listen address of the wire contract.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:6754";
@@ -138,6 +139,8 @@ pub struct BrokerConfig {
     pub ui: bool,
     /// Timeouts and the connection limit.
     pub limits: ConnLimits,
+    /// The memory budget and the answer cap.
+    pub memory: MemoryLimits,
     /// Serve a non-loopback address with auth off (`--insecure-allow-remote`); refused
     /// otherwise.
     pub insecure_allow_remote: bool,
@@ -154,6 +157,7 @@ impl std::fmt::Debug for BrokerConfig {
             .field("ui", &self.ui)
             .field("limits", &self.limits)
             .field("insecure_allow_remote", &self.insecure_allow_remote)
+            .field("memory", &self.memory)
             .finish_non_exhaustive()
     }
 }
@@ -172,6 +176,7 @@ impl BrokerConfig {
             ui: false,
             limits: ConnLimits::default(),
             insecure_allow_remote: false,
+            memory: MemoryLimits::default(),
         }
     }
 
@@ -225,6 +230,22 @@ impl BrokerConfig {
                     "MQLITE_MAX_CONNECTIONS={v:?} is not a positive count"
                 ))
             })?;
+        }
+        for (name, slot) in [
+            (
+                "MQLITE_MEMORY_BUDGET_BYTES",
+                &mut config.memory.budget_bytes,
+            ),
+            (
+                "MQLITE_MAX_ANSWER_BYTES",
+                &mut config.memory.max_answer_bytes,
+            ),
+        ] {
+            if let Some(v) = var(name) {
+                *slot = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    Error::invalid(format!("{name}={v:?} is not a positive byte count"))
+                })?;
+            }
         }
         config.ui = match var("MQLITE_UI") {
             Some(v) => parse_switch("MQLITE_UI", &v)?,

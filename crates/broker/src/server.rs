@@ -20,12 +20,13 @@ use tokio::task::JoinHandle;
 
 use mqlite::{AnyEngine, DynStore, EngineOptions, Location};
 use mqlite_engine_core::{
-    Error, LockRef, MessageState, OrderingMode, PeekOptions, Permission, PurgeOptions, QueueConfig,
-    QueueKind, ReceiveMode, ReceiveOptions, RedriveOptions, SendOptions, SeqNumber,
+    Error, LockRef, Message, MessageState, OrderingMode, PeekOptions, Permission, PurgeOptions,
+    QueueConfig, QueueKind, ReceiveMode, ReceiveOptions, RedriveOptions, SendOptions, SeqNumber,
 };
 
 use crate::auth::{Auth, Principal};
 use crate::config::{AuthConfig, BrokerConfig};
+use crate::memory::{Budget, MemoryLimits, answer_bytes, worst_message};
 use crate::prom::Prom;
 use crate::rpc::Rpc;
 use crate::wire::*;
@@ -159,6 +160,8 @@ pub(crate) struct Shared {
     body_timeout: Duration,
     /// Auth is off on a loopback address: only loopback `Host`s are answered.
     loopback_only: bool,
+    budget: Budget,
+    memory: MemoryLimits,
 }
 
 type St = Arc<Shared>;
@@ -199,6 +202,8 @@ impl Broker {
             ui: config.ui,
             body_timeout: config.limits.body_timeout,
             loopback_only: config.auth == AuthConfig::Off && addr.ip().is_loopback(),
+            budget: Budget::new(config.memory.budget_bytes),
+            memory: config.memory,
         });
         let app = router(shared);
         let limits = config.limits;
@@ -395,6 +400,14 @@ async fn serve_rpc(
     if let Principal::Key(k) = &principal {
         access.key = Some(k.id.clone());
     }
+    // The body's share of the memory budget, held until the request is answered.
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(MAX_REQUEST_BYTES)
+        .min(MAX_REQUEST_BYTES);
+    let _share = s.budget.take(declared).await;
     let read = tokio::time::timeout(
         s.body_timeout,
         axum::body::to_bytes(body, MAX_REQUEST_BYTES),
@@ -419,6 +432,113 @@ async fn serve_rpc(
             )
         })?;
     dispatch(s, rpc, &bytes, &principal, &mut access.target).await
+}
+
+/// Receives as [`mqlite::AnyEngine::receive`] does, within the answer cap: when
+/// `max_messages` messages of the largest accepted size could pass it, in rounds that
+/// each fit what is left of it (the first one waits, the others do not). A receive with
+/// an attempt id is one claim (a replay must return the same messages), of at most
+/// what fits.
+async fn receive_capped(
+    s: &Shared,
+    queue: &str,
+    mut options: ReceiveOptions,
+) -> Result<Vec<Message>, Error> {
+    let cap = s.memory.max_answer_bytes;
+    let worst = worst_message(s.engine.options().max_message_bytes);
+    let fits = |left: usize| u32::try_from(left / worst).unwrap_or(u32::MAX);
+    let max = options.max_messages;
+    if u64::from(max) * worst as u64 <= cap as u64 {
+        let got = s.engine.receive(queue, options).await?;
+        let _share = s.budget.take(got.iter().map(answer_bytes).sum()).await;
+        return Ok(got);
+    }
+    if options.attempt_id.is_some() {
+        options.max_messages = fits(cap).clamp(1, max);
+        return s.engine.receive(queue, options).await;
+    }
+    let mut out: Vec<Message> = Vec::new();
+    let mut bytes = 0usize;
+    let mut shares = Vec::new();
+    loop {
+        let taken = u32::try_from(out.len()).unwrap_or(u32::MAX);
+        let round = fits(cap.saturating_sub(bytes))
+            .min(max.saturating_sub(taken))
+            .max(u32::from(out.is_empty()));
+        if round == 0 {
+            break;
+        }
+        let mut this = options.clone();
+        this.max_messages = round;
+        if !out.is_empty() {
+            // Later rounds do not wait, and run only if their share is free now.
+            this.wait = Duration::ZERO;
+            match s.budget.try_take(round as usize * worst) {
+                Some(share) => shares.push(share),
+                None => break,
+            }
+        }
+        let got = s.engine.receive(queue, this).await?;
+        if out.is_empty() {
+            shares.push(s.budget.take(got.iter().map(answer_bytes).sum()).await);
+        }
+        let full = got.len() == round as usize;
+        bytes += got.iter().map(answer_bytes).sum::<usize>();
+        out.extend(got);
+        if !full || out.len() >= max as usize {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Peeks as [`mqlite::AnyEngine::peek`] does, page by page, stopping before the answer
+/// passes the cap (at least one message).
+async fn peek_capped(s: &Shared, queue: &str, options: PeekOptions) -> Result<Vec<Message>, Error> {
+    let cap = s.memory.max_answer_bytes;
+    let worst = worst_message(s.engine.options().max_message_bytes);
+    let page = u32::try_from(cap / worst).unwrap_or(u32::MAX).max(1);
+    let mut out: Vec<Message> = Vec::new();
+    let mut bytes = 0usize;
+    let mut from = options.from_seq;
+    let mut shares = Vec::new();
+    while out.len() < options.max as usize {
+        let want = page.min(options.max - u32::try_from(out.len()).unwrap_or(u32::MAX));
+        let share = if out.is_empty() {
+            Some(s.budget.take(want as usize * worst).await)
+        } else {
+            s.budget.try_take(want as usize * worst)
+        };
+        match share {
+            Some(share) => shares.push(share),
+            None => break,
+        }
+        let got = s
+            .engine
+            .peek(
+                queue,
+                PeekOptions {
+                    from_seq: from,
+                    state: options.state,
+                    max: want,
+                },
+            )
+            .await?;
+        let full = got.len() == want as usize;
+        for m in got {
+            let size = answer_bytes(&m);
+            if !out.is_empty() && bytes + size > cap {
+                return Ok(out);
+            }
+            bytes += size;
+            from = Some(SeqNumber(m.seq.0 + 1));
+            out.push(m);
+        }
+        if !full {
+            break;
+        }
+    }
+    Ok(out)
 }
 
 /// Refuses what a web page in the user's browser could send to the broker behind their
@@ -624,7 +744,7 @@ async fn dispatch(
             }
             // A shutdown wakes a parked long-poll: it answers with what it has (none).
             let messages = tokio::select! {
-                got = mq.receive(&r.queue, options) => match got {
+                got = receive_capped(s, &r.queue, options) => match got {
                     Err(Error::Closed) => Vec::new(),
                     other => other?,
                 },
@@ -704,7 +824,7 @@ async fn dispatch(
                     .transpose()?,
                 max: count("max", r.max.unwrap_or(32), 1000)?,
             };
-            let messages = mq.peek(&r.queue, options).await?;
+            let messages = peek_capped(s, &r.queue, options).await?;
             ok(MessagesResponse {
                 messages: messages
                     .into_iter()

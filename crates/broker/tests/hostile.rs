@@ -332,3 +332,45 @@ async fn auth_off_on_a_non_loopback_address_is_refused_unless_told() {
     let broker = mqlite_broker::Broker::start(config).await.expect("starts");
     broker.shutdown().await.expect("stops");
 }
+
+/// A Receive whose answer would pass the answer cap returns what fits and leaves the
+/// rest claimable: nothing is locked that was not returned. Peek likewise stops at the
+/// cap. A small answer is one claim, as before.
+#[tokio::test]
+async fn receive_and_peek_stop_at_the_answer_cap_and_lock_only_what_they_return() {
+    use mqlite_broker::wire::*;
+    let w = world_with(AuthConfig::Tokens(vec![ADMIN.into()]), |c| {
+        c.memory.max_answer_bytes = 4 << 20;
+    })
+    .await;
+    w.create_queue("big", Default::default()).await;
+    let body = "x".repeat(700 << 10);
+    for _ in 0..3 {
+        let bodies: Vec<&str> = vec![body.as_str(); 10];
+        w.send("big", &bodies).await;
+    }
+    let got = w.receive("big", 256).await;
+    let answer: usize = got.iter().map(|m| m.body.len()).sum();
+    assert!(!got.is_empty() && got.len() < 30, "{} messages", got.len());
+    assert!(answer <= 4 << 20, "{answer} bytes of bodies");
+    let stats = w.stats("big").await;
+    assert_eq!(stats.locked as usize, got.len(), "{stats:?}");
+    assert_eq!(stats.active as usize, 30 - got.len(), "{stats:?}");
+
+    let peeked: MessagesResponse = w
+        .client
+        .call(
+            mqlite_broker::Rpc::Peek,
+            &PeekRequest {
+                queue: "big".into(),
+                max: Some(1000),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("Peek");
+    let answer: usize = peeked.messages.iter().map(|m| m.body.len()).sum();
+    assert!(!peeked.messages.is_empty() && peeked.messages.len() < 30);
+    assert!(answer <= 4 << 20, "{answer} bytes of bodies");
+    w.broker.shutdown().await.expect("stops");
+}

@@ -165,6 +165,16 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "MQLITE_BODY_TIMEOUT_MS", value_name = "MS", value_parser = parse_ms)]
     pub(crate) body_timeout_ms: Option<Setting<Duration>>,
 
+    /// Request bodies and answers held in memory at once, bytes [default: 48 MiB];
+    /// requests past it wait their turn.
+    #[arg(long, env = "MQLITE_MEMORY_BUDGET_BYTES", value_name = "BYTES", value_parser = parse_count)]
+    pub(crate) memory_budget_bytes: Option<Setting<usize>>,
+
+    /// The largest Receive or Peek answer, bytes [default: 16 MiB]; an answer stops
+    /// adding messages before it passes it.
+    #[arg(long, env = "MQLITE_MAX_ANSWER_BYTES", value_name = "BYTES", value_parser = parse_count)]
+    pub(crate) max_answer_bytes: Option<Setting<usize>>,
+
     /// Serve a non-loopback address with auth off. Refused without it: anyone who
     /// reaches the address could read and purge every queue.
     #[arg(long)]

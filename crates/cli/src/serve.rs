@@ -42,6 +42,12 @@ pub(crate) fn run(a: ServeArgs) -> Result<(), Failure> {
         config.limits.body_timeout = t;
     }
     config.insecure_allow_remote = a.insecure_allow_remote;
+    if let Some(Setting(Some(n))) = a.memory_budget_bytes {
+        config.memory.budget_bytes = n;
+    }
+    if let Some(Setting(Some(n))) = a.max_answer_bytes {
+        config.memory.max_answer_bytes = n;
+    }
     if let Some(Setting(Some(n))) = a.max_connections {
         config.limits.max_connections = n;
     }

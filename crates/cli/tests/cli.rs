@@ -31,6 +31,9 @@ const ENV: &[&str] = &[
     "MQLITE_HEADER_TIMEOUT_MS",
     "MQLITE_BODY_TIMEOUT_MS",
     "MQLITE_MAX_CONNECTIONS",
+    "MQLITE_MEMORY_BUDGET_BYTES",
+    "MQLITE_MAX_ANSWER_BYTES",
+    "MQLITE_TOKENS_FILE",
     "MQLITE_LOG",
     "MQLITE_LOG_FORMAT",
     "RUST_LOG",
@@ -1054,4 +1057,130 @@ fn an_unreadable_log_setting_stops_serve_with_the_setting_named() {
         "{}",
         ran.stderr
     );
+}
+
+/// One RPC over a fresh connection (std only): the status and the answer's body.
+fn post(s: &Server, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let addr = s.endpoint.trim_start_matches("http://");
+    let mut conn = std::net::TcpStream::connect(addr).expect("connects");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).expect("writes");
+    conn.write_all(body).expect("writes");
+    let mut answer = Vec::new();
+    conn.read_to_end(&mut answer).expect("reads");
+    let split = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head");
+    let status = String::from_utf8_lossy(&answer[..split])
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status");
+    let mut rest = answer.split_off(split + 4);
+    if String::from_utf8_lossy(&answer)
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        rest = unchunk(&rest);
+    }
+    (status, rest)
+}
+
+fn unchunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("a chunk size");
+        let size = usize::from_str_radix(
+            std::str::from_utf8(&data[..line_end]).expect("hex").trim(),
+            16,
+        )
+        .expect("a chunk size");
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[line_end + 2..line_end + 2 + size]);
+        data = &data[line_end + 4 + size..];
+    }
+}
+
+/// The served broker's peak resident memory so far, bytes.
+#[cfg(target_os = "linux")]
+fn peak_rss(s: &Server) -> u64 {
+    let pid = s.child.as_ref().expect("running").id();
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kib * 1024
+}
+
+/// Memory stays bounded under what once took 2 GB: 200 messages of 1 MiB peeked by four
+/// clients at once at max 1,000 (each answer stops at the 16 MiB cap), and eight
+/// concurrent 28 MiB sends (they wait for the memory budget). The broker's peak RSS
+/// stays under 256 MiB.
+#[cfg(target_os = "linux")]
+#[test]
+fn huge_peeks_and_sends_at_once_stay_under_the_memory_bound() {
+    const LIMIT: u64 = 256 << 20;
+    let s = Server::start();
+    s.run(&["create-queue", "big"]).ok();
+    let body = "A".repeat(1_398_100); // base64 of ~1 MiB
+    let message = format!(r#"{{"body":"{body}"}}"#);
+    let batch = |n: usize| {
+        let messages = vec![message.as_str(); n].join(",");
+        format!(r#"{{"queue":"big","messages":[{messages}]}}"#).into_bytes()
+    };
+    let twenty = std::sync::Arc::new(batch(20));
+    for _ in 0..10 {
+        let (status, text) = post(&s, "/mqlite.v1.QueueService/Send", &twenty);
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&text));
+    }
+    let s = std::sync::Arc::new(s);
+    let peeks: Vec<_> = (0..4)
+        .map(|_| {
+            let s = s.clone();
+            thread::spawn(move || {
+                post(
+                    &s,
+                    "/mqlite.v1.QueueService/Peek",
+                    br#"{"queue":"big","max":1000}"#,
+                )
+            })
+        })
+        .collect();
+    for p in peeks {
+        let (status, answer) = p.join().expect("a peek");
+        assert_eq!(status, 200);
+        assert!(
+            answer.len() <= 16 << 20,
+            "an answer of {} bytes",
+            answer.len()
+        );
+        let v: Value = serde_json::from_slice(&answer).expect("JSON");
+        let n = v["messages"].as_array().expect("messages").len();
+        assert!((1..200).contains(&n), "{n} messages");
+    }
+    let sends: Vec<_> = (0..8)
+        .map(|_| {
+            let s = s.clone();
+            let twenty = twenty.clone();
+            thread::spawn(move || post(&s, "/mqlite.v1.QueueService/Send", &twenty).0)
+        })
+        .collect();
+    for send in sends {
+        assert_eq!(send.join().expect("a send"), 200);
+    }
+    let peak = peak_rss(&s);
+    eprintln!("the broker's peak RSS: {} MiB", peak >> 20);
+    assert!(peak < LIMIT, "peak RSS {} MiB", peak >> 20);
 }
