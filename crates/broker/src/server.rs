@@ -265,6 +265,8 @@ async fn open_engine(config: &BrokerConfig) -> Result<AnyEngine, Error> {
     let options = EngineOptions {
         max_message_bytes: config.max_message_bytes,
         background: config.background,
+        // The broker's leases belong to its remote clients, who outlive a restart.
+        leases_at_open: mqlite::LeasesAtOpen::Keep,
         ..Default::default()
     };
     mqlite_engine_core::Engine::<DynStore>::with_store(store, options).await

@@ -374,3 +374,58 @@ async fn receive_and_peek_stop_at_the_answer_cap_and_lock_only_what_they_return(
     assert!(answer <= 4 << 20, "{answer} bytes of bodies");
     w.broker.shutdown().await.expect("stops");
 }
+
+/// A restart of the broker keeps its remote clients' leases: after it, the message is
+/// not delivered again while the lease lives, and the holder's Complete succeeds.
+#[tokio::test]
+async fn a_restart_keeps_remote_clients_leases() {
+    use mqlite_broker::wire::*;
+    let w = world().await;
+    w.create_queue(
+        "jobs",
+        WireQueueConfig {
+            lock_duration_ms: Some(60_000),
+            ..Default::default()
+        },
+    )
+    .await;
+    w.send("jobs", &["work"]).await;
+    let held = w.receive("jobs", 1).await.remove(0);
+    let db = w.dir.path().join("broker.db").display().to_string();
+    w.broker.shutdown().await.expect("stops");
+
+    let mut config = mqlite_broker::BrokerConfig::new(
+        "127.0.0.1:0".parse().expect("addr"),
+        db,
+        AuthConfig::Tokens(vec![ADMIN.into()]),
+    );
+    config.clock = w.clock.shared();
+    config.background = false;
+    let broker = mqlite_broker::Broker::start(config).await.expect("restarts");
+    let client = mqlite_broker::Client::new(format!("http://{}", broker.addr()), Some(ADMIN.into()));
+    let again: MessagesResponse = client
+        .call(
+            mqlite_broker::Rpc::Receive,
+            &ReceiveRequest {
+                queue: "jobs".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("Receive");
+    assert!(again.messages.is_empty(), "delivered again inside a live lease");
+    let done: OkResponse = client
+        .call(
+            mqlite_broker::Rpc::Complete,
+            &SettleRequest {
+                queue: "jobs".into(),
+                seq_number: held.seq_number,
+                lock_token: held.lock_token.clone(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("the holder completes after the restart");
+    assert!(done.ok);
+    broker.shutdown().await.expect("stops");
+}

@@ -68,6 +68,22 @@ pub struct EngineOptions {
     pub long_poll_recheck: Duration,
     /// Dead-letter retention defaults (zero = unbounded).
     pub retention: RetentionDefaults,
+    /// What opening does with the leases held in the data (3.1, 15.2).
+    pub leases_at_open: LeasesAtOpen,
+}
+
+/// What opening a store does with the leases held in its data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LeasesAtOpen {
+    /// Every held lease is reclaimed at once (3.1): the embedded library's policy, since
+    /// the handlers that held them died with the process that opened the file before.
+    #[default]
+    Reclaim,
+    /// Held leases keep their deadline: a lease that has passed it is reclaimed now, the
+    /// others when it passes (the reaper's rule), and their lock tokens still settle.
+    /// The broker's policy: its leases belong to remote clients, who outlive a restart.
+    Keep,
 }
 
 impl Default for EngineOptions {
@@ -81,6 +97,7 @@ impl Default for EngineOptions {
             janitor_interval: Duration::from_secs(60),
             long_poll_recheck: Duration::from_secs(1),
             retention: RetentionDefaults::default(),
+            leases_at_open: LeasesAtOpen::Reclaim,
         }
     }
 }
@@ -246,13 +263,21 @@ impl<S: Store> Engine<S> {
     /// a lease-owned store the epoch was taken before this runs, so a deposed owner's
     /// live leases are never reset by a newcomer that did not win the lease.
     pub async fn with_store(store: S, options: EngineOptions) -> Result<Self> {
-        match store.ownership() {
-            Ownership::Exclusive | Ownership::Lease { .. } => {
+        match (store.ownership(), options.leases_at_open) {
+            (Ownership::Exclusive | Ownership::Lease { .. }, LeasesAtOpen::Reclaim) => {
                 let reclaimed = store.recover(RecoverTask::Orphans).await?;
                 tracing::info!(
                     backend = store.backend(),
                     reclaimed,
                     "opened: orphaned leases reclaimed (active again, or dead-lettered at the bound)"
+                );
+            }
+            (_, LeasesAtOpen::Keep) => {
+                let reclaimed = store.recover(RecoverTask::Reaper).await?;
+                tracing::info!(
+                    backend = store.backend(),
+                    reclaimed,
+                    "opened: leases kept to their deadline; those already past it reclaimed"
                 );
             }
         }

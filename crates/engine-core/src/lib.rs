@@ -33,7 +33,7 @@ pub mod writer;
 pub use access::{AccessKey, CreatedKey, Permission};
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use dyn_store::DynStore;
-pub use engine::{Engine, EngineOptions, EngineTx, LoopKind, SweepReport};
+pub use engine::{Engine, EngineOptions, EngineTx, LeasesAtOpen, LoopKind, SweepReport};
 pub use error::{Error, LockHolder, LockLostReason, Result};
 pub use event::{EventIdentity, Fingerprint};
 pub use filter::{Filter, FilterTest};

@@ -26,12 +26,13 @@
 // thread) stay in `mqlite-engine-core` for store authors.
 pub use mqlite_engine_core::{
     AccessKey, BatchResult, Clock, CreatedKey, DEFAULT_LOCK_DURATION, DEFAULT_MAX_DELIVERY_COUNT,
-    DynStore, EngineOptions, EngineTx, EnqueueSlot, Error, EventIdentity, HasOutbox, LockHolder,
-    LockLostReason, LockRef, LockToken, LoopKind, ManualClock, Message, MessageState, OrderingMode,
-    OutMessage, OutboxStore, Ownership, PeekOptions, Permission, PurgeOptions, Queue, QueueConfig,
-    QueueInfo, QueueKind, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RECEIPT_TTL_MS,
-    ReceiveMode, ReceiveOptions, RedriveOptions, Result, RetentionDefaults, SendOptions, SeqNumber,
-    SharedClock, Store, StoreStatus, StoreTx, Subscription, SweepReport, SystemClock, WorkStats,
+    DynStore, EngineOptions, EngineTx, EnqueueSlot, Error, EventIdentity, HasOutbox, LeasesAtOpen,
+    LockHolder, LockLostReason, LockRef, LockToken, LoopKind, ManualClock, Message, MessageState,
+    OrderingMode, OutMessage, OutboxStore, Ownership, PeekOptions, Permission, PurgeOptions, Queue,
+    QueueConfig, QueueInfo, QueueKind, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED,
+    RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions, RedriveOptions, Result, RetentionDefaults,
+    SendOptions, SeqNumber, SharedClock, Store, StoreStatus, StoreTx, Subscription, SweepReport,
+    SystemClock, WorkStats,
 };
 
 /// The worker: handlers over long-polls with renewal, retries and a graceful stop.

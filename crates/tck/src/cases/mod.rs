@@ -74,6 +74,7 @@ register! {
     settlement::p2_8_renew_batch_fences_per_item_and_caps_at_512,
     settlement::p2_9_redelivery_fences_the_previous_holder,
     recovery::p3_1_open_reclaims_orphaned_leases [Reopen],
+    recovery::p3_1_open_keeps_leases_to_their_deadline_when_told [Reopen],
     idempotency::p3_2_identical_settle_replays_success,
     idempotency::p3_2_receipt_is_keyed_by_the_whole_request,
     idempotency::p3_2_expired_receipt_never_replays,
