@@ -74,6 +74,8 @@ pub(crate) struct ApiError {
     pub(crate) status: StatusCode,
     pub(crate) code: &'static str,
     pub(crate) message: String,
+    /// The store cannot take writes (a full disk, its file gone): readiness fails.
+    pub(crate) store_fault: bool,
 }
 
 impl ApiError {
@@ -82,6 +84,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            store_fault: false,
         }
     }
 
@@ -103,6 +106,18 @@ impl From<Error> for ApiError {
             Error::MessageTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "message_too_large"),
             Error::Cancelled => (client_closed(), "cancelled"),
             Error::OutcomeUnknown { .. } => (StatusCode::SERVICE_UNAVAILABLE, "outcome_unknown"),
+            Error::StorageFull { .. } | Error::StoreGone { .. } => {
+                tracing::error!(error = %e, "the store refuses writes");
+                let (status, code) = match e {
+                    Error::StorageFull { .. } => {
+                        (StatusCode::INSUFFICIENT_STORAGE, "resource_exhausted")
+                    }
+                    _ => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+                };
+                let mut api = ApiError::new(status, code, e.to_string());
+                api.store_fault = true;
+                return api;
+            }
             Error::Closed => {
                 return ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -162,6 +177,7 @@ pub(crate) struct Shared {
     loopback_only: bool,
     budget: Budget,
     memory: MemoryLimits,
+    readiness: Readiness,
 }
 
 type St = Arc<Shared>;
@@ -204,6 +220,7 @@ impl Broker {
             loopback_only: config.auth == AuthConfig::Off && addr.ip().is_loopback(),
             budget: Budget::new(config.memory.budget_bytes),
             memory: config.memory,
+            readiness: Readiness::default(),
         });
         let app = router(shared);
         let limits = config.limits;
@@ -276,6 +293,7 @@ fn router(shared: St) -> Router {
     let mut app = Router::new()
         .route("/", get(discovery))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics));
     app = if shared.ui {
         app.merge(crate::console::routes())
@@ -328,6 +346,57 @@ async fn discovery(State(s): State<St>) -> Response {
     json_response(StatusCode::OK, &card)
 }
 
+/// Whether the broker can take sends: false from a write the store refused (a full
+/// disk, its file deleted or replaced) until a send succeeds again.
+#[derive(Default)]
+struct Readiness {
+    failing: std::sync::Mutex<Option<String>>,
+}
+
+impl Readiness {
+    fn writes_fail(&self, why: &str) {
+        *self.failing.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.to_owned());
+    }
+
+    fn writes_work(&self) {
+        let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        if failing.is_some() {
+            tracing::info!("writes work again: ready");
+            *failing = None;
+        }
+    }
+
+    fn failing(&self) -> Option<String> {
+        self.failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// `/readyz`: 200 `ready` while the store takes writes; 503 with the reason after a
+/// write it refused, until a send succeeds again. `/healthz` answers `ok` throughout:
+/// the process is alive, and receives and settlements may still work.
+async fn readyz(State(s): State<St>) -> Response {
+    if *s.draining.borrow() {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the broker is shutting down",
+        )
+        .into_response();
+    }
+    match s.readiness.failing() {
+        None => "ready".into_response(),
+        Some(why) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("the store refuses writes: {why}"),
+        )
+        .into_response(),
+    }
+}
+
 async fn metrics(State(s): State<St>, headers: HeaderMap) -> Response {
     if let Err(e) = s
         .auth
@@ -366,8 +435,16 @@ async fn handle(
     let started = Instant::now();
     let mut access = Access::default();
     let (response, code) = match serve_rpc(&s, rpc, &headers, body, &mut access).await {
-        Ok(r) => (r, "ok"),
+        Ok(r) => {
+            if matches!(rpc, Rpc::Send | Rpc::Schedule) {
+                s.readiness.writes_work();
+            }
+            (r, "ok")
+        }
         Err(e) => {
+            if e.store_fault {
+                s.readiness.writes_fail(&e.message);
+            }
             let code = e.code;
             (e.into_response(), code)
         }

@@ -401,8 +401,11 @@ async fn a_restart_keeps_remote_clients_leases() {
     );
     config.clock = w.clock.shared();
     config.background = false;
-    let broker = mqlite_broker::Broker::start(config).await.expect("restarts");
-    let client = mqlite_broker::Client::new(format!("http://{}", broker.addr()), Some(ADMIN.into()));
+    let broker = mqlite_broker::Broker::start(config)
+        .await
+        .expect("restarts");
+    let client =
+        mqlite_broker::Client::new(format!("http://{}", broker.addr()), Some(ADMIN.into()));
     let again: MessagesResponse = client
         .call(
             mqlite_broker::Rpc::Receive,
@@ -413,7 +416,10 @@ async fn a_restart_keeps_remote_clients_leases() {
         )
         .await
         .expect("Receive");
-    assert!(again.messages.is_empty(), "delivered again inside a live lease");
+    assert!(
+        again.messages.is_empty(),
+        "delivered again inside a live lease"
+    );
     let done: OkResponse = client
         .call(
             mqlite_broker::Rpc::Complete,
@@ -428,4 +434,51 @@ async fn a_restart_keeps_remote_clients_leases() {
         .expect("the holder completes after the restart");
     assert!(done.ok);
     broker.shutdown().await.expect("stops");
+}
+
+/// The database deleted under the running broker: sends are refused (503 naming the
+/// file) instead of acknowledged into the unlinked file, `/readyz` fails with the
+/// reason, `/healthz` stays live.
+#[tokio::test]
+async fn a_deleted_database_refuses_sends_and_fails_readiness() {
+    let w = world().await;
+    w.create_queue("q", Default::default()).await;
+    w.send("q", &["before"]).await;
+    let (status, text) = w.client.get("/readyz").await.expect("answered");
+    assert_eq!((status, text.as_str()), (200, "ready"));
+    let db = w.dir.path().join("broker.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let r = w
+        .client
+        .call::<_, mqlite_broker::wire::SendResponse>(
+            mqlite_broker::Rpc::Send,
+            &mqlite_broker::wire::SendRequest {
+                queue: "q".into(),
+                messages: vec![mqlite_broker::wire::WireMessage::with_body("after")],
+                ..Default::default()
+            },
+        )
+        .await;
+    match r {
+        Err(mqlite_broker::ClientError::Api {
+            status,
+            code,
+            message,
+        }) => {
+            assert_eq!((status, code.as_str()), (503, "unavailable"));
+            assert!(
+                message.contains("broker.db") && message.contains("deleted"),
+                "{message}"
+            );
+        }
+        other => panic!("expected 503, got {other:?}"),
+    }
+    let (status, text) = w.client.get("/readyz").await.expect("answered");
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("refuses writes"), "{text}");
+    let (status, _) = w.client.get("/healthz").await.expect("answered");
+    assert_eq!(status, 200);
+    w.broker.shutdown().await.expect("stops");
 }

@@ -124,6 +124,31 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
+    /// The disk (or the quota) holding the database is full: the write was not made.
+    /// Settlements, which delete rows, keep working as far as the store's reserve allows;
+    /// free space, or drain the queues, and writes resume.
+    #[error(
+        "{backend}: the disk holding {location} is full: nothing was written; free space \
+         on it (completing messages still works and frees space in the file)"
+    )]
+    StorageFull {
+        /// Which backend.
+        backend: &'static str,
+        /// The database (its path), as far as the store knows it.
+        location: String,
+    },
+    /// The database file was deleted or replaced under the running store: writes are
+    /// refused from then on, since they would go to a file nobody will open again.
+    #[error(
+        "{location} was deleted or replaced while the store had it open ({detail}): writes \
+         are refused; put the file back or restart the process on the right file"
+    )]
+    StoreGone {
+        /// The database path.
+        location: String,
+        /// What was seen.
+        detail: String,
+    },
     /// The storage backend failed. The native error is the [`std::error::Error::source`];
     /// it is not repeated in this message.
     #[error("{backend} backend error")]
@@ -223,6 +248,36 @@ impl Error {
         Error::NotFound {
             kind: "queue",
             name: name.to_owned(),
+        }
+    }
+
+    /// A copy of this error for every caller of a failed group commit, when it is one
+    /// of the variants that say what to do (a full disk, a vanished file, a deposed
+    /// owner); None for the others, which carry a native source.
+    pub fn for_each_caller(&self) -> Option<Error> {
+        match self {
+            Error::StorageFull { backend, location } => Some(Error::StorageFull {
+                backend,
+                location: location.clone(),
+            }),
+            Error::StoreGone { location, detail } => Some(Error::StoreGone {
+                location: location.clone(),
+                detail: detail.clone(),
+            }),
+            Error::Deposed { epoch } => Some(Error::Deposed { epoch: *epoch }),
+            Error::Closed => Some(Error::Closed),
+            _ => None,
+        }
+    }
+
+    /// Names the database in an error that says so without knowing it.
+    pub fn at_location(self, path: &str) -> Self {
+        match self {
+            Error::StorageFull { backend, location } if location.is_empty() => Error::StorageFull {
+                backend,
+                location: path.to_owned(),
+            },
+            other => other,
         }
     }
 

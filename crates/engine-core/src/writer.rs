@@ -99,13 +99,25 @@ impl std::fmt::Display for GroupFailed {
 
 impl std::error::Error for GroupFailed {}
 
+/// The database rolled a group's transaction back by itself.
+#[derive(Debug)]
+struct RolledBack(&'static str);
+
+impl std::fmt::Display for RolledBack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: the database rolled the transaction back", self.0)
+    }
+}
+
+impl std::error::Error for RolledBack {}
+
 /// An answer to a caller, sent once the handle is free again: a caller woken while
 /// the writer still held the handle would find the store busy and queue its next call
 /// behind nothing (the kernel often runs the woken thread at once, on the waker's core).
 type Answer = Box<dyn FnOnce() + Send>;
 
 /// A kept call's answer, given the group commit's outcome.
-type Reply = Box<dyn FnOnce(std::result::Result<(), Arc<str>>) -> Answer + Send>;
+type Reply = Box<dyn FnOnce(std::result::Result<(), Arc<Error>>) -> Answer + Send>;
 
 /// The table of a handle's group operations, taken from the first call of a group.
 struct GroupOps<T> {
@@ -133,7 +145,7 @@ trait GroupedCall<T>: Send {
     /// call is the whole group, and a failure rolls the transaction back).
     fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock, solo: bool) -> Ran;
     /// The group could not start: the answer without running.
-    fn fail(self: Box<Self>, why: &str) -> Answer;
+    fn fail(self: Box<Self>, why: &Error) -> Answer;
 }
 
 struct Call<F, R> {
@@ -196,7 +208,7 @@ where
                         tx,
                         match commit {
                             Ok(()) => Ok(r),
-                            Err(why) => Err(Error::backend(backend, GroupFailed(why.to_string()))),
+                            Err(why) => Err(shared_failure(backend, &why)),
                         },
                     )
                 }))
@@ -214,12 +226,25 @@ where
         }
     }
 
-    fn fail(self: Box<Self>, why: &str) -> Answer {
-        answer(
-            self.tx,
-            Err(Error::backend(T::BACKEND, GroupFailed(why.to_owned()))),
-        )
+    fn fail(self: Box<Self>, why: &Error) -> Answer {
+        answer(self.tx, Err(shared_failure(T::BACKEND, why)))
     }
+}
+
+/// What one caller of a failed group hears: the error itself when it says what to do
+/// (a full disk, say), else that the shared commit failed, and why.
+fn shared_failure(backend: &'static str, why: &Error) -> Error {
+    why.for_each_caller().unwrap_or_else(|| {
+        // The cause's own text, sources included (a backend error's message is only
+        // its backend's name).
+        let mut text = why.to_string();
+        let mut source = std::error::Error::source(why);
+        while let Some(s) = source {
+            text = format!("{text}: {s}");
+            source = s.source();
+        }
+        Error::backend(backend, GroupFailed(text))
+    })
 }
 
 /// How long the writer keeps looking for the next call before it sleeps. A caller that
@@ -289,8 +314,7 @@ fn run_group<T>(
     let mut open = match (ops.begin)(handle) {
         Ok(()) => true,
         Err(e) => {
-            let why = e.to_string();
-            return calls.into_iter().map(|c| c.fail(&why)).collect();
+            return calls.into_iter().map(|c| c.fail(&e)).collect();
         }
     };
     let mut replies: Vec<Reply> = Vec::with_capacity(calls.len());
@@ -299,7 +323,7 @@ fn run_group<T>(
             match (ops.begin)(handle) {
                 Ok(()) => open = true,
                 Err(e) => {
-                    answers.push(call.fail(&e.to_string()));
+                    answers.push(call.fail(&e));
                     continue;
                 }
             }
@@ -311,8 +335,7 @@ fn run_group<T>(
         if !(ops.in_transaction)(handle) {
             // The database rolled the group back by itself: the work of every call
             // answered so far is gone with it.
-            let why: Arc<str> =
-                format!("{}: the database rolled the transaction back", ops.backend).into();
+            let why = Arc::new(Error::backend(ops.backend, RolledBack(ops.backend)));
             tracing::error!("{why}; the calls of this group fail");
             answers.extend(replies.drain(..).map(|r| r(Err(why.clone()))));
             open = false;
@@ -329,7 +352,7 @@ fn run_group<T>(
     match (ops.commit)(handle) {
         Ok(()) => answers.extend(replies.into_iter().map(|r| r(Ok(())))),
         Err(e) => {
-            let why: Arc<str> = e.to_string().into();
+            let why = Arc::new(e);
             tracing::error!(error = %why, calls = replies.len(), "a group commit failed; its calls fail");
             if (ops.in_transaction)(handle) {
                 (ops.rollback)(handle);

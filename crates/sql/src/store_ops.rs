@@ -6,8 +6,10 @@
 /// Send` running `f(&mut exec, now)` in one transaction. `items` says how much the call
 /// carries (messages, locks; [`LONG`](crate::LONG) for a scan whose length the
 /// caller does not bound), so a local store can keep long work off the caller's
-/// thread. `backend`, `clock`, `ownership`, `work`, `status` and `close` stay with the
-/// store.
+/// thread. The flows that add messages (send, publish) go through `sql_tx_growing`
+/// instead, with the same shape, so a store can refuse them while its disk is full and
+/// keep the rest working. `backend`, `clock`, `ownership`, `work`, `status` and `close`
+/// stay with the store.
 #[macro_export]
 macro_rules! store_ops {
     () => {
@@ -37,7 +39,7 @@ macro_rules! store_ops {
         messages: Vec<$crate::core::OutMessage>,
         options: $crate::core::SendOptions,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::EnqueueSlot>>> + Send {
-        self.sql_tx_sized(messages.len(), async move |x, now| {
+        self.sql_tx_growing(messages.len(), async move |x, now| {
             $crate::enqueue::enqueue(x, now, &queue, messages, options, true).await
         })
     }
@@ -167,7 +169,7 @@ macro_rules! store_ops {
         routes: Vec<$crate::core::Route>,
         options: $crate::core::SendOptions,
     ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<Vec<$crate::core::EnqueueSlot>>>> + Send {
-        self.sql_tx_sized(routes.len(), async move |x, now| $crate::topics::publish(x, now, &topic, routes, options).await)
+        self.sql_tx_growing(routes.len(), async move |x, now| $crate::topics::publish(x, now, &topic, routes, options).await)
     }
     };
 }

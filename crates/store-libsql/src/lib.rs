@@ -227,6 +227,20 @@ impl LibsqlStore {
         self.sql_tx(f)
     }
 
+    /// [`store_ops!`](sql::store_ops)'s entry for the flows that add messages: the
+    /// server owns the disk, so they run as every other flow.
+    fn sql_tx_growing<R, F>(
+        &self,
+        _items: usize,
+        f: F,
+    ) -> impl Future<Output = Result<R>> + Send + 'static
+    where
+        R: Send + 'static,
+        F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R> + Send + 'static,
+    {
+        self.sql_tx(f)
+    }
+
     /// Runs a shared flow in one transaction (see [`flow_transaction`]), off the
     /// executor.
     fn sql_tx<R, F>(&self, f: F) -> impl Future<Output = Result<R>> + Send + 'static

@@ -14,11 +14,15 @@
 
 mod exec;
 mod lock;
+mod reserve;
 mod schema;
 #[cfg(feature = "tck")]
 pub mod tck;
 mod tx;
 mod writer;
+
+pub use reserve::RESERVE_BYTES;
+use reserve::{Growth, Reserve};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -51,7 +55,16 @@ const INLINE_ITEMS: usize = 64;
 
 /// Converts a rusqlite error into the boundary's error.
 pub(crate) fn db(e: rusqlite::Error) -> Error {
-    Error::backend(BACKEND, e)
+    match &e {
+        // The store names its file on the way out (`Error::at_location`).
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::DiskFull => {
+            Error::StorageFull {
+                backend: BACKEND,
+                location: String::new(),
+            }
+        }
+        _ => Error::backend(BACKEND, e),
+    }
 }
 
 /// The durability point (10.4).
@@ -129,6 +142,7 @@ pub struct SqliteStore {
     clock: SharedClock,
     path: Option<PathBuf>,
     work: Arc<WorkCounter>,
+    reserve: Arc<Reserve>,
     /// Set once this store is closing or dropped: an open of the same file in this
     /// process then waits for the release instead of failing with `DbLocked`.
     releasing: Arc<AtomicBool>,
@@ -178,7 +192,8 @@ impl SqliteStore {
         // caller's thread. Under FULL every commit does, so every call goes to the
         // writer thread, where waiting calls share one commit and its fsync.
         let inline = options.caller_thread && sync == Synchronous::Normal;
-        let writer = Writer::start(options.clock.clone(), inline, move || {
+        let file = path.clone();
+        let writer = Writer::start(options.clock.clone(), inline, file, move || {
             // The lock comes first: nothing, not even the guard check, reads a file that
             // another writer holds.
             let guard = match &location {
@@ -189,9 +204,11 @@ impl SqliteStore {
             Ok((conn, guard))
         })
         .await?;
+        let reserve = Arc::new(Reserve::beside(path.as_deref(), options.clock.clone()));
         Ok(SqliteStore {
             writer,
             clock: options.clock,
+            reserve,
             path,
             work: Arc::new(WorkCounter::default()),
             releasing,
@@ -213,14 +230,74 @@ impl SqliteStore {
         F: for<'a, 'c> AsyncFnOnce(&'a mut Exec<'c>, i64) -> Result<R> + Send + 'static,
     {
         let work = self.work.clone();
-        self.writer.run_tx(items <= INLINE_ITEMS, move |tx, now| {
+        let reserve = self.reserve.clone();
+        let run = self.writer.run_tx(items <= INLINE_ITEMS, move |tx, now| {
             let mut x = Exec {
                 conn: tx,
                 work: &work,
             };
             // The flows' futures are ready at once: rusqlite answers synchronously.
             block_on(None, f(&mut x, now))
-        })
+        });
+        let location = self.location();
+        async move {
+            run.await.map_err(|e| {
+                if matches!(e, Error::StorageFull { .. }) {
+                    reserve.release();
+                }
+                e.at_location(&location)
+            })
+        }
+    }
+
+    /// [`store_ops!`](sql::store_ops)'s entry for the flows that add messages (send,
+    /// publish): refused at once with `StorageFull` while the disk is full and the
+    /// reserve is given up to the drain (see [`reserve`]).
+    fn sql_tx_growing<R, F>(
+        &self,
+        items: usize,
+        f: F,
+    ) -> impl Future<Output = Result<R>> + Send + 'static
+    where
+        R: Send + 'static,
+        F: for<'a, 'c> AsyncFnOnce(&'a mut Exec<'c>, i64) -> Result<R> + Send + 'static,
+    {
+        let full = Error::StorageFull {
+            backend: BACKEND,
+            location: self.location(),
+        };
+        let growth = self.reserve.admits_growth();
+        let reserve = self.reserve.clone();
+        // Gives the WAL's space back to the disk before the reserve is tried again.
+        let truncate = (growth == Growth::Retry).then(|| {
+            self.writer.run(|conn, _| {
+                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                    .map_err(db)
+            })
+        });
+        let run = self.sql_tx_sized(items, f);
+        async move {
+            match growth {
+                Growth::Yes => {}
+                Growth::No => return Err(full),
+                Growth::Retry => {
+                    if let Some(truncate) = truncate {
+                        let _ = truncate.await;
+                    }
+                    if !reserve.rearm() {
+                        return Err(full);
+                    }
+                }
+            }
+            run.await
+        }
+    }
+
+    /// The database's path as errors name it (`:memory:` for a private one).
+    fn location(&self) -> String {
+        self.path
+            .as_ref()
+            .map_or_else(|| ":memory:".to_owned(), |p| p.display().to_string())
     }
 
     /// How many group commits the writer has made: calls waiting for the writer share
@@ -310,10 +387,7 @@ impl Store for SqliteStore {
     mqlite_sql::store_ops!();
 
     fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
-        let location = self
-            .path
-            .as_ref()
-            .map_or_else(|| ":memory:".to_owned(), |p| p.display().to_string());
+        let location = self.location();
         self.sql_tx_sized(sql::LONG, async move |x, _| {
             sql::admin::status(x, BACKEND, location, false).await
         })
@@ -338,6 +412,7 @@ impl OutboxStore for SqliteStore {
         // inside the caller's runtime.
         let runtime = tokio::runtime::Handle::try_current().ok();
         let work = self.work.clone();
+        let file = self.writer.file();
         self.writer.run_app_tx(move |tx, now, gone| {
             let mut stx = SqliteTx {
                 tx,
@@ -350,7 +425,11 @@ impl OutboxStore for SqliteStore {
             if gone() {
                 return Err(E::from(Error::Cancelled));
             }
-            stx.tx.commit().map_err(|e| E::from(db(e)))?;
+            // Never committed into a file that was deleted or replaced.
+            file.check().map_err(E::from)?;
+            stx.tx
+                .commit()
+                .map_err(|e| E::from(db(e).at_location(&file.location())))?;
             Ok(out)
         })
     }

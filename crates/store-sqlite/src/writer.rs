@@ -7,6 +7,7 @@
 //! crossed the threshold, on whichever thread made it).
 
 use std::cell::Cell;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -38,10 +39,65 @@ pub(crate) fn hook_wal(conn: &Connection) {
     conn.wal_hook(Some(note_wal_frames));
 }
 
+/// The database file as opened: a commit checks that its path still names the same file
+/// (device and inode), so that no write is acknowledged into a file that was deleted or
+/// replaced under the store (it would be lost at the next open).
+#[derive(Clone)]
+pub(crate) struct FileIdentity(Option<Arc<(PathBuf, u64, u64)>>);
+
+impl FileIdentity {
+    fn of(path: Option<PathBuf>) -> Result<Self> {
+        let Some(path) = path else {
+            return Ok(FileIdentity(None));
+        };
+        let (dev, ino) = identity(&path).map_err(|e| Error::backend(crate::BACKEND, e))?;
+        Ok(FileIdentity(Some(Arc::new((path, dev, ino)))))
+    }
+
+    /// The path as errors name it.
+    pub(crate) fn location(&self) -> String {
+        self.0
+            .as_ref()
+            .map_or_else(|| ":memory:".to_owned(), |f| f.0.display().to_string())
+    }
+
+    /// `StoreGone` if the path no longer names the file that was opened.
+    pub(crate) fn check(&self) -> Result<()> {
+        let Some(file) = &self.0 else { return Ok(()) };
+        let (path, dev, ino) = &**file;
+        let detail = match identity(path) {
+            Ok((d, i)) if (d, i) == (*dev, *ino) => return Ok(()),
+            Ok(_) => "another file is at its path now".to_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                "its path names nothing now".to_owned()
+            }
+            Err(e) => format!("its path cannot be read: {e}"),
+        };
+        Err(Error::StoreGone {
+            location: path.display().to_string(),
+            detail,
+        })
+    }
+}
+
+#[cfg(unix)]
+fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    Ok((m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
+    // No inode to compare: only a deletion is noticed.
+    std::fs::metadata(path).map(|_| (0, 0))
+}
+
 /// The writer thread's connection, with the group commit's statements (one IMMEDIATE
 /// transaction per group, a savepoint per call) and a count of group commits.
 pub(crate) struct Conn {
     pub(crate) conn: Connection,
+    file: FileIdentity,
     commits: Arc<AtomicU64>,
     /// The WAL's frames after the last commit.
     wal_frames: i32,
@@ -77,7 +133,9 @@ impl GroupCommit for Conn {
     fn commit(&mut self) -> Result<()> {
         // A hook value left by another connection's commit on this thread is not ours.
         WAL_FRAMES.set(0);
-        self.run("COMMIT")?;
+        self.file.check()?;
+        self.run("COMMIT")
+            .map_err(|e| e.at_location(&self.file.location()))?;
         self.note_commit();
         self.commits.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -137,6 +195,7 @@ impl GroupCommit for Conn {
 pub(crate) struct Writer {
     thread: WriterThread<Conn>,
     commits: Arc<AtomicU64>,
+    file: FileIdentity,
 }
 
 impl Writer {
@@ -145,26 +204,41 @@ impl Writer {
     pub(crate) async fn start<T: 'static>(
         clock: SharedClock,
         inline: bool,
+        path: Option<PathBuf>,
         open: impl FnOnce() -> Result<(Connection, T)> + Send + 'static,
     ) -> Result<Self> {
         let commits = Arc::new(AtomicU64::new(0));
         let counter = commits.clone();
+        let (tell, told) = std::sync::mpsc::channel();
         let thread = WriterThread::start("mqlite-sqlite-writer", clock, move || {
-            open().map(|(conn, guard)| {
-                (
-                    Conn {
-                        conn,
-                        commits: counter,
-                        wal_frames: 0,
-                        checkpoint_asked: false,
-                    },
-                    guard,
-                )
-            })
+            let (conn, guard) = open()?;
+            // Taken once the file exists (the connection made it).
+            let file = FileIdentity::of(path)?;
+            let _ = tell.send(file.clone());
+            Ok((
+                Conn {
+                    conn,
+                    file,
+                    commits: counter,
+                    wal_frames: 0,
+                    checkpoint_asked: false,
+                },
+                guard,
+            ))
         })
         .await?;
         thread.set_inline(inline);
-        Ok(Writer { thread, commits })
+        let file = told.recv().unwrap_or(FileIdentity(None));
+        Ok(Writer {
+            thread,
+            commits,
+            file,
+        })
+    }
+
+    /// The database file as opened.
+    pub(crate) fn file(&self) -> FileIdentity {
+        self.file.clone()
     }
 
     /// Calls run on their caller's thread so far.

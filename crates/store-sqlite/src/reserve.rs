@@ -1,0 +1,174 @@
+//! Headroom for a full disk. A file of [`RESERVE_BYTES`] is kept beside the database
+//! (`<db>-reserve`). When a write finds the disk full, the reserve is deleted: the space
+//! it held lets receives and settlements go on, so consumers can drain the queues (and
+//! completing messages frees pages inside the database for new ones). While the reserve
+//! is given up, writes that add messages (sends, publishes) are refused at once with
+//! `StorageFull`, so they cannot eat the headroom. At most once a second a send first
+//! gives the WAL's space back to the disk (a truncating checkpoint: after a drain the
+//! freed pages are inside the database, the WAL is what grew) and tries to re-create the
+//! reserve; once it fits, the store is back to normal.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use mqlite_engine_core::SharedClock;
+
+/// The headroom kept beside the database (8 MiB: a drain of thousands of messages).
+pub const RESERVE_BYTES: u64 = 8 << 20;
+/// How often a refused send may try to re-create the reserve, ms (the store's clock).
+const RETRY_MS: i64 = 1_000;
+
+/// The reserve of one database file (none for `:memory:`).
+pub(crate) struct Reserve {
+    path: Option<PathBuf>,
+    clock: SharedClock,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// The reserve file is in place.
+    armed: bool,
+    /// When re-creating it was last tried (epoch ms).
+    tried: Option<i64>,
+}
+
+impl Reserve {
+    /// Arms the reserve beside `db` (where the disk has room for it).
+    pub(crate) fn beside(db: Option<&std::path::Path>, clock: SharedClock) -> Reserve {
+        let path = db.map(|p| {
+            let mut name = p.as_os_str().to_owned();
+            name.push("-reserve");
+            PathBuf::from(name)
+        });
+        let reserve = Reserve {
+            path,
+            clock,
+            state: Mutex::new(State {
+                armed: false,
+                tried: None,
+            }),
+        };
+        if reserve.path.is_some() {
+            let armed = reserve.arm();
+            if !armed {
+                tracing::warn!(
+                    reserve = ?reserve.path,
+                    "no room for the full-disk reserve: sends are refused until there is"
+                );
+            }
+            reserve.lock().armed = armed;
+        }
+        reserve
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes the reserve file; false (and nothing left behind) when it does not fit.
+    fn arm(&self) -> bool {
+        let Some(path) = &self.path else { return true };
+        if std::fs::metadata(path).is_ok_and(|m| m.len() >= RESERVE_BYTES) {
+            return true;
+        }
+        // Allocated, not sized: a sparse file would hold no space.
+        let written = File::create(path).and_then(|mut f| {
+            if allocate(&f).is_ok() {
+                return Ok(());
+            }
+            let chunk = vec![0u8; 1 << 20];
+            for _ in 0..RESERVE_BYTES / chunk.len() as u64 {
+                f.write_all(&chunk)?;
+            }
+            f.flush()
+        });
+        if written.is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        written.is_ok()
+    }
+
+    /// A write found the database full: when the disk itself is (not a page-count cap
+    /// of the database), gives the reserve's space up for the writes that drain.
+    pub(crate) fn release(&self) {
+        let Some(path) = &self.path else { return };
+        if free_space(path).is_some_and(|free| free >= RESERVE_BYTES) {
+            return;
+        }
+        let mut state = self.lock();
+        if state.armed {
+            state.armed = false;
+            state.tried = Some(self.clock.now_ms());
+            let _ = std::fs::remove_file(path);
+            tracing::warn!(
+                reserve = %path.display(),
+                "the disk is full: the reserve is released for receives and settlements; \
+                 sends are refused until space returns"
+            );
+        }
+    }
+
+    /// Whether a write that adds messages may run now: yes with the reserve in place; a
+    /// retry when the reserve is given up and a second has passed since the last try
+    /// (the caller makes room, then calls [`Reserve::rearm`]); else no.
+    pub(crate) fn admits_growth(&self) -> Growth {
+        let mut state = self.lock();
+        if state.armed {
+            return Growth::Yes;
+        }
+        let now = self.clock.now_ms();
+        if state.tried.is_some_and(|t| now - t < RETRY_MS) {
+            return Growth::No;
+        }
+        state.tried = Some(now);
+        Growth::Retry
+    }
+
+    /// Tries to put the reserve back; true when it is in place.
+    pub(crate) fn rearm(&self) -> bool {
+        let mut state = self.lock();
+        if !state.armed {
+            state.armed = self.arm();
+            if state.armed {
+                tracing::info!("space is back: the full-disk reserve is in place, sends resume");
+            }
+        }
+        state.armed
+    }
+}
+
+/// What [`Reserve::admits_growth`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Growth {
+    Yes,
+    No,
+    Retry,
+}
+
+/// Allocates the reserve's blocks without writing them, where the filesystem can.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn allocate(f: &File) -> std::io::Result<()> {
+    rustix::fs::fallocate(f, rustix::fs::FallocateFlags::empty(), 0, RESERVE_BYTES)
+        .map_err(std::io::Error::from)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn allocate(_: &File) -> std::io::Result<()> {
+    Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+}
+
+/// The space left for unprivileged writes on the filesystem holding `path`, where the
+/// platform says.
+#[cfg(unix)]
+fn free_space(path: &std::path::Path) -> Option<u64> {
+    let dir = path.parent()?;
+    let st = rustix::fs::statvfs(dir).ok()?;
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+#[cfg(not(unix))]
+fn free_space(_: &std::path::Path) -> Option<u64> {
+    None
+}
