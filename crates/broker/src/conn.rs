@@ -198,10 +198,11 @@ fn refusal(max: usize) -> String {
 }
 
 /// Accepts and serves connections until `stop` turns true, then lets every connection
-/// finish what it is serving and returns.
+/// finish what it is serving and returns. Each request is routed by the router `router`
+/// holds when it arrives.
 pub(crate) async fn serve(
     listener: TcpListener,
-    router: Router,
+    router: watch::Receiver<Router>,
     limits: ConnLimits,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -266,7 +267,7 @@ async fn connection(
     stream: TcpStream,
     peer: Peer,
     http: hyper::server::conn::http1::Builder,
-    router: Router,
+    router: watch::Receiver<Router>,
     held: Arc<Held>,
     mut stop: watch::Receiver<bool>,
     _release: Release,
@@ -275,7 +276,8 @@ async fn connection(
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         let serving = Serving::new(&for_requests);
         request.extensions_mut().insert(peer);
-        let mut router = router.clone();
+        // The routes of the moment: a standby's until it takes over, then the broker's.
+        let mut router = router.borrow().clone();
         async move {
             let answer = router.call(request.map(Body::new)).await;
             // Serving until the answer's last byte is produced.

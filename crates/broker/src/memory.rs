@@ -56,7 +56,20 @@ pub(crate) struct Budget {
 }
 
 /// A share of the budget, given back when dropped.
-pub(crate) struct Share(#[allow(dead_code)] Option<OwnedSemaphorePermit>);
+pub(crate) struct Share(Option<OwnedSemaphorePermit>);
+
+impl Share {
+    /// Gives back what exceeds `bytes` (a round taken for its worst case, once its
+    /// messages are read).
+    pub(crate) fn shrink_to(&mut self, bytes: usize) {
+        let keep = bytes.div_ceil(1024).max(1);
+        if let Some(permit) = &mut self.0
+            && permit.num_permits() > keep
+        {
+            drop(permit.split(permit.num_permits() - keep));
+        }
+    }
+}
 
 impl Budget {
     pub(crate) fn new(bytes: usize) -> Self {

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -106,7 +106,7 @@ impl From<Error> for ApiError {
             Error::MessageTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "message_too_large"),
             Error::Cancelled => (client_closed(), "cancelled"),
             Error::OutcomeUnknown { .. } => (StatusCode::SERVICE_UNAVAILABLE, "outcome_unknown"),
-            Error::StorageFull { .. } | Error::StoreGone { .. } => {
+            Error::StorageFull { .. } | Error::StoreGone { .. } | Error::Deposed { .. } => {
                 tracing::error!(error = %e, "the store refuses writes");
                 let (status, code) = match e {
                     Error::StorageFull { .. } => {
@@ -185,13 +185,20 @@ type St = Arc<Shared>;
 /// A running broker.
 pub struct Broker {
     addr: SocketAddr,
-    engine: AnyEngine,
+    /// Set once the broker serves its store: at start, or when a standby takes over.
+    engine: Arc<OnceLock<AnyEngine>>,
     stop: watch::Sender<bool>,
     task: JoinHandle<Result<(), BrokerError>>,
 }
 
 impl Broker {
     /// Opens the store, binds the address and starts serving in the background.
+    ///
+    /// A remote (libSQL) database whose owner lease another broker holds does not stop
+    /// the start: this broker listens as a **standby** (`/healthz` live, `/readyz` and
+    /// every RPC 503 `unavailable`), tries the lease every 250 ms, and takes over when
+    /// the other's lapses (its leases kept: promise 3.1). Any other failure to open is
+    /// returned.
     pub async fn start(config: BrokerConfig) -> Result<Broker, BrokerError> {
         if config.auth == AuthConfig::Off
             && !config.addr.ip().is_loopback()
@@ -199,7 +206,14 @@ impl Broker {
         {
             return Err(BrokerError::Insecure { addr: config.addr });
         }
-        let engine = open_engine(&config).await?;
+        let opened = match open_engine(&config).await {
+            Ok(engine) => Some(engine),
+            Err(Error::DbLocked {
+                holder: mqlite::LockHolder::AnotherOwner,
+                ..
+            }) => None,
+            Err(e) => return Err(e.into()),
+        };
         let listener =
             TcpListener::bind(config.addr)
                 .await
@@ -209,25 +223,45 @@ impl Broker {
                 })?;
         let addr = listener.local_addr().map_err(BrokerError::Serve)?;
         let (stop, stopped) = watch::channel(false);
-        let shared = Arc::new(Shared {
-            engine: engine.clone(),
-            auth: Auth::new(config.auth.clone()),
-            prom: Prom::default(),
-            started: Instant::now(),
-            draining: stopped.clone(),
-            ui: config.ui,
-            body_timeout: config.limits.body_timeout,
-            loopback_only: config.auth == AuthConfig::Off && addr.ip().is_loopback(),
-            budget: Budget::new(config.memory.budget_bytes),
-            memory: config.memory,
-            readiness: Readiness::default(),
-        });
-        let app = router(shared);
+        let engine = Arc::new(OnceLock::new());
+        let (routes, routed) = watch::channel(standby_router());
+        let activate = {
+            let (engine, config, stopped) = (engine.clone(), config.clone(), stopped.clone());
+            move |opened: AnyEngine| {
+                let _ = engine.set(opened.clone());
+                let _ = routes.send(router(Arc::new(Shared::new(
+                    opened, &config, addr, stopped,
+                ))));
+            }
+        };
+        let takeover = match opened {
+            Some(opened) => {
+                activate(opened);
+                None
+            }
+            None => {
+                tracing::warn!(
+                    %addr,
+                    db = %config.db,
+                    "another broker holds the database's owner lease: standing by to take over when it lapses"
+                );
+                Some(tokio::spawn(stand_by(
+                    config.clone(),
+                    stopped.clone(),
+                    activate,
+                )))
+            }
+        };
         let limits = config.limits;
-        let engine_for_task = engine.clone();
+        let serving = engine.clone();
         let task = tokio::spawn(async move {
-            crate::conn::serve(listener, app, limits, stopped).await;
-            engine_for_task.close().await;
+            crate::conn::serve(listener, routed, limits, stopped).await;
+            if let Some(t) = takeover {
+                t.abort();
+            }
+            if let Some(engine) = serving.get() {
+                engine.close().await;
+            }
             Ok(())
         });
         tracing::info!(%addr, db = %config.db, "mqlite broker listening");
@@ -239,14 +273,20 @@ impl Broker {
         })
     }
 
+    /// Whether it serves its store (false: a standby waiting for the owner lease).
+    pub fn is_active(&self) -> bool {
+        self.engine.get().is_some()
+    }
+
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
-    /// The engine it serves (for in-process inspection; tests drive sweeps with it).
-    pub fn engine(&self) -> &AnyEngine {
-        &self.engine
+    /// The engine it serves (for in-process inspection; tests drive sweeps with it);
+    /// None while it stands by.
+    pub fn engine(&self) -> Option<&AnyEngine> {
+        self.engine.get()
     }
 
     /// Graceful shutdown: stops accepting, wakes long-polls (they answer with what they
@@ -266,6 +306,71 @@ impl Broker {
         signal.await;
         self.shutdown().await
     }
+}
+
+impl Shared {
+    fn new(
+        engine: AnyEngine,
+        config: &BrokerConfig,
+        addr: SocketAddr,
+        draining: watch::Receiver<bool>,
+    ) -> Shared {
+        Shared {
+            engine,
+            auth: Auth::new(config.auth.clone()),
+            prom: Prom::default(),
+            started: Instant::now(),
+            draining,
+            ui: config.ui,
+            body_timeout: config.limits.body_timeout,
+            loopback_only: config.auth == AuthConfig::Off && addr.ip().is_loopback(),
+            budget: Budget::new(config.memory.budget_bytes),
+            memory: config.memory,
+            readiness: Readiness::default(),
+        }
+    }
+}
+
+/// How often a standby tries the owner lease (one read of the lease row when it is
+/// held), so a takeover follows the lapse within this.
+const STANDBY_RETRY: Duration = Duration::from_millis(250);
+
+/// Tries the owner lease until it is free, then serves (`activate`).
+async fn stand_by(
+    config: BrokerConfig,
+    mut stopped: watch::Receiver<bool>,
+    activate: impl FnOnce(AnyEngine),
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(STANDBY_RETRY) => {}
+            _ = stopped.wait_for(|s| *s) => return,
+        }
+        match open_engine(&config).await {
+            Ok(engine) => {
+                tracing::warn!(db = %config.db, "took over the database's owner lease: serving");
+                activate(engine);
+                return;
+            }
+            Err(Error::DbLocked { .. }) => {}
+            Err(e) => tracing::warn!(error = %e, "a standby's try of the owner lease failed"),
+        }
+    }
+}
+
+/// What a standby answers: live, not ready, every RPC 503.
+fn standby_router() -> Router {
+    let standing_by = || {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "this broker is a standby: another broker holds the database's owner lease, \
+             and this one takes over when it lapses",
+        )
+    };
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .fallback(move || async move { standing_by() })
 }
 
 /// Opens the store the configuration names, and the engine over it.
@@ -558,11 +663,15 @@ async fn receive_capped(
             }
         }
         let got = s.engine.receive(queue, this).await?;
+        let got_bytes: usize = got.iter().map(answer_bytes).sum();
         if out.is_empty() {
-            shares.push(s.budget.take(got.iter().map(answer_bytes).sum()).await);
+            shares.push(s.budget.take(got_bytes).await);
+        } else if let Some(share) = shares.last_mut() {
+            // The round's worst case was taken; what it read is what it holds.
+            share.shrink_to(got_bytes);
         }
         let full = got.len() == round as usize;
-        bytes += got.iter().map(answer_bytes).sum::<usize>();
+        bytes += got_bytes;
         out.extend(got);
         if !full || out.len() >= max as usize {
             break;
@@ -604,6 +713,10 @@ async fn peek_capped(s: &Shared, queue: &str, options: PeekOptions) -> Result<Ve
             )
             .await?;
         let full = got.len() == want as usize;
+        if let Some(share) = shares.last_mut() {
+            // The page's worst case was taken; what it read is what it holds.
+            share.shrink_to(got.iter().map(answer_bytes).sum());
+        }
         for m in got {
             let size = answer_bytes(&m);
             if !out.is_empty() && bytes + size > cap {

@@ -460,8 +460,8 @@ async fn the_filter_cache_is_filled_on_success_only_and_bounded() {
             .await;
         assert_eq!(code(r).0, 404);
     }
-    assert_eq!(w.broker.engine().cached_filters(), 0);
-    let engine = w.broker.engine();
+    assert_eq!(w.broker.engine().expect("serving").cached_filters(), 0);
+    let engine = w.broker.engine().expect("serving");
     engine.create_topic("t").await.expect("topic");
     let max = mqlite_engine_core::engine::MAX_CACHED_FILTERS;
     for i in 0..max + 50 {

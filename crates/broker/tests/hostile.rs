@@ -172,7 +172,7 @@ async fn past_the_limit_with_every_connection_busy_a_newcomer_is_refused_with_50
         c.write_all(req.as_bytes()).await.expect("writes");
         polls.push(c);
     }
-    let mut waiters = w.broker.engine().long_poll_waiters();
+    let mut waiters = w.broker.engine().expect("serving").long_poll_waiters();
     tokio::time::timeout(GUARD, waiters.wait_for(|n| *n >= 4))
         .await
         .expect("the four receives park")
@@ -195,7 +195,7 @@ async fn past_the_limit_with_every_connection_busy_a_newcomer_is_refused_with_50
 async fn metrics_scraped_during_subscription_churn_always_answer() {
     let w = world().await;
     w.create_topic("t").await;
-    let engine = w.broker.engine().clone();
+    let engine = w.broker.engine().expect("serving").clone();
     let churn = tokio::spawn(async move {
         for i in 0..300 {
             let name = format!("s{}", i % 7);
@@ -480,5 +480,34 @@ async fn a_deleted_database_refuses_sends_and_fails_readiness() {
     assert!(text.contains("refuses writes"), "{text}");
     let (status, _) = w.client.get("/healthz").await.expect("answered");
     assert_eq!(status, 200);
+    w.broker.shutdown().await.expect("stops");
+}
+
+/// Small messages are not held back by the answer cap's rounds: a Receive of 256 and a
+/// Peek of 1,000 over 300 small messages return 256 and 300 (each round gives back what
+/// its worst case took but its messages did not use).
+#[tokio::test]
+async fn rounds_under_the_cap_return_everything_that_fits() {
+    use mqlite_broker::wire::*;
+    let w = world().await;
+    w.create_queue("small", Default::default()).await;
+    for _ in 0..3 {
+        let bodies: Vec<&str> = vec!["x"; 100];
+        w.send("small", &bodies).await;
+    }
+    let peeked: MessagesResponse = w
+        .client
+        .call(
+            mqlite_broker::Rpc::Peek,
+            &PeekRequest {
+                queue: "small".into(),
+                max: Some(1000),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("Peek");
+    assert_eq!(peeked.messages.len(), 300);
+    assert_eq!(w.receive("small", 256).await.len(), 256);
     w.broker.shutdown().await.expect("stops");
 }

@@ -124,7 +124,7 @@ async fn load_over_loopback_loses_nothing_and_never_answers_5xx() {
     if parked_n < PARKED {
         eprintln!("open-file limit allows {parked_n} parked long-polls, not {PARKED}");
     }
-    let mut waiters = broker.engine().long_poll_waiters();
+    let mut waiters = broker.engine().expect("serving").long_poll_waiters();
     let parked: Vec<_> = (0..parked_n)
         .map(|_| {
             let c = client.clone();

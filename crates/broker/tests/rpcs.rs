@@ -172,7 +172,12 @@ async fn queue_service_happy_paths() {
 
     // The abandoned message comes back once its delay passes.
     w.clock.advance(5_001);
-    w.broker.engine().run_sweeps().await.expect("sweeps");
+    w.broker
+        .engine()
+        .expect("serving")
+        .run_sweeps()
+        .await
+        .expect("sweeps");
     let again = w.receive("jobs", 1).await;
     assert_eq!((text(&again[0]), again[0].delivery_count), ("b".into(), 2));
 }
@@ -407,7 +412,7 @@ fn long_poll(
 async fn a_long_poll_wakes_on_a_send_and_on_shutdown() {
     let w = world().await;
     w.create_queue("jobs", WireQueueConfig::default()).await;
-    let mut parked = w.broker.engine().long_poll_waiters();
+    let mut parked = w.broker.engine().expect("serving").long_poll_waiters();
     let waiting = long_poll(&w.client, "jobs");
     parked.wait_for(|n| *n == 1).await.expect("parked");
     // The manual clock never moves: only the send can wake it.
@@ -615,6 +620,7 @@ async fn status_and_metrics_show_stuck_relay_intents() {
     );
     w.broker
         .engine()
+        .expect("serving")
         .tx_via::<mqlite::SqliteStore, _, _>(async |t| {
             let m = mqlite::OutMessage::new("{}")
                 .with_event(mqlite::EventIdentity::new("shop", "order-1"));

@@ -239,7 +239,7 @@ async fn the_broker_keeps_processing_under_churn_and_loses_nothing() {
 
     // The stall checker: claimable work waiting while nothing completes for > 1 s.
     let started = Instant::now();
-    let engine = broker.engine().clone();
+    let engine = broker.engine().expect("serving").clone();
     let mut last_count = 0;
     let mut last_progress = Instant::now();
     let mut longest_stall = Duration::ZERO;

@@ -80,6 +80,13 @@ pub(crate) fn run(a: ServeArgs) -> Result<(), Failure> {
             a.db()
         ));
         let ready = match ready {
+            Ok(()) if !broker.is_active() => output::line(
+                "standby: another broker holds the database's owner lease; this one takes \
+                 over when it lapses (/readyz answers 503 until then)",
+            ),
+            other => other,
+        };
+        let ready = match ready {
             Ok(()) if console => output::line(&format!("console: http://{}/ui", broker.addr())),
             other => other,
         };

@@ -36,6 +36,8 @@ const ENV: &[&str] = &[
     "MQLITE_TOKENS_FILE",
     "MQLITE_LOG",
     "MQLITE_LOG_FORMAT",
+    "MQLITE_DB_LEASE_MS",
+    "MQLITE_DB_AUTH_TOKEN",
     "RUST_LOG",
     "MQLITE_ENDPOINT",
     "MQLITE_TOKEN",
@@ -143,12 +145,17 @@ impl Server {
     }
 
     /// Served by `command` (`mqlite`, or a shell that runs it) over `dir`'s `q.db`.
-    fn start_as(mut command: Command, dir: TempDir, extra: &[&str]) -> Server {
-        let db = dir.path().join("q.db");
+    fn start_as(command: Command, dir: TempDir, extra: &[&str]) -> Server {
+        let db = dir.path().join("q.db").display().to_string();
+        Server::start_on(command, dir, &db, extra)
+    }
+
+    /// Served by `command` over the store `db` (a path or a URL).
+    fn start_on(mut command: Command, dir: TempDir, db: &str, extra: &[&str]) -> Server {
         let stderr = fs::File::create(dir.path().join("serve.err")).expect("a stderr file");
         let mut child = command
             .args(["serve", "--addr", "127.0.0.1:0", "--db"])
-            .arg(&db)
+            .arg(db)
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -190,7 +197,7 @@ impl Server {
             line.starts_with("mqlite broker listening on http://127.0.0.1:"),
             "{line:?}"
         );
-        assert!(line.contains(&format!("(db {}", db.display())), "{line:?}");
+        assert!(line.contains(&format!("(db {db}")), "{line:?}");
         server.endpoint = endpoint.to_owned();
         server
     }
@@ -1183,4 +1190,136 @@ fn huge_peeks_and_sends_at_once_stay_under_the_memory_bound() {
     let peak = peak_rss(&s);
     eprintln!("the broker's peak RSS: {} MiB", peak >> 20);
     assert!(peak < LIMIT, "peak RSS {} MiB", peak >> 20);
+}
+
+/// `GET path`: the status, over a bare connection.
+fn get_status_at(endpoint: &str, path: &str) -> u16 {
+    let addr = endpoint.trim_start_matches("http://");
+    let Ok(mut conn) = std::net::TcpStream::connect(addr) else {
+        return 0;
+    };
+    if write!(conn, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").is_err() {
+        return 0;
+    }
+    let mut answer = String::new();
+    let _ = conn.read_to_string(&mut answer);
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Failover beyond one machine, on a real sqld: a second broker over the same libSQL
+/// database stands by (live, not ready) while the first holds the owner lease. The first
+/// is frozen (SIGSTOP) under load: the standby takes over within the lease plus its
+/// retry, every acknowledged send is there, and the frozen broker, thawed, has its
+/// writes refused (fenced by the epoch). Then the new owner is killed (SIGKILL) and a
+/// third broker takes over with nothing lost.
+#[cfg(unix)]
+#[test]
+fn a_standby_takes_over_and_the_deposed_broker_is_fenced() {
+    use rustix::process::{Pid, Signal, kill_process};
+    const LEASE_MS: u64 = 2_000;
+    let data = scratch();
+    let sqld = match mqlite_store_libsql::tck::Sqld::start(&data.path().join("sqld")) {
+        Ok(s) => s,
+        Err(why) => {
+            assert!(std::env::var_os("CI").is_none(), "CI needs sqld: {why}");
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let url = sqld.url().to_owned();
+    let broker = |extra_env: &[(&str, &str)]| {
+        let mut c = mqlite();
+        c.env("MQLITE_DB_LEASE_MS", LEASE_MS.to_string());
+        for (k, v) in extra_env {
+            c.env(k, v);
+        }
+        Server::start_on(c, scratch(), &url, &["--tokens", TOKEN])
+    };
+    let signal = |s: &Server, sig: Signal| {
+        let child = s.child.as_ref().expect("running");
+        kill_process(Pid::from_child(child), sig).expect("signalled");
+    };
+    let send = |s: &Server, body: &str| {
+        post(
+            s,
+            "/mqlite.v1.QueueService/Send",
+            format!(r#"{{"queue":"jobs","messages":[{{"body":"{body}"}}]}}"#).as_bytes(),
+        )
+        .0
+    };
+
+    let a = broker(&[]);
+    assert_eq!(get_status_at(&a.endpoint, "/readyz"), 200);
+    let b = broker(&[]);
+    assert_eq!(
+        get_status_at(&b.endpoint, "/healthz"),
+        200,
+        "a standby is live"
+    );
+    assert_eq!(get_status_at(&b.endpoint, "/readyz"), 503, "and not ready");
+    assert_eq!(send(&b, "AA=="), 503, "a standby takes no RPC");
+
+    a.run(&["create-queue", "jobs"]).ok();
+    let mut acked = 0;
+    for _ in 0..100 {
+        assert_eq!(send(&a, "AQ=="), 200);
+        acked += 1;
+    }
+    // Frozen mid-load: its lease stops being renewed.
+    signal(&a, Signal::STOP);
+    let frozen = std::time::Instant::now();
+    while get_status_at(&b.endpoint, "/readyz") != 200 {
+        assert!(
+            frozen.elapsed() < Duration::from_secs(30),
+            "the standby never took over"
+        );
+        thread::yield_now();
+    }
+    let takeover = frozen.elapsed();
+    eprintln!(
+        "failover: the standby took over {takeover:?} after the owner froze (lease {LEASE_MS} ms)"
+    );
+    assert!(
+        takeover < Duration::from_millis(LEASE_MS + LEASE_MS / 3 + 1_000),
+        "took over after {takeover:?}"
+    );
+    for _ in 0..100 {
+        assert_eq!(send(&b, "Ag=="), 200);
+        acked += 1;
+    }
+    // The deposed broker wakes up: its writes are refused, and it is not ready.
+    signal(&a, Signal::CONT);
+    assert_eq!(send(&a, "Aw=="), 503, "a deposed broker's write is refused");
+    assert_eq!(get_status_at(&a.endpoint, "/readyz"), 503);
+
+    // The new owner dies; a third broker, standing by, takes over.
+    let c = broker(&[]);
+    assert_eq!(get_status_at(&c.endpoint, "/readyz"), 503);
+    signal(&b, Signal::KILL);
+    let killed = std::time::Instant::now();
+    while get_status_at(&c.endpoint, "/readyz") != 200 {
+        assert!(
+            killed.elapsed() < Duration::from_secs(30),
+            "no takeover after a kill"
+        );
+        thread::yield_now();
+    }
+    eprintln!("failover: took over {:?} after a SIGKILL", killed.elapsed());
+    let (status, answer) = post(
+        &c,
+        "/mqlite.v1.QueueService/Peek",
+        br#"{"queue":"jobs","max":1000}"#,
+    );
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_slice(&answer).expect("JSON");
+    assert_eq!(
+        v["messages"].as_array().expect("messages").len(),
+        acked,
+        "every acknowledged send is there, once"
+    );
+    drop(sqld);
 }

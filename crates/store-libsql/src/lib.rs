@@ -101,15 +101,21 @@ impl std::fmt::Debug for LibsqlOptions {
 }
 
 impl LibsqlOptions {
-    /// Options for `url`, the token from `MQLITE_DB_AUTH_TOKEN`, the system clock.
+    /// Options for `url`, the token from `MQLITE_DB_AUTH_TOKEN`, the lease length from
+    /// `MQLITE_DB_LEASE_MS` (else [`DEFAULT_LEASE`]), the system clock.
     pub fn new(url: impl Into<String>) -> Self {
+        let lease = std::env::var("MQLITE_DB_LEASE_MS")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .filter(|ms| *ms > 0)
+            .map_or(DEFAULT_LEASE, Duration::from_millis);
         LibsqlOptions {
             url: url.into(),
             auth_token: std::env::var("MQLITE_DB_AUTH_TOKEN")
                 .ok()
                 .filter(|t| !t.is_empty()),
             clock: SystemClock::shared(),
-            lease: DEFAULT_LEASE,
+            lease,
         }
     }
 
