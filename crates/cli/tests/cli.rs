@@ -972,13 +972,22 @@ fn send_carries_an_event_identity() {
 /// A flood of connections that send half a request and wait, more than the served
 /// broker's file-descriptor limit allows, does not stop it answering: past its limit
 /// (lowered to fit the descriptors) a newcomer displaces the oldest silent connection.
+/// Quick form: 400 connections against 256 descriptors; the reproduction is
+/// `MQLITE_FLOOD=1100:1024` (connections:descriptors).
 #[cfg(unix)]
 #[test]
 fn a_flood_of_silent_connections_past_the_fd_limit_does_not_stop_healthz() {
-    let s = Server::start_as(mqlite_with_fd_limit(256), scratch(), &["--tokens", TOKEN]);
+    let (connections, fds) = std::env::var("MQLITE_FLOOD")
+        .ok()
+        .and_then(|v| {
+            let (c, f) = v.split_once(':')?;
+            Some((c.parse().ok()?, f.parse().ok()?))
+        })
+        .unwrap_or((400usize, 256u32));
+    let s = Server::start_as(mqlite_with_fd_limit(fds), scratch(), &["--tokens", TOKEN]);
     let addr = s.endpoint.trim_start_matches("http://").to_owned();
     let mut attackers = Vec::new();
-    for _ in 0..400 {
+    for _ in 0..connections {
         let mut c = std::net::TcpStream::connect(&addr).expect("connects");
         c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
             .expect("writes");
