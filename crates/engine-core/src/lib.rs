@@ -14,6 +14,7 @@ pub mod engine;
 pub mod enqueue;
 pub mod error;
 pub mod event;
+pub mod file;
 pub mod filter;
 pub mod inbox;
 #[cfg(feature = "serde")]

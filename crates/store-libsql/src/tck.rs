@@ -246,6 +246,7 @@ impl StoreFactory for LibsqlFactory {
                 "the remote client reports no rows read, so there is no visit count to pin \
                  (round trips are pinned by the store's own tests)",
             ),
+            Capability::LocalFile => Some("the database lives on the server, not in a local file"),
             Capability::Reopen
             | Capability::FileLock
             | Capability::SchemaGuard

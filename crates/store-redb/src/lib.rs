@@ -56,7 +56,14 @@ const TOKEN_KEY: &str = "schema_token";
 
 /// Converts a redb error into the boundary's error.
 pub(crate) fn db(e: impl Into<redb::Error>) -> Error {
-    Error::backend(BACKEND, e.into())
+    match e.into() {
+        // The store names its file on the way out (`Error::at_location`).
+        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => Error::StorageFull {
+            backend: BACKEND,
+            location: String::new(),
+        },
+        other => Error::backend(BACKEND, other),
+    }
 }
 
 /// How to open a redb store.
@@ -351,8 +358,13 @@ impl RedbStore {
         let path = options.path.clone();
         let p = path.clone();
         let backend = options.backend.clone();
-        let writer =
-            Writer::start(options.clock.clone(), move || open_database(&p, backend)).await?;
+        // A file on disk is checked before every commit; a backend of the caller's has
+        // no path to check.
+        let file = options.backend.is_none().then(|| path.clone());
+        let writer = Writer::start(options.clock.clone(), file, move || {
+            open_database(&p, backend)
+        })
+        .await?;
         open_paths()
             .get_or_insert_with(Default::default)
             .insert(display_path(&path));
@@ -628,6 +640,7 @@ impl OutboxStore for RedbStore {
         // inside the caller's runtime.
         let runtime = tokio::runtime::Handle::try_current().ok();
         let work = self.work.clone();
+        let file = self.writer.file();
         self.writer.run_app_tx(move |txn, now, gone| {
             let mut stx = RedbTx {
                 txn,
@@ -640,7 +653,11 @@ impl OutboxStore for RedbStore {
             if gone() {
                 return Err(E::from(Error::Cancelled));
             }
-            stx.txn.commit().map_err(|e| E::from(db(e)))?;
+            // Never committed into a file that was deleted or replaced.
+            file.check().map_err(E::from)?;
+            stx.txn
+                .commit()
+                .map_err(|e| E::from(db(e).at_location(&file.location())))?;
             Ok(out)
         })
     }

@@ -3,25 +3,42 @@
 //! `Durability::Immediate`) unless the caller went away first (13.4: dropping an
 //! uncommitted redb transaction aborts it).
 
+use std::path::PathBuf;
+
 use redb::{Database, WriteTransaction};
 
+use mqlite_engine_core::file::FileIdentity;
 use mqlite_engine_core::writer::WriterThread;
 use mqlite_engine_core::{Error, Result, SharedClock};
 
 use crate::db;
 
-/// The handle to the writer thread.
-pub(crate) struct Writer(WriterThread<Database>);
+/// The handle to the writer thread, and the file it checks before each commit.
+pub(crate) struct Writer(WriterThread<Database>, FileIdentity);
 
 impl Writer {
-    /// Starts the writer thread; `open` runs on it and its error is returned here.
+    /// Starts the writer thread; `open` runs on it and its error is returned here. `path`
+    /// is the database file to check before each commit (None: no file).
     pub(crate) async fn start(
         clock: SharedClock,
+        path: Option<PathBuf>,
         open: impl FnOnce() -> Result<Database> + Send + 'static,
     ) -> Result<Self> {
-        WriterThread::start("mqlite-redb-writer", clock, move || Ok((open()?, ())))
-            .await
-            .map(Writer)
+        let (tell, told) = std::sync::mpsc::channel();
+        let thread = WriterThread::start("mqlite-redb-writer", clock, move || {
+            let database = open()?;
+            // Taken once the file exists (the open made it).
+            let _ = tell.send(FileIdentity::of(path, crate::BACKEND)?);
+            Ok((database, ()))
+        })
+        .await?;
+        let file = told.recv().unwrap_or_else(|_| FileIdentity::none());
+        Ok(Writer(thread, file))
+    }
+
+    /// The database file as opened.
+    pub(crate) fn file(&self) -> FileIdentity {
+        self.1.clone()
     }
 
     /// Runs `f` inside one write transaction with the statement-time clock reading;
@@ -30,13 +47,17 @@ impl Writer {
         &self,
         f: impl FnOnce(&WriteTransaction, i64) -> Result<R> + Send + 'static,
     ) -> impl Future<Output = Result<R>> + Send + 'static {
+        let file = self.1.clone();
         self.0.run(move |database, now, gone| {
             let txn = database.begin_write().map_err(db)?;
             let out = f(&txn, now)?;
             if gone() {
                 return Err(Error::Cancelled);
             }
-            txn.commit().map_err(db)?;
+            // Never committed into a file that was deleted or replaced.
+            file.check()?;
+            txn.commit()
+                .map_err(|e| db(e).at_location(&file.location()))?;
             Ok(out)
         })
     }

@@ -40,8 +40,13 @@ impl StoreFactory for SqliteFactory {
             Capability::Reopen
             | Capability::FileLock
             | Capability::SchemaGuard
-            | Capability::WorkCounter => None,
+            | Capability::WorkCounter
+            | Capability::LocalFile => None,
         }
+    }
+
+    fn db_file(&self, dir: &Path) -> Option<PathBuf> {
+        Some(Self::db_path(dir))
     }
 
     fn set_schema_token(&self, dir: &Path, token: &str) -> Result<()> {

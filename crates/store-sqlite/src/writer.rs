@@ -7,12 +7,13 @@
 //! crossed the threshold, on whichever thread made it).
 
 use std::cell::Cell;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
+use mqlite_engine_core::file::FileIdentity;
 use mqlite_engine_core::writer::{GroupCommit, WriterThread};
 use mqlite_engine_core::{Error, Result, SharedClock};
 
@@ -37,60 +38,6 @@ fn note_wal_frames(_: &rusqlite::hooks::Wal, frames: std::ffi::c_int) -> rusqlit
 /// the writer checkpoints instead ([`Conn::maintain`]).
 pub(crate) fn hook_wal(conn: &Connection) {
     conn.wal_hook(Some(note_wal_frames));
-}
-
-/// The database file as opened: a commit checks that its path still names the same file
-/// (device and inode), so that no write is acknowledged into a file that was deleted or
-/// replaced under the store (it would be lost at the next open).
-#[derive(Clone)]
-pub(crate) struct FileIdentity(Option<Arc<(PathBuf, u64, u64)>>);
-
-impl FileIdentity {
-    fn of(path: Option<PathBuf>) -> Result<Self> {
-        let Some(path) = path else {
-            return Ok(FileIdentity(None));
-        };
-        let (dev, ino) = identity(&path).map_err(|e| Error::backend(crate::BACKEND, e))?;
-        Ok(FileIdentity(Some(Arc::new((path, dev, ino)))))
-    }
-
-    /// The path as errors name it.
-    pub(crate) fn location(&self) -> String {
-        self.0
-            .as_ref()
-            .map_or_else(|| ":memory:".to_owned(), |f| f.0.display().to_string())
-    }
-
-    /// `StoreGone` if the path no longer names the file that was opened.
-    pub(crate) fn check(&self) -> Result<()> {
-        let Some(file) = &self.0 else { return Ok(()) };
-        let (path, dev, ino) = &**file;
-        let detail = match identity(path) {
-            Ok((d, i)) if (d, i) == (*dev, *ino) => return Ok(()),
-            Ok(_) => "another file is at its path now".to_owned(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                "its path names nothing now".to_owned()
-            }
-            Err(e) => format!("its path cannot be read: {e}"),
-        };
-        Err(Error::StoreGone {
-            location: path.display().to_string(),
-            detail,
-        })
-    }
-}
-
-#[cfg(unix)]
-fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path)?;
-    Ok((m.dev(), m.ino()))
-}
-
-#[cfg(not(unix))]
-fn identity(path: &Path) -> std::io::Result<(u64, u64)> {
-    // No inode to compare: only a deletion is noticed.
-    std::fs::metadata(path).map(|_| (0, 0))
 }
 
 /// The writer thread's connection, with the group commit's statements (one IMMEDIATE
@@ -213,7 +160,7 @@ impl Writer {
         let thread = WriterThread::start("mqlite-sqlite-writer", clock, move || {
             let (conn, guard) = open()?;
             // Taken once the file exists (the connection made it).
-            let file = FileIdentity::of(path)?;
+            let file = FileIdentity::of(path, crate::BACKEND)?;
             let _ = tell.send(file.clone());
             Ok((
                 Conn {
@@ -228,7 +175,7 @@ impl Writer {
         })
         .await?;
         thread.set_inline(inline);
-        let file = told.recv().unwrap_or(FileIdentity(None));
+        let file = told.recv().unwrap_or_else(|_| FileIdentity::none());
         Ok(Writer {
             thread,
             commits,

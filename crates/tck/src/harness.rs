@@ -30,6 +30,9 @@ pub enum Capability {
     /// The store counts the rows or index entries an operation visits (`Store::work`),
     /// so cost pins (1.5, 5.6) run on it.
     WorkCounter,
+    /// The database is a local file ([`StoreFactory::db_file`]) that a case may delete
+    /// or replace under the running store (10.6).
+    LocalFile,
 }
 
 /// Opens stores for the TCK: what a store crate implements to be graded.
@@ -47,6 +50,13 @@ pub trait StoreFactory: Send + Sync + 'static {
 
     /// Why this store cannot offer `cap`, or None if it can.
     fn unsupported(&self, cap: Capability) -> Option<&'static str>;
+
+    /// The database file kept in `dir`, for a store whose database is a local file
+    /// ([`Capability::LocalFile`]).
+    fn db_file(&self, dir: &Path) -> Option<std::path::PathBuf> {
+        let _ = dir;
+        None
+    }
 
     /// Why this store cannot run here at all (a server it needs is not installed), or
     /// None. Every case is then skipped with the reason; under `CI=true` it fails.

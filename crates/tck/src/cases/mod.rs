@@ -112,6 +112,7 @@ register! {
     retention::p8_3_queue_bound_resolves_against_engine_default,
     access::p9_3_access_keys_are_digests_and_revoke_at_once,
     storage::p10_1_second_open_is_db_locked [FileLock],
+    storage::p10_6_a_deleted_or_replaced_file_refuses_writes [LocalFile],
     storage::p10_2_foreign_schema_token_is_refused [SchemaGuard],
     storage::p10_5_status_describes_the_store,
     topics::p11_1_filters_are_checked_at_subscribe,

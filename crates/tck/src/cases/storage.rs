@@ -6,7 +6,7 @@ use std::path::Path;
 use mqlite_engine_core::{Error, OutMessage, QueueConfig};
 
 use super::receive_one;
-use crate::harness::{Access, Ctx, TckResult};
+use crate::harness::{Access, Ctx, StoreFactory, TckResult};
 
 /// 10.1 One writer per database: a second open in the same process fails fast with
 /// DbLocked, and succeeds once the first is closed.
@@ -83,5 +83,43 @@ pub async fn p10_5_status_describes_the_store<F: Access>(ctx: Ctx<F>) -> TckResu
         (status.queues, status.topics, status.subscriptions),
         (2, 1, 1)
     );
+    Ok(())
+}
+
+/// 10.6 A local store refuses writes once its database file is deleted or replaced under
+/// it (`StoreGone`, naming the file), instead of acknowledging them into a file nobody
+/// will open again; a file put at the path in its place is left untouched.
+pub async fn p10_6_a_deleted_or_replaced_file_refuses_writes<F: Access>(ctx: Ctx<F>) -> TckResult {
+    let Some(file) = ctx.factory.factory().db_file(ctx.dir.path()) else {
+        return Err("a LocalFile store names its database file".into());
+    };
+    let mq = ctx.engine_with_queue("q", QueueConfig::default()).await?;
+    mq.send("q", OutMessage::new("before")).await?;
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_owned();
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", file.display()));
+    }
+    match mq.send("q", OutMessage::new("after")).await {
+        Err(Error::StoreGone { location, detail }) => {
+            assert!(location.ends_with(&name), "{location}");
+            assert!(detail.contains("names nothing"), "{detail}");
+        }
+        other => return Err(format!("expected StoreGone, got {other:?}").into()),
+    }
+    std::fs::write(&file, b"someone else's file")?;
+    match mq.send("q", OutMessage::new("after")).await {
+        Err(Error::StoreGone { detail, .. }) => {
+            assert!(detail.contains("another file"), "{detail}")
+        }
+        other => return Err(format!("expected StoreGone, got {other:?}").into()),
+    }
+    assert_eq!(std::fs::read(&file)?, b"someone else's file");
+    mq.close().await;
+    // The runner's consistency check opens the directory again: a fresh database.
+    std::fs::remove_file(&file)?;
     Ok(())
 }
