@@ -154,6 +154,10 @@ impl StoreFactory for BrokenFactory {
         SqliteFactory.set_schema_token(dir, token)
     }
 
+    fn db_file(&self, dir: &Path) -> Option<std::path::PathBuf> {
+        SqliteFactory.db_file(dir)
+    }
+
     async fn insert_business_row(tx: &mut <Broken as OutboxStore>::Tx<'_>, id: i64) -> Result<()> {
         SqliteFactory::insert_business_row(tx, id).await
     }

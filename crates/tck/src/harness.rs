@@ -123,9 +123,13 @@ pub trait Access: Send + Sync + 'static {
         clock: SharedClock,
     ) -> impl Future<Output = Result<Self::Store>> + Send;
 
-    /// See [`StoreFactory::unsupported`].
+    /// See [`StoreFactory::unsupported`]; a factory that names no database file
+    /// ([`StoreFactory::db_file`]) cannot offer [`Capability::LocalFile`].
     fn unsupported(&self, cap: Capability) -> Option<&'static str> {
-        self.factory().unsupported(cap)
+        self.factory().unsupported(cap).or_else(|| {
+            (cap == Capability::LocalFile && self.factory().db_file(Path::new(".")).is_none())
+                .then_some("the store's factory names no database file (StoreFactory::db_file)")
+        })
     }
 
     /// See [`StoreFactory::set_schema_token`].
