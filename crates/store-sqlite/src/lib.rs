@@ -142,6 +142,8 @@ pub struct SqliteStore {
     clock: SharedClock,
     path: Option<PathBuf>,
     work: Arc<WorkCounter>,
+    /// The database's path as errors name it (`:memory:` for a private one).
+    location: Arc<str>,
     reserve: Arc<Reserve>,
     /// Set once this store is closing or dropped: an open of the same file in this
     /// process then waits for the release instead of failing with `DbLocked`.
@@ -205,9 +207,13 @@ impl SqliteStore {
         })
         .await?;
         let reserve = Arc::new(Reserve::beside(path.as_deref(), options.clock.clone()));
+        let location = path
+            .as_ref()
+            .map_or_else(|| ":memory:".into(), |p| p.display().to_string().into());
         Ok(SqliteStore {
             writer,
             clock: options.clock,
+            location,
             reserve,
             path,
             work: Arc::new(WorkCounter::default()),
@@ -239,7 +245,7 @@ impl SqliteStore {
             // The flows' futures are ready at once: rusqlite answers synchronously.
             block_on(None, f(&mut x, now))
         });
-        let location = self.location();
+        let location = self.location.clone();
         async move {
             run.await.map_err(|e| {
                 if matches!(e, Error::StorageFull { .. }) {
@@ -252,7 +258,10 @@ impl SqliteStore {
 
     /// [`store_ops!`](sql::store_ops)'s entry for the flows that add messages (send,
     /// publish): refused at once with `StorageFull` while the disk is full and the
-    /// reserve is given up to the drain (see [`reserve`]).
+    /// reserve is given up to the drain (see [`reserve`]). When a retry is due, the
+    /// writer first truncates the WAL and tries to put the reserve back; the flow is
+    /// queued behind that and runs only if it succeeded. A refused flow is never
+    /// handed to the writer.
     fn sql_tx_growing<R, F>(
         &self,
         items: usize,
@@ -262,42 +271,41 @@ impl SqliteStore {
         R: Send + 'static,
         F: for<'a, 'c> AsyncFnOnce(&'a mut Exec<'c>, i64) -> Result<R> + Send + 'static,
     {
-        let full = Error::StorageFull {
+        let location = self.location.clone();
+        let full = move || Error::StorageFull {
             backend: BACKEND,
-            location: self.location(),
+            location: location.to_string(),
         };
         let growth = self.reserve.admits_growth();
-        let reserve = self.reserve.clone();
-        // Gives the WAL's space back to the disk before the reserve is tried again.
-        let truncate = (growth == Growth::Retry).then(|| {
-            self.writer.run(|conn, _| {
-                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-                    .map_err(db)
+        // Gives the WAL's space back to the disk, then tries the reserve again.
+        let rearm = (growth == Growth::Retry).then(|| {
+            let reserve = self.reserve.clone();
+            self.writer.run(move |conn, _| {
+                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+                    tracing::warn!(error = %e, "truncating the WAL on a full disk failed");
+                }
+                reserve.rearm();
+                Ok(())
             })
         });
-        let run = self.sql_tx_sized(items, f);
-        async move {
-            match growth {
-                Growth::Yes => {}
-                Growth::No => return Err(full),
-                Growth::Retry => {
-                    if let Some(truncate) = truncate {
-                        let _ = truncate.await;
-                    }
-                    if !reserve.rearm() {
-                        return Err(full);
-                    }
+        let run = (growth != Growth::No).then(|| {
+            let (reserve, full) = (self.reserve.clone(), full.clone());
+            self.sql_tx_sized(items, async move |x: &mut Exec<'_>, now: i64| {
+                if !reserve.armed() {
+                    return Err(full());
                 }
+                f(x, now).await
+            })
+        });
+        async move {
+            if let Some(rearm) = rearm {
+                rearm.await?;
             }
-            run.await
+            match run {
+                Some(run) => run.await,
+                None => Err(full()),
+            }
         }
-    }
-
-    /// The database's path as errors name it (`:memory:` for a private one).
-    fn location(&self) -> String {
-        self.path
-            .as_ref()
-            .map_or_else(|| ":memory:".to_owned(), |p| p.display().to_string())
     }
 
     /// How many group commits the writer has made: calls waiting for the writer share
@@ -387,7 +395,7 @@ impl Store for SqliteStore {
     mqlite_sql::store_ops!();
 
     fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
-        let location = self.location();
+        let location = self.location.to_string();
         self.sql_tx_sized(sql::LONG, async move |x, _| {
             sql::admin::status(x, BACKEND, location, false).await
         })

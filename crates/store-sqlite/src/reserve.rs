@@ -112,7 +112,8 @@ impl Reserve {
 
     /// Whether a write that adds messages may run now: yes with the reserve in place; a
     /// retry when the reserve is given up and a second has passed since the last try
-    /// (the caller makes room, then calls [`Reserve::rearm`]); else no.
+    /// (the caller makes room, calls [`Reserve::rearm`], then checks
+    /// [`Reserve::armed`]); else no.
     pub(crate) fn admits_growth(&self) -> Growth {
         let mut state = self.lock();
         if state.armed {
@@ -126,8 +127,13 @@ impl Reserve {
         Growth::Retry
     }
 
-    /// Tries to put the reserve back; true when it is in place.
-    pub(crate) fn rearm(&self) -> bool {
+    /// Whether the reserve is in place.
+    pub(crate) fn armed(&self) -> bool {
+        self.lock().armed
+    }
+
+    /// Tries to put the reserve back ([`Reserve::armed`] tells whether it is).
+    pub(crate) fn rearm(&self) {
         let mut state = self.lock();
         if !state.armed {
             state.armed = self.arm();
@@ -135,7 +141,6 @@ impl Reserve {
                 tracing::info!("space is back: the full-disk reserve is in place, sends resume");
             }
         }
-        state.armed
     }
 }
 
