@@ -47,21 +47,8 @@ impl From<mqlite_broker::BrokerError> for Failure {
     }
 }
 
-/// An error and its sources, each source once (a message that already quotes its
-/// source does not repeat it).
-pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let more = s.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        source = s.source();
-    }
-    text
-}
+/// An error and its sources, each source once.
+pub(crate) use mqlite::error_chain as chain;
 
 /// Usage errors clap's declarations cannot express (exit 2, as clap's own).
 fn validate(cli: &Cli) -> Result<(), clap::Error> {

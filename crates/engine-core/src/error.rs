@@ -164,6 +164,22 @@ pub enum Error {
     },
 }
 
+/// An error and its sources, `a: b: c`, each source once (a message that already quotes
+/// its source does not repeat it): what a log line or a command's last words say.
+pub fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
+}
+
 /// Why a lock token no longer settles its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]

@@ -234,17 +234,10 @@ where
 /// What one caller of a failed group hears: the error itself when it says what to do
 /// (a full disk, say), else that the shared commit failed, and why.
 fn shared_failure(backend: &'static str, why: &Error) -> Error {
-    why.for_each_caller().unwrap_or_else(|| {
-        // The cause's own text, sources included (a backend error's message is only
-        // its backend's name).
-        let mut text = why.to_string();
-        let mut source = std::error::Error::source(why);
-        while let Some(s) = source {
-            text = format!("{text}: {s}");
-            source = s.source();
-        }
-        Error::backend(backend, GroupFailed(text))
-    })
+    // The cause's own text, sources included (a backend error's message is only its
+    // backend's name).
+    why.for_each_caller()
+        .unwrap_or_else(|| Error::backend(backend, GroupFailed(crate::error::chain(why))))
 }
 
 /// How long the writer keeps looking for the next call before it sleeps. A caller that

@@ -49,6 +49,9 @@ pub type GenericEngine<S> = mqlite_engine_core::Engine<S>;
 mod registry;
 pub use registry::{AnyEngine, Location, open, open_store, open_with};
 
+/// An error and its sources, `a: b: c`, each once: for a log line or a last word.
+pub use mqlite_engine_core::error::chain as error_chain;
+
 pub mod trace;
 
 /// Event identity (CloudEvents 1.0.2): the dedup key, the fingerprint, and the HTTP

@@ -357,25 +357,10 @@ fn run_case<F: Access>(factory: Arc<F>, run: CaseFn<F>) -> std::result::Result<(
     // Every task of the case ends here, and with it every store the case left open.
     drop(rt);
     match outcome {
-        Ok(result) => result.map_err(|e| Failed::from(chain(&*e)))?,
+        Ok(result) => result.map_err(|e| Failed::from(mqlite_engine_core::error::chain(&*e)))?,
         Err(_) => return Err(Failed::from(format!("the case did not finish in {secs} s"))),
     }
     consistent(factory.factory(), dir.path())
-}
-
-/// An error with its sources: `a: b: c`.
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
 
 /// The store's own consistency check of what a passing case left behind (every index
