@@ -224,27 +224,25 @@ impl BrokerConfig {
         if let Some(v) = var("MQLITE_BODY_TIMEOUT_MS") {
             config.limits.body_timeout = parse_ms("MQLITE_BODY_TIMEOUT_MS", &v)?;
         }
-        if let Some(v) = var("MQLITE_MAX_CONNECTIONS") {
-            config.limits.max_connections = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                Error::invalid(format!(
-                    "MQLITE_MAX_CONNECTIONS={v:?} is not a positive count"
-                ))
-            })?;
-        }
-        for (name, slot) in [
+        for (name, slot, what) in [
+            (
+                "MQLITE_MAX_CONNECTIONS",
+                &mut config.limits.max_connections,
+                "count",
+            ),
             (
                 "MQLITE_MEMORY_BUDGET_BYTES",
                 &mut config.memory.budget_bytes,
+                "byte count",
             ),
             (
                 "MQLITE_MAX_ANSWER_BYTES",
                 &mut config.memory.max_answer_bytes,
+                "byte count",
             ),
         ] {
             if let Some(v) = var(name) {
-                *slot = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                    Error::invalid(format!("{name}={v:?} is not a positive byte count"))
-                })?;
+                *slot = positive(name, &v, what)?;
             }
         }
         config.ui = match var("MQLITE_UI") {
@@ -268,16 +266,19 @@ pub fn parse_switch(name: &str, text: &str) -> Result<bool> {
 
 /// Parses a positive number of milliseconds for the setting `name`.
 pub fn parse_ms(name: &str, text: &str) -> Result<std::time::Duration> {
-    text.trim()
-        .parse::<u64>()
+    positive(name, text.trim(), "number of milliseconds").map(std::time::Duration::from_millis)
+}
+
+/// Parses a positive integer for the setting `name`; `what` says what it counts.
+fn positive<T: std::str::FromStr + PartialOrd + Default>(
+    name: &str,
+    text: &str,
+    what: &str,
+) -> Result<T> {
+    text.parse()
         .ok()
-        .filter(|n| *n > 0)
-        .map(std::time::Duration::from_millis)
-        .ok_or_else(|| {
-            Error::invalid(format!(
-                "{name}={text:?} is not a positive number of milliseconds"
-            ))
-        })
+        .filter(|n| *n > T::default())
+        .ok_or_else(|| Error::invalid(format!("{name}={text:?} is not a positive {what}")))
 }
 
 /// Parses a listen address (`host:port`).

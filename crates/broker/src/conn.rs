@@ -106,7 +106,7 @@ struct Registry {
 }
 
 enum Admission {
-    Held(u64, Arc<Held>),
+    Held(Arc<Held>),
     Refused,
 }
 
@@ -130,7 +130,7 @@ impl Registry {
             displace: Notify::new(),
         });
         held.insert(id, h.clone());
-        Admission::Held(id, h)
+        Admission::Held(h)
     }
 
     fn release(&self, id: u64) {
@@ -185,11 +185,14 @@ impl http_body::Body for Answer {
 
 /// What a refused connection reads before it is closed.
 fn refusal(max: usize) -> String {
-    let body = format!(
-        "{{\"code\":\"unavailable\",\"message\":\"the broker holds its limit of {max} \
-         connections, each serving a request: retry in a moment \
-         (MQLITE_MAX_CONNECTIONS raises the limit)\"}}"
-    );
+    let body = serde_json::to_string(&crate::wire::ErrorBody {
+        code: "unavailable".into(),
+        message: format!(
+            "the broker holds its limit of {max} connections, each serving a request: \
+             retry in a moment (MQLITE_MAX_CONNECTIONS raises the limit)"
+        ),
+    })
+    .unwrap_or_default();
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
          retry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
@@ -231,8 +234,9 @@ pub(crate) async fn serve(
             }
         };
         next_id += 1;
-        let (id, held) = match registry.admit(next_id, max) {
-            Admission::Held(id, held) => (id, held),
+        let id = next_id;
+        let held = match registry.admit(id, max) {
+            Admission::Held(held) => held,
             Admission::Refused => {
                 tracing::warn!(%peer, max, "connection refused: every held connection is serving a request");
                 let _ = stream.try_write(refusal(max).as_bytes());

@@ -26,7 +26,7 @@ use mqlite_engine_core::{
 
 use crate::auth::{Auth, Principal};
 use crate::config::{AuthConfig, BrokerConfig};
-use crate::memory::{Budget, MemoryLimits, answer_bytes, worst_message};
+use crate::memory::{Budget, MemoryLimits, Share, answer_bytes, worst_message};
 use crate::prom::Prom;
 use crate::rpc::Rpc;
 use crate::wire::*;
@@ -484,12 +484,7 @@ impl Readiness {
 /// the process is alive, and receives and settlements may still work.
 async fn readyz(State(s): State<St>) -> Response {
     if *s.draining.borrow() {
-        return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "the broker is shutting down",
-        )
-        .into_response();
+        return ApiError::from(Error::Closed).into_response();
     }
     match s.readiness.failing() {
         None => "ready".into_response(),
@@ -618,6 +613,10 @@ async fn serve_rpc(
     dispatch(s, rpc, &bytes, &principal, &mut access.target).await
 }
 
+/// Messages for an answer, with the shares of the memory budget they hold: kept until
+/// the answer is serialized.
+type Capped = (Vec<Message>, Vec<Share>);
+
 /// Receives as [`mqlite::AnyEngine::receive`] does, within the answer cap: when
 /// `max_messages` messages of the largest accepted size could pass it, in rounds that
 /// each fit what is left of it (the first one waits, the others do not). A receive with
@@ -627,19 +626,21 @@ async fn receive_capped(
     s: &Shared,
     queue: &str,
     mut options: ReceiveOptions,
-) -> Result<Vec<Message>, Error> {
+) -> Result<Capped, Error> {
     let cap = s.memory.max_answer_bytes;
     let worst = worst_message(s.engine.options().max_message_bytes);
     let fits = |left: usize| u32::try_from(left / worst).unwrap_or(u32::MAX);
     let max = options.max_messages;
     if u64::from(max) * worst as u64 <= cap as u64 {
         let got = s.engine.receive(queue, options).await?;
-        let _share = s.budget.take(got.iter().map(answer_bytes).sum()).await;
-        return Ok(got);
+        let share = s.budget.take(got.iter().map(answer_bytes).sum()).await;
+        return Ok((got, vec![share]));
     }
     if options.attempt_id.is_some() {
         options.max_messages = fits(cap).clamp(1, max);
-        return s.engine.receive(queue, options).await;
+        let got = s.engine.receive(queue, options).await?;
+        let share = s.budget.take(got.iter().map(answer_bytes).sum()).await;
+        return Ok((got, vec![share]));
     }
     let mut out: Vec<Message> = Vec::new();
     let mut bytes = 0usize;
@@ -677,12 +678,12 @@ async fn receive_capped(
             break;
         }
     }
-    Ok(out)
+    Ok((out, shares))
 }
 
 /// Peeks as [`mqlite::AnyEngine::peek`] does, page by page, stopping before the answer
 /// passes the cap (at least one message).
-async fn peek_capped(s: &Shared, queue: &str, options: PeekOptions) -> Result<Vec<Message>, Error> {
+async fn peek_capped(s: &Shared, queue: &str, options: PeekOptions) -> Result<Capped, Error> {
     let cap = s.memory.max_answer_bytes;
     let worst = worst_message(s.engine.options().max_message_bytes);
     let page = u32::try_from(cap / worst).unwrap_or(u32::MAX).max(1);
@@ -720,7 +721,7 @@ async fn peek_capped(s: &Shared, queue: &str, options: PeekOptions) -> Result<Ve
         for m in got {
             let size = answer_bytes(&m);
             if !out.is_empty() && bytes + size > cap {
-                return Ok(out);
+                return Ok((out, shares));
             }
             bytes += size;
             from = Some(SeqNumber(m.seq.0 + 1));
@@ -730,7 +731,7 @@ async fn peek_capped(s: &Shared, queue: &str, options: PeekOptions) -> Result<Ve
             break;
         }
     }
-    Ok(out)
+    Ok((out, shares))
 }
 
 /// Refuses what a web page in the user's browser could send to the broker behind their
@@ -935,12 +936,12 @@ async fn dispatch(
                 return Err(Error::Closed.into());
             }
             // A shutdown wakes a parked long-poll: it answers with what it has (none).
-            let messages = tokio::select! {
+            let (messages, _shares) = tokio::select! {
                 got = receive_capped(s, &r.queue, options) => match got {
-                    Err(Error::Closed) => Vec::new(),
+                    Err(Error::Closed) => Capped::default(),
                     other => other?,
                 },
-                _ = draining.wait_for(|d| *d) => Vec::new(),
+                _ = draining.wait_for(|d| *d) => Capped::default(),
             };
             ok(MessagesResponse {
                 messages: messages
@@ -1016,7 +1017,7 @@ async fn dispatch(
                     .transpose()?,
                 max: count("max", r.max.unwrap_or(32), 1000)?,
             };
-            let messages = peek_capped(s, &r.queue, options).await?;
+            let (messages, _shares) = peek_capped(s, &r.queue, options).await?;
             ok(MessagesResponse {
                 messages: messages
                     .into_iter()
@@ -1236,52 +1237,33 @@ trait Names {
     }
 }
 
-macro_rules! names_queue {
-    ($($t:ty),*) => {$(
+/// `Names` for request types that name their target in a field.
+macro_rules! names {
+    ($($t:ty => $field:ident),* $(,)?) => {$(
         impl Names for $t {
             fn names(&self) -> Option<&str> {
-                Some(&self.queue)
+                Some(&self.$field)
             }
         }
     )*};
 }
 
-names_queue!(
-    SendRequest,
-    ReceiveRequest,
-    SettleRequest,
-    BatchRequest,
-    ReceiveDeferredRequest,
-    CancelRequest,
-    PeekRequest,
-    QueueRequest,
-    RedriveRequest,
-    PurgeRequest
+names!(
+    SendRequest => queue,
+    ReceiveRequest => queue,
+    SettleRequest => queue,
+    BatchRequest => queue,
+    ReceiveDeferredRequest => queue,
+    CancelRequest => queue,
+    PeekRequest => queue,
+    QueueRequest => queue,
+    RedriveRequest => queue,
+    PurgeRequest => queue,
+    CreateQueueRequest => name,
+    SubscribeRequest => topic,
+    UnsubscribeRequest => topic,
+    RevokeKeyRequest => id,
 );
-
-impl Names for CreateQueueRequest {
-    fn names(&self) -> Option<&str> {
-        Some(&self.name)
-    }
-}
-
-impl Names for SubscribeRequest {
-    fn names(&self) -> Option<&str> {
-        Some(&self.topic)
-    }
-}
-
-impl Names for UnsubscribeRequest {
-    fn names(&self) -> Option<&str> {
-        Some(&self.topic)
-    }
-}
-
-impl Names for RevokeKeyRequest {
-    fn names(&self) -> Option<&str> {
-        Some(&self.id)
-    }
-}
 
 impl Names for CreateKeyRequest {}
 impl Names for ListKeysRequest {}

@@ -642,17 +642,13 @@ async fn look_alike_names_are_refused_with_the_rule() {
                 },
             )
             .await;
-        match r {
-            Err(mqlite_broker::ClientError::Api {
-                status,
-                code,
-                message,
-            }) => {
-                assert_eq!((status, code.as_str()), (400, "invalid_argument"));
-                assert!(message.contains("format characters"), "{message}");
-            }
-            other => panic!("{name:?}: {other:?}"),
-        }
+        let (status, code, message) = api_error(r);
+        assert_eq!(
+            (status, code.as_str()),
+            (400, "invalid_argument"),
+            "{name:?}"
+        );
+        assert!(message.contains("format characters"), "{message}");
     }
     let queues: QueuesResponse = w
         .client

@@ -461,20 +461,12 @@ async fn a_deleted_database_refuses_sends_and_fails_readiness() {
             },
         )
         .await;
-    match r {
-        Err(mqlite_broker::ClientError::Api {
-            status,
-            code,
-            message,
-        }) => {
-            assert_eq!((status, code.as_str()), (503, "unavailable"));
-            assert!(
-                message.contains("broker.db") && message.contains("deleted"),
-                "{message}"
-            );
-        }
-        other => panic!("expected 503, got {other:?}"),
-    }
+    let (status, code, message) = api_error(r);
+    assert_eq!((status, code.as_str()), (503, "unavailable"));
+    assert!(
+        message.contains("broker.db") && message.contains("deleted"),
+        "{message}"
+    );
     let (status, text) = w.client.get("/readyz").await.expect("answered");
     assert_eq!(status, 503, "{text}");
     assert!(text.contains("refuses writes"), "{text}");

@@ -1490,7 +1490,7 @@ pub fn validate_name(name: &str) -> Result<()> {
 /// used and deleted.)
 pub fn validate_new_name(name: &str) -> Result<()> {
     validate_name(name)?;
-    if let Some(c) = name.chars().find(|c| !name_char(*c)) {
+    if let Some(c) = name.chars().find(|c| is_format(*c)) {
         return Err(Error::invalid(format!(
             "a name holds no whitespace, control or invisible format characters \
              (bidi overrides, zero-width characters, the BOM); {name:?} holds U+{:04X}",
@@ -1500,12 +1500,11 @@ pub fn validate_new_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Whether a character may appear in a queue, topic or subscription name: not
-/// whitespace, not a control character, not a format character (Unicode Cf), so that two
-/// names that look alike are alike.
-fn name_char(c: char) -> bool {
+/// Whether a character is an invisible format character (Unicode Cf), which a new name
+/// may not hold ([`validate_name`] has refused whitespace and control characters).
+fn is_format(c: char) -> bool {
     use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
-    !(c.is_whitespace() || c.is_control() || c.general_category() == GeneralCategory::Format)
+    c.general_category() == GeneralCategory::Format
 }
 
 fn validate_text(field: &str, value: &str) -> Result<()> {

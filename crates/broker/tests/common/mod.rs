@@ -168,8 +168,18 @@ pub fn text(m: &WireMessage) -> String {
 
 /// The error code of a failed call.
 pub fn code<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (u16, String) {
+    let (status, code, _) = api_error(r);
+    (status, code)
+}
+
+/// The status, code and message of a failed call.
+pub fn api_error<T: std::fmt::Debug>(r: Result<T, ClientError>) -> (u16, String, String) {
     match r {
-        Err(ClientError::Api { status, code, .. }) => (status, code),
+        Err(ClientError::Api {
+            status,
+            code,
+            message,
+        }) => (status, code, message),
         other => panic!("expected an API error, got {other:?}"),
     }
 }
