@@ -1268,3 +1268,29 @@ names!(
 impl Names for CreateKeyRequest {}
 impl Names for ListKeysRequest {}
 impl Names for TestFilterRequest {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full disk is 507 `resource_exhausted` naming the database, and fails readiness
+    /// (10.7); the store's other refusals of writes are 503 `unavailable`.
+    #[test]
+    fn a_full_disk_is_507_and_a_store_fault() {
+        let full = ApiError::from(Error::StorageFull {
+            backend: "redb",
+            location: "/data/mq.redb".into(),
+        });
+        assert_eq!(full.status, StatusCode::INSUFFICIENT_STORAGE);
+        assert_eq!(full.code, "resource_exhausted");
+        assert!(full.message.contains("/data/mq.redb"), "{}", full.message);
+        assert!(full.store_fault);
+        let gone = ApiError::from(Error::StoreGone {
+            location: "/data/mq.redb".into(),
+            detail: "its path names nothing now".into(),
+        });
+        assert_eq!(gone.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(gone.code, "unavailable");
+        assert!(gone.store_fault);
+    }
+}

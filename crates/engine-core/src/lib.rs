@@ -22,6 +22,7 @@ pub mod json;
 mod meter;
 pub mod queue;
 pub mod relay;
+pub mod reserve;
 pub mod side;
 pub mod store;
 pub mod topics;

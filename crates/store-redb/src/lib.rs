@@ -28,6 +28,7 @@ use std::sync::Arc;
 use redb::{Database, DatabaseError, ReadableDatabase, TableError};
 
 use mqlite_engine_core::blocking::block_on;
+use mqlite_engine_core::reserve::Reserve;
 use mqlite_engine_core::{
     AccessKey, BatchResult, ClaimSpec, EnqueueSlot, Error, LockHolder, LockRef, Message, OpenStore,
     OutMessage, OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig, QueueInfo,
@@ -108,6 +109,8 @@ impl RedbOptions {
 /// The redb store.
 pub struct RedbStore {
     writer: Writer,
+    /// The full-disk reserve (see [`mqlite_engine_core::reserve`]).
+    reserve: Arc<Reserve>,
     clock: SharedClock,
     backend: Option<Arc<dyn redb::StorageBackend>>,
     path: PathBuf,
@@ -361,8 +364,14 @@ impl RedbStore {
         // A file on disk is checked before every commit; a backend of the caller's has
         // no path to check.
         let file = options.backend.is_none().then(|| path.clone());
-        let writer = Writer::start(options.clock.clone(), file, move || {
-            open_database(&p, backend)
+        let reserve = Arc::new(Reserve::beside(
+            file.as_deref(),
+            BACKEND,
+            display_path(&path).into(),
+            options.clock.clone(),
+        ));
+        let writer = Writer::start(options.clock.clone(), file, reserve.clone(), move || {
+            open_database(&p, backend.clone())
         })
         .await?;
         open_paths()
@@ -370,6 +379,7 @@ impl RedbStore {
             .insert(display_path(&path));
         Ok(RedbStore {
             writer,
+            reserve,
             clock: options.clock,
             backend: options.backend,
             path,
@@ -393,6 +403,27 @@ impl RedbStore {
             let mut t = Tables::open(txn, &work)?;
             f(&mut t, now)
         })
+    }
+
+    /// [`RedbStore::tx`] for the flows that add messages (send, publish): refused at
+    /// once with `StorageFull` while the disk is full and the reserve is given up to
+    /// the drain; when a retry is due, the writer first compacts the database and tries
+    /// to put the reserve back, and the flow runs behind that only if it is.
+    fn tx_growing<R, F>(&self, f: F) -> impl Future<Output = Result<R>> + Send + 'static
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Tables<'_>, i64) -> Result<R> + Send + 'static,
+    {
+        let make_room = |reserve| self.writer.make_room(reserve);
+        let write = |reserve: Arc<Reserve>| {
+            self.tx(move |t, now| {
+                if !reserve.armed() {
+                    return Err(reserve.full());
+                }
+                f(t, now)
+            })
+        };
+        self.reserve.growing(make_room, write)
     }
 
     /// The consistency check on the open store: "ok" when every index entry matches
@@ -450,7 +481,7 @@ impl Store for RedbStore {
         messages: Vec<OutMessage>,
         options: SendOptions,
     ) -> impl Future<Output = Result<Vec<EnqueueSlot>>> + Send {
-        self.tx(move |t, now| flows::enqueue(t, now, &queue, messages, options))
+        self.tx_growing(move |t, now| flows::enqueue(t, now, &queue, messages, options))
     }
 
     fn claim(
@@ -574,7 +605,7 @@ impl Store for RedbStore {
         routes: Vec<Route>,
         options: SendOptions,
     ) -> impl Future<Output = Result<Vec<Vec<EnqueueSlot>>>> + Send {
-        self.tx(move |t, now| flows::publish(t, now, &topic, routes, options))
+        self.tx_growing(move |t, now| flows::publish(t, now, &topic, routes, options))
     }
 
     fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {

@@ -2,43 +2,100 @@
 //! `redb::Database`: a write transaction per job, committed durably (redb's default
 //! `Durability::Immediate`) unless the caller went away first (13.4: dropping an
 //! uncommitted redb transaction aborts it).
+//!
+//! A full disk: redb refuses every transaction after a write failed on an I/O error,
+//! until the database is opened again. The writer gives the full-disk reserve up
+//! ([`Reserve`]), drops the database, and the next job opens it anew (redb repairs it
+//! from its last commit), so receives and settlements drain on the reserve's space.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use redb::{Database, WriteTransaction};
 
 use mqlite_engine_core::file::FileIdentity;
+use mqlite_engine_core::reserve::Reserve;
 use mqlite_engine_core::writer::WriterThread;
 use mqlite_engine_core::{Error, Result, SharedClock};
 
 use crate::db;
 
-/// The handle to the writer thread, and the file it checks before each commit.
-pub(crate) struct Writer(WriterThread<Database>, FileIdentity);
+/// The database the writer thread owns (None after an I/O failure, until the next job
+/// opens it again), and how to open it.
+pub(crate) struct Held {
+    database: Option<Database>,
+    open: Box<dyn Fn() -> Result<Database> + Send>,
+}
+
+impl Held {
+    /// The open database, opened again first if a failure dropped it.
+    fn database(&mut self) -> Result<&mut Database> {
+        if self.database.is_none() {
+            self.database = Some((self.open)()?);
+            tracing::info!("the redb database is open again after an I/O failure");
+        }
+        self.database.as_mut().ok_or(Error::Closed)
+    }
+
+    /// After a job failed (`full`: with a full disk): a database that refuses a new
+    /// transaction (redb latches an I/O failure) is dropped, for the next job to open
+    /// again; on a full disk the reserve is given up first, so that there is room to.
+    fn after_failure(&mut self, full: bool, reserve: &Reserve) {
+        let latched = self
+            .database
+            .as_ref()
+            .is_some_and(|d| d.begin_write().is_err());
+        if full || latched {
+            reserve.release();
+        }
+        if latched {
+            tracing::warn!("the redb database failed an I/O operation: opening it again");
+            self.database = None;
+        }
+    }
+}
+
+/// The handle to the writer thread, the file it checks before each commit, and the
+/// full-disk reserve.
+pub(crate) struct Writer {
+    thread: WriterThread<Held>,
+    file: FileIdentity,
+    reserve: Arc<Reserve>,
+}
 
 impl Writer {
-    /// Starts the writer thread; `open` runs on it and its error is returned here. `path`
-    /// is the database file to check before each commit (None: no file).
+    /// Starts the writer thread; `open` runs on it (again after an I/O failure) and the
+    /// first open's error is returned here. `path` is the database file to check
+    /// before each commit (None: no file).
     pub(crate) async fn start(
         clock: SharedClock,
         path: Option<PathBuf>,
-        open: impl FnOnce() -> Result<Database> + Send + 'static,
+        reserve: Arc<Reserve>,
+        open: impl Fn() -> Result<Database> + Send + 'static,
     ) -> Result<Self> {
         let (tell, told) = std::sync::mpsc::channel();
         let thread = WriterThread::start("mqlite-redb-writer", clock, move || {
             let database = open()?;
             // Taken once the file exists (the open made it).
             let _ = tell.send(FileIdentity::of(path, crate::BACKEND)?);
-            Ok((database, ()))
+            let held = Held {
+                database: Some(database),
+                open: Box::new(open),
+            };
+            Ok((held, ()))
         })
         .await?;
         let file = told.recv().unwrap_or_else(|_| FileIdentity::none());
-        Ok(Writer(thread, file))
+        Ok(Writer {
+            thread,
+            file,
+            reserve,
+        })
     }
 
     /// The database file as opened.
     pub(crate) fn file(&self) -> FileIdentity {
-        self.1.clone()
+        self.file.clone()
     }
 
     /// Runs `f` inside one write transaction with the statement-time clock reading;
@@ -47,18 +104,23 @@ impl Writer {
         &self,
         f: impl FnOnce(&WriteTransaction, i64) -> Result<R> + Send + 'static,
     ) -> impl Future<Output = Result<R>> + Send + 'static {
-        let file = self.1.clone();
-        self.0.run(move |database, now, gone| {
-            let txn = database.begin_write().map_err(db)?;
-            let out = f(&txn, now)?;
-            if gone() {
-                return Err(Error::Cancelled);
-            }
-            // Never committed into a file that was deleted or replaced.
-            file.check()?;
-            txn.commit()
-                .map_err(|e| db(e).at_location(&file.location()))?;
-            Ok(out)
+        let (file, reserve) = (self.file.clone(), self.reserve.clone());
+        self.thread.run(move |held, now, gone| {
+            let done = held.database().and_then(|database| {
+                let txn = database.begin_write().map_err(db)?;
+                let out = f(&txn, now)?;
+                if gone() {
+                    return Err(Error::Cancelled);
+                }
+                // Never committed into a file that was deleted or replaced.
+                file.check()?;
+                txn.commit().map_err(db)?;
+                Ok(out)
+            });
+            done.map_err(|e| {
+                held.after_failure(matches!(e, Error::StorageFull { .. }), &reserve);
+                e.at_location(&file.location())
+            })
         })
     }
 
@@ -73,14 +135,39 @@ impl Writer {
         R: Send + 'static,
         E: From<Error> + Send + 'static,
     {
-        self.0.run_catching(move |database, now, gone| {
+        let reserve = self.reserve.clone();
+        self.thread.run_catching(move |held, now, gone| {
+            let database = held.database().map_err(E::from)?;
             let txn = database.begin_write().map_err(|e| E::from(db(e)))?;
-            f(txn, now, gone)
+            let done = f(txn, now, gone);
+            if done.is_err() {
+                // The application's error type does not say whether the disk is full;
+                // a latched I/O failure gives the reserve up if it is.
+                held.after_failure(false, &reserve);
+            }
+            done
+        })
+    }
+
+    /// A send found the reserve given up and a retry is due: compacts the database
+    /// (the drain's freed pages go back to the disk), then tries the reserve again.
+    pub(crate) fn make_room(
+        &self,
+        reserve: Arc<Reserve>,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.thread.run(move |held, _, _| {
+            if let Ok(database) = held.database()
+                && let Err(e) = database.compact()
+            {
+                tracing::warn!(error = %e, "compacting the redb database on a full disk failed");
+            }
+            reserve.rearm();
+            Ok(())
         })
     }
 
     /// Lets the queued jobs finish, then closes the database and releases its lock.
     pub(crate) async fn close(&self) {
-        self.0.close().await;
+        self.thread.close().await;
     }
 }

@@ -14,15 +14,14 @@
 
 mod exec;
 mod lock;
-mod reserve;
 mod schema;
 #[cfg(feature = "tck")]
 pub mod tck;
 mod tx;
 mod writer;
 
-pub use reserve::RESERVE_BYTES;
-use reserve::{Growth, Reserve};
+pub use mqlite_engine_core::reserve::RESERVE_BYTES;
+use mqlite_engine_core::reserve::Reserve;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -206,10 +205,15 @@ impl SqliteStore {
             Ok((conn, guard))
         })
         .await?;
-        let reserve = Arc::new(Reserve::beside(path.as_deref(), options.clock.clone()));
-        let location = path
+        let location: Arc<str> = path
             .as_ref()
             .map_or_else(|| ":memory:".into(), |p| p.display().to_string().into());
+        let reserve = Arc::new(Reserve::beside(
+            path.as_deref(),
+            BACKEND,
+            location.clone(),
+            options.clock.clone(),
+        ));
         Ok(SqliteStore {
             writer,
             clock: options.clock,
@@ -258,7 +262,7 @@ impl SqliteStore {
 
     /// [`store_ops!`](sql::store_ops)'s entry for the flows that add messages (send,
     /// publish): refused at once with `StorageFull` while the disk is full and the
-    /// reserve is given up to the drain (see [`reserve`]). When a retry is due, the
+    /// reserve is given up to the drain (see [`mqlite_engine_core::reserve`]). When a retry is due, the
     /// writer first truncates the WAL and tries to put the reserve back; the flow is
     /// queued behind that and runs only if it succeeded. A refused flow is never
     /// handed to the writer.
@@ -271,15 +275,16 @@ impl SqliteStore {
         R: Send + 'static,
         F: for<'a, 'c> AsyncFnOnce(&'a mut Exec<'c>, i64) -> Result<R> + Send + 'static,
     {
-        let location = self.location.clone();
-        let full = move || Error::StorageFull {
-            backend: BACKEND,
-            location: location.to_string(),
+        let write = move |reserve: Arc<Reserve>| {
+            self.sql_tx_sized(items, async move |x: &mut Exec<'_>, now: i64| {
+                if !reserve.armed() {
+                    return Err(reserve.full());
+                }
+                f(x, now).await
+            })
         };
-        let growth = self.reserve.admits_growth();
         // Gives the WAL's space back to the disk, then tries the reserve again.
-        let rearm = (growth == Growth::Retry).then(|| {
-            let reserve = self.reserve.clone();
+        let make_room = |reserve: Arc<Reserve>| {
             self.writer.run(move |conn, _| {
                 if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
                     tracing::warn!(error = %e, "truncating the WAL on a full disk failed");
@@ -287,25 +292,8 @@ impl SqliteStore {
                 reserve.rearm();
                 Ok(())
             })
-        });
-        let run = (growth != Growth::No).then(|| {
-            let (reserve, full) = (self.reserve.clone(), full.clone());
-            self.sql_tx_sized(items, async move |x: &mut Exec<'_>, now: i64| {
-                if !reserve.armed() {
-                    return Err(full());
-                }
-                f(x, now).await
-            })
-        });
-        async move {
-            if let Some(rearm) = rearm {
-                rearm.await?;
-            }
-            match run {
-                Some(run) => run.await,
-                None => Err(full()),
-            }
-        }
+        };
+        self.reserve.growing(make_room, write)
     }
 
     /// How many group commits the writer has made: calls waiting for the writer share

@@ -1,28 +1,32 @@
-//! Headroom for a full disk. A file of [`RESERVE_BYTES`] is kept beside the database
-//! (`<db>-reserve`). When a write finds the disk full, the reserve is deleted: the space
-//! it held lets receives and settlements go on, so consumers can drain the queues (and
-//! completing messages frees pages inside the database for new ones). While the reserve
-//! is given up, writes that add messages (sends, publishes) are refused at once with
-//! `StorageFull`, so they cannot eat the headroom. At most once a second a send first
-//! gives the WAL's space back to the disk (a truncating checkpoint: after a drain the
-//! freed pages are inside the database, the WAL is what grew) and tries to re-create the
-//! reserve; once it fits, the store is back to normal.
+//! Headroom for a full disk, for the local stores. A file of [`RESERVE_BYTES`] is kept
+//! beside the database (`<db>-reserve`). When a write finds the disk full, the store
+//! gives the reserve up ([`Reserve::release`]): the space it held lets receives and
+//! settlements go on, so consumers can drain the queues (and completing messages frees
+//! room inside the database for new ones). While the reserve is given up, writes that
+//! add messages (sends, publishes) are refused at once with `StorageFull`, so they
+//! cannot eat the headroom. At most once a second a send is let through to make room
+//! first (the SQLite store truncates its WAL, the redb store compacts its file) and to
+//! put the reserve back ([`Reserve::rearm`]); once it fits, the store is back to normal.
 
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use mqlite_engine_core::SharedClock;
+use crate::clock::SharedClock;
+use crate::error::{Error, Result};
 
 /// The headroom kept beside the database (8 MiB: a drain of thousands of messages).
 pub const RESERVE_BYTES: u64 = 8 << 20;
 /// How often a refused send may try to re-create the reserve, ms (the store's clock).
 const RETRY_MS: i64 = 1_000;
 
-/// The reserve of one database file (none for `:memory:`).
-pub(crate) struct Reserve {
+/// The reserve of one database file (none for a database without a file).
+pub struct Reserve {
     path: Option<PathBuf>,
+    /// The store and its database, as a refusal names them.
+    backend: &'static str,
+    location: Arc<str>,
     clock: SharedClock,
     state: Mutex<State>,
 }
@@ -35,8 +39,14 @@ struct State {
 }
 
 impl Reserve {
-    /// Arms the reserve beside `db` (where the disk has room for it).
-    pub(crate) fn beside(db: Option<&std::path::Path>, clock: SharedClock) -> Reserve {
+    /// Arms the reserve beside `db` (where the disk has room for it); a refusal names
+    /// `backend` and `location`.
+    pub fn beside(
+        db: Option<&std::path::Path>,
+        backend: &'static str,
+        location: Arc<str>,
+        clock: SharedClock,
+    ) -> Reserve {
         let path = db.map(|p| {
             let mut name = p.as_os_str().to_owned();
             name.push("-reserve");
@@ -44,22 +54,22 @@ impl Reserve {
         });
         let reserve = Reserve {
             path,
+            backend,
+            location,
             clock,
             state: Mutex::new(State {
                 armed: false,
                 tried: None,
             }),
         };
-        if reserve.path.is_some() {
-            let armed = reserve.arm();
-            if !armed {
-                tracing::warn!(
-                    reserve = ?reserve.path,
-                    "no room for the full-disk reserve: sends are refused until there is"
-                );
-            }
-            reserve.lock().armed = armed;
+        let armed = reserve.arm();
+        if !armed {
+            tracing::warn!(
+                reserve = ?reserve.path,
+                "no room for the full-disk reserve: sends are refused until there is"
+            );
         }
+        reserve.lock().armed = armed;
         reserve
     }
 
@@ -92,7 +102,7 @@ impl Reserve {
 
     /// A write found the database full: when the disk itself is (not a page-count cap
     /// of the database), gives the reserve's space up for the writes that drain.
-    pub(crate) fn release(&self) {
+    pub fn release(&self) {
         let Some(path) = &self.path else { return };
         if free_space(path).is_some_and(|free| free >= RESERVE_BYTES) {
             return;
@@ -114,7 +124,7 @@ impl Reserve {
     /// retry when the reserve is given up and a second has passed since the last try
     /// (the caller makes room, calls [`Reserve::rearm`], then checks
     /// [`Reserve::armed`]); else no.
-    pub(crate) fn admits_growth(&self) -> Growth {
+    pub fn admits_growth(&self) -> Growth {
         let mut state = self.lock();
         if state.armed {
             return Growth::Yes;
@@ -128,12 +138,51 @@ impl Reserve {
     }
 
     /// Whether the reserve is in place.
-    pub(crate) fn armed(&self) -> bool {
+    pub fn armed(&self) -> bool {
         self.lock().armed
     }
 
+    /// The refusal of a write that adds messages while the disk is full.
+    pub fn full(&self) -> Error {
+        Error::StorageFull {
+            backend: self.backend,
+            location: self.location.to_string(),
+        }
+    }
+
+    /// Runs a write that adds messages (a send, a publish) behind the reserve. While
+    /// the disk is full it is refused at once with [`Reserve::full`] and never handed
+    /// to the store's writer. When a retry is due, `make_room` is queued first (it
+    /// frees what the store can, then calls [`Reserve::rearm`]) and `write` behind it;
+    /// `write` runs on the writer thread, so it checks [`Reserve::armed`] there
+    /// (after `make_room` ran) before it writes.
+    pub fn growing<R, Room, Run>(
+        self: &Arc<Self>,
+        make_room: impl FnOnce(Arc<Reserve>) -> Room,
+        write: impl FnOnce(Arc<Reserve>) -> Run,
+    ) -> impl Future<Output = Result<R>> + Send + 'static
+    where
+        R: Send + 'static,
+        Room: Future<Output = Result<()>> + Send + 'static,
+        Run: Future<Output = Result<R>> + Send + 'static,
+    {
+        let growth = self.admits_growth();
+        let room = (growth == Growth::Retry).then(|| make_room(self.clone()));
+        let run = (growth != Growth::No).then(|| write(self.clone()));
+        let refused = self.full();
+        async move {
+            if let Some(room) = room {
+                room.await?;
+            }
+            match run {
+                Some(run) => run.await,
+                None => Err(refused),
+            }
+        }
+    }
+
     /// Tries to put the reserve back ([`Reserve::armed`] tells whether it is).
-    pub(crate) fn rearm(&self) {
+    pub fn rearm(&self) {
         let mut state = self.lock();
         if !state.armed {
             state.armed = self.arm();
@@ -146,9 +195,12 @@ impl Reserve {
 
 /// What [`Reserve::admits_growth`] says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Growth {
+pub enum Growth {
+    /// The reserve is in place: go on.
     Yes,
+    /// The disk is full and a retry is not due: refuse with `StorageFull`.
     No,
+    /// A retry is due: make room, [`Reserve::rearm`], and go on if [`Reserve::armed`].
     Retry,
 }
 
