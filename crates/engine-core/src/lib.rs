@@ -7,6 +7,7 @@ pub mod access;
 pub mod blocking;
 pub mod clock;
 pub mod codec;
+pub mod decide;
 pub mod dedup;
 mod due;
 pub mod dyn_store;

@@ -6,9 +6,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mqlite_engine_core::codec::{decode_messages, encode_messages};
+use mqlite_engine_core::decide;
 use mqlite_engine_core::engine::MAX_RECEIVE_BATCH;
 use mqlite_engine_core::{
-    ClaimSpec, Error, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
+    ClaimSpec, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
 };
 use serde_json::json;
 
@@ -132,10 +133,7 @@ pub async fn claim<X: SqlExec>(
     spec: &ClaimSpec,
 ) -> Result<Vec<Message>> {
     let cfg = load_queue(x, queue).await?;
-    let mode_code = match spec.mode {
-        ReceiveMode::PeekLock => 0i64,
-        ReceiveMode::ReceiveAndDelete => 1,
-    };
+    let mode_code = decide::mode_code(spec.mode);
     if let Some(attempt) = &spec.attempt_id {
         let seen = x
             .query(
@@ -148,11 +146,7 @@ pub async fn claim<X: SqlExec>(
             )
             .await?;
         if let Some(r) = seen.first() {
-            if r.int(0)? != mode_code {
-                return Err(Error::invalid(
-                    "receive_attempt_id was used with another receive mode",
-                ));
-            }
+            decide::replay_attempt(r.int(0)?, spec.mode)?;
             return Ok(decode_messages(&r.blob(1)?));
         }
     }
@@ -282,15 +276,14 @@ async fn receive_and_delete<X: SqlExec>(
                 by_line.entry(line).or_default().push(message(r, 0)?);
             }
         }
-        let claimable = |m: &Message| {
-            m.state == mqlite_engine_core::MessageState::Active
-                && m.visible_at_ms <= now
-                && (m.expires_at_ms == 0 || m.expires_at_ms > now)
-        };
         for (line, chain) in &mut chains {
             if let Some(mut members) = line.as_ref().and_then(|l| by_line.remove(l)) {
                 members.sort_by_key(|m| m.seq);
-                chain.extend(members.into_iter().take_while(claimable));
+                chain.extend(
+                    members
+                        .into_iter()
+                        .take_while(|m| decide::claimable(m, now)),
+                );
             }
         }
     }

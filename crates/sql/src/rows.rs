@@ -1,5 +1,6 @@
 //! Decoding rows into domain types, and the queue read every operation starts with.
 
+use mqlite_engine_core::decide;
 use mqlite_engine_core::types::from_millis;
 use std::collections::BTreeMap;
 
@@ -146,20 +147,10 @@ pub async fn load_any<X: SqlExec>(x: &mut X, name: &str) -> Result<(QueueKind, Q
     Ok(row)
 }
 
-/// A topic holds no messages: refused where a queue is needed.
-fn holding(name: &str, row: (QueueKind, QueueConfig)) -> Result<QueueConfig> {
-    match row {
-        (QueueKind::Topic, _) => Err(Error::invalid(format!(
-            "{name:?} is a topic: publish to it, receive from its subscriptions"
-        ))),
-        (_, config) => Ok(config),
-    }
-}
-
 /// The configuration of a queue that holds messages (a queue or a subscription's
 /// backing queue); a topic holds none and is refused.
 pub async fn load_queue<X: SqlExec>(x: &mut X, name: &str) -> Result<QueueConfig> {
-    holding(name, load_any(x, name).await?)
+    decide::holding(name, load_any(x, name).await?)
 }
 
 /// [`load_queue`] and the next sequence number ([`SELECT_QUEUE_NEXT_SEQ`]).
@@ -167,5 +158,5 @@ pub async fn load_queue_next_seq<X: SqlExec>(x: &mut X, name: &str) -> Result<(Q
     let row = load_row(x, SELECT_QUEUE_NEXT_SEQ, name).await?;
     let queue = queue_row(&row, 0)?;
     x.read_queue(name, &queue);
-    Ok((holding(name, queue)?, row.int(QUEUE_WIDTH)?))
+    Ok((decide::holding(name, queue)?, row.int(QUEUE_WIDTH)?))
 }

@@ -2,6 +2,7 @@
 //! and Renew), the receipts written in the same transaction, and the receipt replay for
 //! a retried identical request.
 
+use mqlite_engine_core::decide;
 use mqlite_engine_core::types::millis;
 use std::collections::{HashMap, HashSet};
 
@@ -202,17 +203,28 @@ async fn lost_reasons<X: SqlExec>(
     }
     lost.iter()
         .map(|l| {
-            let reason = match found.get(&l.seq.0) {
-                None => LockLostReason::Gone,
-                Some(r) if r.text(1)? != queue => LockLostReason::WrongQueue,
-                Some(r) if r.text(2)? != "locked" => LockLostReason::NotLocked,
-                Some(r) if r.opt_text(3)?.as_deref() != Some(l.token.to_string().as_str()) => {
-                    LockLostReason::OtherToken
-                }
-                Some(r) if r.int(4)? <= now => LockLostReason::Expired,
-                Some(_) => LockLostReason::Unknown,
+            let token = l.token.to_string();
+            let seen = match found.get(&l.seq.0) {
+                None => None,
+                Some(r) => Some((
+                    r.text(1)?,
+                    r.text(2)? == "locked",
+                    r.opt_text(3)?.as_deref() == Some(token.as_str()),
+                    r.int(4)?,
+                )),
             };
-            Ok(((l.seq.0, l.token.to_string()), reason))
+            let reason = decide::lost_reason(
+                seen.as_ref()
+                    .map(|(queue, locked, same_token, until)| decide::FoundLock {
+                        queue,
+                        locked: *locked,
+                        same_token: *same_token,
+                        locked_until_ms: *until,
+                    }),
+                queue,
+                now,
+            );
+            Ok(((l.seq.0, token), reason))
         })
         .collect()
 }

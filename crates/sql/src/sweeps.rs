@@ -1,6 +1,7 @@
 //! The recovery tasks behind the background loops (1.4, 3.1, 7.1, 7.2, 8.1–8.3, 3.2):
 //! each is a few set-based statements over a partial index, in one transaction.
 
+use mqlite_engine_core::decide;
 use mqlite_engine_core::{RecoverTask, Result, RetentionDefaults};
 
 use crate::exec::{Row, SqlExec, Value};
@@ -146,29 +147,20 @@ async fn retention<X: SqlExec>(x: &mut X, now: i64, defaults: RetentionDefaults)
     let mut doomed: Vec<i64> = Vec::new();
     for q in &queues {
         let queue = q.text(0)?;
-        let age = RetentionDefaults::resolve(q.int(1)?, defaults.max_age_ms());
-        let count = RetentionDefaults::resolve(q.int(2)?, defaults.max_count);
-        let bytes = RetentionDefaults::resolve(q.int(3)?, defaults.max_bytes);
-        if age == 0 && count == 0 && bytes == 0 {
+        let bounds = (q.int(1)?, q.int(2)?, q.int(3)?);
+        let Some(retention) = decide::Retention::of(bounds, defaults, now) else {
             continue;
-        }
+        };
         let totals = x
             .query(DLQ_TOTALS, &[(":queue", Value::from(queue.as_str()))])
             .await?;
-        let (mut n, mut size) = match totals.first() {
+        let (n, size) = match totals.first() {
             Some(r) => (r.int(0)?, r.int(1)?),
             None => (0, 0),
         };
         if n == 0 {
             continue;
         }
-        // Oldest first: everything past the age bound, then more while over count or
-        // bytes.
-        let age_cutoff = if age > 0 {
-            now.saturating_sub(age)
-        } else {
-            i64::MIN
-        };
         let oldest = x
             .query(
                 DLQ_OLDEST,
@@ -179,16 +171,11 @@ async fn retention<X: SqlExec>(x: &mut X, now: i64, defaults: RetentionDefaults)
                 ],
             )
             .await?;
-        for r in &oldest {
-            let (id, len, at) = (r.int(0)?, r.int(2)?, r.int(3)?);
-            let over = at <= age_cutoff || (count > 0 && n > count) || (bytes > 0 && size > bytes);
-            if !over {
-                break;
-            }
-            doomed.push(id);
-            n -= 1;
-            size -= len;
-        }
+        let oldest = oldest
+            .iter()
+            .map(|r| Ok((r.int(0)?, r.int(2)?, r.int(3)?)))
+            .collect::<Result<Vec<_>>>()?;
+        doomed.extend(retention.doomed(oldest, (n, size)));
     }
     delete_ids(x, &doomed).await
 }

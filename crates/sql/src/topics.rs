@@ -2,6 +2,7 @@
 //! backing queue of kind `subscription`; a publish enqueues every copy in the caller's
 //! one transaction.
 
+use mqlite_engine_core::decide;
 use mqlite_engine_core::{
     EnqueueSlot, Error, QueueConfig, QueueKind, Result, Route, SendOptions, Subscription,
 };
@@ -43,25 +44,14 @@ pub async fn upsert_subscription<X: SqlExec>(
     s: &Subscription,
     config: &QueueConfig,
 ) -> Result<()> {
-    match load_any(x, &s.topic).await? {
-        (QueueKind::Topic, _) => {}
-        (kind, _) => {
-            return Err(Error::invalid(format!(
-                "{:?} is a {kind}, not a topic",
-                s.topic
-            )));
-        }
-    }
+    decide::subscribable(&s.topic, load_any(x, &s.topic).await?.0)?;
     let existing = x
         .query(SUB_SELECT, &[(":name", Value::from(s.name.as_str()))])
         .await?;
     if let Some(r) = existing.first() {
         let other = subscription(r)?;
         if other.topic != s.topic {
-            return Err(Error::NameConflict {
-                name: s.name.clone(),
-                existing: format!("subscription of topic {:?}", other.topic),
-            });
+            return Err(decide::subscription_taken(&s.name, &other.topic));
         }
     }
     upsert_queue(x, now, &s.name, QueueKind::Subscription, config, false).await?;

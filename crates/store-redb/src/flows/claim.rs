@@ -6,9 +6,9 @@ use std::collections::VecDeque;
 use redb::ReadableTable;
 
 use mqlite_engine_core::codec::{decode_messages, encode_messages};
+use mqlite_engine_core::decide;
 use mqlite_engine_core::{
-    ClaimSpec, Error, LockToken, Message, MessageState, RECEIPT_TTL_MS, ReceiveMode, Result,
-    SeqNumber,
+    ClaimSpec, LockToken, Message, MessageState, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
 };
 
 use crate::db;
@@ -16,12 +16,6 @@ use crate::enc::{Key, R, Row, W, trailing_i64};
 use crate::tables::{EXP_ATTEMPT, Ix, Tables};
 
 use super::{Departed, expiring_key, load_queue};
-
-pub(super) fn claimable(m: &Message, now: i64) -> bool {
-    m.state == MessageState::Active
-        && m.visible_at_ms <= now
-        && (m.expires_at_ms == 0 || m.expires_at_ms > now)
-}
 
 /// The eligible heads of `queue`, oldest first, at most `max`: a walk of the ready
 /// index (active, not waiting), so a blocked backlog and locked rows are never visited
@@ -43,7 +37,7 @@ pub(super) fn pick_heads(t: &Tables<'_>, now: i64, queue: &str, max: usize) -> R
         t.work.visit();
         let seq = trailing_i64(k.value());
         let Some(row) = t.row(seq)? else { continue };
-        if !claimable(&row.m, now) {
+        if !decide::claimable(&row.m, now) {
             continue;
         }
         if let Some(line) = &row.line {
@@ -67,10 +61,7 @@ pub(crate) fn claim(
     spec: &ClaimSpec,
 ) -> Result<Vec<Message>> {
     let cfg = load_queue(t, queue)?;
-    let mode_code = match spec.mode {
-        ReceiveMode::PeekLock => 0i64,
-        ReceiveMode::ReceiveAndDelete => 1,
-    };
+    let mode_code = decide::mode_code(spec.mode);
     if let Some(attempt) = &spec.attempt_id {
         t.work.lookup();
         let key = Key::new().s(queue).s(attempt);
@@ -78,11 +69,7 @@ pub(crate) fn claim(
             let mut r = R(v.value());
             let (mode, exp) = (r.i()?, r.i()?);
             if exp > now {
-                if mode != mode_code {
-                    return Err(Error::invalid(
-                        "receive_attempt_id was used with another receive mode",
-                    ));
-                }
+                decide::replay_attempt(mode, spec.mode)?;
                 return Ok(decode_messages(&r.bytes()?));
             }
         }
@@ -154,7 +141,11 @@ pub(super) fn receive_and_delete(
                 }
             }
             members.truncate(max);
-            chain.extend(members.into_iter().take_while(|r| claimable(&r.m, now)));
+            chain.extend(
+                members
+                    .into_iter()
+                    .take_while(|r| decide::claimable(&r.m, now)),
+            );
         }
         chains.push((line, chain));
     }

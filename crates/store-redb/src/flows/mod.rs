@@ -27,6 +27,7 @@ pub(crate) use topics::*;
 
 use redb::ReadableTable;
 
+use mqlite_engine_core::decide;
 use mqlite_engine_core::{Error, MessageState, QueueConfig, QueueKind, Result};
 
 use crate::db;
@@ -44,12 +45,7 @@ pub(crate) fn load_any(t: &Tables<'_>, name: &str) -> Result<(QueueKind, QueueCo
 
 /// The configuration of a queue that holds messages; a topic is refused.
 pub(crate) fn load_queue(t: &Tables<'_>, name: &str) -> Result<QueueConfig> {
-    match load_any(t, name)? {
-        (QueueKind::Topic, _) => Err(Error::invalid(format!(
-            "{name:?} is a topic: publish to it, receive from its subscriptions"
-        ))),
-        (_, c) => Ok(c),
-    }
+    decide::holding(name, load_any(t, name)?)
 }
 
 const IN_PLAY: [MessageState; 4] = [

@@ -1,5 +1,6 @@
 //! Settlements, their receipts and batches: crates/sql's `settle`.
 
+use mqlite_engine_core::decide;
 use mqlite_engine_core::types::millis;
 use std::collections::{HashMap, HashSet};
 
@@ -25,14 +26,14 @@ pub(super) fn lost_reason(
     queue: &str,
     lock: &LockRef,
 ) -> Result<LockLostReason> {
-    Ok(match t.row(lock.seq.0)? {
-        None => LockLostReason::Gone,
-        Some(r) if r.queue != queue => LockLostReason::WrongQueue,
-        Some(r) if r.m.state != MessageState::Locked => LockLostReason::NotLocked,
-        Some(r) if r.m.lock_token != Some(lock.token) => LockLostReason::OtherToken,
-        Some(r) if r.m.locked_until_ms <= now => LockLostReason::Expired,
-        Some(_) => LockLostReason::Unknown,
-    })
+    let row = t.row(lock.seq.0)?;
+    let found = row.as_ref().map(|r| decide::FoundLock {
+        queue: &r.queue,
+        locked: r.m.state == MessageState::Locked,
+        same_token: r.m.lock_token == Some(lock.token),
+        locked_until_ms: r.m.locked_until_ms,
+    });
+    Ok(decide::lost_reason(found, queue, now))
 }
 
 pub(super) fn fenced(t: &Tables<'_>, now: i64, queue: &str, lock: &LockRef) -> Result<Option<Row>> {

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use redb::ReadableTable;
 
+use mqlite_engine_core::decide;
 use mqlite_engine_core::{
     Error, MessageState, QueueConfig, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RecoverTask, Result,
     RetentionDefaults,
@@ -137,34 +138,18 @@ pub(super) fn retention(t: &mut Tables<'_>, now: i64, defaults: RetentionDefault
     let mut doomed = Vec::new();
     for q in list_queues(t)? {
         let c = &q.config;
-        let age = RetentionDefaults::resolve(c.dlq_max_age_ms, defaults.max_age_ms());
-        let count = RetentionDefaults::resolve(c.dlq_max_count, defaults.max_count);
-        let bytes = RetentionDefaults::resolve(c.dlq_max_bytes, defaults.max_bytes);
-        if age == 0 && count == 0 && bytes == 0 {
+        let bounds = (c.dlq_max_age_ms, c.dlq_max_count, c.dlq_max_bytes);
+        let Some(retention) = decide::Retention::of(bounds, defaults, now) else {
             continue;
-        }
+        };
         let mut oldest = Vec::new();
         for seq in dlq_oldest(t, &q.name, i64::MAX, usize::MAX)? {
             if let Some(r) = t.row(seq)? {
                 oldest.push((seq, r.m.content.body.len() as i64, r.dead_lettered_at));
             }
         }
-        let mut n = oldest.len() as i64;
-        let mut size: i64 = oldest.iter().map(|(_, l, _)| l).sum();
-        let age_cutoff = if age > 0 {
-            now.saturating_sub(age)
-        } else {
-            i64::MIN
-        };
-        for (seq, len, at) in oldest {
-            let over = at <= age_cutoff || (count > 0 && n > count) || (bytes > 0 && size > bytes);
-            if !over {
-                break;
-            }
-            doomed.push(seq);
-            n -= 1;
-            size -= len;
-        }
+        let totals = (oldest.len() as i64, oldest.iter().map(|(_, l, _)| l).sum());
+        doomed.extend(retention.doomed(oldest, totals));
     }
     let mut n = 0;
     for seq in doomed {

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 
 use redb::ReadableTable;
 
+use mqlite_engine_core::decide;
 use mqlite_engine_core::{
     EnqueueSlot, Error, QueueConfig, QueueKind, Result, Route, SendOptions, Subscription,
 };
@@ -29,15 +30,7 @@ pub(crate) fn upsert_subscription(
     s: &Subscription,
     config: &QueueConfig,
 ) -> Result<()> {
-    match load_any(t, &s.topic)? {
-        (QueueKind::Topic, _) => {}
-        (kind, _) => {
-            return Err(Error::invalid(format!(
-                "{:?} is a {kind}, not a topic",
-                s.topic
-            )));
-        }
-    }
+    decide::subscribable(&s.topic, load_any(t, &s.topic)?.0)?;
     let existing = t
         .subs
         .get(s.name.as_str())
@@ -52,10 +45,7 @@ pub(crate) fn upsert_subscription(
     if let Some((other, _)) = &existing
         && other.topic != s.topic
     {
-        return Err(Error::NameConflict {
-            name: s.name.clone(),
-            existing: format!("subscription of topic {:?}", other.topic),
-        });
+        return Err(decide::subscription_taken(&s.name, &other.topic));
     }
     upsert_queue(t, now, &s.name, QueueKind::Subscription, config, false)?;
     let created = existing.map_or(now, |(_, c)| c);
