@@ -5,7 +5,7 @@
 use axum::http::{HeaderMap, StatusCode, header};
 
 use mqlite::AnyEngine;
-use mqlite_engine_core::{AccessKey, Permission};
+use mqlite::{AccessKey, Permission};
 
 use crate::config::AuthConfig;
 use crate::server::ApiError;

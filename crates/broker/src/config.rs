@@ -2,9 +2,9 @@
 
 use std::net::SocketAddr;
 
+use mqlite::limits::DEFAULT_MAX_MESSAGE_BYTES;
+use mqlite::{Error, Result};
 use mqlite::{SharedClock, SystemClock};
-use mqlite_engine_core::engine::DEFAULT_MAX_MESSAGE_BYTES;
-use mqlite_engine_core::{Error, Result};
 
 use crate::conn::ConnLimits;
 use crate::memory::MemoryLimits;
@@ -109,8 +109,7 @@ impl AuthConfig {
 
     /// A fresh administrator token: `mqk_` and 64 hexadecimal characters.
     pub fn generate_token() -> String {
-        let parts = mqlite_engine_core::LockToken::random_batch(2);
-        format!("mqk_{}{}", parts[0], parts[1])
+        mqlite::access::mint_token()
     }
 }
 

@@ -115,7 +115,7 @@ pub(crate) fn worst_message(max_message_bytes: usize) -> usize {
 
 /// How many bytes a message takes in an answer, about: its body in base64 and its
 /// fields.
-pub(crate) fn answer_bytes(m: &mqlite_engine_core::Message) -> usize {
+pub(crate) fn answer_bytes(m: &mqlite::Message) -> usize {
     let c = &m.content;
     let text = |v: &Option<String>| v.as_ref().map_or(0, String::len);
     let properties: usize = c

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use mqlite::AnyEngine;
-use mqlite_engine_core::Result;
+use mqlite::Result;
 
 /// Upper bounds of the latency buckets, seconds.
 const BUCKETS: [f64; 12] = [
@@ -56,14 +56,14 @@ impl Prom {
         out.push_str("# HELP mqlite_messages Messages per queue and state.\n");
         out.push_str("# TYPE mqlite_messages gauge\n");
         for q in queues {
-            if q.kind == mqlite_engine_core::QueueKind::Topic {
+            if q.kind == mqlite::QueueKind::Topic {
                 continue;
             }
             let s = match engine.stats(&q.name).await {
                 Ok(s) => s,
                 // Deleted since the list was read (an Unsubscribe mid-scrape): it has
                 // no gauges any more.
-                Err(mqlite_engine_core::Error::NotFound { .. }) => continue,
+                Err(mqlite::Error::NotFound { .. }) => continue,
                 Err(e) => return Err(e),
             };
             let name = escape(&q.name);

@@ -1,6 +1,6 @@
 //! The RPCs of the wire contract: their paths and the permission each needs.
 
-use mqlite_engine_core::Permission;
+use mqlite::Permission;
 
 macro_rules! permission {
     (Any) => {

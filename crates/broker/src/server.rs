@@ -18,8 +18,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use mqlite::limits::{MAX_KEY_PAGE, MAX_PEEK, MAX_RECEIVE_BATCH};
 use mqlite::{AnyEngine, DynStore, EngineOptions, Location};
-use mqlite_engine_core::{
+use mqlite::{
     Error, LockRef, Message, MessageState, OrderingMode, PeekOptions, Permission, PurgeOptions,
     QueueConfig, QueueKind, ReceiveMode, ReceiveOptions, RedriveOptions, SendOptions, SeqNumber,
 };
@@ -391,7 +392,7 @@ async fn open_engine(config: &BrokerConfig) -> Result<AnyEngine, Error> {
         leases_at_open: mqlite::LeasesAtOpen::Keep,
         ..Default::default()
     };
-    mqlite_engine_core::Engine::<DynStore>::with_store(store, options).await
+    AnyEngine::with_store(store, options).await
 }
 
 fn router(shared: St) -> Router {
@@ -918,7 +919,11 @@ async fn dispatch(
         Rpc::Receive => {
             let r: ReceiveRequest = parse(bytes, target)?;
             let options = ReceiveOptions {
-                max_messages: count("max_messages", r.max_messages.unwrap_or(1), 256)?,
+                max_messages: count(
+                    "max_messages",
+                    r.max_messages.unwrap_or(1),
+                    MAX_RECEIVE_BATCH,
+                )?,
                 wait: span("wait_time_ms", r.wait_time_ms.unwrap_or(0))?,
                 mode: match r.receive_mode.unwrap_or(0) {
                     0 => ReceiveMode::PeekLock,
@@ -1015,7 +1020,7 @@ async fn dispatch(
                     .filter(|s| !s.is_empty())
                     .map(str::parse::<MessageState>)
                     .transpose()?,
-                max: count("max", r.max.unwrap_or(32), 1000)?,
+                max: count("max", r.max.unwrap_or(32), MAX_PEEK)?,
             };
             let (messages, _shares) = peek_capped(s, &r.queue, options).await?;
             ok(MessagesResponse {
@@ -1200,7 +1205,7 @@ async fn dispatch(
         }
         Rpc::ListKeys => {
             let r: ListKeysRequest = parse(bytes, target)?;
-            let limit = count("limit", r.limit.unwrap_or(100), 1000)?;
+            let limit = count("limit", r.limit.unwrap_or(100), MAX_KEY_PAGE)?;
             let keys = mq
                 .list_keys(r.after_id.as_deref().filter(|a| !a.is_empty()), limit)
                 .await?;

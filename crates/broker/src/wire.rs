@@ -12,7 +12,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
-use mqlite_engine_core::{
+use mqlite::{
     AccessKey, BatchResult, Error, EventIdentity, LockToken, Message, OutMessage, QueueInfo,
     QueueStats, Result,
 };
@@ -272,10 +272,10 @@ pub struct LockItem {
 
 impl LockItem {
     /// The engine's lock reference.
-    pub fn lock(&self) -> Result<mqlite_engine_core::LockRef> {
+    pub fn lock(&self) -> Result<mqlite::LockRef> {
         let token: LockToken = self.lock_token.parse()?;
-        Ok(mqlite_engine_core::LockRef {
-            seq: mqlite_engine_core::SeqNumber(self.seq_number),
+        Ok(mqlite::LockRef {
+            seq: mqlite::SeqNumber(self.seq_number),
             token,
         })
     }
@@ -546,8 +546,8 @@ pub struct TestFilterResponse {
     pub matched: bool,
 }
 
-impl From<mqlite_engine_core::FilterTest> for TestFilterResponse {
-    fn from(t: mqlite_engine_core::FilterTest) -> Self {
+impl From<mqlite::FilterTest> for TestFilterResponse {
+    fn from(t: mqlite::FilterTest) -> Self {
         TestFilterResponse {
             valid: t.valid,
             error: t.error.unwrap_or_default(),

@@ -463,7 +463,7 @@ async fn the_filter_cache_is_filled_on_success_only_and_bounded() {
     assert_eq!(w.broker.engine().expect("serving").cached_filters(), 0);
     let engine = w.broker.engine().expect("serving");
     engine.create_topic("t").await.expect("topic");
-    let max = mqlite_engine_core::engine::MAX_CACHED_FILTERS;
+    let max = mqlite::limits::MAX_CACHED_FILTERS;
     for i in 0..max + 50 {
         engine
             .subscribe(

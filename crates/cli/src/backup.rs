@@ -90,11 +90,8 @@ fn temporary_beside(dest: &Path) -> PathBuf {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let nonce = mqlite::LockToken::random_batch(1)
-        .first()
-        .map(ToString::to_string)
-        .unwrap_or_default();
-    dest.with_file_name(format!(".{name}.backup-{}", &nonce[..nonce.len().min(16)]))
+    let nonce = mqlite::access::random_hex(8);
+    dest.with_file_name(format!(".{name}.backup-{nonce}"))
 }
 
 /// Moves the finished copy to `dest` without overwriting anything there: a hard link

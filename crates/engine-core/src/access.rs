@@ -6,6 +6,31 @@ use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
+/// A fresh access token: `mqk_` and 64 hexadecimal characters (256 random bits).
+pub fn mint_token() -> String {
+    format!("mqk_{}", random_hex(32))
+}
+
+/// The digest a token is stored and looked up by (SHA-256, hexadecimal): the token
+/// itself is never stored (9.3).
+pub fn token_digest(token: &str) -> String {
+    crate::dedup::body_digest(token.as_bytes())
+}
+
+/// `bytes` fresh bytes of the operating system's random source, as lowercase
+/// hexadecimal: secrets, nonces, owner ids.
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    // A secret that is not random would silently let one key pass for another.
+    getrandom::fill(&mut buf).expect("the OS random source failed");
+    let mut out = String::with_capacity(bytes * 2);
+    for b in buf {
+        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        out.push(char::from_digit(u32::from(b & 0x0f), 16).unwrap_or('0'));
+    }
+    out
+}
+
 /// What an access key may do (the wire contract's `send`, `listen`, `manage`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Permission {

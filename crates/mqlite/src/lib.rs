@@ -49,6 +49,24 @@ pub type GenericEngine<S> = mqlite_engine_core::Engine<S>;
 mod registry;
 pub use registry::{AnyEngine, Location, open, open_store, open_with};
 
+/// What a filter test says: valid or not (with the compile error), and whether a given
+/// message matches.
+pub use mqlite_engine_core::FilterTest;
+
+/// The engine's limits: what every call is checked against, and the checks of names.
+pub mod limits {
+    pub use mqlite_engine_core::engine::{
+        DEFAULT_MAX_MESSAGE_BYTES, MAX_ABANDON_DELAY, MAX_CACHED_FILTERS, MAX_COMPLETE_BATCH,
+        MAX_KEY_PAGE, MAX_NAME_BYTES, MAX_PEEK, MAX_RECEIVE_BATCH, MAX_REDRIVE_SELECTION,
+        MAX_RENEW_BATCH, MAX_SEND_BATCH, MAX_WAIT, validate_name, validate_new_name,
+    };
+}
+
+/// Access tokens: minting one, the digest a key is stored by, random secrets.
+pub mod access {
+    pub use mqlite_engine_core::access::{mint_token, random_hex, token_digest};
+}
+
 /// An error and its sources, `a: b: c`, each once: for a log line or a last word.
 pub use mqlite_engine_core::error::chain as error_chain;
 

@@ -7,7 +7,7 @@ use std::sync::Weak;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use mqlite_engine_core::{Error, LockHolder, LockToken, Result, SharedClock, millis};
+use mqlite_engine_core::{Error, LockHolder, Result, SharedClock, millis};
 use mqlite_sql::schema::{SCHEMA, SCHEMA_TOKEN, SELECT_TOKEN};
 
 use crate::exec::{NO_PARAMS, Sent, named, rows};
@@ -139,10 +139,7 @@ impl Lease {
         length: Duration,
         location: &str,
     ) -> Result<Lease> {
-        let id = LockToken::random_batch(1)
-            .first()
-            .map(ToString::to_string)
-            .unwrap_or_default();
+        let id = mqlite_engine_core::access::random_hex(16);
         let length_ms = millis(length);
         // A read first, without the write lock: a live owner's transaction may hold it.
         let found = rows(conn, READ_LEASE, NO_PARAMS).await?;

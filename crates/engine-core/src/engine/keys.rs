@@ -4,7 +4,7 @@ use crate::access::{AccessKey, CreatedKey, Permission};
 use crate::error::{Error, Result};
 use crate::store::{Store, StoreStatus};
 
-use super::{Engine, validate_text};
+use super::{Engine, MAX_KEY_PAGE, validate_text};
 
 impl<S: Store> Engine<S> {
     /// Creates an access key with these permissions and returns its token, shown this
@@ -47,12 +47,11 @@ impl<S: Store> Engine<S> {
         let mut permissions = permissions.to_vec();
         permissions.sort();
         permissions.dedup();
-        let secret = crate::types::LockToken::random_batch(2);
-        let token = format!("mqk_{}{}", secret[0], secret[1]);
+        let token = crate::access::mint_token();
         let key = AccessKey {
             id,
             name: name.to_owned(),
-            digest: crate::dedup::body_digest(token.as_bytes()),
+            digest: crate::access::token_digest(&token),
             permissions,
             created_at_ms: now,
             expires_at_ms,
@@ -63,10 +62,10 @@ impl<S: Store> Engine<S> {
         Ok(CreatedKey { key, token })
     }
 
-    /// Access keys by id, after `after_id`, at most `limit` (1..=1000).
+    /// Access keys by id, after `after_id`, at most `limit` (1..=[`MAX_KEY_PAGE`]).
     pub async fn list_keys(&self, after_id: Option<&str>, limit: u32) -> Result<Vec<AccessKey>> {
-        if limit == 0 || limit > 1000 {
-            return Err(Error::invalid("limit must be 1..=1000"));
+        if limit == 0 || limit > MAX_KEY_PAGE {
+            return Err(Error::invalid(format!("limit must be 1..={MAX_KEY_PAGE}")));
         }
         let _g = self.admit().await?;
         self.inner
@@ -85,7 +84,7 @@ impl<S: Store> Engine<S> {
 
     /// The live key a bearer token names: None for an unknown, revoked or expired one.
     pub async fn authenticate(&self, token: &str) -> Result<Option<AccessKey>> {
-        let digest = crate::dedup::body_digest(token.as_bytes());
+        let digest = crate::access::token_digest(token);
         let _g = self.admit().await?;
         let key = self.inner.store.key_by_digest(digest).await?;
         let now = self.inner.clock.now_ms();

@@ -27,6 +27,8 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
 pub const MAX_NAME_BYTES: usize = 256;
 /// Largest number of messages in one send.
 pub const MAX_SEND_BATCH: usize = 1000;
+/// Largest page of access keys one list returns.
+pub const MAX_KEY_PAGE: u32 = 1000;
 /// Compiled subscription filters kept for reuse; past it, one gives way.
 pub const MAX_CACHED_FILTERS: usize = 1024;
 

@@ -1,0 +1,86 @@
+//! The workspace's layering, read from `cargo metadata` (normal dependencies only): the
+//! engine names no store; a store names no engine user (the facade, the broker, the
+//! CLI) and no other store; the broker and the CLI go through the facade alone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Each workspace crate and the workspace crates it depends on (not dev, not build).
+fn layering() -> BTreeMap<String, BTreeSet<String>> {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mut crates = BTreeMap::new();
+    for p in meta["packages"].as_array().expect("packages") {
+        let deps = p["dependencies"]
+            .as_array()
+            .expect("dependencies")
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .filter_map(|d| d["name"].as_str())
+            .filter(|n| n.starts_with("mqlite"))
+            .map(str::to_owned)
+            .collect();
+        crates.insert(p["name"].as_str().expect("a name").to_owned(), deps);
+    }
+    crates
+}
+
+fn deps<'a>(all: &'a BTreeMap<String, BTreeSet<String>>, name: &str) -> &'a BTreeSet<String> {
+    all.get(name).unwrap_or_else(|| panic!("no crate {name}"))
+}
+
+#[test]
+fn the_engine_names_no_store_and_the_broker_goes_through_the_facade() {
+    let all = layering();
+    assert!(
+        deps(&all, "mqlite-engine-core").is_empty(),
+        "the engine depends on {:?}",
+        deps(&all, "mqlite-engine-core")
+    );
+    for user in ["mqlite-broker", "mqlite-cli"] {
+        let wrong: Vec<_> = deps(&all, user)
+            .iter()
+            .filter(|d| !["mqlite", "mqlite-broker"].contains(&d.as_str()))
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "{user} goes around the facade to {wrong:?}"
+        );
+    }
+    let stores: Vec<&String> = all
+        .keys()
+        .filter(|n| n.starts_with("mqlite-store-"))
+        .collect();
+    assert!(stores.len() >= 3, "{stores:?}");
+    for store in &stores {
+        let wrong: Vec<_> = deps(&all, store)
+            .iter()
+            .filter(|d| {
+                d.starts_with("mqlite-store-")
+                    || ["mqlite", "mqlite-broker", "mqlite-cli", "mqlite-stores"]
+                        .contains(&d.as_str())
+            })
+            .collect();
+        assert!(wrong.is_empty(), "{store} depends on {wrong:?}");
+    }
+    let sql = deps(&all, "mqlite-sql");
+    assert!(
+        sql.iter().all(|d| d == "mqlite-engine-core"),
+        "the SQL flows depend on {sql:?}"
+    );
+}
