@@ -16,14 +16,21 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Copies `db_path` to `dest_path`, which must not exist; prints the copy's size.
 pub(crate) fn run(a: &BackupArgs, out: Output) -> Result<(), Failure> {
-    let src = a.db_path.as_path();
     let dest = a.dest_path.as_path();
-    let src_text = src.display().to_string();
-    if src_text == ":memory:" || src_text.starts_with("redb:") {
-        return Err(
-            format!("backup copies a local SQLite database file; {src_text:?} is not one").into(),
-        );
-    }
+    let src_text = a.db_path.display().to_string();
+    // The store's location as the facade reads it: backup copies a SQLite file.
+    let src = match mqlite::Location::parse(&src_text).map_err(|e| e.to_string())? {
+        mqlite::Location::Sqlite(path) if path != ":memory:" => PathBuf::from(path),
+        _ => {
+            return Err(format!(
+                "backup copies a local SQLite database file; {src_text:?} is not one \
+                 (a redb file is copied while no process has it open; a libSQL \
+                 database is backed up by its server)"
+            )
+            .into());
+        }
+    };
+    let src = src.as_path();
     match fs::metadata(src) {
         Ok(m) if m.is_file() => {}
         Ok(_) => return Err(format!("{} is not a file", src.display()).into()),

@@ -700,6 +700,21 @@ fn backup_copies_a_served_database_with_its_message() {
         !out.path().join("b2.db").exists(),
         "a failed backup leaves nothing"
     );
+    // Locations the facade reads as other stores are refused by name, not as paths.
+    for other in ["redb:q.redb", "libsql://db.example", "https://db.example", ":memory:"] {
+        let refused: Ran = mqlite()
+            .arg("backup")
+            .arg(other)
+            .arg(out.path().join("b3.db"))
+            .output()
+            .expect("mqlite runs")
+            .into();
+        assert!(
+            refused.failed(1).contains("is not one"),
+            "{other}: {}",
+            refused.stderr
+        );
+    }
 }
 
 /// A backup that fails midway (the file-size limit stands in for a full disk: the

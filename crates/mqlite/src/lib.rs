@@ -16,8 +16,8 @@
 //!   ([`Engine::tx`](mqlite_engine_core::Engine::tx)) hands you the native rusqlite
 //!   transaction.
 //! - [`AnyEngine`] holds a store chosen at run time from a location ([`open`]): a file
-//!   path, `:memory:`, `redb:<path>` (with the `redb` feature), and later `libsql://`
-//!   locations. Every queue
+//!   path, `:memory:`, `redb:<path>` (with the `redb` feature), or `libsql://` and
+//!   `https://` (with the `libsql` feature). Every queue
 //!   operation works the same; the outbox is reached by naming the concrete store
 //!   (`tx_via::<SqliteStore, _, _>`), since its native handle is the store's own type.
 

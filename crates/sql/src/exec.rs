@@ -10,15 +10,15 @@ use mqlite_engine_core::{Error, QueueConfig, QueueKind, Result};
 /// A SQL value as bound and as read.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
-    /// NULL.
+    /// An absent optional column (a message without a group, a lease not held).
     Null,
-    /// An INTEGER.
+    /// Sequence numbers, times in epoch ms, counts and flags.
     Int(i64),
-    /// A REAL (read only: mqlite writes none).
+    /// Read only: no column of mqlite's holds one, but a value read back may be one.
     Real(f64),
-    /// A TEXT.
+    /// Names, ids, tokens, states and JSON parameters.
     Text(String),
-    /// A BLOB.
+    /// Bodies and encoded answers (a receive attempt's messages, say).
     Blob(Vec<u8>),
 }
 

@@ -60,7 +60,7 @@
 //!   is refused, one through a hard link is not.
 //! - If the rendezvous cannot be used (no writable `/tmp`, or `/tmp/mqlite-locks` is not
 //!   a directory we may create files in), a database with one link opens under the two
-//!   other guards, as before hard links were considered; one with several links is
+//!   other guards alone; one with several links is
 //!   refused with a backend error rather than risk a second writer through another link.
 //!   The link count is read once, at open: a link made at that very moment is not seen.
 //! - Any local user who can write to `/tmp` can hold or delete a rendezvous file: the
