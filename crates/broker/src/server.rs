@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -32,7 +32,13 @@ use crate::prom::Prom;
 use crate::rpc::Rpc;
 use crate::wire::*;
 
+mod error;
 mod handlers;
+mod site;
+
+pub(crate) use error::ApiError;
+use error::json_response;
+use site::same_site;
 
 /// The largest request body (32 MiB); a larger one is 413 and changes nothing.
 pub const MAX_REQUEST_BYTES: usize = 32 << 20;
@@ -69,103 +75,6 @@ pub enum BrokerError {
     /// The server failed while serving.
     #[error("the server failed: {0}")]
     Serve(#[source] std::io::Error),
-}
-
-/// An error as the wire shows it: a status and the `{code, message}` envelope.
-#[derive(Debug)]
-pub(crate) struct ApiError {
-    pub(crate) status: StatusCode,
-    pub(crate) code: &'static str,
-    pub(crate) message: String,
-    /// The store cannot take writes (a full disk, its file gone): readiness fails.
-    pub(crate) store_fault: bool,
-}
-
-impl ApiError {
-    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            store_fault: false,
-        }
-    }
-
-    fn invalid(message: impl Into<String>) -> Self {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
-    }
-}
-
-impl From<Error> for ApiError {
-    fn from(e: Error) -> Self {
-        let (status, code) = match &e {
-            Error::InvalidArgument(_) => (StatusCode::BAD_REQUEST, "invalid_argument"),
-            Error::GroupRequired { .. } => (StatusCode::BAD_REQUEST, "group_required"),
-            Error::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
-            Error::DedupConflict { .. } => (StatusCode::CONFLICT, "already_exists"),
-            Error::LockLost { .. } => (StatusCode::CONFLICT, "lock_lost"),
-            Error::NameConflict { .. } => (StatusCode::CONFLICT, "name_conflict"),
-            Error::KeyConflict { .. } => (StatusCode::CONFLICT, "key_conflict"),
-            Error::MessageTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "message_too_large"),
-            Error::Cancelled => (client_closed(), "cancelled"),
-            Error::OutcomeUnknown { .. } => (StatusCode::SERVICE_UNAVAILABLE, "outcome_unknown"),
-            Error::StorageFull { .. } | Error::StoreGone { .. } | Error::Deposed { .. } => {
-                tracing::error!(error = %e, "the store refuses writes");
-                let (status, code) = match e {
-                    Error::StorageFull { .. } => {
-                        (StatusCode::INSUFFICIENT_STORAGE, "resource_exhausted")
-                    }
-                    _ => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-                };
-                let mut api = ApiError::new(status, code, e.to_string());
-                api.store_fault = true;
-                return api;
-            }
-            Error::Closed => {
-                return ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the broker is shutting down",
-                );
-            }
-            _ => {
-                // Never internal detail on the wire; the log has it.
-                tracing::error!(error = %e, source = ?std::error::Error::source(&e), "internal error");
-                return ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "internal error",
-                );
-            }
-        };
-        ApiError::new(status, code, e.to_string())
-    }
-}
-
-fn client_closed() -> StatusCode {
-    StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST)
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            code: self.code.to_owned(),
-            message: self.message,
-        };
-        json_response(self.status, &body)
-    }
-}
-
-fn json_response<T: Serialize>(status: StatusCode, value: &T) -> Response {
-    match serde_json::to_vec(value) {
-        Ok(bytes) => (
-            status,
-            [(header::CONTENT_TYPE, "application/json")],
-            Bytes::from(bytes),
-        )
-            .into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
 }
 
 pub(crate) struct Shared {
@@ -621,67 +530,6 @@ async fn serve_rpc(
         target: &mut access.target,
     })
     .await
-}
-
-/// Refuses what a web page in the user's browser could send to the broker behind their
-/// back: a body that is not declared JSON (an HTML form or a "simple" fetch cannot
-/// declare it without a CORS preflight, which the broker does not grant), a request
-/// from another origin, and, with auth off on a loopback address, a `Host` that is not
-/// a loopback name (DNS rebinding).
-fn same_site(s: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
-    let json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
-    if !json {
-        return Err(ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "invalid_argument",
-            "an RPC body is JSON: send Content-Type: application/json",
-        ));
-    }
-    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or_default();
-        let origin_host = origin
-            .strip_prefix("http://")
-            .or_else(|| origin.strip_prefix("https://"));
-        if origin_host.is_none() || origin_host != host {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "permission_denied",
-                format!(
-                    "a request from the web origin {origin:?} is refused: only the broker's own pages may call it from a browser"
-                ),
-            ));
-        }
-    }
-    if s.loopback_only && !host.is_some_and(loopback_host) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "permission_denied",
-            format!(
-                "Host {:?} is not a loopback name: with auth off the broker answers only \
-                 requests addressed to localhost or a loopback address",
-                host.unwrap_or_default()
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Whether a `Host` header names this machine's loopback: `localhost`, 127.0.0.0/8 or
-/// `[::1]`, with or without a port.
-fn loopback_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or_default(),
-        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]

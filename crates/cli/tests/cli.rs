@@ -701,7 +701,12 @@ fn backup_copies_a_served_database_with_its_message() {
         "a failed backup leaves nothing"
     );
     // Locations the facade reads as other stores are refused by name, not as paths.
-    for other in ["redb:q.redb", "libsql://db.example", "https://db.example", ":memory:"] {
+    for other in [
+        "redb:q.redb",
+        "libsql://db.example",
+        "https://db.example",
+        ":memory:",
+    ] {
         let refused: Ran = mqlite()
             .arg("backup")
             .arg(other)

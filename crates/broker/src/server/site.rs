@@ -1,0 +1,66 @@
+//! The cross-site rules: what a web page in the user's browser could send is refused.
+
+use axum::http::{HeaderMap, StatusCode, header};
+
+use super::{ApiError, Shared};
+
+/// Refuses what a web page in the user's browser could send to the broker behind their
+/// back: a body that is not declared JSON (an HTML form or a "simple" fetch cannot
+/// declare it without a CORS preflight, which the broker does not grant), a request
+/// from another origin, and, with auth off on a loopback address, a `Host` that is not
+/// a loopback name (DNS rebinding).
+pub(super) fn same_site(s: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_argument",
+            "an RPC body is JSON: send Content-Type: application/json",
+        ));
+    }
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or_default();
+        let origin_host = origin
+            .strip_prefix("http://")
+            .or_else(|| origin.strip_prefix("https://"));
+        if origin_host.is_none() || origin_host != host {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "permission_denied",
+                format!(
+                    "a request from the web origin {origin:?} is refused: only the broker's own pages may call it from a browser"
+                ),
+            ));
+        }
+    }
+    if s.loopback_only && !host.is_some_and(loopback_host) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "permission_denied",
+            format!(
+                "Host {:?} is not a loopback name: with auth off the broker answers only \
+                 requests addressed to localhost or a loopback address",
+                host.unwrap_or_default()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a `Host` header names this machine's loopback: `localhost`, 127.0.0.0/8 or
+/// `[::1]`, with or without a port.
+fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(n, _)| n),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}

@@ -1,0 +1,268 @@
+//! The AdminService's bodies: queues, subscriptions, filters, redrive, purge, status.
+
+use serde::{Deserialize, Serialize};
+
+use mqlite::QueueInfo;
+
+use super::{WireMessage, empty};
+
+/// A queue's configuration as CreateQueue takes it (absent fields: the defaults).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WireQueueConfig {
+    /// queue (default) or topic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Lease length, ms (30000).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_duration_ms: Option<i64>,
+    /// Delivery bound (10).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_delivery_count: Option<i64>,
+    /// Default TTL, ms (0 = none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_ttl_ms: Option<i64>,
+    /// Dead-letter expired messages (true) or discard them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_letter_on_expire: Option<bool>,
+    /// Dedup window, ms (0 = off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dedup_window_ms: Option<i64>,
+    /// standard, group_fifo or strict_fifo.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ordering_mode: Option<String>,
+    /// Dead-letter retention by age, ms (0 inherit, -1 unbounded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dlq_max_age_ms: Option<i64>,
+    /// Dead-letter retention by count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dlq_max_count: Option<i64>,
+    /// Dead-letter retention by bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dlq_max_bytes: Option<i64>,
+}
+
+/// CreateQueue.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CreateQueueRequest {
+    /// The name.
+    pub name: String,
+    /// Its configuration.
+    pub config: WireQueueConfig,
+}
+
+/// An empty object (`{}`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Empty {}
+
+/// Subscribe.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SubscribeRequest {
+    /// The topic.
+    pub topic: String,
+    /// The subscription's name.
+    pub name: String,
+    /// Its filter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<FilterSpec>,
+}
+
+/// A filter expression.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FilterSpec {
+    /// The expression text.
+    pub expr: String,
+}
+
+/// Unsubscribe (an extension beyond the contract: the subscription and its backing
+/// queue with its messages are deleted).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UnsubscribeRequest {
+    /// The topic.
+    pub topic: String,
+    /// The subscription's name.
+    pub name: String,
+}
+
+/// TestFilter: whether a filter is valid and, given a sample message, whether it
+/// matches. Nothing is stored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TestFilterRequest {
+    /// The filter expression.
+    pub expr: String,
+    /// A sample message to evaluate it on (its body base64, as in Send).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<WireMessage>,
+}
+
+/// TestFilter's answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TestFilterResponse {
+    /// Whether Subscribe would accept the filter.
+    pub valid: bool,
+    /// Why it is not valid, or why its evaluation on the sample failed.
+    #[serde(skip_serializing_if = "empty")]
+    pub error: String,
+    /// Whether the sample message was evaluated.
+    pub ran: bool,
+    /// Whether the sample matched (false when it did not run or failed).
+    pub matched: bool,
+}
+
+impl From<mqlite::FilterTest> for TestFilterResponse {
+    fn from(t: mqlite::FilterTest) -> Self {
+        TestFilterResponse {
+            valid: t.valid,
+            error: t.error.unwrap_or_default(),
+            ran: t.ran,
+            matched: t.matched,
+        }
+    }
+}
+
+/// One subscription.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WireSubscription {
+    /// The topic.
+    pub topic: String,
+    /// The name.
+    pub name: String,
+    /// Its filter expression (empty: every message).
+    pub expr: String,
+}
+
+/// ListSubscriptions.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SubscriptionsResponse {
+    /// Every subscription.
+    pub subscriptions: Vec<WireSubscription>,
+}
+
+/// One queue of ListQueues.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WireQueue {
+    /// The name.
+    pub name: String,
+    /// queue, topic or subscription.
+    pub kind: String,
+    /// Lease length, ms.
+    pub lock_duration_ms: i64,
+    /// Delivery bound.
+    pub max_delivery_count: i64,
+    /// Default TTL, ms.
+    pub default_ttl_ms: i64,
+    /// Dedup window, ms.
+    pub dedup_window_ms: i64,
+}
+
+impl From<QueueInfo> for WireQueue {
+    fn from(q: QueueInfo) -> Self {
+        WireQueue {
+            kind: q.kind.as_str().to_owned(),
+            lock_duration_ms: q.config.lock_ms(),
+            max_delivery_count: q.config.max_delivery_count,
+            default_ttl_ms: q.config.default_ttl_ms(),
+            dedup_window_ms: q.config.dedup_window_ms(),
+            name: q.name,
+        }
+    }
+}
+
+/// ListQueues.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct QueuesResponse {
+    /// Every queue, topic and subscription.
+    pub queues: Vec<WireQueue>,
+}
+
+/// Redrive.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RedriveRequest {
+    /// The queue whose dead letters move.
+    pub queue: String,
+    /// Move them here instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// At most this many (0 = all).
+    pub max: i64,
+    /// Only dead letters at least this old, ms.
+    pub older_than_ms: i64,
+    /// At most this many per second (0 = unthrottled).
+    pub rate_per_sec: i64,
+    /// Only these dead letters (an extension; empty or absent: any).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub seq_numbers: Vec<i64>,
+}
+
+/// Redrive's answer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RedriveResponse {
+    /// How many moved.
+    pub moved: u64,
+}
+
+/// Purge.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PurgeRequest {
+    /// The queue whose dead letters go.
+    pub queue: String,
+    /// At most this many (0 = all).
+    pub max: i64,
+    /// Only dead letters at least this old, ms.
+    pub older_than_ms: i64,
+}
+
+/// Purge's answer.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PurgeResponse {
+    /// How many were deleted.
+    pub purged: u64,
+}
+
+/// Status.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StatusResponse {
+    /// The broker's version.
+    pub version: String,
+    /// memory, local file or remote libSQL/Turso.
+    pub backend: String,
+    /// Whether the data is on another machine.
+    pub remote: bool,
+    /// Where the data lives (remote hosts masked, never a secret).
+    pub location: String,
+    /// The schema token.
+    pub schema_version: String,
+    /// How long the store took to answer, ms.
+    pub ping_ms: i64,
+    /// The data's size, bytes (0 when the store cannot tell).
+    pub db_size_bytes: u64,
+    /// Queues.
+    pub queues: u64,
+    /// Topics (beyond the contract's fields; clients ignore unknown fields).
+    pub topics: u64,
+    /// Subscriptions.
+    pub subscriptions: u64,
+    /// Since the broker started, ms.
+    pub uptime_ms: i64,
+    /// bearer or none.
+    pub auth: String,
+    /// Relay intents in the served database not yet published (mqlite extension).
+    pub relay_pending: u64,
+    /// The age of the oldest of them, ms; 0 without one (mqlite extension).
+    pub relay_oldest_pending_ms: i64,
+}
