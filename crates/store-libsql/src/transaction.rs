@@ -1,0 +1,210 @@
+//! Transactions on the server: one per operation (BEGIN IMMEDIATE, the owner's epoch
+//! check, the work, COMMIT or ROLLBACK), off the executor, with a commit whose outcome
+//! the client cannot know reported as unknown (10.3).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use mqlite_engine_core::{Error, Result};
+
+use crate::exec::Exec;
+
+use crate::{BACKEND, Inner, db};
+
+/// Commits; a failure whose outcome the client cannot know (the request was sent but
+/// no answer came) is `OutcomeUnknown`, never success or plain failure (10.3).
+pub(crate) async fn commit(tx: libsql::Transaction) -> Result<()> {
+    tx.commit().await.map_err(|e| unknown_if_transient(db(e)))
+}
+
+/// Runs `job` on a blocking thread, driving its future there with the runtime's handle:
+/// the libsql client is async, but the operation's work (and the application's
+/// transaction body, which need not be `Send`) stays off the executor. Dropping the
+/// returned future raises the `gone` flag the job sees; the job itself runs to its end.
+pub(crate) async fn off_executor<R, E, Fut>(
+    job: impl FnOnce(Arc<AtomicBool>) -> Fut + Send + 'static,
+) -> Result<R, E>
+where
+    R: Send + 'static,
+    E: From<Error> + Send + 'static,
+    Fut: Future<Output = Result<R, E>>,
+{
+    let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+        E::from(Error::invalid(
+            "the libSQL store runs inside a tokio runtime",
+        ))
+    })?;
+    let mut gone = Gone {
+        flag: Arc::new(AtomicBool::new(false)),
+        armed: true,
+    };
+    let flag = gone.flag.clone();
+    let out = match tokio::task::spawn_blocking(move || handle.block_on(job(flag))).await {
+        Ok(out) => out,
+        // The application's code panicked inside its transaction (rolled back).
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(E::from(Error::backend(BACKEND, e))),
+    };
+    gone.armed = false;
+    out
+}
+
+/// Raises its flag when dropped while armed: the caller went away.
+pub(crate) struct Gone {
+    flag: Arc<AtomicBool>,
+    armed: bool,
+}
+
+impl Drop for Gone {
+    fn drop(&mut self) {
+        if self.armed {
+            self.flag.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// One transaction: BEGIN IMMEDIATE, the owner's epoch check, `body` with the
+/// statement time, then COMMIT, or ROLLBACK when `body` fails or panics (the panic
+/// then goes on to the caller). A call whose caller left while it waited for the
+/// connection does nothing (13.2).
+pub(crate) async fn transaction<R, E: From<Error>>(
+    inner: &Inner,
+    gone: &AtomicBool,
+    body: impl AsyncFnOnce(&libsql::Transaction, i64) -> Result<R, E>,
+) -> Result<R, E> {
+    inner.check_open()?;
+    let conn = inner.conn.lock().await;
+    if gone.load(Ordering::Acquire) {
+        return Err(Error::Cancelled.into());
+    }
+    let tx = crate::exec::opening(&conn, &inner.sent, Some(&inner.retries), || {
+        conn.transaction_with_behavior(libsql::TransactionBehavior::Immediate)
+    })
+    .await?;
+    if let Err(e) = inner.lease.check(&tx, &inner.sent).await {
+        let _ = tx.rollback().await;
+        return Err(e.into());
+    }
+    let now = inner.clock.now_ms();
+    match CatchUnwind(Box::pin(body(&tx, now))).await {
+        Ok(Ok(out)) => {
+            inner.sent.add();
+            commit(tx).await?;
+            Ok(out)
+        }
+        Ok(Err(e)) => {
+            let _ = tx.rollback().await;
+            Err(e)
+        }
+        Err(panic) => {
+            let _ = tx.rollback().await;
+            std::panic::resume_unwind(panic)
+        }
+    }
+}
+
+/// One shared flow in one transaction: BEGIN IMMEDIATE and the owner's epoch check go
+/// out with the flow's first statement ([`Exec`]); then its other statements; then
+/// COMMIT, or ROLLBACK when the flow fails or panics (the panic then goes on). A flow
+/// that sent nothing commits nothing. A call whose caller left while it waited for the
+/// connection does nothing (13.2).
+pub(crate) async fn flow_transaction<R, F>(inner: &Inner, gone: &AtomicBool, f: F) -> Result<R>
+where
+    F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R>,
+{
+    inner.check_open()?;
+    let conn = inner.conn.lock().await;
+    if gone.load(Ordering::Acquire) {
+        return Err(Error::Cancelled);
+    }
+    inner.lease.still_owner()?;
+    let now = inner.clock.now_ms();
+    let mut x = Exec {
+        conn: &conn,
+        sent: &inner.sent,
+        opening: Some(&inner.lease),
+        retries: Some(&inner.retries),
+        committed: false,
+        queues: Some(&inner.queues),
+        read: Vec::new(),
+        changed: false,
+    };
+    let out = CatchUnwind(Box::pin(f(&mut x, now))).await;
+    let (opened, committed) = (x.opened(), x.committed);
+    match out {
+        Ok(Ok(out)) => {
+            let done = if opened && !committed {
+                inner.sent.add();
+                commit_stream(&conn).await
+            } else {
+                Ok(())
+            };
+            inner.queues.settle(&mut x, done.is_ok());
+            done.map(|()| out)
+        }
+        Ok(Err(e)) => {
+            inner.queues.settle(&mut x, false);
+            abandon_stream(&conn).await;
+            Err(e)
+        }
+        Err(panic) => {
+            inner.queues.settle(&mut x, false);
+            abandon_stream(&conn).await;
+            std::panic::resume_unwind(panic)
+        }
+    }
+}
+
+/// COMMIT on the connection's stream; an answerless failure is `OutcomeUnknown`.
+pub(crate) async fn commit_stream(conn: &libsql::Connection) -> Result<()> {
+    match conn.execute("COMMIT", ()).await {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            conn.reset().await;
+            Err(unknown_if_transient(db(e)))
+        }
+    }
+}
+
+/// Ends whatever transaction the stream holds, and starts the next operation on a
+/// fresh stream when the server cannot be told.
+pub(crate) async fn abandon_stream(conn: &libsql::Connection) {
+    if !conn.is_autocommit() && conn.execute("ROLLBACK", ()).await.is_err() {
+        conn.reset().await;
+    }
+}
+
+/// A transient (answerless) failure of a COMMIT is `OutcomeUnknown` (10.3).
+pub(crate) fn unknown_if_transient(e: Error) -> Error {
+    match e {
+        Error::Backend {
+            transient: true,
+            source,
+            ..
+        } => Error::OutcomeUnknown {
+            backend: BACKEND,
+            source,
+        },
+        other => other,
+    }
+}
+
+/// A future whose panic is caught and returned, so the transaction is rolled back
+/// before the panic goes on.
+pub(crate) struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
+
+impl<F: Future> Future for CatchUnwind<F> {
+    type Output = std::thread::Result<F::Output>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(panic) => std::task::Poll::Ready(Err(panic)),
+        }
+    }
+}
