@@ -92,7 +92,7 @@ pub(crate) struct Shared {
     readiness: Readiness,
 }
 
-type St = Arc<Shared>;
+type BrokerState = Arc<Shared>;
 
 /// A running broker.
 pub struct Broker {
@@ -306,7 +306,7 @@ async fn open_engine(config: &BrokerConfig) -> Result<AnyEngine, Error> {
     AnyEngine::with_store(store, options).await
 }
 
-fn router(shared: St) -> Router {
+fn router(shared: BrokerState) -> Router {
     let mut app = Router::new()
         .route("/", get(discovery))
         .route("/healthz", get(|| async { "ok" }))
@@ -330,7 +330,7 @@ fn router(shared: St) -> Router {
         app = app.route(
             &rpc.path(),
             post(
-                move |state: State<St>,
+                move |state: State<BrokerState>,
                       peer: Option<axum::Extension<crate::conn::Peer>>,
                       headers: HeaderMap,
                       body: Body| { handle(state, rpc, peer, headers, body) },
@@ -347,7 +347,7 @@ fn router(shared: St) -> Router {
     .with_state(shared)
 }
 
-async fn discovery(State(s): State<St>) -> Response {
+async fn discovery(State(s): State<BrokerState>) -> Response {
     let card = DiscoveryCard {
         name: "mqlite".into(),
         version: VERSION.into(),
@@ -394,7 +394,7 @@ impl Readiness {
 /// `/readyz`: 200 `ready` while the store takes writes; 503 with the reason after a
 /// write it refused, until a send succeeds again. `/healthz` answers `ok` throughout:
 /// the process is alive, and receives and settlements may still work.
-async fn readyz(State(s): State<St>) -> Response {
+async fn readyz(State(s): State<BrokerState>) -> Response {
     if *s.draining.borrow() {
         return ApiError::from(Error::Closed).into_response();
     }
@@ -409,7 +409,7 @@ async fn readyz(State(s): State<St>) -> Response {
     }
 }
 
-async fn metrics(State(s): State<St>, headers: HeaderMap) -> Response {
+async fn metrics(State(s): State<BrokerState>, headers: HeaderMap) -> Response {
     if let Err(e) = s
         .auth
         .check(&s.engine, &headers, Some(Permission::Manage))
@@ -438,7 +438,7 @@ struct Access {
 }
 
 async fn handle(
-    State(s): State<St>,
+    State(s): State<BrokerState>,
     rpc: Rpc,
     peer: Option<axum::Extension<crate::conn::Peer>>,
     headers: HeaderMap,

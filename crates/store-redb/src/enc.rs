@@ -84,9 +84,9 @@ pub(crate) fn key_str(key: &[u8], mut pos: usize) -> Option<(String, usize)> {
 
 /// A length-prefixed value writer.
 #[derive(Default)]
-pub(crate) struct W(pub(crate) Vec<u8>);
+pub(crate) struct Encoder(pub(crate) Vec<u8>);
 
-impl W {
+impl Encoder {
     pub(crate) fn i(&mut self, v: i64) -> &mut Self {
         self.0.extend_from_slice(&v.to_le_bytes());
         self
@@ -107,8 +107,8 @@ impl W {
     }
 }
 
-/// The reader of [`W`]'s values.
-pub(crate) struct R<'a>(pub(crate) &'a [u8]);
+/// The reader of [`Encoder`]'s values.
+pub(crate) struct Decoder<'a>(pub(crate) &'a [u8]);
 
 pub(crate) fn corrupt(what: &str) -> Error {
     Error::backend("redb", CorruptValue(what.to_owned()))
@@ -126,7 +126,7 @@ impl std::fmt::Display for CorruptValue {
 
 impl std::error::Error for CorruptValue {}
 
-impl R<'_> {
+impl Decoder<'_> {
     pub(crate) fn i(&mut self) -> Result<i64> {
         let (head, rest) = self
             .0
@@ -169,7 +169,7 @@ impl R<'_> {
 
 /// A message row: the message and what the SQL schema keeps beside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Row {
+pub(crate) struct MessageRow {
     pub(crate) queue: String,
     /// Its ordering line (see the line rule), fixed at enqueue (and redrive).
     pub(crate) line: Option<String>,
@@ -179,9 +179,9 @@ pub(crate) struct Row {
     pub(crate) m: Message,
 }
 
-impl Row {
+impl MessageRow {
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut w = W::default();
+        let mut w = Encoder::default();
         w.s(&self.queue)
             .opt(self.line.as_deref())
             .i(i64::from(self.waiting))
@@ -190,8 +190,8 @@ impl Row {
         w.0
     }
 
-    pub(crate) fn decode(buf: &[u8]) -> Result<Row> {
-        let mut r = R(buf);
+    pub(crate) fn decode(buf: &[u8]) -> Result<MessageRow> {
+        let mut r = Decoder(buf);
         let queue = r.s()?;
         let line = r.opt()?;
         let waiting = r.i()? != 0;
@@ -199,7 +199,7 @@ impl Row {
         let m = decode_messages(r.rest())
             .pop()
             .ok_or_else(|| corrupt("message"))?;
-        Ok(Row {
+        Ok(MessageRow {
             queue,
             line,
             waiting,
@@ -233,7 +233,7 @@ pub(crate) fn state_code(s: MessageState) -> u8 {
 }
 
 pub(crate) fn encode_queue(kind: QueueKind, c: &QueueConfig, created_at: i64) -> Vec<u8> {
-    let mut w = W::default();
+    let mut w = Encoder::default();
     w.s(kind.as_str())
         .i(c.lock_ms())
         .i(c.max_delivery_count)
@@ -249,7 +249,7 @@ pub(crate) fn encode_queue(kind: QueueKind, c: &QueueConfig, created_at: i64) ->
 }
 
 pub(crate) fn decode_queue(buf: &[u8]) -> Result<(QueueKind, QueueConfig, i64)> {
-    let mut r = R(buf);
+    let mut r = Decoder(buf);
     let kind: QueueKind = r.s()?.parse()?;
     let lock_duration_ms = r.i()?;
     let max_delivery_count = r.i()?;
@@ -272,7 +272,7 @@ pub(crate) fn decode_queue(buf: &[u8]) -> Result<(QueueKind, QueueConfig, i64)> 
 }
 
 pub(crate) fn encode_key(k: &AccessKey) -> Vec<u8> {
-    let mut w = W::default();
+    let mut w = Encoder::default();
     w.s(&k.name)
         .s(&k.digest)
         .s(&k.permissions_text())
@@ -283,7 +283,7 @@ pub(crate) fn encode_key(k: &AccessKey) -> Vec<u8> {
 }
 
 pub(crate) fn decode_key(id: &str, buf: &[u8]) -> Result<AccessKey> {
-    let mut r = R(buf);
+    let mut r = Decoder(buf);
     Ok(AccessKey {
         id: id.to_owned(),
         name: r.s()?,

@@ -115,9 +115,9 @@ pub(crate) fn guard(path: &Path) -> Result<()> {
 
 /// A storage backend shared with the one who chose it ([`RedbOptions::backend`]).
 #[derive(Debug)]
-pub(crate) struct Shared(Arc<dyn redb::StorageBackend>);
+pub(crate) struct ChosenBackend(Arc<dyn redb::StorageBackend>);
 
-impl redb::StorageBackend for Shared {
+impl redb::StorageBackend for ChosenBackend {
     fn len(&self) -> std::io::Result<u64> {
         self.0.len()
     }
@@ -187,7 +187,7 @@ pub(crate) fn open_database(
     backend: Option<Arc<dyn redb::StorageBackend>>,
 ) -> Result<Database> {
     let opened = match backend {
-        Some(backend) => redb::Builder::new().create_with_backend(Shared(backend)),
+        Some(backend) => redb::Builder::new().create_with_backend(ChosenBackend(backend)),
         None => {
             guard(path)?;
             redb::Builder::new().create(path)

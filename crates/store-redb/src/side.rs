@@ -12,7 +12,7 @@ use mqlite_engine_core::{
 };
 
 use crate::db;
-use crate::enc::{Key, R, W, corrupt, key_str, trailing_i64};
+use crate::enc::{Decoder, Encoder, Key, corrupt, key_str, trailing_i64};
 use crate::tables::{DEDUP, MESSAGES};
 
 /// (source, id, consumer) -> (fingerprint, applied_at).
@@ -52,7 +52,7 @@ struct Stored {
 
 impl Stored {
     fn encode(&self) -> Vec<u8> {
-        let mut w = W::default();
+        let mut w = Encoder::default();
         w.s(&self.queue)
             .s(&self.source)
             .s(&self.id)
@@ -64,7 +64,7 @@ impl Stored {
     }
 
     fn decode(buf: &[u8]) -> Result<Self> {
-        let mut r = R(buf);
+        let mut r = Decoder(buf);
         Ok(Stored {
             queue: r.s()?,
             source: r.s()?,
@@ -106,7 +106,7 @@ pub(crate) fn inbox_markers(
         let (k, v) = e.map_err(db)?;
         let (consumer, _) =
             key_str(k.value(), prefix.bytes().len()).ok_or_else(|| corrupt("inbox key"))?;
-        let mut r = R(v.value());
+        let mut r = Decoder(v.value());
         out.push(InboxMarker {
             consumer,
             source: source.to_owned(),
@@ -120,7 +120,7 @@ pub(crate) fn inbox_markers(
 
 pub(crate) fn inbox_insert(txn: &WriteTransaction, m: &InboxMarker) -> Result<()> {
     let key = Key::new().s(&m.source).s(&m.id).s(&m.consumer);
-    let mut w = W::default();
+    let mut w = Encoder::default();
     w.s(&m.fingerprint.to_string()).i(m.applied_at_ms);
     let mut inbox = txn.open_table(INBOX).map_err(db)?;
     if inbox.get(key.bytes()).map_err(db)?.is_some() {
@@ -349,12 +349,12 @@ pub(crate) fn find_sent(txn: &WriteTransaction, queue: &str, key: &str) -> Resul
     let Some(v) = dedup.get(Key::new().s(queue).s(key).bytes()).map_err(db)? else {
         return Ok(SentEvidence::default());
     };
-    let mut r = R(v.value());
+    let mut r = Decoder(v.value());
     let (_hash, seq, exp) = (r.s()?, r.i()?, r.i()?);
     let messages = txn.open_table(MESSAGES).map_err(db)?;
     let message = match messages.get(seq_key(seq)?).map_err(db)? {
         Some(v) => {
-            let row = crate::enc::Row::decode(v.value())?;
+            let row = crate::enc::MessageRow::decode(v.value())?;
             (row.queue == queue).then_some(row.m)
         }
         None => None,

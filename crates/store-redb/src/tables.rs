@@ -10,7 +10,7 @@ use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition, WriteTr
 use mqlite_engine_core::{Error, MessageState, Result, WorkStats};
 
 use crate::db;
-use crate::enc::{Key, Row, state_code, trailing_i64};
+use crate::enc::{Key, MessageRow, state_code, trailing_i64};
 
 pub(crate) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("mq_meta");
 pub(crate) const QUEUES: TableDefinition<&str, &[u8]> = TableDefinition::new("mq_queues");
@@ -87,7 +87,7 @@ pub(crate) const IX_DEFS: [TableDefinition<&[u8], ()>; 9] = [
 ];
 
 /// The index entries a row has: exactly these, no more.
-pub(crate) fn entries(seq: i64, r: &Row) -> Vec<(Ix, Vec<u8>)> {
+pub(crate) fn entries(seq: i64, r: &MessageRow) -> Vec<(Ix, Vec<u8>)> {
     let q = || Key::new().s(&r.queue);
     let st = r.state();
     let mut out = vec![
@@ -182,7 +182,7 @@ impl<'t> Tables<'t> {
     }
 
     /// A row by sequence number.
-    pub(crate) fn row(&self, seq: i64) -> Result<Option<Row>> {
+    pub(crate) fn row(&self, seq: i64) -> Result<Option<MessageRow>> {
         self.work.lookup();
         let Ok(k) = u64::try_from(seq) else {
             return Ok(None);
@@ -190,7 +190,7 @@ impl<'t> Tables<'t> {
         match self.messages.get(k).map_err(db)? {
             Some(v) => {
                 self.work.visit();
-                Row::decode(v.value()).map(Some)
+                MessageRow::decode(v.value()).map(Some)
             }
             None => Ok(None),
         }
@@ -198,7 +198,12 @@ impl<'t> Tables<'t> {
 
     /// Writes `new` in place of `old` (None: absent) under `seq`, with its index
     /// entries: the old row's entries go, the new row's come, in this transaction.
-    pub(crate) fn put(&mut self, seq: i64, old: Option<&Row>, new: Option<&Row>) -> Result<()> {
+    pub(crate) fn put(
+        &mut self,
+        seq: i64,
+        old: Option<&MessageRow>,
+        new: Option<&MessageRow>,
+    ) -> Result<()> {
         let old_e = old.map(|r| entries(seq, r)).unwrap_or_default();
         let new_e = new.map(|r| entries(seq, r)).unwrap_or_default();
         for e in &old_e {
@@ -291,7 +296,7 @@ impl<'t> Tables<'t> {
         for e in self.messages.iter().map_err(db)? {
             let (k, v) = e.map_err(db)?;
             let seq = k.value() as i64;
-            let row = Row::decode(v.value())?;
+            let row = MessageRow::decode(v.value())?;
             for (ix, key) in entries(seq, &row) {
                 expected[ix as usize].insert(key);
             }

@@ -41,7 +41,7 @@ pub use tx::SqliteTx;
 pub use rusqlite;
 
 use exec::{Exec, WorkCounter};
-use schema::Location;
+use schema::DbPath;
 use writer::Writer;
 
 /// The backend name in errors.
@@ -170,7 +170,7 @@ impl SqliteStore {
     /// `SchemaVersionMismatch` if it carries another schema token.
     pub async fn open(options: SqliteOptions) -> Result<Self> {
         let location = if options.location == ":memory:" {
-            Location::Memory
+            DbPath::Memory
         } else {
             let path = std::path::Path::new(&options.location);
             // Refused before any lock or file is made beside it.
@@ -180,11 +180,11 @@ impl SqliteStore {
                     detail: "it is a directory; name a file inside it, such as app.db".into(),
                 });
             }
-            Location::File(lock::canonical_db_path(path)?)
+            DbPath::File(lock::canonical_db_path(path)?)
         };
         let path = match &location {
-            Location::File(p) => Some(p.clone()),
-            Location::Memory => None,
+            DbPath::File(p) => Some(p.clone()),
+            DbPath::Memory => None,
         };
         let sync = options.synchronous;
         let releasing = Arc::new(AtomicBool::new(false));
@@ -198,8 +198,8 @@ impl SqliteStore {
             // The lock comes first: nothing, not even the guard check, reads a file that
             // another writer holds.
             let guard = match &location {
-                Location::File(p) => Some(lock::lock_db(p, flag)?),
-                Location::Memory => None,
+                DbPath::File(p) => Some(lock::lock_db(p, flag)?),
+                DbPath::Memory => None,
             };
             let conn = schema::open_connection(&location, sync)?;
             Ok((conn, guard))

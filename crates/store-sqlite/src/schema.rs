@@ -122,10 +122,10 @@ fn read_guard(conn: &Connection, path: &std::path::Path) -> Result<Guard> {
 }
 
 /// Opens the connection the writer thread will own.
-pub(crate) fn open_connection(location: &Location, sync: Synchronous) -> Result<Connection> {
+pub(crate) fn open_connection(location: &DbPath, sync: Synchronous) -> Result<Connection> {
     let mut conn = match location {
-        Location::Memory => Connection::open_in_memory().map_err(db)?,
-        Location::File(path) => {
+        DbPath::Memory => Connection::open_in_memory().map_err(db)?,
+        DbPath::File(path) => {
             check_guard(path)?;
             Connection::open(path).map_err(db)?
         }
@@ -144,7 +144,7 @@ pub(crate) fn open_connection(location: &Location, sync: Synchronous) -> Result<
         true,
     )
     .map_err(db)?;
-    if matches!(location, Location::File(_)) {
+    if matches!(location, DbPath::File(_)) {
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(db)?;
@@ -179,19 +179,19 @@ pub(crate) fn open_connection(location: &Location, sync: Synchronous) -> Result<
 
 /// Where the database lives.
 #[derive(Debug, Clone)]
-pub(crate) enum Location {
+pub(crate) enum DbPath {
     /// A private in-memory database (`:memory:`): no file, no lock.
     Memory,
     /// A local file, by its canonical path.
     File(std::path::PathBuf),
 }
 
-impl Location {
+impl DbPath {
     /// The path errors name.
     fn path(&self) -> &std::path::Path {
         match self {
-            Location::Memory => std::path::Path::new(":memory:"),
-            Location::File(p) => p,
+            DbPath::Memory => std::path::Path::new(":memory:"),
+            DbPath::File(p) => p,
         }
     }
 }

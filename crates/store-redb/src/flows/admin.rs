@@ -14,7 +14,9 @@ use mqlite_engine_core::{
 };
 
 use crate::db;
-use crate::enc::{Key, R, Row, decode_queue, encode_queue, key_str, state_code, trailing_i64};
+use crate::enc::{
+    Decoder, Key, MessageRow, decode_queue, encode_queue, key_str, state_code, trailing_i64,
+};
 use crate::tables::{EXP_ATTEMPT, EXP_DEDUP, EXP_RECEIPT, Ix, Tables};
 
 use super::{Departed, IN_PLAY, busy_lines, dlq_oldest, load_queue};
@@ -70,7 +72,7 @@ pub(super) fn drop_prefixed(t: &mut Tables<'_>, which: u8, prefix: &Key) -> Resu
                 .map_err(db)?
             {
                 let (k, v) = e.map_err(db)?;
-                let mut r = R(v.value());
+                let mut r = Decoder(v.value());
                 let (_, _, exp) = (r.s()?, r.i()?, r.i()?);
                 doomed.push((k.value().to_vec(), exp));
             }
@@ -92,7 +94,7 @@ pub(super) fn drop_prefixed(t: &mut Tables<'_>, which: u8, prefix: &Key) -> Resu
                 .map_err(db)?
             {
                 let (k, v) = e.map_err(db)?;
-                let mut r = R(v.value());
+                let mut r = Decoder(v.value());
                 let (_, exp) = (r.i()?, r.i()?);
                 doomed.push((k.value().to_vec(), exp));
             }
@@ -123,7 +125,7 @@ pub(crate) fn delete_queue(t: &mut Tables<'_>, name: &str) -> Result<bool> {
     drop_prefixed(t, EXP_ATTEMPT, &q)?;
     // Its own subscription row, and a topic's subscription rows.
     if let Some(v) = t.subs.remove(name).map_err(db)? {
-        let topic = R(v.value()).s()?;
+        let topic = Decoder(v.value()).s()?;
         drop(v);
         t.subs_by_topic
             .remove(Key::new().s(&topic).s(name).bytes())
@@ -252,7 +254,7 @@ pub(crate) fn redrive(
         o.max as usize
     };
     let cutoff = now.saturating_sub(millis(o.older_than));
-    let mut picked: Vec<Row> = Vec::new();
+    let mut picked: Vec<MessageRow> = Vec::new();
     if o.seq_numbers.is_empty() {
         for seq in dlq_oldest(t, queue, cutoff, limit)? {
             if let Some(r) = t.row(seq)? {

@@ -12,7 +12,7 @@ use mqlite_engine_core::{
 };
 
 use crate::db;
-use crate::enc::{Key, R, Row, W, trailing_i64};
+use crate::enc::{Decoder, Encoder, Key, MessageRow, trailing_i64};
 use crate::tables::{EXP_ATTEMPT, Ix, Tables};
 
 use super::{Departed, expiring_key, load_queue};
@@ -21,7 +21,12 @@ use super::{Departed, expiring_key, load_queue};
 /// index (active, not waiting), so a blocked backlog and locked rows are never visited
 /// (5.6); a line member is skipped if an older member of its line is locked, deferred
 /// or scheduled (one seek of the blocking index), as in the SQL stores.
-pub(super) fn pick_heads(t: &Tables<'_>, now: i64, queue: &str, max: usize) -> Result<Vec<Row>> {
+pub(super) fn pick_heads(
+    t: &Tables<'_>,
+    now: i64,
+    queue: &str,
+    max: usize,
+) -> Result<Vec<MessageRow>> {
     let prefix = Key::new().s(queue);
     let end = prefix.end();
     let mut out = Vec::new();
@@ -66,7 +71,7 @@ pub(crate) fn claim(
         t.work.lookup();
         let key = Key::new().s(queue).s(attempt);
         if let Some(v) = t.attempts.get(key.bytes()).map_err(db)? {
-            let mut r = R(v.value());
+            let mut r = Decoder(v.value());
             let (mode, exp) = (r.i()?, r.i()?);
             if exp > now {
                 decide::replay_attempt(mode, spec.mode)?;
@@ -97,14 +102,14 @@ pub(crate) fn claim(
         let key = Key::new().s(queue).s(attempt);
         let exp = now.saturating_add(RECEIPT_TTL_MS);
         if let Some(old) = t.attempts.get(key.bytes()).map_err(db)? {
-            let mut r = R(old.value());
+            let mut r = Decoder(old.value());
             let (_, old_exp) = (r.i()?, r.i()?);
             drop(old);
             t.expiring
                 .remove(expiring_key(EXP_ATTEMPT, old_exp, key.bytes()).as_slice())
                 .map_err(db)?;
         }
-        let mut w = W::default();
+        let mut w = Encoder::default();
         w.i(mode_code).i(exp).bytes(&encode_messages(&out));
         t.attempts.insert(key.bytes(), w.0.as_slice()).map_err(db)?;
         t.expiring
@@ -124,10 +129,10 @@ pub(super) fn receive_and_delete(
     max: usize,
 ) -> Result<Vec<Message>> {
     let heads = pick_heads(t, now, queue, max)?;
-    let mut chains: Vec<(Option<String>, VecDeque<Row>)> = Vec::new();
+    let mut chains: Vec<(Option<String>, VecDeque<MessageRow>)> = Vec::new();
     for head in heads {
         let line = head.line.clone();
-        let mut chain: VecDeque<Row> = VecDeque::new();
+        let mut chain: VecDeque<MessageRow> = VecDeque::new();
         let head_seq = head.m.seq.0;
         chain.push_back(head);
         if let Some(l) = &line {
@@ -149,7 +154,7 @@ pub(super) fn receive_and_delete(
         }
         chains.push((line, chain));
     }
-    let mut taken: Vec<Row> = Vec::new();
+    let mut taken: Vec<MessageRow> = Vec::new();
     while taken.len() < max {
         let Some((_, chain)) = chains
             .iter_mut()

@@ -10,7 +10,7 @@ use mqlite_engine_core::enqueue::{
 use mqlite_engine_core::{EnqueueSlot, Message, OutMessage, Result, SendOptions, SeqNumber};
 
 use crate::db;
-use crate::enc::{Key, R, Row, W};
+use crate::enc::{Decoder, Encoder, Key, MessageRow};
 use crate::tables::{EXP_DEDUP, Tables};
 
 use super::{busy_lines, expiring_key, load_queue};
@@ -20,7 +20,7 @@ pub(super) const LAST_SEQ: &str = "last_seq";
 
 pub(super) fn next_seq(t: &mut Tables<'_>) -> Result<i64> {
     let last = match t.meta.get(LAST_SEQ).map_err(db)? {
-        Some(v) => R(v.value()).i()?,
+        Some(v) => Decoder(v.value()).i()?,
         None => 0,
     };
     let next = last + 1;
@@ -50,7 +50,7 @@ pub(crate) fn enqueue(
     for (k, _) in keys.iter().flatten() {
         t.work.lookup();
         if let Some(v) = t.dedup.get(Key::new().s(queue).s(k).bytes()).map_err(db)? {
-            let mut r = R(v.value());
+            let mut r = Decoder(v.value());
             let (hash, seq, exp) = (r.s()?, r.i()?, r.i()?);
             if exp > now {
                 seen.insert(k.clone(), (SeqNumber(seq), hash));
@@ -71,7 +71,7 @@ pub(crate) fn enqueue(
         let seq = next_seq(t)?;
         let mut content = messages[*i].take().unwrap_or_default();
         content.group_id = content.group_id.filter(|g| !g.is_empty());
-        let row = Row {
+        let row = MessageRow {
             queue: queue.to_owned(),
             line: lines[pos].clone(),
             waiting: waiting[pos],
@@ -97,14 +97,14 @@ pub(crate) fn enqueue(
             let exp = now.saturating_add(cfg.dedup_window_ms());
             // An expired entry for the key is replaced, with its janitor entry.
             if let Some(old) = t.dedup.get(key.bytes()).map_err(db)? {
-                let mut r = R(old.value());
+                let mut r = Decoder(old.value());
                 let (_, _, old_exp) = (r.s()?, r.i()?, r.i()?);
                 drop(old);
                 t.expiring
                     .remove(expiring_key(EXP_DEDUP, old_exp, key.bytes()).as_slice())
                     .map_err(db)?;
             }
-            let mut w = W::default();
+            let mut w = Encoder::default();
             w.s(h).i(seq).i(exp);
             t.dedup.insert(key.bytes(), w.0.as_slice()).map_err(db)?;
             t.expiring

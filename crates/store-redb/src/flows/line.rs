@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use mqlite_engine_core::Result;
 
-use crate::enc::{Key, Row};
+use crate::enc::{Key, MessageRow};
 use crate::tables::{Ix, Tables};
 
 /// The lines among `lines` that already have a member in play in `queue`.
@@ -28,7 +28,7 @@ pub(super) fn busy_lines(
 pub(super) struct Departed(pub(super) BTreeSet<(String, String)>);
 
 impl Departed {
-    pub(super) fn add(&mut self, row: &Row) {
+    pub(super) fn add(&mut self, row: &MessageRow) {
         if let (Some(line), false) = (&row.line, row.waiting) {
             self.0.insert((row.queue.clone(), line.clone()));
         }
@@ -40,7 +40,7 @@ impl Departed {
             if let Some(seq) = t.first_seq(Ix::Line, &Key::new().s(&q).s(&l))?
                 && let Some(row) = t.row(seq)?.filter(|r| r.waiting)
             {
-                let new = Row {
+                let new = MessageRow {
                     waiting: false,
                     ..row.clone()
                 };

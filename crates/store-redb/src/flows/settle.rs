@@ -12,7 +12,7 @@ use mqlite_engine_core::{
 };
 
 use crate::db;
-use crate::enc::{Key, Row};
+use crate::enc::{Key, MessageRow};
 use crate::tables::{EXP_RECEIPT, Tables};
 
 use super::{Departed, expiring_key, load_queue};
@@ -36,7 +36,12 @@ pub(super) fn lost_reason(
     Ok(decide::lost_reason(found, queue, now))
 }
 
-pub(super) fn fenced(t: &Tables<'_>, now: i64, queue: &str, lock: &LockRef) -> Result<Option<Row>> {
+pub(super) fn fenced(
+    t: &Tables<'_>,
+    now: i64,
+    queue: &str,
+    lock: &LockRef,
+) -> Result<Option<MessageRow>> {
     Ok(t.row(lock.seq.0)?.filter(|r| {
         r.queue == queue
             && r.m.state == MessageState::Locked

@@ -10,13 +10,13 @@ use mqlite_engine_core::{
 };
 
 use crate::db;
-use crate::enc::{Key, R, W, key_str};
+use crate::enc::{Decoder, Encoder, Key, key_str};
 use crate::tables::Tables;
 
 use super::{enqueue, load_any, upsert_queue};
 
 pub(super) fn subscription(name: &str, buf: &[u8]) -> Result<Subscription> {
-    let mut r = R(buf);
+    let mut r = Decoder(buf);
     Ok(Subscription {
         topic: r.s()?,
         name: name.to_owned(),
@@ -37,7 +37,7 @@ pub(crate) fn upsert_subscription(
         .map_err(db)?
         .map(|v| {
             let sub = subscription(&s.name, v.value())?;
-            let mut r = R(v.value());
+            let mut r = Decoder(v.value());
             let (_, _, created) = (r.s()?, r.s()?, r.i()?);
             Ok::<_, Error>((sub, created))
         })
@@ -49,7 +49,7 @@ pub(crate) fn upsert_subscription(
     }
     upsert_queue(t, now, &s.name, QueueKind::Subscription, config, false)?;
     let created = existing.map_or(now, |(_, c)| c);
-    let mut w = W::default();
+    let mut w = Encoder::default();
     w.s(&s.topic).s(&s.filter).i(created);
     t.subs.insert(s.name.as_str(), w.0.as_slice()).map_err(db)?;
     t.subs_by_topic
