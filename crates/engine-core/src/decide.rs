@@ -2,7 +2,10 @@
 //! stores' in crates/sql, redb's in its `flows`) read their rows their own way and hand
 //! what they found to these functions, so a change of meaning is made in one place.
 
+use std::collections::HashSet;
+
 use crate::error::{Error, LockLostReason, Result};
+use crate::topics::Route;
 use crate::types::{Message, MessageState, QueueConfig, QueueKind, ReceiveMode, RetentionDefaults};
 
 /// How a receive attempt's record stores its receive mode (3.3).
@@ -77,6 +80,24 @@ pub fn subscribable(topic: &str, kind: QueueKind) -> Result<()> {
             "{topic:?} is a {kind}, not a topic"
         ))),
     }
+}
+
+/// A publish names a topic: `kind` is what `topic` names (anything else is a missing
+/// topic).
+pub fn publishable(topic: &str, kind: QueueKind) -> Result<()> {
+    match kind {
+        QueueKind::Topic => Ok(()),
+        _ => Err(Error::NotFound {
+            kind: "topic",
+            name: topic.to_owned(),
+        }),
+    }
+}
+
+/// Whether a route of a publish gets copies: it carries messages and its subscription
+/// is still one of the topic's (`current`); else it gets nothing (11.2).
+pub fn delivers(route: &Route, current: &HashSet<String>) -> bool {
+    !route.messages.is_empty() && current.contains(&route.subscription)
 }
 
 /// A subscription's name is held by a subscription of another topic (12.1).

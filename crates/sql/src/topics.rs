@@ -4,7 +4,7 @@
 
 use mqlite_engine_core::decide;
 use mqlite_engine_core::{
-    EnqueueSlot, Error, QueueConfig, QueueKind, Result, Route, SendOptions, Subscription,
+    EnqueueSlot, QueueConfig, QueueKind, Result, Route, SendOptions, Subscription,
 };
 
 use crate::admin::upsert_queue;
@@ -92,15 +92,7 @@ pub async fn publish<X: SqlExec>(
     routes: Vec<Route>,
     options: SendOptions,
 ) -> Result<Vec<Vec<EnqueueSlot>>> {
-    match load_any(x, topic).await? {
-        (QueueKind::Topic, _) => {}
-        _ => {
-            return Err(Error::NotFound {
-                kind: "topic",
-                name: topic.to_owned(),
-            });
-        }
-    }
+    decide::publishable(topic, load_any(x, topic).await?.0)?;
     let current: std::collections::HashSet<String> = list_subscriptions(x, Some(topic))
         .await?
         .into_iter()
@@ -108,7 +100,7 @@ pub async fn publish<X: SqlExec>(
         .collect();
     let mut out = Vec::with_capacity(routes.len());
     for route in routes {
-        if !current.contains(&route.subscription) || route.messages.is_empty() {
+        if !decide::delivers(&route, &current) {
             out.push(Vec::new());
             continue;
         }

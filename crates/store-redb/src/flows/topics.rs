@@ -97,21 +97,15 @@ pub(crate) fn publish(
     routes: Vec<Route>,
     options: SendOptions,
 ) -> Result<Vec<Vec<EnqueueSlot>>> {
-    // As the SQL flow: a missing name is the queue lookup's NotFound, another kind is
-    // a missing topic.
-    if load_any(t, topic)?.0 != QueueKind::Topic {
-        return Err(Error::NotFound {
-            kind: "topic",
-            name: topic.to_owned(),
-        });
-    }
+    // A missing name is the queue lookup's NotFound, another kind a missing topic.
+    decide::publishable(topic, load_any(t, topic)?.0)?;
     let current: HashSet<String> = list_subscriptions(t, Some(topic))?
         .into_iter()
         .map(|s| s.name)
         .collect();
     let mut out = Vec::with_capacity(routes.len());
     for route in routes {
-        if !current.contains(&route.subscription) || route.messages.is_empty() {
+        if !decide::delivers(&route, &current) {
             out.push(Vec::new());
             continue;
         }
