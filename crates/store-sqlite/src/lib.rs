@@ -3,7 +3,7 @@
 //! One connection, owned by a writer thread: a short call that finds the store idle
 //! runs on its caller's thread (a WAL commit under `synchronous=NORMAL` does not
 //! fsync), while contended calls, long ones, FULL commits and checkpoints run on the
-//! writer thread (engine-core's `writer.rs`; docs/internals.md, "Where store work
+//! writer thread (engine-core's `writer/`; docs/internals.md, "Where store work
 //! runs"). The file is in WAL mode, `synchronous=NORMAL` by default and FULL on
 //! request; advisory locks on `<db>.lock` and on a rendezvous file named after the
 //! database's inode keep every other writer out, whatever name it uses (10.1), which is
