@@ -4,9 +4,10 @@
 //! [`with_each_store!`] or [`with_store!`], so a new store is added here once and
 //! every suite picks it up.
 //!
-//! A store registers its `mqlite_tck::StoreFactory` (behind its crate's `tck` feature),
-//! its name, and whether it is local (a file this machine owns: the crash harness kills
-//! processes over local stores only).
+//! A store registers one line in `__registry!`: its name and its
+//! `mqlite_tck::StoreFactory` (behind its crate's `tck` feature). Whether it is local (a
+//! file this machine owns: the crash harness kills processes over local stores only)
+//! is its factory's `LocalFile` capability.
 
 pub use mqlite_store_libsql;
 pub use mqlite_store_redb;
@@ -22,25 +23,40 @@ pub struct Registered {
     pub local: bool,
 }
 
-/// Every registered store, in the order the suites run them.
-pub const STORES: &[Registered] = &[
-    Registered {
-        name: "sqlite",
-        local: true,
-    },
-    Registered {
-        name: "redb",
-        local: true,
-    },
-    Registered {
-        name: "libsql",
-        local: false,
-    },
-];
+/// The registry: every store's name and TCK factory, written once, in the order the
+/// suites run them. A new store adds its line here. The macros below hand this list to
+/// `$then` with their own arguments in front.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __registry {
+    ($then:ident ! ($($args:tt)*)) => {
+        $crate::$then! {
+            ($($args)*)
+            "sqlite" => $crate::mqlite_store_sqlite::tck::SqliteFactory;
+            "redb" => $crate::mqlite_store_redb::tck::RedbFactory;
+            "libsql" => $crate::mqlite_store_libsql::tck::LibsqlFactory;
+        }
+    };
+}
+
+/// Every registered store, in the order the suites run them; a store is local when its
+/// factory offers [`Capability::LocalFile`](mqlite_tck::Capability::LocalFile).
+pub fn stores() -> Vec<Registered> {
+    let mut out = Vec::new();
+    with_each_store!(name, factory => {
+        let local = mqlite_tck::StoreFactory::unsupported(
+            &factory,
+            mqlite_tck::Capability::LocalFile,
+        )
+        .is_none();
+        out.push(Registered { name, local });
+    });
+    out
+}
 
 /// The names of the local stores.
 pub fn local_stores() -> impl Iterator<Item = &'static str> {
-    STORES.iter().filter(|s| s.local).map(|s| s.name)
+    stores().into_iter().filter(|s| s.local).map(|s| s.name)
 }
 
 /// Evaluates `$body` once per registered store with `$name` bound to its name and
@@ -48,22 +64,20 @@ pub fn local_stores() -> impl Iterator<Item = &'static str> {
 /// macro and not a loop).
 #[macro_export]
 macro_rules! with_each_store {
-    ($name:ident, $factory:ident => $body:expr) => {{
-        {
-            let $name: &'static str = "sqlite";
-            let $factory = $crate::mqlite_store_sqlite::tck::SqliteFactory;
+    ($name:ident, $factory:ident => $body:expr) => {
+        $crate::__registry!(__each!($name, $factory => $body))
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __each {
+    (($name:ident, $factory:ident => $body:expr) $($n:literal => $f:path;)*) => {{
+        $({
+            let $name: &'static str = $n;
+            let $factory = $f;
             $body;
-        }
-        {
-            let $name: &'static str = "redb";
-            let $factory = $crate::mqlite_store_redb::tck::RedbFactory;
-            $body;
-        }
-        {
-            let $name: &'static str = "libsql";
-            let $factory = $crate::mqlite_store_libsql::tck::LibsqlFactory;
-            $body;
-        }
+        })*
     }};
 }
 
@@ -92,22 +106,22 @@ pub fn stop_servers() {
 #[macro_export]
 macro_rules! with_store {
     ($name:expr, $factory:ident => $body:expr) => {
+        $crate::__registry!(__one!($name, $factory => $body))
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __one {
+    (($name:expr, $factory:ident => $body:expr) $($n:literal => $f:path;)*) => {
         match $name {
-            "sqlite" => {
-                let $factory = $crate::mqlite_store_sqlite::tck::SqliteFactory;
+            $($n => {
+                let $factory = $f;
                 Ok($body)
-            }
-            "redb" => {
-                let $factory = $crate::mqlite_store_redb::tck::RedbFactory;
-                Ok($body)
-            }
-            "libsql" => {
-                let $factory = $crate::mqlite_store_libsql::tck::LibsqlFactory;
-                Ok($body)
-            }
+            })*
             other => Err(format!(
                 "unknown store {other:?}: registered are {:?}",
-                $crate::STORES.iter().map(|s| s.name).collect::<Vec<_>>()
+                $crate::stores().iter().map(|s| s.name).collect::<Vec<_>>()
             )),
         }
     };

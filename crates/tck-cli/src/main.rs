@@ -45,7 +45,7 @@ enum Output {
 
 /// The registered store a name or a location means.
 fn registered(store: &str) -> Result<&'static str, String> {
-    let names: Vec<&'static str> = mqlite_stores::STORES.iter().map(|s| s.name).collect();
+    let names: Vec<&'static str> = mqlite_stores::stores().iter().map(|s| s.name).collect();
     if let Some(name) = names.iter().find(|n| **n == store) {
         return Ok(name);
     }
