@@ -43,30 +43,24 @@ enum Output {
     Markdown,
 }
 
-/// The registered store a name or a location means.
+/// The registered store a name or a location means (a location as the facade reads
+/// it: `app.db`, `redb:q.redb`, `libsql://host`, …).
 fn registered(store: &str) -> Result<&'static str, String> {
     let names: Vec<&'static str> = mqlite_stores::stores().iter().map(|s| s.name).collect();
     if let Some(name) = names.iter().find(|n| **n == store) {
         return Ok(name);
     }
-    let scheme = store.split_once(':').map(|(s, _)| s.to_ascii_lowercase());
-    let name = match scheme.as_deref() {
-        Some("redb") => "redb",
-        Some("libsql" | "http" | "https" | "ws" | "wss") => "libsql",
-        Some("sqlite" | "file") | None => "sqlite",
-        Some(s) if s.len() == 1 => "sqlite",
-        Some(other) => {
-            return Err(format!(
-                "unknown store {store:?} (scheme `{other}:`): give one of {names:?} or a location \
-                 such as app.db, redb:q.redb or libsql://host"
-            ));
-        }
+    let name = match mqlite::Location::parse(store) {
+        Ok(mqlite::Location::Sqlite(_)) => "sqlite",
+        Ok(mqlite::Location::Redb(_)) => "redb",
+        Ok(mqlite::Location::Libsql(_)) => "libsql",
+        Err(e) => return Err(format!("{e} (or one of the registered stores: {names:?})")),
     };
-    Ok(names
+    names
         .iter()
         .find(|n| **n == name)
         .copied()
-        .unwrap_or("sqlite"))
+        .ok_or_else(|| format!("{store:?} names the {name} store, which is not registered"))
 }
 
 /// A progress bar on stderr: `[#####.....] 45/172 p5_6_…`.
@@ -148,5 +142,27 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::registered;
+
+    #[test]
+    fn a_store_is_named_or_read_from_a_location() {
+        for (given, store) in [
+            ("redb", "redb"),
+            ("app.db", "sqlite"),
+            (":memory:", "sqlite"),
+            ("sqlite:app.db", "sqlite"),
+            ("redb:q.redb", "redb"),
+            ("libsql://db.example", "libsql"),
+            ("https://db.example", "libsql"),
+        ] {
+            assert_eq!(registered(given), Ok(store), "{given}");
+        }
+        let refused = registered("bogus://x").expect_err("an unknown scheme");
+        assert!(refused.contains("unknown store scheme"), "{refused}");
     }
 }
