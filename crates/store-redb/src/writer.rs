@@ -118,7 +118,11 @@ impl Writer {
                 Ok(out)
             });
             done.map_err(|e| {
-                held.after_failure(matches!(e, Error::StorageFull { .. }), &reserve);
+                // Only redb's own errors can carry an I/O failure; a refusal of the
+                // queue's (a lost lock, a missing queue) needs no probe of the database.
+                if matches!(e, Error::StorageFull { .. } | Error::Backend { .. }) {
+                    held.after_failure(matches!(e, Error::StorageFull { .. }), &reserve);
+                }
                 e.at_location(&file.location())
             })
         })
