@@ -122,9 +122,9 @@ impl Reserve {
 
     /// Whether a write that adds messages may run now: yes with the reserve in place; a
     /// retry when the reserve is given up and a second has passed since the last try
-    /// (the caller makes room, calls [`Reserve::rearm`], then checks
-    /// [`Reserve::armed`]); else no.
-    pub fn admits_growth(&self) -> Growth {
+    /// (room is made, [`Reserve::rearm`] runs, then the write checks
+    /// [`Reserve::ensure_armed`]); else no.
+    fn admits_growth(&self) -> Growth {
         let mut state = self.lock();
         if state.armed {
             return Growth::Yes;
@@ -137,13 +137,18 @@ impl Reserve {
         Growth::Retry
     }
 
-    /// Whether the reserve is in place.
-    pub fn armed(&self) -> bool {
-        self.lock().armed
+    /// The check a write that adds messages makes on the writer thread, before it
+    /// writes: `StorageFull` unless the reserve is in place.
+    pub fn ensure_armed(&self) -> Result<()> {
+        if self.lock().armed {
+            Ok(())
+        } else {
+            Err(self.full())
+        }
     }
 
     /// The refusal of a write that adds messages while the disk is full.
-    pub fn full(&self) -> Error {
+    fn full(&self) -> Error {
         Error::StorageFull {
             backend: self.backend,
             location: self.location.to_string(),
@@ -151,10 +156,10 @@ impl Reserve {
     }
 
     /// Runs a write that adds messages (a send, a publish) behind the reserve. While
-    /// the disk is full it is refused at once with [`Reserve::full`] and never handed
+    /// the disk is full it is refused at once with `StorageFull` and never handed
     /// to the store's writer. When a retry is due, `make_room` is queued first (it
     /// frees what the store can, then calls [`Reserve::rearm`]) and `write` behind it;
-    /// `write` runs on the writer thread, so it checks [`Reserve::armed`] there
+    /// `write` runs on the writer thread, so it calls [`Reserve::ensure_armed`] there
     /// (after `make_room` ran) before it writes.
     pub fn growing<R, Room, Run>(
         self: &Arc<Self>,
@@ -181,7 +186,7 @@ impl Reserve {
         }
     }
 
-    /// Tries to put the reserve back ([`Reserve::armed`] tells whether it is).
+    /// Tries to put the reserve back ([`Reserve::ensure_armed`] tells whether it is).
     pub fn rearm(&self) {
         let mut state = self.lock();
         if !state.armed {
@@ -195,12 +200,12 @@ impl Reserve {
 
 /// What [`Reserve::admits_growth`] says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Growth {
+enum Growth {
     /// The reserve is in place: go on.
     Yes,
     /// The disk is full and a retry is not due: refuse with `StorageFull`.
     No,
-    /// A retry is due: make room, [`Reserve::rearm`], and go on if [`Reserve::armed`].
+    /// A retry is due: make room, [`Reserve::rearm`], and go on if it is armed again.
     Retry,
 }
 

@@ -191,9 +191,7 @@ impl RedbStore {
         let make_room = |reserve| self.writer.make_room(reserve);
         let write = |reserve: Arc<Reserve>| {
             self.tx(move |t, now| {
-                if !reserve.armed() {
-                    return Err(reserve.full());
-                }
+                reserve.ensure_armed()?;
                 f(t, now)
             })
         };

@@ -277,9 +277,7 @@ impl SqliteStore {
     {
         let write = move |reserve: Arc<Reserve>| {
             self.sql_tx_sized(items, async move |x: &mut Exec<'_>, now: i64| {
-                if !reserve.armed() {
-                    return Err(reserve.full());
-                }
+                reserve.ensure_armed()?;
                 f(x, now).await
             })
         };
