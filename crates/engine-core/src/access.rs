@@ -23,12 +23,7 @@ pub fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
     // A secret that is not random would silently let one key pass for another.
     getrandom::fill(&mut buf).expect("the OS random source failed");
-    let mut out = String::with_capacity(bytes * 2);
-    for b in buf {
-        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
-        out.push(char::from_digit(u32::from(b & 0x0f), 16).unwrap_or('0'));
-    }
-    out
+    crate::dedup::hex(&buf)
 }
 
 /// What an access key may do (the wire contract's `send`, `listen`, `manage`).

@@ -7,9 +7,13 @@ use crate::types::OutMessage;
 
 /// The SHA-256 of a body as 64 lowercase hex characters.
 pub fn body_digest(body: &[u8]) -> String {
-    let digest = Sha256::digest(body);
-    let mut out = String::with_capacity(64);
-    for b in digest.iter() {
+    hex(&Sha256::digest(body))
+}
+
+/// Bytes as lowercase hexadecimal, two characters each.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
         out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
         out.push(char::from_digit(u32::from(b & 0x0f), 16).unwrap_or('0'));
     }

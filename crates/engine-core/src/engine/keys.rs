@@ -26,7 +26,7 @@ impl<S: Store> Engine<S> {
                 }
                 id.to_owned()
             }
-            None => crate::types::LockToken::random().to_string(),
+            None => crate::access::random_hex(16),
         };
         validate_text("name", name)?;
         if permissions.is_empty() {
