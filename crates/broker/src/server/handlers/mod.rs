@@ -21,7 +21,9 @@ pub(super) struct Call<'a> {
 impl Call<'_> {
     /// The request, parsed; notes the queue, topic or key it names for the access line.
     fn request<T: DeserializeOwned + Names>(&mut self) -> Result<T, ApiError> {
-        parse(self.bytes, self.target)
+        let parsed: T = parse_body(self.bytes)?;
+        *self.target = parsed.names().map(str::to_owned);
+        Ok(parsed)
     }
 }
 
@@ -186,16 +188,7 @@ async fn peek_capped(s: &Shared, queue: &str, options: PeekOptions) -> Result<Ca
     Ok((out, shares))
 }
 
-/// Parses a request, noting the queue, topic or key it names for the access line.
-fn parse<T: DeserializeOwned + Names>(
-    bytes: &[u8],
-    target: &mut Option<String>,
-) -> Result<T, ApiError> {
-    let parsed: T = parse_body(bytes)?;
-    *target = parsed.names().map(str::to_owned);
-    Ok(parsed)
-}
-
+/// A request body as JSON: an empty body is `{}`, anything but an object is refused.
 fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
         b"{}"
