@@ -37,9 +37,9 @@ pub fn claimable(m: &Message, now: i64) -> bool {
 
 /// What a settlement whose fence refused it finds under its sequence number.
 #[derive(Debug, Clone, Copy)]
-pub struct FoundLock<'a> {
-    /// The queue the message is in.
-    pub queue: &'a str,
+pub struct FoundLock {
+    /// Whether the message is in the queue the settlement named.
+    pub in_queue: bool,
     /// Whether it is locked.
     pub locked: bool,
     /// Whether its lock token is the one the settlement carried.
@@ -48,12 +48,12 @@ pub struct FoundLock<'a> {
     pub locked_until_ms: i64,
 }
 
-/// Why a settlement on `queue` at `now` lost its lock, from what it found (None: no
-/// message under its sequence number).
-pub fn lost_reason(found: Option<FoundLock<'_>>, queue: &str, now: i64) -> LockLostReason {
+/// Why a settlement at `now` lost its lock, from what it found (None: no message under
+/// its sequence number).
+pub fn lost_reason(found: Option<FoundLock>, now: i64) -> LockLostReason {
     match found {
         None => LockLostReason::Gone,
-        Some(f) if f.queue != queue => LockLostReason::WrongQueue,
+        Some(f) if !f.in_queue => LockLostReason::WrongQueue,
         Some(f) if !f.locked => LockLostReason::NotLocked,
         Some(f) if !f.same_token => LockLostReason::OtherToken,
         Some(f) if f.locked_until_ms <= now => LockLostReason::Expired,
@@ -174,23 +174,23 @@ mod tests {
 
     #[test]
     fn a_lost_lock_names_the_first_reason_that_holds() {
-        let found = |queue, locked, same_token, until| FoundLock {
-            queue,
+        let found = |queue: &str, locked, same_token, until| FoundLock {
+            in_queue: queue == "q",
             locked,
             same_token,
             locked_until_ms: until,
         };
-        assert_eq!(lost_reason(None, "q", 10), LockLostReason::Gone);
+        assert_eq!(lost_reason(None, 10), LockLostReason::Gone);
         let other = Some(found("p", false, false, 0));
-        assert_eq!(lost_reason(other, "q", 10), LockLostReason::WrongQueue);
+        assert_eq!(lost_reason(other, 10), LockLostReason::WrongQueue);
         let unlocked = Some(found("q", false, false, 0));
-        assert_eq!(lost_reason(unlocked, "q", 10), LockLostReason::NotLocked);
+        assert_eq!(lost_reason(unlocked, 10), LockLostReason::NotLocked);
         let retaken = Some(found("q", true, false, 0));
-        assert_eq!(lost_reason(retaken, "q", 10), LockLostReason::OtherToken);
+        assert_eq!(lost_reason(retaken, 10), LockLostReason::OtherToken);
         let lapsed = Some(found("q", true, true, 10));
-        assert_eq!(lost_reason(lapsed, "q", 10), LockLostReason::Expired);
+        assert_eq!(lost_reason(lapsed, 10), LockLostReason::Expired);
         let live = Some(found("q", true, true, 11));
-        assert_eq!(lost_reason(live, "q", 10), LockLostReason::Unknown);
+        assert_eq!(lost_reason(live, 10), LockLostReason::Unknown);
     }
 
     #[test]

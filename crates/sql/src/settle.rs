@@ -206,24 +206,14 @@ async fn lost_reasons<X: SqlExec>(
             let token = l.token.to_string();
             let seen = match found.get(&l.seq.0) {
                 None => None,
-                Some(r) => Some((
-                    r.text(1)?,
-                    r.text(2)? == "locked",
-                    r.opt_text(3)?.as_deref() == Some(token.as_str()),
-                    r.int(4)?,
-                )),
+                Some(r) => Some(decide::FoundLock {
+                    in_queue: r.text(1)? == queue,
+                    locked: r.text(2)? == "locked",
+                    same_token: r.opt_text(3)?.as_deref() == Some(token.as_str()),
+                    locked_until_ms: r.int(4)?,
+                }),
             };
-            let reason = decide::lost_reason(
-                seen.as_ref()
-                    .map(|(queue, locked, same_token, until)| decide::FoundLock {
-                        queue,
-                        locked: *locked,
-                        same_token: *same_token,
-                        locked_until_ms: *until,
-                    }),
-                queue,
-                now,
-            );
+            let reason = decide::lost_reason(seen, now);
             Ok(((l.seq.0, token), reason))
         })
         .collect()

@@ -26,14 +26,13 @@ pub(super) fn lost_reason(
     queue: &str,
     lock: &LockRef,
 ) -> Result<LockLostReason> {
-    let row = t.row(lock.seq.0)?;
-    let found = row.as_ref().map(|r| decide::FoundLock {
-        queue: &r.queue,
+    let found = t.row(lock.seq.0)?.map(|r| decide::FoundLock {
+        in_queue: r.queue == queue,
         locked: r.m.state == MessageState::Locked,
         same_token: r.m.lock_token == Some(lock.token),
         locked_until_ms: r.m.locked_until_ms,
     });
-    Ok(decide::lost_reason(found, queue, now))
+    Ok(decide::lost_reason(found, now))
 }
 
 pub(super) fn fenced(
