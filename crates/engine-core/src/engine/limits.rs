@@ -66,7 +66,7 @@ pub fn validate_new_name(name: &str) -> Result<()> {
 
 /// Whether a character is an invisible format character (Unicode Cf), which a new name
 /// may not hold ([`validate_name`] has refused whitespace and control characters).
-pub(super) fn is_format(c: char) -> bool {
+fn is_format(c: char) -> bool {
     use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
     c.general_category() == GeneralCategory::Format
 }

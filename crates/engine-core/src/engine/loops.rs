@@ -64,11 +64,7 @@ impl<S: Store> Engine<S> {
         Ok(report)
     }
 
-    pub(super) async fn run_loop_once(
-        &self,
-        kind: LoopKind,
-        report: &mut SweepReport,
-    ) -> Result<()> {
+    async fn run_loop_once(&self, kind: LoopKind, report: &mut SweepReport) -> Result<()> {
         let _g = self.admit().await?;
         let store = &self.inner.store;
         match kind {

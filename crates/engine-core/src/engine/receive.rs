@@ -19,7 +19,7 @@ use super::{Engine, MAX_RECEIVE_BATCH, MAX_WAIT, validate_name, validate_text};
 
 impl<S: Store> Engine<S> {
     /// The wake-up of receivers parked on `queue` (made on first use).
-    pub(super) fn queue_notify(&self, queue: &str) -> Arc<Notify> {
+    fn queue_notify(&self, queue: &str) -> Arc<Notify> {
         let mut map = self
             .inner
             .queue_wake
@@ -60,11 +60,7 @@ impl<S: Store> Engine<S> {
         r
     }
 
-    pub(super) async fn receive_inner(
-        &self,
-        queue: &str,
-        options: ReceiveOptions,
-    ) -> Result<Vec<Message>> {
+    async fn receive_inner(&self, queue: &str, options: ReceiveOptions) -> Result<Vec<Message>> {
         validate_name(queue)?;
         if options.max_messages == 0 || options.max_messages > MAX_RECEIVE_BATCH {
             return Err(Error::invalid(format!(

@@ -106,7 +106,7 @@ impl<S: Store> Engine<S> {
         r
     }
 
-    pub(super) async fn send_batch_inner(
+    async fn send_batch_inner(
         &self,
         queue: &str,
         mut messages: Vec<OutMessage>,
@@ -225,7 +225,7 @@ impl<T: StoreTx> EngineTx<'_, T> {
     }
 }
 
-pub(super) fn single_slot(slots: &[EnqueueSlot], id: Option<String>) -> Result<SeqNumber> {
+fn single_slot(slots: &[EnqueueSlot], id: Option<String>) -> Result<SeqNumber> {
     match slots.first() {
         Some(EnqueueSlot::Conflict) => Err(Error::DedupConflict {
             message_id: id.unwrap_or_default(),

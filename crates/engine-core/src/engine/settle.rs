@@ -19,12 +19,7 @@ impl<S: Store> Engine<S> {
         fields(queue = queue, seq = lock.seq.0, op = settlement.op()),
         err(level = "debug")
     )]
-    pub(super) async fn settle(
-        &self,
-        queue: &str,
-        lock: LockRef,
-        settlement: Settlement,
-    ) -> Result<()> {
+    async fn settle(&self, queue: &str, lock: LockRef, settlement: Settlement) -> Result<()> {
         let started = Instant::now();
         let op = settlement.op();
         let r = self.settle_inner(queue, lock, settlement).await;
@@ -32,12 +27,7 @@ impl<S: Store> Engine<S> {
         r
     }
 
-    pub(super) async fn settle_inner(
-        &self,
-        queue: &str,
-        lock: LockRef,
-        settlement: Settlement,
-    ) -> Result<()> {
+    async fn settle_inner(&self, queue: &str, lock: LockRef, settlement: Settlement) -> Result<()> {
         validate_name(queue)?;
         let _g = self.admit().await?;
         let delayed = match &settlement {
@@ -123,7 +113,7 @@ impl<S: Store> Engine<S> {
         r
     }
 
-    pub(super) async fn complete_batch_inner(
+    async fn complete_batch_inner(
         &self,
         queue: &str,
         locks: &[LockRef],
@@ -154,11 +144,7 @@ impl<S: Store> Engine<S> {
         r
     }
 
-    pub(super) async fn renew_batch_inner(
-        &self,
-        queue: &str,
-        locks: &[LockRef],
-    ) -> Result<Vec<BatchResult>> {
+    async fn renew_batch_inner(&self, queue: &str, locks: &[LockRef]) -> Result<Vec<BatchResult>> {
         validate_name(queue)?;
         if locks.is_empty() || locks.len() > MAX_RENEW_BATCH {
             return Err(Error::invalid(format!(

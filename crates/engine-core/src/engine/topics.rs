@@ -46,7 +46,7 @@ impl<S: Store> Engine<S> {
     }
 
     /// The compiled filter of this text (compiled once, then cached).
-    pub(super) fn filter(&self, text: &str) -> Result<Arc<Filter>> {
+    fn filter(&self, text: &str) -> Result<Arc<Filter>> {
         if let Some(f) = self.cached_filter(text) {
             return Ok(f);
         }
@@ -64,7 +64,7 @@ impl<S: Store> Engine<S> {
             .len()
     }
 
-    pub(super) fn cached_filter(&self, text: &str) -> Option<Arc<Filter>> {
+    fn cached_filter(&self, text: &str) -> Option<Arc<Filter>> {
         self.inner
             .filters
             .lock()
@@ -75,7 +75,7 @@ impl<S: Store> Engine<S> {
 
     /// Caches a compiled filter, within [`MAX_CACHED_FILTERS`]: at the bound an entry
     /// gives way (a filter still in use is compiled again on its next publish).
-    pub(super) fn remember_filter(&self, filter: &Arc<Filter>) {
+    fn remember_filter(&self, filter: &Arc<Filter>) {
         let mut cache = self.inner.filters.lock().unwrap_or_else(|e| e.into_inner());
         if cache.len() >= MAX_CACHED_FILTERS && !cache.contains_key(filter.text()) {
             let victim = cache.keys().next().cloned();
@@ -266,7 +266,7 @@ impl<S: Store> Engine<S> {
 
 /// Which messages each subscription takes, by index: the filters evaluated, failures
 /// routing nothing and logged (sampled, so a stream of failures does not flood the log).
-pub(super) fn route_by_filters(
+fn route_by_filters(
     filters: &[(String, Arc<Filter>)],
     messages: &[OutMessage],
     now: i64,

@@ -38,13 +38,13 @@ pub(super) enum Op {
 /// A lock handed to the completer or the renewer, and where its outcome goes: the
 /// lease's new end (0 for a completion) when it took effect, None when the lock was
 /// lost, or why the call failed.
-pub(super) type Coalesced = (
+type Coalesced = (
     LockRef,
     oneshot::Sender<std::result::Result<Option<i64>, String>>,
 );
 
 /// The most locks one call of the completer or the renewer carries.
-pub(super) const MAX_COALESCED: usize = 256;
+const MAX_COALESCED: usize = 256;
 
 /// Completes (or renews) what the jobs hand over, coalescing what gathers while a call
 /// runs into the next one: one lock alone is settled as its job would settle it, several
@@ -241,7 +241,7 @@ where
 }
 
 /// How a job ends.
-pub(super) enum Settle {
+enum Settle {
     Complete,
     Retry(Duration),
     /// Reason and description.

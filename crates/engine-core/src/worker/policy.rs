@@ -85,7 +85,7 @@ impl RetryPolicy {
 }
 
 /// A number in [0, 1) from the operating system's random source.
-pub(super) fn unit_random() -> f64 {
+fn unit_random() -> f64 {
     let bits = crate::types::LockToken::random().as_u128() as u64 >> 11;
     bits as f64 / (1u64 << 53) as f64
 }

@@ -56,7 +56,7 @@ impl std::error::Error for GroupFailed {}
 
 /// The database rolled a group's transaction back by itself.
 #[derive(Debug)]
-pub(super) struct RolledBack(&'static str);
+struct RolledBack(&'static str);
 
 impl std::fmt::Display for RolledBack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -72,7 +72,7 @@ impl std::error::Error for RolledBack {}
 pub(super) type Answer = Box<dyn FnOnce() + Send>;
 
 /// A kept call's answer, given the group commit's outcome.
-pub(super) type Reply = Box<dyn FnOnce(std::result::Result<(), Arc<Error>>) -> Answer + Send>;
+type Reply = Box<dyn FnOnce(std::result::Result<(), Arc<Error>>) -> Answer + Send>;
 
 /// The table of a handle's group operations, taken from the first call of a group.
 pub(super) struct GroupOps<T> {
@@ -188,7 +188,7 @@ where
 
 /// What one caller of a failed group hears: the error itself when it says what to do
 /// (a full disk, say), else that the shared commit failed, and why.
-pub(super) fn shared_failure(backend: &'static str, why: &Error) -> Error {
+fn shared_failure(backend: &'static str, why: &Error) -> Error {
     // The cause's own text, sources included (a backend error's message is only its
     // backend's name).
     why.for_each_caller()

@@ -21,7 +21,7 @@ use crate::tables::{EXP_ATTEMPT, EXP_DEDUP, EXP_RECEIPT, Ix, Tables};
 
 use super::{Departed, IN_PLAY, busy_lines, dlq_oldest, load_queue};
 
-pub(super) fn queue_in_play(t: &Tables<'_>, queue: &str) -> Result<bool> {
+fn queue_in_play(t: &Tables<'_>, queue: &str) -> Result<bool> {
     for s in IN_PLAY {
         if t.first_seq(Ix::State, &Key::new().s(queue).b(state_code(s)))?
             .is_some()
@@ -61,7 +61,7 @@ pub(crate) fn upsert_queue(
 }
 
 /// Removes the entries of a keyed table under `prefix` and their janitor entries.
-pub(super) fn drop_prefixed(t: &mut Tables<'_>, which: u8, prefix: &Key) -> Result<()> {
+fn drop_prefixed(t: &mut Tables<'_>, which: u8, prefix: &Key) -> Result<()> {
     let end = prefix.end();
     let mut doomed: Vec<(Vec<u8>, i64)> = Vec::new();
     match which {

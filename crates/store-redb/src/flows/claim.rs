@@ -21,12 +21,7 @@ use super::{Departed, expiring_key, load_queue};
 /// index (active, not waiting), so a blocked backlog and locked rows are never visited
 /// (5.6); a line member is skipped if an older member of its line is locked, deferred
 /// or scheduled (one seek of the blocking index), as in the SQL stores.
-pub(super) fn pick_heads(
-    t: &Tables<'_>,
-    now: i64,
-    queue: &str,
-    max: usize,
-) -> Result<Vec<MessageRow>> {
+fn pick_heads(t: &Tables<'_>, now: i64, queue: &str, max: usize) -> Result<Vec<MessageRow>> {
     let prefix = Key::new().s(queue);
     let end = prefix.end();
     let mut out = Vec::new();
@@ -122,7 +117,7 @@ pub(crate) fn claim(
 /// Receive-and-delete: the heads, then each head's line in order while its members
 /// are claimable, the oldest `max` of all that deleted; the lines they left get their
 /// next heads (1.7).
-pub(super) fn receive_and_delete(
+fn receive_and_delete(
     t: &mut Tables<'_>,
     now: i64,
     queue: &str,

@@ -18,7 +18,7 @@ use super::{busy_lines, expiring_key, load_queue};
 /// The meta key of the sequence counter (the last number handed out).
 pub(super) const LAST_SEQ: &str = "last_seq";
 
-pub(super) fn next_seq(t: &mut Tables<'_>) -> Result<i64> {
+fn next_seq(t: &mut Tables<'_>) -> Result<i64> {
     let last = match t.meta.get(LAST_SEQ).map_err(db)? {
         Some(v) => Decoder(v.value()).i()?,
         None => 0,

@@ -55,19 +55,14 @@ const IN_PLAY: [MessageState; 4] = [
     MessageState::Scheduled,
 ];
 
-pub(super) fn expiring_key(which: u8, exp: i64, key: &[u8]) -> Vec<u8> {
+fn expiring_key(which: u8, exp: i64, key: &[u8]) -> Vec<u8> {
     let mut x = Key::new().b(which).i(exp);
     x.0.extend_from_slice(key);
     x.0
 }
 
 /// A queue's dead letters dead-lettered at or before `cutoff`, oldest first.
-pub(super) fn dlq_oldest(
-    t: &Tables<'_>,
-    queue: &str,
-    cutoff: i64,
-    limit: usize,
-) -> Result<Vec<i64>> {
+fn dlq_oldest(t: &Tables<'_>, queue: &str, cutoff: i64, limit: usize) -> Result<Vec<i64>> {
     let prefix = Key::new().s(queue);
     let end = prefix.clone().i(cutoff).end();
     Ok(t.scan(Ix::Dlq, prefix.bytes(), &end, limit)?

@@ -20,12 +20,7 @@ use super::{Departed, expiring_key, load_queue};
 /// The row under `lock` if its fence holds: in `queue`, locked, the lease live at `now`
 /// and the token the current one (2.6, 2.9).
 /// Why `lock` finds no live lease (only asked once the fence refused it).
-pub(super) fn lost_reason(
-    t: &Tables<'_>,
-    now: i64,
-    queue: &str,
-    lock: &LockRef,
-) -> Result<LockLostReason> {
+fn lost_reason(t: &Tables<'_>, now: i64, queue: &str, lock: &LockRef) -> Result<LockLostReason> {
     let found = t.row(lock.seq.0)?.map(|r| decide::FoundLock {
         in_queue: r.queue == queue,
         locked: r.m.state == MessageState::Locked,
@@ -35,12 +30,7 @@ pub(super) fn lost_reason(
     Ok(decide::lost_reason(found, now))
 }
 
-pub(super) fn fenced(
-    t: &Tables<'_>,
-    now: i64,
-    queue: &str,
-    lock: &LockRef,
-) -> Result<Option<MessageRow>> {
+fn fenced(t: &Tables<'_>, now: i64, queue: &str, lock: &LockRef) -> Result<Option<MessageRow>> {
     Ok(t.row(lock.seq.0)?.filter(|r| {
         r.queue == queue
             && r.m.state == MessageState::Locked
@@ -49,7 +39,7 @@ pub(super) fn fenced(
     }))
 }
 
-pub(super) fn receipt_key(queue: &str, lock: &LockRef, s: &Settlement) -> Key {
+fn receipt_key(queue: &str, lock: &LockRef, s: &Settlement) -> Key {
     Key::new()
         .s(queue)
         .i(lock.seq.0)
@@ -58,7 +48,7 @@ pub(super) fn receipt_key(queue: &str, lock: &LockRef, s: &Settlement) -> Key {
         .s(&s.receipt_args())
 }
 
-pub(super) fn write_receipts(
+fn write_receipts(
     t: &mut Tables<'_>,
     now: i64,
     queue: &str,
@@ -85,13 +75,7 @@ pub(super) fn write_receipts(
     Ok(())
 }
 
-pub(super) fn replays(
-    t: &Tables<'_>,
-    now: i64,
-    queue: &str,
-    s: &Settlement,
-    lock: &LockRef,
-) -> Result<bool> {
+fn replays(t: &Tables<'_>, now: i64, queue: &str, s: &Settlement, lock: &LockRef) -> Result<bool> {
     t.work.lookup();
     Ok(t.receipts
         .get(receipt_key(queue, lock, s).bytes())

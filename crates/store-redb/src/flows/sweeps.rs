@@ -41,7 +41,7 @@ pub(crate) fn recover(t: &mut Tables<'_>, now: i64, task: RecoverTask) -> Result
     }
 }
 
-pub(super) fn cached_cfg<'c>(
+fn cached_cfg<'c>(
     t: &Tables<'_>,
     cache: &'c mut HashMap<String, QueueConfig>,
     queue: &str,
@@ -55,7 +55,7 @@ pub(super) fn cached_cfg<'c>(
         .ok_or_else(|| Error::queue_not_found(queue))
 }
 
-pub(super) fn reap(t: &mut Tables<'_>, now: i64, cutoff: i64) -> Result<u64> {
+fn reap(t: &mut Tables<'_>, now: i64, cutoff: i64) -> Result<u64> {
     let end = Key::new().i(cutoff).end();
     let mut rows = Vec::new();
     for k in t.scan(Ix::Lease, &[], &end, usize::MAX)? {
@@ -102,7 +102,7 @@ pub(super) fn reap(t: &mut Tables<'_>, now: i64, cutoff: i64) -> Result<u64> {
     Ok(n)
 }
 
-pub(super) fn expire(t: &mut Tables<'_>, now: i64) -> Result<u64> {
+fn expire(t: &mut Tables<'_>, now: i64) -> Result<u64> {
     let end = Key::new().i(now).end();
     let mut rows = Vec::new();
     for k in t.scan(Ix::Expiry, &[], &end, usize::MAX)? {
@@ -134,7 +134,7 @@ pub(super) fn expire(t: &mut Tables<'_>, now: i64) -> Result<u64> {
     Ok(n)
 }
 
-pub(super) fn retention(t: &mut Tables<'_>, now: i64, defaults: RetentionDefaults) -> Result<u64> {
+fn retention(t: &mut Tables<'_>, now: i64, defaults: RetentionDefaults) -> Result<u64> {
     let mut doomed = Vec::new();
     for q in list_queues(t)? {
         let c = &q.config;
@@ -161,7 +161,7 @@ pub(super) fn retention(t: &mut Tables<'_>, now: i64, defaults: RetentionDefault
     Ok(n)
 }
 
-pub(super) fn janitor(t: &mut Tables<'_>, now: i64) -> Result<u64> {
+fn janitor(t: &mut Tables<'_>, now: i64) -> Result<u64> {
     let mut n = 0;
     for which in [EXP_RECEIPT, EXP_ATTEMPT, EXP_DEDUP] {
         let start = Key::new().b(which);

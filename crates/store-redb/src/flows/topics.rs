@@ -15,7 +15,7 @@ use crate::tables::Tables;
 
 use super::{enqueue, load_any, upsert_queue};
 
-pub(super) fn subscription(name: &str, buf: &[u8]) -> Result<Subscription> {
+fn subscription(name: &str, buf: &[u8]) -> Result<Subscription> {
     let mut r = Decoder(buf);
     Ok(Subscription {
         topic: r.s()?,
