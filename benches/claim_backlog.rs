@@ -8,7 +8,8 @@
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mqlite_engine_core::{Engine, OutMessage, QueueConfig, Store, SystemClock};
+use mqlite_contract::{OutMessage, QueueConfig, Store, SystemClock};
+use mqlite_engine::Engine;
 use mqlite_tck::{Access, Typed};
 
 const Q: &str = "bench";
@@ -17,7 +18,7 @@ struct Setup<S: Store> {
     _dir: tempfile::TempDir,
     engine: Engine<S>,
     /// The blocked line's head, claimed.
-    head: mqlite_engine_core::Message,
+    head: mqlite_contract::Message,
 }
 
 /// A queue whose group "blocked" has its head locked and `backlog` messages behind it.
@@ -56,7 +57,7 @@ async fn setup<A: Access>(access: &A, backlog: usize, in_flight: bool) -> Setup<
         // The backlog itself is claimed: N live leases sit in front of the free messages.
         loop {
             let got = engine
-                .receive(Q, mqlite_engine_core::ReceiveOptions::batch(256))
+                .receive(Q, mqlite_contract::ReceiveOptions::batch(256))
                 .await
                 .expect("claim backlog");
             if got.is_empty() {

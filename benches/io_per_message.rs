@@ -9,7 +9,7 @@
 //! separate groups cannot compare within the 2 % the issue asks for.
 
 use mqlite_benches::body;
-use mqlite_engine_core::{OutMessage, QueueConfig, SystemClock};
+use mqlite_contract::{OutMessage, QueueConfig, SystemClock};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 #[derive(Clone, Copy, Default)]
@@ -106,7 +106,7 @@ fn typed_vs_dyn(rt: &tokio::runtime::Runtime, n: usize) {
         )
         .await;
         let dynamic = mqlite_benches::engine_with_queue(
-            mqlite_engine_core::DynStore::new(open("dyn.db").await.expect("open")),
+            mqlite_contract::DynStore::new(open("dyn.db").await.expect("open")),
             "q",
             QueueConfig::default(),
         )

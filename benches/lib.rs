@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use mqlite_engine_core::{Engine, EngineOptions, QueueConfig, Store};
+use mqlite_contract::{QueueConfig, Store};
+use mqlite_engine::{Engine, EngineOptions};
 
 /// An engine over `store` with the background loops off (a bench drives everything it
 /// measures) and the queue `queue` created with `config`.

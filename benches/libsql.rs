@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mqlite_benches::body;
-use mqlite_engine_core::{Engine, LockRef, OutMessage, QueueConfig, SystemClock};
+use mqlite_contract::{LockRef, OutMessage, QueueConfig, SystemClock};
+use mqlite_engine::Engine;
 use mqlite_store_libsql::tck::{Sqld, sqld_binary};
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
 

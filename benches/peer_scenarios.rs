@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use mqlite_benches::body;
-use mqlite_engine_core::{Engine, EngineOptions, OutMessage, QueueConfig, ReceiveOptions};
+use mqlite_contract::{OutMessage, QueueConfig, ReceiveOptions};
+use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 
 const Q: &str = "jobs";

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mqlite_engine_core::{OutMessage, QueueConfig, SendOptions};
+use mqlite_contract::{OutMessage, QueueConfig, SendOptions};
 use mqlite_stores::mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// Messages per publish (and per send).

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use mqlite_benches::body;
-use mqlite_engine_core::{OutMessage, QueueConfig, SystemClock};
+use mqlite_contract::{OutMessage, QueueConfig, SystemClock};
 use mqlite_tck::{Access, Typed};
 
 const BATCH: usize = 64;

@@ -18,9 +18,8 @@ use std::time::{Duration, Instant};
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use mqlite_benches::{LatenessProbe, body};
-use mqlite_engine_core::{
-    DynStore, Engine, LockRef, OutMessage, QueueConfig, ReceiveOptions, SystemClock,
-};
+use mqlite_contract::{DynStore, LockRef, OutMessage, QueueConfig, ReceiveOptions, SystemClock};
+use mqlite_engine::Engine;
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 use rusqlite::Connection;
 
@@ -523,7 +522,7 @@ fn worker_end_to_end(c: &mut Criterion) {
                 .worker(Q, move |_m| {
                     handled.fetch_add(1, Ordering::SeqCst);
                     progress.notify_one();
-                    async { Ok::<(), mqlite_engine_core::worker::HandlerError>(()) }
+                    async { Ok::<(), mqlite_engine::worker::HandlerError>(()) }
                 })
                 .concurrency(4);
             w.rt.spawn(worker.run_until(async {

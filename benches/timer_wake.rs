@@ -11,10 +11,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mqlite_engine_core::{
-    Engine, EngineOptions, LockRef, Message, OutMessage, QueueConfig, ReceiveOptions, SendOptions,
-    SystemClock,
+use mqlite_contract::{
+    LockRef, Message, OutMessage, QueueConfig, ReceiveOptions, SendOptions, SystemClock,
 };
+use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 
 const Q: &str = "timers";

@@ -3,10 +3,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use mqlite_engine_core::OutboxStore;
-use mqlite_engine_core::{
-    MessageState, PeekOptions, REASON_MAX_DELIVERY, RecoverTask, Result, SeqNumber, Store,
-    SystemClock,
+use mqlite_contract::MessageState;
+use mqlite_contract::OutboxStore;
+use mqlite_contract::{
+    PeekOptions, REASON_MAX_DELIVERY, RecoverTask, Result, SeqNumber, Store, SystemClock,
 };
 use mqlite_tck::StoreFactory;
 
@@ -83,10 +83,7 @@ impl Findings {
     }
 }
 
-async fn all_messages<S: Store>(
-    store: &S,
-    queue: &str,
-) -> Result<Vec<mqlite_engine_core::Message>> {
+async fn all_messages<S: Store>(store: &S, queue: &str) -> Result<Vec<mqlite_contract::Message>> {
     let mut out = Vec::new();
     let mut from = SeqNumber(0);
     loop {

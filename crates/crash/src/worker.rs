@@ -12,9 +12,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mqlite_engine_core::{
-    Engine, EngineOptions, Error, OutMessage, QueueConfig, ReceiveOptions, SystemClock,
-};
+use mqlite_contract::{Error, OutMessage, QueueConfig, ReceiveOptions, SystemClock};
+use mqlite_engine::{Engine, EngineOptions};
 use mqlite_tck::Access;
 use mqlite_tck::cases::integrity::Rng;
 

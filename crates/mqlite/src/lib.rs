@@ -13,7 +13,7 @@
 //!
 //! Two engines, one API:
 //! - [`Engine`] is typed over the SQLite store: no boxing, and the transactional outbox
-//!   ([`Engine::tx`](mqlite_engine_core::Engine::tx)) hands you the native rusqlite
+//!   ([`Engine::tx`](mqlite_engine::Engine::tx)) hands you the native rusqlite
 //!   transaction.
 //! - [`AnyEngine`] holds a store chosen at run time from a location ([`open`]): a file
 //!   path, `:memory:`, `redb:<path>` (with the `redb` feature), or `libsql://` and
@@ -21,41 +21,42 @@
 //!   operation works the same; the outbox is reached by naming the concrete store
 //!   (`tx_via::<SqliteStore, _, _>`), since its native handle is the store's own type.
 
-// The user's API, by name: the engine's internals (the SQL text, the attempt codec,
-// the store-side parameter types such as `ClaimSpec` and `RecoverTask`, the writer
-// thread) stay in `mqlite-engine-core` for store authors.
-pub use mqlite_engine_core::{
+// The user's API, by name: the store-side parameter types (`ClaimSpec`,
+// `RecoverTask`, ...) stay in `mqlite-contract` and the writer thread, the codec and
+// the planners in `mqlite-kit`, for store authors.
+pub use mqlite_contract::{
     AccessKey, BatchResult, Clock, CreatedKey, DEFAULT_LOCK_DURATION, DEFAULT_MAX_DELIVERY_COUNT,
-    DynStore, EngineOptions, EngineTx, EnqueueSlot, Error, EventIdentity, HasOutbox, LeasesAtOpen,
-    LockHolder, LockLostReason, LockRef, LockToken, LoopKind, ManualClock, Message, MessageState,
-    OrderingMode, OutMessage, OutboxStore, Ownership, PeekOptions, Permission, PurgeOptions, Queue,
-    QueueConfig, QueueInfo, QueueKind, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED,
+    DynStore, EnqueueSlot, Error, EventIdentity, HasOutbox, LockHolder, LockLostReason, LockRef,
+    LockToken, ManualClock, Message, OutMessage, OutboxStore, Ownership, PeekOptions, Permission,
+    PurgeOptions, QueueConfig, QueueInfo, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED,
     RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions, RedriveOptions, Result, RetentionDefaults,
-    SendOptions, SeqNumber, SharedClock, Store, StoreStatus, StoreTx, Subscription, SweepReport,
-    SystemClock, WorkStats,
+    SendOptions, SeqNumber, SharedClock, Store, StoreStatus, StoreTx, Subscription, SystemClock,
+    WorkStats,
 };
+pub use mqlite_contract::{MessageState, OrderingMode, QueueKind};
+pub use mqlite_engine::{EngineOptions, EngineTx, LeasesAtOpen, LoopKind, Queue, SweepReport};
 
 /// The worker: handlers over long-polls with renewal, retries and a graceful stop.
 pub mod worker {
-    pub use mqlite_engine_core::worker::{
+    pub use mqlite_engine::worker::{
         HandlerError, REASON_HANDLER_FAILED, RetryPolicy, Worker, WorkerReport,
     };
 }
 
 /// The engine over any store `S` (generic code that serves the typed and the run-time
 /// engine alike).
-pub type GenericEngine<S> = mqlite_engine_core::Engine<S>;
+pub type GenericEngine<S> = mqlite_engine::Engine<S>;
 
 mod registry;
 pub use registry::{AnyEngine, Location, open, open_store, open_with};
 
 /// What a filter test says: valid or not (with the compile error), and whether a given
 /// message matches.
-pub use mqlite_engine_core::FilterTest;
+pub use mqlite_engine::FilterTest;
 
 /// The engine's limits: what every call is checked against, and the checks of names.
 pub mod limits {
-    pub use mqlite_engine_core::engine::{
+    pub use mqlite_engine::engine::{
         DEFAULT_MAX_MESSAGE_BYTES, MAX_ABANDON_DELAY, MAX_CACHED_FILTERS, MAX_COMPLETE_BATCH,
         MAX_KEY_PAGE, MAX_NAME_BYTES, MAX_PEEK, MAX_RECEIVE_BATCH, MAX_REDRIVE_SELECTION,
         MAX_RENEW_BATCH, MAX_SEND_BATCH, MAX_WAIT, validate_name, validate_new_name,
@@ -64,18 +65,18 @@ pub mod limits {
 
 /// Access tokens: minting one, the digest a key is stored by, random secrets.
 pub mod access {
-    pub use mqlite_engine_core::access::{mint_token, random_hex, token_digest};
+    pub use mqlite_contract::access::{mint_token, random_hex, token_digest};
 }
 
 /// An error and its sources, `a: b: c`, each once: for a log line or a last word.
-pub use mqlite_engine_core::error::chain as error_chain;
+pub use mqlite_contract::error::chain as error_chain;
 
 pub mod trace;
 
 /// Event identity (CloudEvents 1.0.2): the dedup key, the fingerprint, and the HTTP
 /// binary and structured modes.
 pub mod event {
-    pub use mqlite_engine_core::event::{
+    pub use mqlite_contract::event::{
         EventIdentity, Fingerprint, fingerprint, from_binary_headers, from_structured,
         to_binary_headers, to_structured,
     };
@@ -84,19 +85,19 @@ pub mod event {
 /// The consumer inbox: an effect and its marker in one transaction of the consumer's
 /// database (17.2–17.4).
 pub mod inbox {
-    pub use mqlite_engine_core::inbox::{
+    pub use mqlite_contract::side::InboxMarker;
+    pub use mqlite_engine::inbox::{
         DEFAULT_INBOX_RETENTION, Inbox, Processed, REASON_INBOX_CONFLICT, settle,
     };
-    pub use mqlite_engine_core::side::InboxMarker;
 }
 
 /// The relay from a producer's database to a queue in another.
 pub mod relay {
-    pub use mqlite_engine_core::relay::{
+    pub use mqlite_contract::side::{RelayBacklog, RelayIntent};
+    pub use mqlite_engine::relay::{
         DEFAULT_RELAY_BATCH, DEFAULT_RELAY_INTERVAL, DEFAULT_RELAY_RETENTION, Relay, RelayRound,
         SentIntents,
     };
-    pub use mqlite_engine_core::side::{RelayBacklog, RelayIntent};
 }
 
 #[cfg(feature = "sqlite")]
@@ -123,4 +124,4 @@ pub use mqlite_store_libsql::{LibsqlOptions, LibsqlStore, LibsqlTx};
 /// # Ok::<(), mqlite::Error>(()) }).unwrap();
 /// ```
 #[cfg(feature = "sqlite")]
-pub type Engine = mqlite_engine_core::Engine<SqliteStore>;
+pub type Engine = mqlite_engine::Engine<SqliteStore>;

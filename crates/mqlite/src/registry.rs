@@ -6,9 +6,8 @@
 //! `redb` and `libsql`, off); a location whose store is compiled out names the feature
 //! to turn on, and an unknown scheme says what locations are understood.
 
-use mqlite_engine_core::{
-    DynStore, Engine, EngineOptions, Error, Result, SharedClock, SystemClock,
-};
+use mqlite_contract::{DynStore, Error, Result, SharedClock, SystemClock};
+use mqlite_engine::{Engine, EngineOptions};
 
 /// The run-time engine: any store, chosen by location.
 pub type AnyEngine = Engine<DynStore>;

@@ -1,9 +1,10 @@
 //! The trace by location: [`trace`] opens each boundary's database (a path, `redb:…`,
 //! `libsql://…`) and reads its evidence for one event identity (see
-//! [`mqlite_engine_core::trace`]). `mqlite trace` calls it.
+//! [`mqlite_engine::trace`]). `mqlite trace` calls it.
 
-pub use mqlite_engine_core::trace::{Boundary, Trace};
-use mqlite_engine_core::{EngineOptions, Error, Result, SystemClock};
+use mqlite_contract::{Error, Result, SystemClock};
+use mqlite_engine::EngineOptions;
+pub use mqlite_engine::trace::{Boundary, Trace};
 
 use crate::registry::{AnyEngine, Location, open_with};
 

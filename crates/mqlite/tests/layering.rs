@@ -1,6 +1,8 @@
 //! The workspace's layering, read from `cargo metadata` (normal dependencies only): the
-//! engine names no store; a store names no engine user (the facade, the broker, the
-//! CLI) and no other store; the broker and the CLI go through the facade alone.
+//! contract depends on no crate of ours; the store kit and the engine only on the
+//! contract; a store on the contract, the kit and the SQL flows, never on the engine,
+//! an engine user (the facade, the broker, the CLI) or another store; the broker and
+//! the CLI go through the facade alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -45,13 +47,19 @@ fn deps<'a>(all: &'a BTreeMap<String, BTreeSet<String>>, name: &str) -> &'a BTre
 }
 
 #[test]
-fn the_engine_names_no_store_and_the_broker_goes_through_the_facade() {
+fn contract_kit_engine_and_stores_are_layered_and_the_broker_goes_through_the_facade() {
     let all = layering();
-    assert!(
-        deps(&all, "mqlite-engine-core").is_empty(),
-        "the engine depends on {:?}",
-        deps(&all, "mqlite-engine-core")
-    );
+    let only = |name: &str, allowed: &[&str]| {
+        let wrong: Vec<_> = deps(&all, name)
+            .iter()
+            .filter(|d| !allowed.contains(&d.as_str()))
+            .collect();
+        assert!(wrong.is_empty(), "{name} depends on {wrong:?}");
+    };
+    only("mqlite-contract", &[]);
+    only("mqlite-kit", &["mqlite-contract"]);
+    only("mqlite-engine", &["mqlite-contract"]);
+    only("mqlite-sql", &["mqlite-contract", "mqlite-kit"]);
     for user in ["mqlite-broker", "mqlite-cli"] {
         let wrong: Vec<_> = deps(&all, user)
             .iter()
@@ -71,16 +79,9 @@ fn the_engine_names_no_store_and_the_broker_goes_through_the_facade() {
         let wrong: Vec<_> = deps(&all, store)
             .iter()
             .filter(|d| {
-                d.starts_with("mqlite-store-")
-                    || ["mqlite", "mqlite-broker", "mqlite-cli", "mqlite-stores"]
-                        .contains(&d.as_str())
+                !["mqlite-contract", "mqlite-kit", "mqlite-sql", "mqlite-tck"].contains(&d.as_str())
             })
             .collect();
         assert!(wrong.is_empty(), "{store} depends on {wrong:?}");
     }
-    let sql = deps(&all, "mqlite-sql");
-    assert!(
-        sql.iter().all(|d| d == "mqlite-engine-core"),
-        "the SQL flows depend on {sql:?}"
-    );
 }

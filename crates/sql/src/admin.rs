@@ -1,18 +1,19 @@
 //! Queue administration and the admin reads: upsert/delete/list, cancel, peek, stats,
 //! redrive, purge and status (6.2, 7.1, 12.1).
 
-use mqlite_engine_core::types::millis;
+use mqlite_contract::types::millis;
 use std::collections::BTreeSet;
 
-use mqlite_engine_core::{
-    Error, Message, OrderingMode, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueKind,
-    QueueStats, RedriveOptions, Result, SeqNumber,
+use mqlite_contract::{
+    Error, Message, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueStats, RedriveOptions,
+    Result, SeqNumber,
 };
+use mqlite_contract::{OrderingMode, QueueKind};
 use serde_json::json;
 
 use crate::exec::{SqlExec, Value, exists};
-use mqlite_engine_core::enqueue::{line_of, waiting_flags};
-use mqlite_engine_core::upsert::{Upsert, decide, mode_change_refused};
+use mqlite_kit::enqueue::{line_of, waiting_flags};
+use mqlite_kit::upsert::{Upsert, decide, mode_change_refused};
 
 use crate::line::{Departed, busy_lines};
 use crate::rows::{load_queue, message, queue_row};
@@ -353,7 +354,7 @@ pub async fn status<X: SqlExec>(
     backend: &'static str,
     location: String,
     remote: bool,
-) -> Result<mqlite_engine_core::StoreStatus> {
+) -> Result<mqlite_contract::StoreStatus> {
     let rows = x.query(STATUS, &[]).await?;
     let r = rows
         .first()
@@ -362,9 +363,9 @@ pub async fn status<X: SqlExec>(
     let relay = if r.flag(5)? {
         crate::side::relay_backlog(x).await?
     } else {
-        mqlite_engine_core::RelayBacklog::default()
+        mqlite_contract::RelayBacklog::default()
     };
-    Ok(mqlite_engine_core::StoreStatus {
+    Ok(mqlite_contract::StoreStatus {
         relay,
         backend,
         location,

@@ -5,12 +5,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use mqlite_engine_core::codec::{decode_messages, encode_messages};
-use mqlite_engine_core::decide;
-use mqlite_engine_core::engine::MAX_RECEIVE_BATCH;
-use mqlite_engine_core::{
+use mqlite_contract::limits::MAX_RECEIVE_BATCH;
+use mqlite_contract::{
     ClaimSpec, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
 };
+use mqlite_kit::codec::{decode_messages, encode_messages};
+use mqlite_kit::decide;
 use serde_json::json;
 
 use crate::exec::{SqlExec, Value};
@@ -319,7 +319,7 @@ async fn receive_and_delete<X: SqlExec>(
         .map(|(mut m, _)| {
             // Counted by this claim (1.3); deleted in its transaction, so no lease.
             m.delivery_count += 1;
-            m.state = mqlite_engine_core::MessageState::Locked;
+            m.state = mqlite_contract::MessageState::Locked;
             m.lock_token = None;
             m.locked_until_ms = 0;
             m

@@ -5,10 +5,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use mqlite_engine_core::enqueue::{
+use mqlite_contract::{EnqueueSlot, Error, OutMessage, Result, SendOptions, SeqNumber};
+use mqlite_kit::enqueue::{
     Fresh, Plan, Timing, dedup_keys, plan, require_groups, slots, waiting_flags,
 };
-use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, Result, SendOptions, SeqNumber};
 use serde_json::json;
 
 use crate::exec::{SqlExec, Value};
@@ -34,8 +34,7 @@ pub const ROW_PARAMS: usize = 11;
 
 /// The largest send fits one INSERT.
 const _: () = assert!(
-    crate::values::SIZES[crate::values::SIZES.len() - 1]
-        >= mqlite_engine_core::engine::MAX_SEND_BATCH
+    crate::values::SIZES[crate::values::SIZES.len() - 1] >= mqlite_contract::limits::MAX_SEND_BATCH
 );
 
 /// The multi-row INSERT of a send, one text per size of [`crate::values`]: up to `n`
@@ -46,7 +45,7 @@ const _: () = assert!(
 /// them, with no copy in between.
 pub static INSERT_ROWS: Texts = Texts::new(|| {
     values::build(
-        mqlite_engine_core::engine::MAX_SEND_BATCH.next_power_of_two(),
+        mqlite_contract::limits::MAX_SEND_BATCH.next_power_of_two(),
         |n| {
             format!(
                 "INSERT INTO mqlite_messages (id, queue, state, line, waiting, enqueued_at,

@@ -1,11 +1,12 @@
 //! The one seam between the shared flows and a SQL driver: [`SqlExec`] runs a statement
 //! with named parameters. The flows are async so that a remote driver (libsql) awaits its
 //! round trips; a local driver (rusqlite) answers at once, and its writer thread drives
-//! the flow with `mqlite_engine_core::blocking::block_on`.
+//! the flow with `mqlite_kit::blocking::block_on`.
 
 use std::future::Future;
 
-use mqlite_engine_core::{Error, QueueConfig, QueueKind, Result};
+use mqlite_contract::QueueKind;
+use mqlite_contract::{Error, QueueConfig, Result};
 
 /// A SQL value as bound and as read.
 #[derive(Debug, Clone, PartialEq)]

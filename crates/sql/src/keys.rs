@@ -1,6 +1,6 @@
 //! Access keys (9.3): stored as digests only; revocation at statement time.
 
-use mqlite_engine_core::{AccessKey, Error, Result};
+use mqlite_contract::{AccessKey, Error, Result};
 
 use crate::exec::{Row, SqlExec, Value, exists};
 

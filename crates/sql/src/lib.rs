@@ -92,9 +92,9 @@ pub mod topics;
 pub mod values;
 
 pub use exec::{Executed, Params, Row, SqlExec, Value};
-/// The engine core, for [`store_ops!`]'s expansion.
+/// The contract, for [`store_ops!`]'s expansion.
 #[doc(hidden)]
-pub use mqlite_engine_core as core;
+pub use mqlite_contract as core;
 pub use schema::{SCHEMA, SCHEMA_TOKEN};
 
 /// The size [`store_ops!`] gives a call whose work its caller does not bound (a scan,

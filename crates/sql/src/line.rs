@@ -1,10 +1,10 @@
-//! The line rule (see `mqlite_engine_core::store`), in SQL: which lines are busy, and
+//! The line rule (see `mqlite_contract::store`), in SQL: which lines are busy, and
 //! who becomes head when a head leaves play. Which line a message joins and whether it
-//! waits are decided once for every store, in `mqlite_engine_core::enqueue`.
+//! waits are decided once for every store, in `mqlite_kit::enqueue`.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use mqlite_engine_core::Result;
+use mqlite_contract::Result;
 
 use crate::exec::{SqlExec, Value};
 

@@ -162,7 +162,7 @@ pub fn misses(name: &str, plan: &[String], indexes: &[&str]) -> Vec<String> {
 pub async fn judge_all<E, Fut>(mut explain: E) -> Vec<(String, Result<(), String>)>
 where
     E: FnMut(&'static str) -> Fut,
-    Fut: Future<Output = mqlite_engine_core::Result<Vec<String>>>,
+    Fut: Future<Output = mqlite_contract::Result<Vec<String>>>,
 {
     let mut out = Vec::new();
     for (name, sql) in crate::STATEMENTS.iter() {

@@ -1,13 +1,13 @@
 //! Decoding rows into domain types, and the queue read every operation starts with.
 
-use mqlite_engine_core::decide;
-use mqlite_engine_core::types::from_millis;
+use mqlite_contract::types::from_millis;
+use mqlite_kit::decide;
 use std::collections::BTreeMap;
 
-use mqlite_engine_core::{
-    Error, EventIdentity, LockToken, Message, MessageState, OrderingMode, OutMessage, QueueConfig,
-    QueueKind, Result, SeqNumber,
+use mqlite_contract::{
+    Error, EventIdentity, LockToken, Message, OutMessage, QueueConfig, Result, SeqNumber,
 };
+use mqlite_contract::{MessageState, OrderingMode, QueueKind};
 
 use crate::exec::{Row, SqlExec, Value};
 

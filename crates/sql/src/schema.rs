@@ -8,7 +8,7 @@ pub const SCHEMA_TOKEN: &str = "mqlite-rs/4";
 /// The eight STRICT tables and their indexes, in creation order.
 ///
 /// `mqlite_messages.line` is a message's ordering line (see the line rule in
-/// `mqlite_engine_core::store`): its group id on standard and group_fifo queues, `''`
+/// `mqlite_contract::store`): its group id on standard and group_fifo queues, `''`
 /// (one line for the whole queue) on strict_fifo, NULL when unordered.
 /// `messages.waiting` is 1 while an older message of the same line is still in play;
 /// only the line's head has 0, so a claim never walks a blocked backlog (5.6).

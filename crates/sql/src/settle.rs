@@ -2,11 +2,11 @@
 //! and Renew), the receipts written in the same transaction, and the receipt replay for
 //! a retried identical request.
 
-use mqlite_engine_core::decide;
-use mqlite_engine_core::types::millis;
+use mqlite_contract::types::millis;
+use mqlite_kit::decide;
 use std::collections::{HashMap, HashSet};
 
-use mqlite_engine_core::{
+use mqlite_contract::{
     BatchResult, Error, LockLostReason, LockRef, RECEIPT_TTL_MS, Result, Settlement,
 };
 use serde_json::json;
@@ -90,7 +90,7 @@ pub const COMPLETE_MANY: &str = concat!(
 pub const BOUND_LOCKS: usize = 1024;
 
 /// The renewal always fits [`BOUND_LOCKS`].
-const _: () = assert!(mqlite_engine_core::engine::MAX_RENEW_BATCH <= BOUND_LOCKS);
+const _: () = assert!(mqlite_contract::limits::MAX_RENEW_BATCH <= BOUND_LOCKS);
 
 /// The `(seq, token)` pairs bound from `?3` on, as the table `p(seq, tok)`: the
 /// positional form of [`presented!`]'s items (a spare NULL pair matches nothing).

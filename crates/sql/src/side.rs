@@ -1,14 +1,14 @@
-//! The side tables (`mqlite_engine_core::side`): the consumer inbox and the producer's
+//! The side tables (`mqlite_contract::side`): the consumer inbox and the producer's
 //! relay outbox, created on first use in the database the application's transaction
 //! runs in. Every operation runs inside the caller's transaction; the first write to
 //! find a table missing creates it (in that same transaction) and runs again, and a
 //! read of a missing table answers no rows.
 
-use mqlite_engine_core::codec::{decode_out, encode_out};
-use mqlite_engine_core::{
+use mqlite_contract::{
     Error, Fingerprint, InboxMarker, RelayBacklog, RelayIntent, Result, SentEvidence, SeqNumber,
     SideSweep,
 };
+use mqlite_kit::codec::{decode_out, encode_out};
 
 use crate::exec::{CorruptRow, Params, Row, SqlExec, Value};
 use crate::rows::message;
@@ -204,7 +204,7 @@ pub async fn relay_insert<X: SqlExec>(
     x: &mut X,
     now: i64,
     queue: &str,
-    message: &mqlite_engine_core::OutMessage,
+    message: &mqlite_contract::OutMessage,
 ) -> Result<i64> {
     let e = message
         .event

@@ -1,8 +1,8 @@
 //! The recovery tasks behind the background loops (1.4, 3.1, 7.1, 7.2, 8.1–8.3, 3.2):
 //! each is a few set-based statements over a partial index, in one transaction.
 
-use mqlite_engine_core::decide;
-use mqlite_engine_core::{RecoverTask, Result, RetentionDefaults};
+use mqlite_contract::{RecoverTask, Result, RetentionDefaults};
+use mqlite_kit::decide;
 
 use crate::exec::{Row, SqlExec, Value};
 use crate::line::Departed;

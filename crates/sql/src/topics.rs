@@ -2,10 +2,9 @@
 //! backing queue of kind `subscription`; a publish enqueues every copy in the caller's
 //! one transaction.
 
-use mqlite_engine_core::decide;
-use mqlite_engine_core::{
-    EnqueueSlot, QueueConfig, QueueKind, Result, Route, SendOptions, Subscription,
-};
+use mqlite_contract::QueueKind;
+use mqlite_contract::{EnqueueSlot, QueueConfig, Result, Route, SendOptions, Subscription};
+use mqlite_kit::decide;
 
 use crate::admin::upsert_queue;
 use crate::exec::{Row, SqlExec, Value};

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::collections::HashMap;
 
-use mqlite_engine_core::{QueueConfig, QueueKind, Result};
+use mqlite_contract::QueueKind;
+use mqlite_contract::{QueueConfig, Result};
 use mqlite_sql::{Executed, Params, Row, SqlExec, Value};
 
 use crate::db;
@@ -152,7 +153,7 @@ impl Exec<'_> {
     /// A statement after the flow's last one would run outside its transaction.
     fn not_committed(&self) -> Result<()> {
         if self.committed {
-            Err(mqlite_engine_core::Error::invalid(
+            Err(mqlite_contract::Error::invalid(
                 "a statement after the flow's last one: the transaction is committed",
             ))
         } else {
@@ -384,7 +385,7 @@ pub(crate) fn inline<N: AsRef<str>>(sql: &str, params: &[(N, Value)]) -> Result<
                     .or_else(|| params.iter().find(|(k, _)| k.as_ref() == name))
                     .map(|(_, v)| v)
                     .ok_or_else(|| {
-                        mqlite_engine_core::Error::invalid(format!("no value for {name} in: {sql}"))
+                        mqlite_contract::Error::invalid(format!("no value for {name} in: {sql}"))
                     })?;
                 literal(&mut out, value);
             }

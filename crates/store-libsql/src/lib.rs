@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use mqlite_engine_core::{
+use mqlite_contract::{
     Error, OpenStore, OutboxStore, Ownership, Result, SharedClock, Store, StoreStatus, SystemClock,
     WorkStats,
 };
@@ -399,7 +399,7 @@ impl OutboxStore for LibsqlStore {
                 };
                 let out = f(&mut ltx).await?;
                 // Cancelled before commit: the transaction rolls back (13.4, 16.1).
-                mqlite_engine_core::StoreTx::check_cancelled(&ltx).map_err(E::from)?;
+                mqlite_contract::StoreTx::check_cancelled(&ltx).map_err(E::from)?;
                 Ok(out)
             })
             .await

@@ -7,7 +7,7 @@ use std::sync::Weak;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use mqlite_engine_core::{Error, LockHolder, Result, SharedClock, millis};
+use mqlite_contract::{Error, LockHolder, Result, SharedClock, millis};
 use mqlite_sql::schema::{SCHEMA, SCHEMA_TOKEN, SELECT_TOKEN};
 
 use crate::exec::{NO_PARAMS, Sent, named, rows};
@@ -139,7 +139,7 @@ impl Lease {
         length: Duration,
         location: &str,
     ) -> Result<Lease> {
-        let id = mqlite_engine_core::access::random_hex(16);
+        let id = mqlite_contract::access::random_hex(16);
         let length_ms = millis(length);
         // A read first, without the write lock: a live owner's transaction may hold it.
         let found = rows(conn, READ_LEASE, NO_PARAMS).await?;

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-use mqlite_engine_core::{Error, OutboxStore, Result, SharedClock};
+use mqlite_contract::{Error, OutboxStore, Result, SharedClock};
 use mqlite_tck::{Capability, StoreFactory};
 
 use crate::exec::{NO_PARAMS, rows};
@@ -219,7 +219,7 @@ impl LibsqlFactory {
         let verdicts =
             mqlite_sql::plan::judge_all(|sql| store.explain(sql, mqlite_sql::plan::realistic))
                 .await;
-        mqlite_engine_core::Store::close(&store).await;
+        mqlite_contract::Store::close(&store).await;
         verdicts
     }
 }

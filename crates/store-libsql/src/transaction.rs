@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use mqlite_engine_core::{Error, Result};
+use mqlite_contract::{Error, Result};
 
 use crate::exec::Exec;
 

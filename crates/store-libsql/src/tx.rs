@@ -4,11 +4,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use mqlite_engine_core::{Error, Result, StoreTx};
+use mqlite_contract::{Error, Result, StoreTx};
 
 use crate::exec::{Exec, Sent};
 
-/// The libSQL store's handle inside [`mqlite_engine_core::Engine::tx`].
+/// The libSQL store's handle inside the engine's `Engine::tx`.
 pub struct LibsqlTx<'t> {
     pub(crate) tx: &'t libsql::Transaction,
     pub(crate) now: i64,

@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use libtest_mimic::Arguments;
 
-use mqlite_engine_core::{
-    Engine, Error, ManualClock, OutMessage, PeekOptions, QueueConfig, SeqNumber, SystemClock,
+use mqlite_contract::{
+    Error, ManualClock, OutMessage, PeekOptions, QueueConfig, SeqNumber, SystemClock,
 };
+use mqlite_engine::Engine;
 use mqlite_store_libsql::LibsqlStore;
 use mqlite_store_libsql::tck::Sqld;
 
@@ -41,7 +42,7 @@ const Q: &str = "q";
 /// An engine whose lease outlives every trial (no renewal lands inside one).
 async fn engine(
     url: &str,
-    clock: mqlite_engine_core::SharedClock,
+    clock: mqlite_contract::SharedClock,
 ) -> Result<Engine<LibsqlStore>, Error> {
     support::engine(url, clock, Duration::from_secs(60)).await
 }

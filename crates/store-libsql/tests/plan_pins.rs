@@ -5,7 +5,7 @@
 
 use libtest_mimic::Arguments;
 
-use mqlite_engine_core::ManualClock;
+use mqlite_contract::ManualClock;
 use mqlite_sql::plan::{
     CLAIM_INDEXES, INDEX_PINS, is_scan, misses, realistic, render, text, uses_index,
 };

@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use libtest_mimic::Arguments;
 
-use mqlite_engine_core::{
-    Engine, LockRef, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveMode,
-    ReceiveOptions,
-};
+use mqlite_contract::OrderingMode;
+use mqlite_contract::{LockRef, ManualClock, OutMessage, QueueConfig, ReceiveMode, ReceiveOptions};
+use mqlite_engine::Engine;
 use mqlite_store_libsql::LibsqlStore;
 use mqlite_store_libsql::tck::Sqld;
 use support::{Outcome, trial};
@@ -171,7 +170,7 @@ async fn changed(dir: tempfile::TempDir) -> Outcome {
     }
     mq.delete_queue("q").await?;
     match mq.receive("q", ReceiveOptions::batch(1)).await {
-        Err(mqlite_engine_core::Error::NotFound { kind: "queue", .. }) => {}
+        Err(mqlite_contract::Error::NotFound { kind: "queue", .. }) => {}
         other => return Err(format!("a receive from the deleted queue gave {other:?}").into()),
     }
     mq.close().await;

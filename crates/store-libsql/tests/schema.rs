@@ -7,7 +7,7 @@ mod support;
 
 use libtest_mimic::Arguments;
 
-use mqlite_engine_core::{ManualClock, OutboxStore, Store, StoreTx};
+use mqlite_contract::{ManualClock, OutboxStore, Store, StoreTx};
 use mqlite_sql::golden;
 use mqlite_store_libsql::tck::Sqld;
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};

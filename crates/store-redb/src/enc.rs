@@ -1,11 +1,10 @@
 //! Encodings: order-preserving composite keys for the index tables, and the compact
-//! binary values of rows (a message row reuses engine-core's codec for the message).
+//! binary values of rows (a message row reuses the store kit's codec for the message).
 
-use mqlite_engine_core::codec::{decode_messages, encode_messages};
-use mqlite_engine_core::types::from_millis;
-use mqlite_engine_core::{
-    AccessKey, Error, Message, MessageState, OrderingMode, QueueConfig, QueueKind, Result,
-};
+use mqlite_contract::types::from_millis;
+use mqlite_contract::{AccessKey, Error, Message, QueueConfig, Result};
+use mqlite_contract::{MessageState, OrderingMode, QueueKind};
+use mqlite_kit::codec::{decode_messages, encode_messages};
 
 /// A composite key whose byte order is the order of its components: a string is its
 /// bytes with 0x00 escaped as 0x00 0xFF and a 0x00 0x01 terminator; an integer is

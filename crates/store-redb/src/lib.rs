@@ -29,14 +29,15 @@ use open::{display_path, open_database, open_paths};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mqlite_engine_core::blocking::block_on;
-use mqlite_engine_core::reserve::Reserve;
-use mqlite_engine_core::{
+use mqlite_contract::QueueKind;
+use mqlite_contract::{
     AccessKey, BatchResult, ClaimSpec, EnqueueSlot, Error, LockRef, Message, OpenStore, OutMessage,
-    OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueKind,
-    QueueStats, RecoverTask, RedriveOptions, Result, Route, SendOptions, SeqNumber, Settlement,
-    SharedClock, Store, StoreStatus, Subscription, SystemClock, WorkStats,
+    OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueStats,
+    RecoverTask, RedriveOptions, Result, Route, SendOptions, SeqNumber, Settlement, SharedClock,
+    Store, StoreStatus, Subscription, SystemClock, WorkStats,
 };
+use mqlite_kit::blocking::block_on;
+use mqlite_kit::reserve::Reserve;
 
 pub use tx::RedbTx;
 
@@ -111,7 +112,7 @@ impl RedbOptions {
 /// The redb store.
 pub struct RedbStore {
     writer: Writer,
-    /// The full-disk reserve (see [`mqlite_engine_core::reserve`]).
+    /// The full-disk reserve (see [`mqlite_kit::reserve`]).
     reserve: Arc<Reserve>,
     clock: SharedClock,
     backend: Option<Arc<dyn redb::StorageBackend>>,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use redb::{Database, DatabaseError, ReadableDatabase, TableError};
 
-use mqlite_engine_core::{Error, LockHolder, Result};
+use mqlite_contract::{Error, LockHolder, Result};
 
 /// The redb version this store links, for the application's own tables in
 /// [`RedbTx::redb`].

@@ -1,15 +1,15 @@
-//! The side tables (`mqlite_engine_core::side`) in redb: the consumer inbox and the
+//! The side tables (`mqlite_contract::side`) in redb: the consumer inbox and the
 //! producer's relay outbox, each with the hand-built indexes its lookups need. redb
 //! creates a table the first time a write transaction opens it, so the tables appear on
 //! first use, inside the application's transaction.
 
 use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
-use mqlite_engine_core::codec::{decode_out, encode_out};
-use mqlite_engine_core::{
+use mqlite_contract::{
     Fingerprint, InboxMarker, OutMessage, RelayBacklog, RelayIntent, Result, SentEvidence,
     SeqNumber, SideSweep,
 };
+use mqlite_kit::codec::{decode_out, encode_out};
 
 use crate::db;
 use crate::enc::{Decoder, Encoder, Key, corrupt, key_str, trailing_i64};
@@ -125,7 +125,7 @@ pub(crate) fn inbox_insert(txn: &WriteTransaction, m: &InboxMarker) -> Result<()
     let mut inbox = txn.open_table(INBOX).map_err(db)?;
     if inbox.get(key.bytes()).map_err(db)?.is_some() {
         // As the SQL stores' primary key: a marker is written once.
-        return Err(mqlite_engine_core::Error::invalid(format!(
+        return Err(mqlite_contract::Error::invalid(format!(
             "consumer {} already has a marker for ({}, {})",
             m.consumer, m.source, m.id
         )));
@@ -150,9 +150,10 @@ pub(crate) fn relay_insert(
     queue: &str,
     message: &OutMessage,
 ) -> Result<i64> {
-    let e = message.event.as_ref().ok_or_else(|| {
-        mqlite_engine_core::Error::invalid("a relay intent needs an event identity")
-    })?;
+    let e = message
+        .event
+        .as_ref()
+        .ok_or_else(|| mqlite_contract::Error::invalid("a relay intent needs an event identity"))?;
     let mut relay = txn.open_table(RELAY).map_err(db)?;
     let last = relay.last().map_err(db)?.map(|(k, _)| k.value());
     let seq = last.unwrap_or(0) + 1;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{ReadableTable, TableDefinition};
 
-use mqlite_engine_core::{Error, OutboxStore, Result, SharedClock};
+use mqlite_contract::{Error, OutboxStore, Result, SharedClock};
 use mqlite_tck::{Capability, StoreFactory};
 
 use crate::{RedbOptions, RedbStore, db};

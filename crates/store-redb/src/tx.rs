@@ -3,7 +3,7 @@
 
 use redb::WriteTransaction;
 
-use mqlite_engine_core::{
+use mqlite_contract::{
     EnqueueSlot, Error, InboxMarker, OutMessage, RelayBacklog, RelayIntent, Result, SendOptions,
     SentEvidence, SideSweep, StoreTx,
 };
@@ -11,7 +11,7 @@ use mqlite_engine_core::{
 use crate::tables::{Tables, WorkCounter};
 use crate::{flows, side};
 
-/// The redb store's handle inside [`mqlite_engine_core::Engine::tx`].
+/// The redb store's handle inside the engine's `Engine::tx`.
 pub struct RedbTx<'t> {
     pub(crate) txn: WriteTransaction,
     pub(crate) now: i64,

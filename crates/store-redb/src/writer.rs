@@ -1,4 +1,4 @@
-//! The redb store's transactions on engine-core's one writer thread, which owns the
+//! The redb store's transactions on the store kit's one writer thread, which owns the
 //! `redb::Database`: a write transaction per job, committed durably (redb's default
 //! `Durability::Immediate`) unless the caller went away first (13.4: dropping an
 //! uncommitted redb transaction aborts it).
@@ -13,10 +13,10 @@ use std::sync::Arc;
 
 use redb::{Database, WriteTransaction};
 
-use mqlite_engine_core::file::FileIdentity;
-use mqlite_engine_core::reserve::Reserve;
-use mqlite_engine_core::writer::WriterThread;
-use mqlite_engine_core::{Error, Result, SharedClock};
+use mqlite_contract::{Error, Result, SharedClock};
+use mqlite_kit::file::FileIdentity;
+use mqlite_kit::reserve::Reserve;
+use mqlite_kit::writer::WriterThread;
 
 use crate::db;
 

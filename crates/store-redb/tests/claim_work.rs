@@ -3,10 +3,9 @@
 //! expired, unreaped leases. The store counts the entries it visits (`Store::work`); a
 //! count is stable where a time is not.
 
-use mqlite_engine_core::from_millis;
-use mqlite_engine_core::{
-    Engine, EngineOptions, ManualClock, OutMessage, QueueConfig, ReceiveOptions, Store,
-};
+use mqlite_contract::from_millis;
+use mqlite_contract::{ManualClock, OutMessage, QueueConfig, ReceiveOptions, Store};
+use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_redb::{RedbOptions, RedbStore};
 
 const BIG: usize = 100_000;

@@ -24,13 +24,14 @@
 //! MQLITE_POWER_CUTS=1000 cargo test --release -p mqlite-store-redb --test power_cut -- --nocapture
 //! ```
 
-use mqlite_engine_core::from_millis;
+use mqlite_contract::from_millis;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use mqlite_engine_core::{
-    ClaimSpec, EnqueueSlot, LockRef, ManualClock, OutMessage, PeekOptions, QueueConfig, QueueKind,
+use mqlite_contract::QueueKind;
+use mqlite_contract::{
+    ClaimSpec, EnqueueSlot, LockRef, ManualClock, OutMessage, PeekOptions, QueueConfig,
     ReceiveMode, SendOptions, SeqNumber, Settlement, Store,
 };
 use mqlite_store_redb::redb::StorageBackend;

@@ -2,17 +2,19 @@
 //! workload (the consistency check), sequence numbers survive a restart without reuse
 //! (G1), and the guards of 10.1 and 10.2 on files redb and others wrote.
 
-use mqlite_engine_core::from_millis;
+use mqlite_contract::from_millis;
 use std::path::Path;
 use std::time::Duration;
 
-use mqlite_engine_core::{
-    Engine, EngineOptions, Error, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveMode,
-    ReceiveOptions, RedriveOptions, SendOptions, Store,
+use mqlite_contract::OrderingMode;
+use mqlite_contract::{
+    Error, ManualClock, OutMessage, QueueConfig, ReceiveMode, ReceiveOptions, RedriveOptions,
+    SendOptions, Store,
 };
+use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_redb::{RedbOptions, RedbStore, SCHEMA_TOKEN, check_file};
 
-async fn open(path: &Path, clock: &ManualClock) -> mqlite_engine_core::Result<RedbStore> {
+async fn open(path: &Path, clock: &ManualClock) -> mqlite_contract::Result<RedbStore> {
     RedbStore::open(RedbOptions::new(path).clock(clock.shared())).await
 }
 
@@ -164,7 +166,7 @@ async fn a_second_open_is_db_locked_with_the_path() {
     match open(&path, &clock).await {
         Err(Error::DbLocked {
             path: p,
-            holder: mqlite_engine_core::LockHolder::ThisProcess,
+            holder: mqlite_contract::LockHolder::ThisProcess,
         }) => assert!(p.ends_with("mq.redb"), "{p}"),
         Err(e) => panic!("expected DbLocked, got {e}"),
         Ok(_) => panic!("a second writer opened the file"),

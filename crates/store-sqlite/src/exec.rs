@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, StatementStatus};
 
-use mqlite_engine_core::{Error, Result, WorkStats};
+use mqlite_contract::{Error, Result, WorkStats};
 use mqlite_sql::{Executed, Params, Row, SqlExec, Value};
 
 use crate::db;

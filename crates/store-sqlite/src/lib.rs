@@ -3,7 +3,7 @@
 //! One connection, owned by a writer thread: a short call that finds the store idle
 //! runs on its caller's thread (a WAL commit under `synchronous=NORMAL` does not
 //! fsync), while contended calls, long ones, FULL commits and checkpoints run on the
-//! writer thread (engine-core's `writer/`; docs/internals.md, "Where store work
+//! writer thread (the store kit's `writer/`; docs/internals.md, "Where store work
 //! runs"). The file is in WAL mode, `synchronous=NORMAL` by default and FULL on
 //! request; advisory locks on `<db>.lock` and on a rendezvous file named after the
 //! database's inode keep every other writer out, whatever name it uses (10.1), which is
@@ -20,18 +20,18 @@ pub mod tck;
 mod tx;
 mod writer;
 
-pub use mqlite_engine_core::reserve::RESERVE_BYTES;
-use mqlite_engine_core::reserve::Reserve;
+pub use mqlite_kit::reserve::RESERVE_BYTES;
+use mqlite_kit::reserve::Reserve;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use mqlite_engine_core::blocking::block_on;
-use mqlite_engine_core::{
+use mqlite_contract::{
     Error, OpenStore, OutboxStore, Ownership, Result, SharedClock, Store, StoreStatus, SystemClock,
     WorkStats,
 };
+use mqlite_kit::blocking::block_on;
 use mqlite_sql as sql;
 
 pub use tx::SqliteTx;
@@ -262,7 +262,7 @@ impl SqliteStore {
 
     /// [`store_ops!`](sql::store_ops)'s entry for the flows that add messages (send,
     /// publish): refused at once with `StorageFull` while the disk is full and the
-    /// reserve is given up to the drain (see [`mqlite_engine_core::reserve`]). When a retry is due, the
+    /// reserve is given up to the drain (see [`mqlite_kit::reserve`]). When a retry is due, the
     /// writer first truncates the WAL and tries to put the reserve back; the flow is
     /// queued behind that and runs only if it succeeded. A refused flow is never
     /// handed to the writer.
@@ -295,7 +295,7 @@ impl SqliteStore {
     }
 
     /// How many group commits the writer has made: calls waiting for the writer share
-    /// one (tests count them; see engine-core's writer).
+    /// one (tests count them; see the store kit's writer).
     pub fn group_commits(&self) -> u64 {
         self.writer.commits()
     }

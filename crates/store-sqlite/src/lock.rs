@@ -85,7 +85,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use mqlite_engine_core::{Error, LockHolder, Result};
+use mqlite_contract::{Error, LockHolder, Result};
 
 /// What the registry holds for one open database.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

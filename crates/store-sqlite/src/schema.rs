@@ -3,7 +3,7 @@
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
-use mqlite_engine_core::{Error, Result};
+use mqlite_contract::{Error, Result};
 use mqlite_sql::schema::{INSERT_TOKEN, SCHEMA, SCHEMA_TOKEN, SELECT_TOKEN};
 
 use crate::{Synchronous, db};

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mqlite_engine_core::{OutboxStore, Result, SharedClock};
+use mqlite_contract::{OutboxStore, Result, SharedClock};
 use mqlite_tck::{Capability, StoreFactory};
 
 use crate::{SqliteOptions, SqliteStore, db};
@@ -104,7 +104,7 @@ impl StoreFactory for SqliteFactory {
         let verdicts =
             mqlite_sql::plan::judge_all(|sql| store.explain(sql, mqlite_sql::plan::realistic))
                 .await;
-        mqlite_engine_core::Store::close(&store).await;
+        mqlite_contract::Store::close(&store).await;
         verdicts
     }
 

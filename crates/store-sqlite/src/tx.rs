@@ -3,12 +3,12 @@
 
 use rusqlite::Transaction;
 
-use mqlite_engine_core::blocking::block_on;
-use mqlite_engine_core::{Error, Result, StoreTx};
+use mqlite_contract::{Error, Result, StoreTx};
+use mqlite_kit::blocking::block_on;
 
 use crate::exec::{Exec, WorkCounter};
 
-/// The SQLite store's handle inside [`mqlite_engine_core::Engine::tx`].
+/// The SQLite store's handle inside the engine's `Engine::tx`.
 pub struct SqliteTx<'t> {
     pub(crate) tx: Transaction<'t>,
     pub(crate) now: i64,

@@ -1,4 +1,4 @@
-//! The SQLite store's transactions on engine-core's writer, which owns the connection
+//! The SQLite store's transactions on the store kit's writer, which owns the connection
 //! (and, after it, the file lock): no two statements ever overlap and the claim needs
 //! no locking beyond SQLite's own. Under `synchronous=NORMAL` a WAL commit does not
 //! fsync, so a short call that finds the store idle runs on its caller's thread; the
@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-use mqlite_engine_core::file::FileIdentity;
-use mqlite_engine_core::writer::{GroupCommit, WriterThread};
-use mqlite_engine_core::{Error, Result, SharedClock};
+use mqlite_contract::{Error, Result, SharedClock};
+use mqlite_kit::file::FileIdentity;
+use mqlite_kit::writer::{GroupCommit, WriterThread};
 
 use crate::db;
 
@@ -208,7 +208,7 @@ impl Writer {
         self.thread.run(move |c, now, _| f(&mut c.conn, now))
     }
 
-    /// Runs `f` in a group commit (see engine-core's writer): its own savepoint inside
+    /// Runs `f` in a group commit (see the store kit's writer): its own savepoint inside
     /// the group's IMMEDIATE transaction, answered after the commit. A `short` call
     /// that finds the store idle runs on the caller's thread, alone in its transaction.
     /// A statement already running finishes (13.3), but work nobody will hear about is

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use mqlite_engine_core::{
+use mqlite_contract::{
     ClaimSpec, EnqueueSlot, Error, OutMessage, OutboxStore, ReceiveMode, SendOptions, Settlement,
     Store, StoreTx,
 };
@@ -27,7 +27,7 @@ async fn open(
 fn send(
     store: &SqliteStore,
     n: usize,
-) -> impl Future<Output = mqlite_engine_core::Result<Vec<EnqueueSlot>>> + use<'_> {
+) -> impl Future<Output = mqlite_contract::Result<Vec<EnqueueSlot>>> + use<'_> {
     let messages = (0..n).map(|i| OutMessage::new(format!("m{i}"))).collect();
     store.enqueue("q".into(), messages, SendOptions::default())
 }

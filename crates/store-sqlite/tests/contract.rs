@@ -1,10 +1,10 @@
 //! Two guarantees of the store contract (docs/backends.md) that no TCK case pins: G1's
 //! "never reused, even after deletion and restart" and G7's space given back.
 
-use mqlite_engine_core::from_millis;
-use mqlite_engine_core::{
-    Engine, EngineOptions, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveOptions,
-};
+use mqlite_contract::OrderingMode;
+use mqlite_contract::from_millis;
+use mqlite_contract::{ManualClock, OutMessage, QueueConfig, ReceiveOptions};
+use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 
 async fn engine(path: &str, clock: &ManualClock) -> Engine<SqliteStore> {

@@ -11,7 +11,7 @@ async fn synchronous_of(options: SqliteOptions) -> i64 {
 }
 
 async fn store_close(store: SqliteStore) {
-    use mqlite_engine_core::Store;
+    use mqlite_contract::Store;
     store.close().await;
 }
 

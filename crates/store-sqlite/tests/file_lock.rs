@@ -10,12 +10,12 @@
 use std::path::Path;
 use std::process::Command;
 
-use mqlite_engine_core::{Error, ManualClock, Store};
+use mqlite_contract::{Error, ManualClock, Store};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 
 const CHILD_ENV: &str = "MQLITE_LOCK_CHILD_DB";
 
-async fn open(location: &Path) -> mqlite_engine_core::Result<SqliteStore> {
+async fn open(location: &Path) -> mqlite_contract::Result<SqliteStore> {
     let clock = ManualClock::new(1_700_000_000_000).shared();
     SqliteStore::open(SqliteOptions::new(location.to_str().expect("utf-8 path")).clock(clock)).await
 }
@@ -202,7 +202,7 @@ async fn child_tries_to_open() {
         }
         // From another process, the refusal names another process as the holder.
         Err(Error::DbLocked {
-            holder: mqlite_engine_core::LockHolder::AnotherProcess,
+            holder: mqlite_contract::LockHolder::AnotherProcess,
             ..
         }) => "db_locked".to_owned(),
         Err(other) => format!("error:{other}"),
@@ -215,7 +215,8 @@ async fn child_tries_to_open() {
 /// waits for the dropped store to let the file go. 100 times in a row, every send kept.
 #[tokio::test]
 async fn reopen_right_after_a_drop_waits_for_the_release() {
-    use mqlite_engine_core::{Engine, EngineOptions, OutMessage, QueueConfig};
+    use mqlite_contract::{OutMessage, QueueConfig};
+    use mqlite_engine::{Engine, EngineOptions};
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("mq.db");
     for i in 0..100 {
@@ -251,7 +252,7 @@ async fn a_live_holder_in_this_process_is_named() {
     match open(&path).await {
         Err(
             e @ Error::DbLocked {
-                holder: mqlite_engine_core::LockHolder::ThisProcess,
+                holder: mqlite_contract::LockHolder::ThisProcess,
                 ..
             },
         ) => {

@@ -3,7 +3,7 @@
 //! up (the store submits a call to the writer when the call is made), so the grouping
 //! is deterministic: counted, not timed.
 
-use mqlite_engine_core::{
+use mqlite_contract::{
     ClaimSpec, EnqueueSlot, Error, LockRef, LockToken, OutMessage, ReceiveMode, SendOptions,
     SeqNumber, Settlement, Store,
 };
@@ -21,7 +21,7 @@ fn send<'a>(
     store: &'a SqliteStore,
     queue: &str,
     body: &str,
-) -> impl Future<Output = mqlite_engine_core::Result<Vec<EnqueueSlot>>> + use<'a> {
+) -> impl Future<Output = mqlite_contract::Result<Vec<EnqueueSlot>>> + use<'a> {
     store.enqueue(
         queue.into(),
         vec![OutMessage::new(body)],

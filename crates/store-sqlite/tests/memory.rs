@@ -1,9 +1,9 @@
 //! `:memory:` is a private database per store: it takes no file lock, works end to end,
 //! and two such stores share nothing.
 
-use mqlite_engine_core::{
-    Engine, EngineOptions, Error, ManualClock, MessageState, OutMessage, QueueConfig,
-};
+use mqlite_contract::MessageState;
+use mqlite_contract::{Error, ManualClock, OutMessage, QueueConfig};
+use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 
 async fn memory_engine(clock: &ManualClock) -> Engine<SqliteStore> {

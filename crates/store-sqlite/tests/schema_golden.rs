@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mqlite_engine_core::{ManualClock, Store};
+use mqlite_contract::{ManualClock, Store};
 use mqlite_sql as sql;
 use mqlite_sql::golden::{self, ddl_only, render, token_line};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};

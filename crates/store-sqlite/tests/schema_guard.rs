@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use mqlite_engine_core::{Error, ManualClock, Store};
+use mqlite_contract::{Error, ManualClock, Store};
 use mqlite_sql as sql;
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 use rusqlite::Connection;
 
-async fn open(path: &Path) -> mqlite_engine_core::Result<SqliteStore> {
+async fn open(path: &Path) -> mqlite_contract::Result<SqliteStore> {
     let clock = ManualClock::new(1_700_000_000_000).shared();
     SqliteStore::open(SqliteOptions::new(path.to_str().expect("utf-8 path")).clock(clock)).await
 }

@@ -6,9 +6,8 @@
 
 use std::process::Command;
 
-use mqlite_engine_core::{
-    Engine, EngineOptions, Error, ManualClock, OutMessage, QueueConfig, ReceiveOptions,
-};
+use mqlite_contract::{Error, ManualClock, OutMessage, QueueConfig, ReceiveOptions};
+use mqlite_engine::{Engine, EngineOptions};
 use mqlite_stores::mqlite_tck::{Capability, StoreFactory};
 use mqlite_stores::with_each_store;
 
@@ -99,7 +98,7 @@ async fn fill_and_drain<F: StoreFactory>(name: &str, factory: F) -> Result<(), S
             .unwrap_or_else(|e| {
                 panic!(
                     "{name}: receive on the full disk after {drained}: {}",
-                    mqlite_engine_core::error::chain(&e)
+                    mqlite_contract::error::chain(&e)
                 )
             });
         if got.is_empty() {

@@ -9,11 +9,12 @@
 
 use std::path::Path;
 
-use mqlite_engine_core::{
+use mqlite_contract::QueueKind;
+use mqlite_contract::{
     AccessKey, BatchResult, ClaimSpec, EnqueueSlot, Error, LockRef, Message, OutMessage,
-    OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueKind,
-    QueueStats, RecoverTask, RedriveOptions, Result, Route, SendOptions, SeqNumber, Settlement,
-    SharedClock, Store, StoreStatus, Subscription, WorkStats,
+    OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueStats,
+    RecoverTask, RedriveOptions, Result, Route, SendOptions, SeqNumber, Settlement, SharedClock,
+    Store, StoreStatus, Subscription, WorkStats,
 };
 use mqlite_store_sqlite::SqliteStore;
 use mqlite_store_sqlite::tck::SqliteFactory;

@@ -7,7 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use mqlite_engine_core::{Engine, EngineOptions, OutMessage, QueueConfig, Result, SystemClock};
+use mqlite_contract::{OutMessage, QueueConfig, Result, SystemClock};
+use mqlite_engine::{Engine, EngineOptions};
 
 use crate::StoreFactory;
 
@@ -35,8 +36,8 @@ pub fn measure<F: StoreFactory>(factory: &F) -> Result<Speeds> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| mqlite_engine_core::Error::backend("tck", e))?;
-    let dir = tempfile::tempdir().map_err(|e| mqlite_engine_core::Error::backend("tck", e))?;
+        .map_err(|e| mqlite_contract::Error::backend("tck", e))?;
+    let dir = tempfile::tempdir().map_err(|e| mqlite_contract::Error::backend("tck", e))?;
     rt.block_on(async {
         let store = factory.open(dir.path(), SystemClock::shared()).await?;
         let options = EngineOptions {

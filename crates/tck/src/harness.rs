@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
-use mqlite_engine_core::{
-    DynStore, Engine, EngineOptions, HasOutbox, ManualClock, OutboxStore, QueueConfig, Result,
-    SharedClock, Store,
+use mqlite_contract::{
+    DynStore, HasOutbox, ManualClock, OutboxStore, QueueConfig, Result, SharedClock, Store,
 };
+use mqlite_engine::{Engine, EngineOptions};
 
 /// What a case returns: `Err` (or a panic) fails it.
 pub type TckResult = std::result::Result<(), Box<dyn std::error::Error>>;
@@ -357,7 +357,7 @@ fn run_case<F: Access>(factory: Arc<F>, run: CaseFn<F>) -> std::result::Result<(
     // Every task of the case ends here, and with it every store the case left open.
     drop(rt);
     match outcome {
-        Ok(result) => result.map_err(|e| Failed::from(mqlite_engine_core::error::chain(&*e)))?,
+        Ok(result) => result.map_err(|e| Failed::from(mqlite_contract::error::chain(&*e)))?,
         Err(_) => return Err(Failed::from(format!("the case did not finish in {secs} s"))),
     }
     consistent(factory.factory(), dir.path())

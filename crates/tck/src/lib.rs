@@ -23,4 +23,4 @@ pub use harness::{
 };
 pub use report::{ReportCard, grade};
 
-pub use mqlite_engine_core::ManualClock;
+pub use mqlite_contract::ManualClock;

@@ -10,7 +10,8 @@ use libtest_mimic::{Completion, Failed, Trial};
 
 use std::time::Duration;
 
-use mqlite_engine_core::{Engine, EngineOptions, Error, SharedClock};
+use mqlite_contract::{Error, SharedClock};
+use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_libsql::tck::sqld_binary;
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
 

@@ -5,11 +5,12 @@ use std::collections::VecDeque;
 
 use redb::ReadableTable;
 
-use mqlite_engine_core::codec::{decode_messages, encode_messages};
-use mqlite_engine_core::decide;
-use mqlite_engine_core::{
-    ClaimSpec, LockToken, Message, MessageState, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
+use mqlite_contract::MessageState;
+use mqlite_contract::{
+    ClaimSpec, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
 };
+use mqlite_kit::codec::{decode_messages, encode_messages};
+use mqlite_kit::decide;
 
 use crate::db;
 use crate::enc::{Decoder, Encoder, Key, MessageRow, trailing_i64};

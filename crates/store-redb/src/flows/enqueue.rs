@@ -4,10 +4,10 @@ use std::collections::HashMap;
 
 use redb::ReadableTable;
 
-use mqlite_engine_core::enqueue::{
+use mqlite_contract::{EnqueueSlot, Message, OutMessage, Result, SendOptions, SeqNumber};
+use mqlite_kit::enqueue::{
     Fresh, Plan, Timing, dedup_keys, plan, require_groups, slots, waiting_flags,
 };
-use mqlite_engine_core::{EnqueueSlot, Message, OutMessage, Result, SendOptions, SeqNumber};
 
 use crate::db;
 use crate::enc::{Decoder, Encoder, Key, MessageRow};

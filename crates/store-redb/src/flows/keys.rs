@@ -2,7 +2,7 @@
 
 use redb::ReadableTable;
 
-use mqlite_engine_core::{AccessKey, Error, Result};
+use mqlite_contract::{AccessKey, Error, Result};
 
 use crate::db;
 use crate::enc::{decode_key, encode_key};

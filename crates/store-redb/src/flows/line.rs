@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use mqlite_engine_core::Result;
+use mqlite_contract::Result;
 
 use crate::enc::{Key, MessageRow};
 use crate::tables::{Ix, Tables};

@@ -1,6 +1,6 @@
 //! The operations, over [`Tables`]: the SQL stores' flows (crates/sql) reproduced step
 //! for step on hand-built indexes, so both kinds of store keep the same promises and the
-//! same line rule (see `mqlite_engine_core::store`).
+//! same line rule (see `mqlite_contract::store`).
 //!
 //! One file per mechanism, named as in crates/sql so the two kinds of store can be read
 //! side by side: `admin`, `claim`, `enqueue`, `keys`, `line`, `settle`, `sweeps`,
@@ -27,8 +27,9 @@ pub(crate) use topics::*;
 
 use redb::ReadableTable;
 
-use mqlite_engine_core::decide;
-use mqlite_engine_core::{Error, MessageState, QueueConfig, QueueKind, Result};
+use mqlite_contract::{Error, QueueConfig, Result};
+use mqlite_contract::{MessageState, QueueKind};
+use mqlite_kit::decide;
 
 use crate::db;
 use crate::enc::{Key, decode_queue, trailing_i64};

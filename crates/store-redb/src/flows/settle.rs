@@ -1,14 +1,15 @@
 //! Settlements, their receipts and batches: crates/sql's `settle`.
 
-use mqlite_engine_core::decide;
-use mqlite_engine_core::types::millis;
+use mqlite_contract::types::millis;
+use mqlite_kit::decide;
 use std::collections::{HashMap, HashSet};
 
 use redb::ReadableTable;
 
-use mqlite_engine_core::{
-    BatchResult, Error, LockLostReason, LockRef, LockToken, MessageState, REASON_MAX_DELIVERY,
-    RECEIPT_TTL_MS, Result, Settlement,
+use mqlite_contract::MessageState;
+use mqlite_contract::{
+    BatchResult, Error, LockLostReason, LockRef, LockToken, REASON_MAX_DELIVERY, RECEIPT_TTL_MS,
+    Result, Settlement,
 };
 
 use crate::db;

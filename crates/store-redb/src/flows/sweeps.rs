@@ -5,11 +5,12 @@ use std::collections::HashMap;
 
 use redb::ReadableTable;
 
-use mqlite_engine_core::decide;
-use mqlite_engine_core::{
-    Error, MessageState, QueueConfig, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RecoverTask, Result,
+use mqlite_contract::MessageState;
+use mqlite_contract::{
+    Error, QueueConfig, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RecoverTask, Result,
     RetentionDefaults,
 };
+use mqlite_kit::decide;
 
 use crate::db;
 use crate::enc::{Key, trailing_i64};

@@ -4,10 +4,9 @@ use std::collections::HashSet;
 
 use redb::ReadableTable;
 
-use mqlite_engine_core::decide;
-use mqlite_engine_core::{
-    EnqueueSlot, Error, QueueConfig, QueueKind, Result, Route, SendOptions, Subscription,
-};
+use mqlite_contract::QueueKind;
+use mqlite_contract::{EnqueueSlot, Error, QueueConfig, Result, Route, SendOptions, Subscription};
+use mqlite_kit::decide;
 
 use crate::db;
 use crate::enc::{Decoder, Encoder, Key, key_str};

@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use mqlite_engine_core::{Error, ManualClock, OutboxStore, QueueConfig, QueueKind, Store};
+use mqlite_contract::QueueKind;
+use mqlite_contract::{Error, ManualClock, OutboxStore, QueueConfig, Store};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 use tokio::sync::oneshot;
 

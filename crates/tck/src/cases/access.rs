@@ -1,7 +1,7 @@
 //! Section 9 at the store boundary: access keys are kept as digests and revoked at once
 //! (9.3). The HTTP side (401, 403) comes with the broker.
 
-use mqlite_engine_core::{Error, Permission};
+use mqlite_contract::{Error, Permission};
 
 use crate::harness::{Access, Ctx, TckResult};
 

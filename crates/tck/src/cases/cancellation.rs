@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use std::collections::{HashMap, HashSet};
 
-use mqlite_engine_core::{
-    Engine, Error, Message, MessageState, OutMessage, QueueConfig, ReceiveOptions, SeqNumber, Store,
-};
+use mqlite_contract::MessageState;
+use mqlite_contract::{Error, Message, OutMessage, QueueConfig, ReceiveOptions, SeqNumber, Store};
+use mqlite_engine::Engine;
 
 use super::{config, peek_all, send_n};
 use crate::harness::{Access, Ctx, TckResult};
@@ -64,7 +64,7 @@ async fn block_writer<F: Access>(
     mq: &Engine<F::Store>,
 ) -> (
     std::sync::mpsc::Sender<()>,
-    tokio::task::JoinHandle<mqlite_engine_core::Result<()>>,
+    tokio::task::JoinHandle<mqlite_contract::Result<()>>,
 ) {
     let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
     let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
@@ -102,7 +102,7 @@ pub async fn p13_1_cancelled_before_running_executes_nothing<F: Access>(ctx: Ctx
     ));
     drop(store.upsert_queue(
         "never-created".to_owned(),
-        mqlite_engine_core::QueueKind::Queue,
+        mqlite_contract::QueueKind::Queue,
         QueueConfig::default(),
         false,
     ));

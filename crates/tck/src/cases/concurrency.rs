@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mqlite_engine_core::{Error, LockRef, OutMessage, ReceiveOptions, SeqNumber};
+use mqlite_contract::{Error, LockRef, OutMessage, ReceiveOptions, SeqNumber};
 
 use super::cancellation::poll_once;
 use super::{config, parked_receiver, peek_all, receive_one, send_n};
@@ -119,7 +119,7 @@ pub async fn p14_3_sequence_numbers_never_repeat<F: Access>(ctx: Ctx<F>) -> TckR
         .receive(
             Q,
             ReceiveOptions {
-                mode: mqlite_engine_core::ReceiveMode::ReceiveAndDelete,
+                mode: mqlite_contract::ReceiveMode::ReceiveAndDelete,
                 ..Default::default()
             },
         )
@@ -314,7 +314,7 @@ pub async fn p14_6_a_failing_call_leaves_its_neighbours_committed<F: Access>(
     let held = receive_one(&mq, Q).await?;
     let forged = LockRef {
         seq: held.seq,
-        token: mqlite_engine_core::LockToken::random(),
+        token: mqlite_contract::LockToken::random(),
     };
     let mut calls = Vec::new();
     for round in 0..8 {
@@ -351,7 +351,7 @@ pub async fn p14_6_a_failing_call_leaves_its_neighbours_committed<F: Access>(
     assert_eq!(all.len(), 49, "48 sends and the held message");
     let locked: Vec<_> = all
         .iter()
-        .filter(|m| m.state == mqlite_engine_core::MessageState::Locked)
+        .filter(|m| m.state == mqlite_contract::MessageState::Locked)
         .map(|m| m.seq)
         .collect();
     assert_eq!(

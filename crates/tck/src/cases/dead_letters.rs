@@ -1,14 +1,16 @@
 //! Section 6: dead letters.
 
-use mqlite_engine_core::from_millis;
+use mqlite_contract::from_millis;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mqlite_engine_core::clock::BoxFuture;
-use mqlite_engine_core::{
-    Clock, Engine, EngineOptions, Error, ManualClock, MessageState, OutMessage, PeekOptions,
-    PurgeOptions, REASON_MAX_DELIVERY, RedriveOptions, SeqNumber, Store,
+use mqlite_contract::MessageState;
+use mqlite_contract::clock::BoxFuture;
+use mqlite_contract::{
+    Clock, Error, ManualClock, OutMessage, PeekOptions, PurgeOptions, REASON_MAX_DELIVERY,
+    RedriveOptions, SeqNumber, Store,
 };
+use mqlite_engine::{Engine, EngineOptions};
 use tokio::sync::watch;
 
 use super::{config, peek_all, receive_one, send_n, state_of};
@@ -313,7 +315,7 @@ async fn park<T: std::fmt::Debug>(
 async fn dead_and_active<S: Store>(
     mq: &Engine<S>,
     queue: &str,
-) -> mqlite_engine_core::Result<(Vec<SeqNumber>, Vec<SeqNumber>)> {
+) -> mqlite_contract::Result<(Vec<SeqNumber>, Vec<SeqNumber>)> {
     let all = peek_all(mq, queue).await?;
     let of = |state| {
         all.iter()

@@ -1,7 +1,7 @@
 //! Section 4: producer deduplication.
 
-use mqlite_engine_core::from_millis;
-use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, QueueConfig, SendOptions, SeqNumber};
+use mqlite_contract::from_millis;
+use mqlite_contract::{EnqueueSlot, Error, OutMessage, QueueConfig, SendOptions, SeqNumber};
 
 use super::peek_all;
 use crate::harness::{Access, Ctx, TckResult};

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use mqlite_engine_core::inbox::{Inbox, Processed, REASON_INBOX_CONFLICT, settle};
-use mqlite_engine_core::relay::Relay;
-use mqlite_engine_core::{
-    Engine, Error, EventIdentity, MessageState, OutMessage, QueueConfig, ReceiveOptions, StoreTx,
-};
+use mqlite_contract::MessageState;
+use mqlite_contract::{Error, EventIdentity, OutMessage, QueueConfig, ReceiveOptions, StoreTx};
+use mqlite_engine::Engine;
+use mqlite_engine::inbox::{Inbox, Processed, REASON_INBOX_CONFLICT, settle};
+use mqlite_engine::relay::Relay;
 
 use super::peek_all;
 use crate::harness::{Access, Ctx, TckResult};
@@ -36,7 +36,7 @@ fn inbox<F: Access>(mq: &Engine<F::Store>) -> Inbox<F::Store, F::Native> {
     Inbox::new(mq.clone())
 }
 
-async fn business_rows<F: Access>(mq: &Engine<F::Store>) -> mqlite_engine_core::Result<Vec<i64>> {
+async fn business_rows<F: Access>(mq: &Engine<F::Store>) -> mqlite_contract::Result<Vec<i64>> {
     mq.tx_via::<F::Native, _, _>(async |tx| F::business_rows(tx.native()).await)
         .await
 }

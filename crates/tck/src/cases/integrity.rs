@@ -1,13 +1,13 @@
 //! Section 3 (3.4): the integrity sweep — a randomized run with hashed bodies, consumed
 //! concurrently with abandons, lapsed leases and redeliveries.
 
-use mqlite_engine_core::from_millis;
+use mqlite_contract::from_millis;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mqlite_engine_core::dedup::body_digest;
-use mqlite_engine_core::{Error, OutMessage, ReceiveOptions, SeqNumber};
+use mqlite_contract::dedup::body_digest;
+use mqlite_contract::{Error, OutMessage, ReceiveOptions, SeqNumber};
 
 use super::config;
 use crate::harness::{Access, Ctx, TckResult};
@@ -124,8 +124,8 @@ pub async fn p3_4_integrity_sweep<F: Access>(ctx: Ctx<F>) -> TckResult {
     let dead = mq
         .peek(
             Q,
-            mqlite_engine_core::PeekOptions {
-                state: Some(mqlite_engine_core::MessageState::DeadLettered),
+            mqlite_contract::PeekOptions {
+                state: Some(mqlite_contract::MessageState::DeadLettered),
                 max: 1000,
                 ..Default::default()
             },

@@ -1,12 +1,12 @@
 //! Section 1: the peek-lock lifecycle.
 
-use mqlite_engine_core::from_millis;
+use mqlite_contract::from_millis;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use mqlite_engine_core::{
-    Error, LockRef, MessageState, OutMessage, REASON_MAX_DELIVERY, ReceiveMode, ReceiveOptions,
-    SendOptions,
+use mqlite_contract::MessageState;
+use mqlite_contract::{
+    Error, LockRef, OutMessage, REASON_MAX_DELIVERY, ReceiveMode, ReceiveOptions, SendOptions,
 };
 
 use super::{config, parked_receiver, peek_all, receive_one, send_n, state_of};
@@ -226,7 +226,7 @@ pub async fn p1_8_long_poll_wakes_on_send<F: Access>(ctx: Ctx<F>) -> TckResult {
 pub async fn p1_8_long_poll_returns_empty_at_deadline<F: Access>(ctx: Ctx<F>) -> TckResult {
     // No periodic re-check inside the wait: only a send or the deadline can end it.
     let mq = ctx
-        .engine_with(mqlite_engine_core::EngineOptions {
+        .engine_with(mqlite_engine::EngineOptions {
             background: false,
             long_poll_recheck: from_millis(60_000),
             ..Default::default()
@@ -265,7 +265,7 @@ pub async fn p1_8_long_poll_returns_empty_at_deadline<F: Access>(ctx: Ctx<F>) ->
 /// lease lets the loop reclaim it, with no sleeping anywhere.
 pub async fn p1_4_background_reaper_follows_the_manual_clock<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx
-        .engine_with(mqlite_engine_core::EngineOptions::default())
+        .engine_with(mqlite_engine::EngineOptions::default())
         .await?;
     mq.create_queue(Q, config(2_000, 10)).await?;
     let seq = mq.send(Q, OutMessage::new("x")).await?;
@@ -273,7 +273,7 @@ pub async fn p1_4_background_reaper_follows_the_manual_clock<F: Access>(ctx: Ctx
     ctx.clock.advance(2_000);
     let target = ctx.clock.now();
     // The reaper ticks every second of the manual clock; wait for a pass at or after now.
-    let mut progress = mq.loop_progress(mqlite_engine_core::LoopKind::Reaper);
+    let mut progress = mq.loop_progress(mqlite_engine::LoopKind::Reaper);
     progress.wait_for(|t| *t >= target).await?;
     assert_eq!(state_of(&mq, Q, seq).await?, Some(MessageState::Active));
     mq.close().await;
@@ -283,7 +283,8 @@ pub async fn p1_4_background_reaper_follows_the_manual_clock<F: Access>(ctx: Ctx
 /// 1.7 Receive-and-delete leaves nothing in flight, so one batch drains a FIFO line in
 /// order: the head, then each next member, while each is eligible.
 pub async fn p1_7_receive_and_delete_drains_a_line_in_order<F: Access>(ctx: Ctx<F>) -> TckResult {
-    use mqlite_engine_core::{OrderingMode, QueueConfig, ReceiveMode, SendOptions};
+    use mqlite_contract::OrderingMode;
+    use mqlite_contract::{QueueConfig, ReceiveMode, SendOptions};
     let mq = ctx.engine().await?;
     let strict = QueueConfig {
         ordering_mode: OrderingMode::StrictFifo,
@@ -333,9 +334,9 @@ pub async fn p1_7_receive_and_delete_drains_a_line_in_order<F: Access>(ctx: Ctx<
 /// once, as a send does: an abandon, a completed or dead-lettered line head, a redrive.
 /// The manual clock never moves, so only the wake-up can end each wait.
 pub async fn p1_8_long_poll_wakes_when_work_is_freed<F: Access>(ctx: Ctx<F>) -> TckResult {
-    use mqlite_engine_core::RedriveOptions;
+    use mqlite_contract::RedriveOptions;
     let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
-    let take = |got: mqlite_engine_core::Result<Vec<mqlite_engine_core::Message>>| {
+    let take = |got: mqlite_contract::Result<Vec<mqlite_contract::Message>>| {
         got.map_err(|e| e.to_string())
             .and_then(|mut v| v.pop().ok_or_else(|| "woken with nothing".to_owned()))
     };
@@ -382,16 +383,16 @@ pub async fn p1_8_long_poll_wakes_when_work_is_freed<F: Access>(ctx: Ctx<F>) -> 
 /// comes, without waiting for a sweep: the background loops are off and the long-poll
 /// has no periodic re-check, so only the engine's own wake-up can end each wait.
 pub async fn p1_8_long_poll_wakes_when_a_timer_comes_due<F: Access>(ctx: Ctx<F>) -> TckResult {
-    use mqlite_engine_core::SendOptions;
+    use mqlite_contract::SendOptions;
     let mq = ctx
-        .engine_with(mqlite_engine_core::EngineOptions {
+        .engine_with(mqlite_engine::EngineOptions {
             background: false,
             long_poll_recheck: from_millis(600_000),
             ..Default::default()
         })
         .await?;
     mq.create_queue(Q, config(2_000, 10)).await?;
-    let take = |got: mqlite_engine_core::Result<Vec<mqlite_engine_core::Message>>| {
+    let take = |got: mqlite_contract::Result<Vec<mqlite_contract::Message>>| {
         got.map_err(|e| e.to_string())
             .and_then(|mut v| v.pop().ok_or_else(|| "woken with nothing".to_owned()))
     };
@@ -460,7 +461,7 @@ pub async fn p2_7_complete_batch_takes_thousands<F: Access>(ctx: Ctx<F>) -> TckR
             mq.receive(Q, ReceiveOptions::batch(256))
                 .await?
                 .iter()
-                .map(mqlite_engine_core::LockRef::from),
+                .map(mqlite_contract::LockRef::from),
         );
     }
     assert_eq!(locks.len(), 2_000);

@@ -1,11 +1,13 @@
 //! The cases, one module per section of the conformance spec, registered in [`all`].
 //! Each case's `///` line states the promise it pins.
 
-use mqlite_engine_core::from_millis;
-use mqlite_engine_core::{
-    Engine, Message, MessageState, OutMessage, PeekOptions, QueueConfig, ReceiveMode,
-    ReceiveOptions, Result, SeqNumber, Store,
+use mqlite_contract::MessageState;
+use mqlite_contract::from_millis;
+use mqlite_contract::{
+    Message, OutMessage, PeekOptions, QueueConfig, ReceiveMode, ReceiveOptions, Result, SeqNumber,
+    Store,
 };
+use mqlite_engine::Engine;
 
 use crate::harness::{Access, Capability, Case};
 
@@ -246,7 +248,7 @@ pub async fn receive_one<S: Store>(engine: &Engine<S>, queue: &str) -> Result<Me
     engine
         .receive_one(queue)
         .await?
-        .ok_or_else(|| mqlite_engine_core::Error::invalid("expected a message, got none"))
+        .ok_or_else(|| mqlite_contract::Error::invalid("expected a message, got none"))
 }
 
 /// Starts a receive on `queue` that long-polls up to 20 s and returns its task once it
@@ -262,7 +264,7 @@ pub async fn parked_receiver<S: Store>(
         tokio::spawn(async move {
             mq.receive(
                 &queue,
-                mqlite_engine_core::ReceiveOptions {
+                mqlite_contract::ReceiveOptions {
                     wait: from_millis(20_000),
                     ..Default::default()
                 },

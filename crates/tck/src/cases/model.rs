@@ -22,7 +22,7 @@
 //! (active, locked, deferred, scheduled) when the line last changed hands. Only a head is
 //! claimed; it stays head while locked, deferred or parked; when it leaves play the oldest
 //! message still in play becomes head. The three cases the line rule decides (the module
-//! docs of `mqlite_engine_core::store`) are modelled as decided: a message sent scheduled
+//! docs of `mqlite_contract::store`) are modelled as decided: a message sent scheduled
 //! holds its line from the send (DECISION 1, 5.7); a redriven dead letter re-enters its
 //! line at its own sequence number, never preempting the current head and going ahead of
 //! younger waiting messages (DECISION 2, 5.8); redriving an ungrouped dead letter into a
@@ -45,7 +45,7 @@
 //! p3_4_store_matches_the_reference_model`. Failing
 //! sequences are kept in `crates/tck/proptest-regressions/model.txt` and replayed first.
 
-use mqlite_engine_core::from_millis;
+use mqlite_contract::from_millis;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,12 +53,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 
-use mqlite_engine_core::{
-    Engine, EngineOptions, EnqueueSlot, Error, LockRef, LockToken, ManualClock, Message,
-    MessageState, OrderingMode, OutMessage, PeekOptions, PurgeOptions, QueueConfig, QueueStats,
-    REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions,
-    RedriveOptions, SendOptions, SeqNumber,
+use mqlite_contract::{
+    EnqueueSlot, Error, LockRef, LockToken, ManualClock, Message, OutMessage, PeekOptions,
+    PurgeOptions, QueueConfig, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RECEIPT_TTL_MS,
+    ReceiveMode, ReceiveOptions, RedriveOptions, SendOptions, SeqNumber,
 };
+use mqlite_contract::{MessageState, OrderingMode};
+use mqlite_engine::{Engine, EngineOptions};
 
 use crate::harness::{Access, Ctx, START_MS, TckResult};
 

@@ -1,9 +1,8 @@
 //! Section 5: ordering modes and the line of a group.
 
-use mqlite_engine_core::from_millis;
-use mqlite_engine_core::{
-    Error, MessageState, OrderingMode, OutMessage, QueueConfig, ReceiveOptions, SeqNumber,
-};
+use mqlite_contract::from_millis;
+use mqlite_contract::{Error, OutMessage, QueueConfig, ReceiveOptions, SeqNumber};
+use mqlite_contract::{MessageState, OrderingMode};
 use std::time::Duration;
 
 use super::{receive_one, state_of};
@@ -24,10 +23,10 @@ fn grouped(body: &str, group: &str) -> OutMessage {
     OutMessage::new(body).with_group(group)
 }
 
-async fn seqs_of<S: mqlite_engine_core::Store>(
-    mq: &mqlite_engine_core::Engine<S>,
+async fn seqs_of<S: mqlite_contract::Store>(
+    mq: &mqlite_engine::Engine<S>,
     n: u32,
-) -> mqlite_engine_core::Result<Vec<SeqNumber>> {
+) -> mqlite_contract::Result<Vec<SeqNumber>> {
     Ok(mq
         .receive(Q, ReceiveOptions::batch(n))
         .await?
@@ -222,7 +221,7 @@ pub async fn p5_1_ordering_mode_changes_only_when_idle<F: Access>(ctx: Ctx<F>) -
 /// reject, abandon at the bound, TTL (dead-lettered or discarded), cancel,
 /// receive-and-delete; and a dead letter redriven into a busy line waits its turn.
 pub async fn p5_1_every_exit_from_play_releases_the_line<F: Access>(ctx: Ctx<F>) -> TckResult {
-    use mqlite_engine_core::{ReceiveMode, RedriveOptions, SendOptions};
+    use mqlite_contract::{ReceiveMode, RedriveOptions, SendOptions};
     let mq = ctx.engine().await?;
     let queue = |name: &'static str, max: i64, expire_to_dlq: bool| {
         let mq = mq.clone();
@@ -364,7 +363,7 @@ pub async fn p5_1_a_batch_lines_up_behind_itself<F: Access>(ctx: Ctx<F>) -> TckR
 /// 5.7 A message scheduled at send time holds its group's line until it is due,
 /// delivered and settled: later messages of the group wait; other groups flow.
 pub async fn p5_7_scheduled_at_send_holds_its_line<F: Access>(ctx: Ctx<F>) -> TckResult {
-    use mqlite_engine_core::SendOptions;
+    use mqlite_contract::SendOptions;
     let mq = ctx
         .engine_with_queue(Q, mode(OrderingMode::Standard, 30_000, 10))
         .await?;
@@ -398,7 +397,7 @@ pub async fn p5_7_scheduled_at_send_holds_its_line<F: Access>(ctx: Ctx<F>) -> Tc
 /// 5.8 A redriven dead letter re-enters its line by its sequence number: it never
 /// preempts the current head, and it goes ahead of younger members that still wait.
 pub async fn p5_8_redrive_rejoins_its_line_by_sequence<F: Access>(ctx: Ctx<F>) -> TckResult {
-    use mqlite_engine_core::RedriveOptions;
+    use mqlite_contract::RedriveOptions;
     let mq = ctx
         .engine_with_queue(Q, mode(OrderingMode::Standard, 30_000, 10))
         .await?;
@@ -427,7 +426,7 @@ pub async fn p5_8_redrive_rejoins_its_line_by_sequence<F: Access>(ctx: Ctx<F>) -
 /// 5.9 Redrive into a group_fifo queue of a dead letter without a group is GroupRequired
 /// for the whole call, and nothing moves.
 pub async fn p5_9_redrive_into_group_fifo_needs_a_group<F: Access>(ctx: Ctx<F>) -> TckResult {
-    use mqlite_engine_core::RedriveOptions;
+    use mqlite_contract::RedriveOptions;
     let mq = ctx
         .engine_with_queue(Q, mode(OrderingMode::Standard, 30_000, 10))
         .await?;
@@ -468,7 +467,7 @@ pub async fn p5_9_redrive_into_group_fifo_needs_a_group<F: Access>(ctx: Ctx<F>) 
 ///
 /// [`WorkCounter`]: crate::Capability::WorkCounter
 pub async fn p5_6_claim_work_is_flat_in_the_backlog<F: Access>(ctx: Ctx<F>) -> TckResult {
-    use mqlite_engine_core::Store;
+    use mqlite_contract::Store;
     let mut visits = Vec::new();
     for (round, backlog) in [100usize, 2_000].into_iter().enumerate() {
         let mq = ctx.engine().await?;

@@ -1,6 +1,7 @@
 //! Section 16: the transactional outbox (in_tx).
 
-use mqlite_engine_core::{Engine, Error, OutMessage, QueueConfig, StoreTx};
+use mqlite_contract::{Error, OutMessage, QueueConfig, StoreTx};
+use mqlite_engine::Engine;
 
 use super::cancellation::cancel_at_pause;
 use super::peek_all;
@@ -8,7 +9,7 @@ use crate::harness::{Access, Ctx, TckResult};
 
 const Q: &str = "events";
 
-async fn business_rows<F: Access>(mq: &Engine<F::Store>) -> mqlite_engine_core::Result<Vec<i64>> {
+async fn business_rows<F: Access>(mq: &Engine<F::Store>) -> mqlite_contract::Result<Vec<i64>> {
     mq.tx_via::<F::Native, _, _>(async |tx| F::business_rows(tx.native()).await)
         .await
 }

@@ -1,8 +1,8 @@
 //! Section 3: recovery and at-least-once.
 
-use mqlite_engine_core::{
-    EngineOptions, Error, LeasesAtOpen, MessageState, OutMessage, REASON_MAX_DELIVERY,
-};
+use mqlite_contract::MessageState;
+use mqlite_contract::{Error, OutMessage, REASON_MAX_DELIVERY};
+use mqlite_engine::{EngineOptions, LeasesAtOpen};
 
 use super::{config, peek_all, receive_one};
 use crate::harness::{Access, Ctx, TckResult};

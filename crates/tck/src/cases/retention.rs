@@ -1,9 +1,9 @@
 //! Section 8: dead-letter retention.
 
-use mqlite_engine_core::from_millis;
-use mqlite_engine_core::{
-    Engine, EngineOptions, MessageState, OutMessage, QueueConfig, RetentionDefaults, Store,
-};
+use mqlite_contract::MessageState;
+use mqlite_contract::from_millis;
+use mqlite_contract::{OutMessage, QueueConfig, RetentionDefaults, Store};
+use mqlite_engine::{Engine, EngineOptions};
 use std::time::Duration;
 
 use super::{peek_all, receive_one};
@@ -13,7 +13,7 @@ async fn dead_letter<S: Store>(
     mq: &Engine<S>,
     queue: &str,
     body: &str,
-) -> mqlite_engine_core::Result<mqlite_engine_core::SeqNumber> {
+) -> mqlite_contract::Result<mqlite_contract::SeqNumber> {
     let seq = mq.send(queue, OutMessage::new(body)).await?;
     loop {
         let m = receive_one(mq, queue).await?;
@@ -25,7 +25,7 @@ async fn dead_letter<S: Store>(
     }
 }
 
-fn dead_seqs(all: &[mqlite_engine_core::Message]) -> Vec<mqlite_engine_core::SeqNumber> {
+fn dead_seqs(all: &[mqlite_contract::Message]) -> Vec<mqlite_contract::SeqNumber> {
     all.iter()
         .filter(|m| m.state == MessageState::DeadLettered)
         .map(|m| m.seq)

@@ -1,9 +1,8 @@
 //! Section 2: settlement, fenced on the lock token.
 
-use mqlite_engine_core::from_millis;
-use mqlite_engine_core::{
-    Error, LockRef, LockToken, MessageState, OutMessage, REASON_MAX_DELIVERY, ReceiveOptions,
-};
+use mqlite_contract::MessageState;
+use mqlite_contract::from_millis;
+use mqlite_contract::{Error, LockRef, LockToken, OutMessage, REASON_MAX_DELIVERY, ReceiveOptions};
 use std::time::Duration;
 
 use super::{config, peek_all, receive_one, send_n, state_of};
@@ -168,7 +167,7 @@ pub async fn p2_6_stale_token_is_lock_lost<F: Access>(ctx: Ctx<F>) -> TckResult 
         Err(Error::LockLost { .. })
     ));
     let other_seq = LockRef {
-        seq: mqlite_engine_core::SeqNumber(seq.0 + 1000),
+        seq: mqlite_contract::SeqNumber(seq.0 + 1000),
         token: m.token(),
     };
     assert!(matches!(
@@ -325,10 +324,10 @@ pub async fn p2_9_redelivery_fences_the_previous_holder<F: Access>(ctx: Ctx<F>) 
 /// was delivered again under another token, it is no longer locked, it is gone, or it
 /// is in another queue; batch items carry the same reason.
 pub async fn p2_6_lock_lost_says_why<F: Access>(ctx: Ctx<F>) -> TckResult {
-    use mqlite_engine_core::{LockLostReason as Why, LockRef};
+    use mqlite_contract::{LockLostReason as Why, LockRef};
     let mq = ctx.engine_with_queue(Q, config(1_000, 10)).await?;
     mq.create_queue("other", config(1_000, 10)).await?;
-    let reason = |r: mqlite_engine_core::Result<()>| match r {
+    let reason = |r: mqlite_contract::Result<()>| match r {
         Err(Error::LockLost { reason }) => Ok(reason),
         other => Err(format!("expected LockLost, got {other:?}")),
     };
@@ -342,7 +341,7 @@ pub async fn p2_6_lock_lost_says_why<F: Access>(ctx: Ctx<F>) -> TckResult {
     mq.run_sweeps().await?;
     assert_eq!(reason(mq.defer(Q, &first).await)?, Why::NotLocked);
     let again = mq
-        .receive(Q, mqlite_engine_core::ReceiveOptions::batch(2))
+        .receive(Q, mqlite_contract::ReceiveOptions::batch(2))
         .await?;
     assert_eq!(again[0].seq, first.seq);
     assert_eq!(

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use mqlite_engine_core::{Error, OutMessage, QueueConfig};
+use mqlite_contract::{Error, OutMessage, QueueConfig};
 
 use super::receive_one;
 use crate::harness::{Access, Ctx, StoreFactory, TckResult};
@@ -69,7 +69,7 @@ pub async fn p10_2_foreign_schema_token_is_refused<F: Access>(ctx: Ctx<F>) -> Tc
 /// 10.5 Status names the backend, a location that holds no secret, the schema token
 /// of the data, and the counts of queues, topics and subscriptions.
 pub async fn p10_5_status_describes_the_store<F: Access>(ctx: Ctx<F>) -> TckResult {
-    use mqlite_engine_core::Store;
+    use mqlite_contract::Store;
     let mq = ctx.engine_with_queue("q", QueueConfig::default()).await?;
     mq.create_queue("r", QueueConfig::default()).await?;
     mq.create_topic("t").await?;

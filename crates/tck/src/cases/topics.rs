@@ -2,8 +2,9 @@
 //! writing a copy to every subscription whose filter holds, in one transaction; filters
 //! checked at Subscribe and failing closed; Send resolving a topic first.
 
-use mqlite_engine_core::from_millis;
-use mqlite_engine_core::{EnqueueSlot, Error, OutMessage, QueueConfig, QueueKind, SendOptions};
+use mqlite_contract::QueueKind;
+use mqlite_contract::from_millis;
+use mqlite_contract::{EnqueueSlot, Error, OutMessage, QueueConfig, SendOptions};
 
 use super::{peek_all, receive_one};
 use crate::harness::{Access, Ctx, TckResult};
@@ -20,7 +21,7 @@ pub async fn p12_1_one_namespace_and_a_failed_creation_leaves_nothing<F: Access>
     mq.subscribe("events", "audit", "", QueueConfig::default())
         .await?;
     let before = mq.list_queues().await?;
-    let conflict = |r: mqlite_engine_core::Result<()>| matches!(r, Err(Error::NameConflict { .. }));
+    let conflict = |r: mqlite_contract::Result<()>| matches!(r, Err(Error::NameConflict { .. }));
     assert!(
         conflict(mq.create_topic("orders").await),
         "topic over a queue"
@@ -154,7 +155,7 @@ fn payment(amount: i64, kind: &str) -> OutMessage {
     .with_property("region", if amount > 100 { "eu" } else { "us" })
 }
 
-fn bodies(messages: &[mqlite_engine_core::Message]) -> Vec<String> {
+fn bodies(messages: &[mqlite_contract::Message]) -> Vec<String> {
     messages
         .iter()
         .map(|m| String::from_utf8_lossy(m.body()).into_owned())

@@ -1,0 +1,28 @@
+//! The bounds of one call, which the engine checks every call against and which a store
+//! may rely on (a store sizes its statements for the largest batch).
+
+use std::time::Duration;
+
+/// Largest batch a single Receive may ask for.
+pub const MAX_RECEIVE_BATCH: u32 = 256;
+/// Longest long-poll wait.
+pub const MAX_WAIT: Duration = Duration::from_secs(20);
+/// Longest abandon delay.
+pub const MAX_ABANDON_DELAY: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The most dead letters one selected redrive may name.
+pub const MAX_REDRIVE_SELECTION: usize = 1000;
+/// Largest Peek page.
+pub const MAX_PEEK: u32 = 1000;
+/// Largest RenewBatch.
+pub const MAX_RENEW_BATCH: usize = 512;
+/// Largest CompleteBatch: one transaction and a fixed number of statements whatever
+/// its size; the bound only keeps one call's parameter (about 60 bytes an item) small.
+pub const MAX_COMPLETE_BATCH: usize = 16_384;
+/// Default body limit per message (1 MiB).
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
+/// Longest queue name, bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+/// Largest number of messages in one send.
+pub const MAX_SEND_BATCH: usize = 1000;
+/// Largest page of access keys one list returns.
+pub const MAX_KEY_PAGE: u32 = 1000;

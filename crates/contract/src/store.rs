@@ -1,0 +1,515 @@
+//! The storage boundary. A [`Store`] implements the queue's transitions natively (SQL
+//! text for the SQL stores, hand-built indexes elsewhere); the engine (crate `mqlite-engine`) above it
+//! holds what is the same for every store: validation, limits, the clock's loops,
+//! long-poll wake-ups and the public API.
+//!
+//! Three traits, from narrow to wide:
+//! - [`Store`]: every queue operation, native async (`impl Future`), so an embedder who
+//!   names the store at compile time pays no boxing;
+//! - [`OutboxStore`]: a `Store` that can also run the application's own transaction
+//!   with its native handle ([`OutboxStore::in_tx`], the transactional outbox);
+//! - [`crate::DynStore`]: a run-time choice of store (`Box<dyn …>` inside), for a program
+//!   that picks its backend from a URL. It implements `Store`, so `Engine<DynStore>`
+//!   runs every operation; the outbox is reached through [`HasOutbox`] by naming the
+//!   concrete store.
+//!
+//! Each method's `# Behavior` list is the contract, numbered as in docs/promises.md;
+//! the TCK (`mqlite-tck`) checks every item against every store.
+//!
+//! # The line rule
+//!
+//! Ordering (5.1–5.5) is the same on every store, and this is it, stated once:
+//!
+//! - A message's **line** is fixed when it enters a queue: its group id on a standard or
+//!   group_fifo queue, one line for the whole queue on strict_fifo, and no line for an
+//!   ungrouped message of a standard queue.
+//! - A line's order is sequence order. Its **head** is its oldest message still in play
+//!   (active, locked, deferred or scheduled). Only a head is claimable; every other
+//!   member of the line waits. Messages without a line are each their own head.
+//! - A head keeps its line while locked (even after its lease expired, until the reaper
+//!   resettles it: 5.4), while deferred (2.4), and while parked in scheduled after an
+//!   Abandon with a delay (5.5).
+//! - When the head leaves play (completed, dead-lettered, discarded by TTL, cancelled,
+//!   or deleted by receive-and-delete), the operation that removed it promotes the oldest
+//!   remaining in-play member of the line to head, in the same transaction.
+//! - Enqueue: a message joins its line as head when the line has nothing in play, and
+//!   waits otherwise. Two messages of one line in one batch line up behind each other in
+//!   batch order (their sequence numbers increase in batch order).
+//! - Receive-and-delete leaves nothing in flight, so one batch may take a head, then its
+//!   successor, and so on, in line order, while each is active, visible and unexpired.
+//!
+//! Decided cases (each pinned by a TCK case):
+//! - **Scheduled at send time** (5.7): a message sent with a future `scheduled_at_ms`
+//!   joins its line at send time like any other, so it holds the line until it is due,
+//!   delivered and settled; later messages of its group wait. Sequence order is send
+//!   order. Send such a message without a group if it must not hold one.
+//! - **Redrive** (5.8): a redriven dead letter keeps its sequence number and re-enters
+//!   its target line by it. It never preempts the current head; it goes ahead of
+//!   younger members that still wait (when the head leaves, the oldest in-play member,
+//!   which may be the redriven one, is promoted).
+//! - **Redrive into group_fifo without a group** (5.9): refused with `GroupRequired`
+//!   for the whole call, and nothing moves: a group_fifo queue never holds an
+//!   ungrouped message.
+
+use std::future::Future;
+
+use crate::access::AccessKey;
+use crate::clock::SharedClock;
+use crate::error::{Error, Result};
+use crate::side::{InboxMarker, RelayBacklog, RelayIntent, SentEvidence, SideSweep};
+use crate::topics::{Route, Subscription};
+use crate::types::{
+    BatchResult, ClaimSpec, EnqueueSlot, LockRef, Message, OutMessage, PeekOptions, PurgeOptions,
+    QueueConfig, QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, SendOptions,
+    SeqNumber, Settlement,
+};
+
+/// How an opened store holds its data. Opening a store means owning it; orphan
+/// recovery (3.1) runs only under ownership, because resetting every locked row is
+/// right only for the sole owner: a second owner would strip the first one's live
+/// leases (1.2, 14.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ownership {
+    /// The store alone can write its data: a local file under the one-writer lock
+    /// (10.1), or a private in-memory database. Costs nothing per statement.
+    Exclusive,
+    /// Ownership is a lease kept in the data itself (a remote database several hosts
+    /// can reach). Every write checks `epoch` in its own transaction; once another host
+    /// takes over with a higher epoch, this owner's writes fail with
+    /// [`Error::Deposed`] and change nothing.
+    Lease {
+        /// This owner's epoch.
+        epoch: u64,
+    },
+}
+
+/// Work a store has done since it opened: how many statements (or transactions' worth
+/// of index operations) it ran and how many rows or index entries it visited. Tests
+/// read it before and after an operation to pin its cost; a count is stable where a
+/// time is not.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkStats {
+    /// Statements executed (SQL stores) or lookups issued (key-value stores).
+    pub statements: u64,
+    /// Rows or index entries visited: SQLite's virtual-machine steps (each visited row
+    /// or index entry costs a bounded number of them), a key-value store's entries read.
+    pub visits: u64,
+}
+
+impl std::ops::Sub for WorkStats {
+    type Output = WorkStats;
+    fn sub(self, rhs: WorkStats) -> WorkStats {
+        WorkStats {
+            statements: self.statements.saturating_sub(rhs.statements),
+            visits: self.visits.saturating_sub(rhs.visits),
+        }
+    }
+}
+
+/// What a store says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreStatus {
+    /// The backend's short name ("sqlite", "libsql", "redb").
+    pub backend: &'static str,
+    /// Where the data lives, safe to show: a file path, `:memory:`, a remote host with
+    /// credentials removed. Never a secret.
+    pub location: String,
+    /// Whether the data is on another machine.
+    pub remote: bool,
+    /// The schema guard token of the data.
+    pub schema_token: String,
+    /// Size of the data in bytes, when the store can tell.
+    pub size_bytes: Option<u64>,
+    /// Queues (kind queue).
+    pub queues: u64,
+    /// Topics.
+    pub topics: u64,
+    /// Subscriptions.
+    pub subscriptions: u64,
+    /// The relay's backlog in this database: intents not yet published, and when the
+    /// oldest was written (zero without a relay outbox).
+    pub relay: RelayBacklog,
+}
+
+/// The narrow boundary every backend implements, native async.
+///
+/// Every method samples the store's clock at statement time (after it is admitted to the
+/// writer), never before, so a lease that lapses while a call waits is already expired.
+/// A future dropped before the store admits its work executes nothing (13.1, 13.2).
+/// Once admitted, work runs to its commit like a request whose client hung up, or is
+/// rolled back if the store can still tell the caller is gone before committing (13.4).
+///
+/// A store may let calls waiting for its writer share one commit (group commit, as the
+/// SQLite store does through the store kit's `WriterThread::run_grouped`) under one
+/// rule (14.6): each call is independent — its failure undoes its own work alone and
+/// its neighbours commit; no call is answered before the commit that holds it; a call
+/// admitted into a group commits with the group even if its caller leaves after its
+/// work is done; and a commit that fails fails every call it held, with nothing of the
+/// group visible. The application's transaction ([`OutboxStore::in_tx`]) is always a
+/// transaction of its own.
+pub trait Store: Send + Sync + 'static {
+    /// A short name of the backend ("sqlite", "libsql", "redb").
+    fn backend(&self) -> &'static str;
+
+    /// The clock every statement reads.
+    fn clock(&self) -> &SharedClock;
+
+    /// How this opened store holds its data (see [`Ownership`]).
+    fn ownership(&self) -> Ownership;
+
+    /// Work done since open, or None if the store cannot count it.
+    fn work(&self) -> Option<WorkStats>;
+
+    /// Creates a queue or updates its configuration (an upsert for the same name and
+    /// kind); with `update_only`, a missing queue is `NotFound` and nothing is created.
+    ///
+    /// # Behavior
+    /// - A name held by another kind is `NameConflict` and changes nothing (12.1).
+    /// - The ordering mode changes only while the queue has no message in play (active,
+    ///   locked, deferred, scheduled): rows are lined up by the mode at enqueue, so a
+    ///   change under them would break 5.1–5.3. Otherwise `InvalidArgument`.
+    /// - The existence check and the write are one transaction.
+    fn upsert_queue(
+        &self,
+        name: String,
+        kind: QueueKind,
+        config: QueueConfig,
+        update_only: bool,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Deletes a queue (or topic, or subscription) and every message, receipt, attempt,
+    /// dedup entry and subscription row it holds; false if it did not exist.
+    fn delete_queue(&self, name: String) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Lists every queue, topic and subscription queue, by name.
+    fn list_queues(&self) -> impl Future<Output = Result<Vec<QueueInfo>>> + Send;
+
+    /// Enqueues messages in one transaction.
+    ///
+    /// # Behavior
+    /// - Sequence numbers strictly increase and are never reused (G1), in batch order;
+    ///   the batch commits once, at a cost independent of its length.
+    /// - Scheduled sends are hidden until their time (7.1); TTL is anchored at the visible
+    ///   time and falls back to the queue default (7.2).
+    /// - With a dedup window, a repeated id (or SHA-256 of the body when the id is empty)
+    ///   inside the window yields `Duplicate(original)`; another body yields `Conflict`
+    ///   for that slot only while the rest commits (4.1–4.4). A repeat inside the batch
+    ///   itself collapses the same way into its first occurrence.
+    /// - Each message joins its line by the line rule (module docs); two messages of one
+    ///   line in one batch line up behind each other.
+    /// - group_fifo without a group is `GroupRequired` for the whole call (5.2).
+    /// - A missing queue is `NotFound`.
+    fn enqueue(
+        &self,
+        queue: String,
+        messages: Vec<OutMessage>,
+        options: SendOptions,
+    ) -> impl Future<Output = Result<Vec<EnqueueSlot>>> + Send;
+
+    /// Claims up to `spec.max_messages` eligible messages in one transaction.
+    ///
+    /// # Behavior
+    /// - Oldest eligible first: active, visible, not expired, the head of its line (1.1,
+    ///   5.1–5.5); each lease is `now + lock_duration`, each with its own fresh random
+    ///   token.
+    /// - delivery_count is incremented inside the claim (1.3); no row is held by two live
+    ///   leases (1.2); expired leases are not reclaimed here, the reaper does it (1.5).
+    /// - One commit for the whole batch, at a cost independent of its size (1.6).
+    /// - Receive-and-delete removes the rows in the same transaction: no token, zero
+    ///   locked_until (1.7); a line's next members follow in the same batch, in order.
+    /// - With an attempt id seen within the receipt window, replays the recorded messages
+    ///   and tokens without claiming or counting (3.3); an empty response is not
+    ///   recorded; the same attempt id with the other mode is `InvalidArgument`.
+    fn claim(
+        &self,
+        queue: String,
+        spec: ClaimSpec,
+    ) -> impl Future<Output = Result<Vec<Message>>> + Send;
+
+    /// Settles one message, fenced on its lock token.
+    ///
+    /// # Behavior
+    /// - Requires the current token, state locked and `locked_until > now` at statement
+    ///   time (2.6, 2.9); otherwise `LockLost` and nothing changes, unless an unexpired
+    ///   receipt of the identical request exists, which replays success (3.2).
+    /// - Complete deletes (2.1); Abandon returns to active or parks in scheduled for the
+    ///   delay, dead-lettering at the bound (2.2); Reject dead-letters with the reason
+    ///   (2.3); Defer moves to deferred (2.4). A head that leaves play promotes its
+    ///   line's next member.
+    /// - Writes the receipt in the same transaction (3.2).
+    fn settle(
+        &self,
+        queue: String,
+        lock: LockRef,
+        settlement: Settlement,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Completes many messages in one transaction with per-item fencing and receipts.
+    ///
+    /// # Behavior
+    /// - Each item is settled as [`Store::settle`] with Complete; a stale item is
+    ///   `ok = false` and never fails the batch (2.7). The cost is independent of the
+    ///   batch size.
+    fn complete_batch(
+        &self,
+        queue: String,
+        locks: Vec<LockRef>,
+    ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send;
+
+    /// Renews leases by the queue's lock duration.
+    ///
+    /// # Behavior
+    /// - Only a live lease with the current token is renewed, to `max(locked_until, now +
+    ///   lock_duration)`: never revived, never shortened (2.5); per-item results keyed by
+    ///   (seq, token) with the committed locked_until (2.8); one statement.
+    fn renew_batch(
+        &self,
+        queue: String,
+        locks: Vec<LockRef>,
+    ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send;
+
+    /// Claims deferred messages by sequence number (2.4).
+    ///
+    /// # Behavior
+    /// - Only rows in state deferred and not expired are returned, in request order,
+    ///   each locked under a fresh token with delivery_count incremented; other numbers
+    ///   are skipped.
+    fn receive_deferred(
+        &self,
+        queue: String,
+        seqs: Vec<SeqNumber>,
+    ) -> impl Future<Output = Result<Vec<Message>>> + Send;
+
+    /// Deletes a scheduled message that was never delivered (7.1); false otherwise.
+    fn cancel(&self, queue: String, seq: SeqNumber) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Browses messages in any state without locking them (6.2); never returns a token.
+    fn peek(
+        &self,
+        queue: String,
+        options: PeekOptions,
+    ) -> impl Future<Output = Result<Vec<Message>>> + Send;
+
+    /// Counts a queue's messages per state.
+    fn stats(&self, queue: String) -> impl Future<Output = Result<QueueStats>> + Send;
+
+    /// Moves dead letters back to active with delivery_count reset, or to a target queue.
+    ///
+    /// # Behavior
+    /// - Oldest dead letters first, bounded by `max` and `older_than_ms` (6.2); the rate
+    ///   bound is applied by the engine, which calls this in slices.
+    /// - Each re-enters its target line by the line rule (5.8); into a group_fifo
+    ///   target, a dead letter without a group refuses the whole call with
+    ///   `GroupRequired` and nothing moves (5.9).
+    fn redrive(
+        &self,
+        queue: String,
+        options: RedriveOptions,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Deletes dead letters, bounded by `max` and `older_than_ms` (6.2).
+    fn purge(
+        &self,
+        queue: String,
+        options: PurgeOptions,
+    ) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Runs one recovery task over every queue; returns how many rows it changed.
+    ///
+    /// # Behavior
+    /// - Orphans: every locked row goes back to active, or is dead-lettered with
+    ///   MaxDeliveryCountExceeded at the bound (3.1); the engine runs it at open, and
+    ///   only under [`Ownership`].
+    /// - Reaper: the same rule for leases with `locked_until <= now` (1.4); deferred rows
+    ///   are never touched (2.4).
+    /// - Scheduler: due scheduled rows become active (7.1).
+    /// - Ttl: expired non-terminal rows are dead-lettered or discarded per queue (7.2).
+    /// - Retention: oldest dead letters beyond the resolved bounds are dropped (8.1–8.3).
+    /// - Janitor: expired receipts, attempts and dedup entries are deleted (3.2).
+    fn recover(&self, task: RecoverTask) -> impl Future<Output = Result<u64>> + Send;
+
+    /// Stores a new access key.
+    ///
+    /// # Behavior
+    /// - Only the digest is stored, never a token (9.3); an id already present is
+    ///   `KeyConflict` and changes nothing.
+    fn create_key(&self, key: AccessKey) -> impl Future<Output = Result<()>> + Send;
+
+    /// Lists access keys by id, after `after_id`, at most `limit`.
+    fn list_keys(
+        &self,
+        after_id: Option<String>,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<AccessKey>>> + Send;
+
+    /// Revokes a key at statement time; idempotent (a second revoke keeps the first
+    /// time). False if no such key.
+    ///
+    /// # Behavior
+    /// - Effective for every lookup that follows (9.3).
+    fn revoke_key(&self, id: String) -> impl Future<Output = Result<bool>> + Send;
+
+    /// Looks a key up by the digest of its token (revoked and expired keys included:
+    /// the caller decides with [`AccessKey::is_live`]).
+    fn key_by_digest(
+        &self,
+        digest: String,
+    ) -> impl Future<Output = Result<Option<AccessKey>>> + Send;
+
+    /// Creates or updates a subscription and its backing queue (kind subscription)
+    /// with `config`, in one transaction.
+    ///
+    /// # Behavior
+    /// - The topic must exist as a topic (`NotFound` otherwise); the subscription's name
+    ///   held by a queue or topic is `NameConflict`, and nothing is left behind (12.1).
+    /// - A subscription of another topic under the same name is `NameConflict`.
+    fn upsert_subscription(
+        &self,
+        subscription: Subscription,
+        config: QueueConfig,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Lists subscriptions, of one topic or of all, by topic then name.
+    fn list_subscriptions(
+        &self,
+        topic: Option<String>,
+    ) -> impl Future<Output = Result<Vec<Subscription>>> + Send;
+
+    /// Publishes to a topic: every route's messages are enqueued into its
+    /// subscription's backing queue, all in ONE transaction (11.2).
+    ///
+    /// # Behavior
+    /// - The topic must exist as a topic (`NotFound`); a route whose subscription is no
+    ///   longer a subscription of this topic is skipped (an empty result for it).
+    /// - Each copy is enqueued as [`Store::enqueue`] into its backing queue (dedup, lines
+    ///   and TTL per that queue); the results are per route, in route order.
+    /// - No route is a valid no-op (11.4).
+    fn publish(
+        &self,
+        topic: String,
+        routes: Vec<Route>,
+        options: SendOptions,
+    ) -> impl Future<Output = Result<Vec<Vec<EnqueueSlot>>>> + Send;
+
+    /// What the store says about itself: backend, location, schema token, counts.
+    fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send;
+
+    /// Finishes the work already admitted, then releases the data and its ownership
+    /// (14.5).
+    fn close(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// A store that can run the application's own transaction with its native handle: the
+/// transactional outbox (16.1, 16.2).
+///
+/// The body is an async closure, so one shape fits a synchronous native transaction
+/// (rusqlite, redb: the body just calls it) and an asynchronous one (libsql: the body
+/// awaits it). The store runs the body where its handle lives (the SQLite store: on its
+/// writer thread), so the body's future need not be `Send`.
+pub trait OutboxStore: Store {
+    /// The store's handle inside an application transaction.
+    type Tx<'t>: StoreTx;
+
+    /// Runs `f` inside one store transaction with the store's native handle.
+    ///
+    /// # Behavior
+    /// - `Ok` commits the application's writes and every enqueue together; `Err`, a panic
+    ///   (re-raised to the caller) or the caller's cancellation before commit rolls all of
+    ///   it back (16.1, 13.4).
+    fn in_tx<R, E, F>(&self, f: F) -> impl Future<Output = Result<R, E>> + Send
+    where
+        F: for<'a, 't> AsyncFnOnce(&'a mut Self::Tx<'t>) -> Result<R, E> + Send + 'static,
+        R: Send + 'static,
+        E: From<Error> + Send + 'static;
+}
+
+/// The store's side of an application transaction.
+pub trait StoreTx {
+    /// Enqueues inside the surrounding transaction, with [`Store::enqueue`]'s behaviour.
+    fn enqueue(
+        &mut self,
+        queue: &str,
+        messages: Vec<OutMessage>,
+        options: SendOptions,
+    ) -> impl Future<Output = Result<Vec<EnqueueSlot>>>;
+
+    /// `Cancelled` once the caller of the transaction has gone away (13.4).
+    fn check_cancelled(&self) -> Result<()>;
+
+    /// The statement time of this transaction (epoch ms, from the store's clock).
+    fn now_ms(&self) -> i64;
+
+    // ----- the side tables (crate::side): created by the store on first write; a
+    // ----- read of a table never created answers empty and creates nothing ---------
+
+    /// Every consumer's inbox marker for the event `(source, id)`, by consumer.
+    fn inbox_markers(
+        &mut self,
+        source: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Vec<InboxMarker>>>;
+
+    /// Records an inbox marker (the caller checked there is none for its consumer).
+    fn inbox_insert(&mut self, marker: &InboxMarker) -> impl Future<Output = Result<()>>;
+
+    /// Writes a relay intent for `queue` at this transaction's time; returns its seq.
+    fn relay_insert(
+        &mut self,
+        queue: &str,
+        message: &OutMessage,
+    ) -> impl Future<Output = Result<i64>>;
+
+    /// Up to `limit` unpublished intents, oldest first (by seq).
+    fn relay_pending(&mut self, limit: usize) -> impl Future<Output = Result<Vec<RelayIntent>>>;
+
+    /// Marks these intents published at this transaction's time; returns how many were
+    /// still unpublished.
+    fn relay_mark(&mut self, seqs: &[i64]) -> impl Future<Output = Result<u64>>;
+
+    /// Marks these intents refused by their target at this transaction's time; returns
+    /// how many were still pending.
+    fn relay_refuse(&mut self, seqs: &[i64]) -> impl Future<Output = Result<u64>>;
+
+    /// Every intent with the event identity `(source, id)`, by seq.
+    fn relay_find(
+        &mut self,
+        source: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Vec<RelayIntent>>>;
+
+    /// The unpublished intents: how many, and the oldest's age.
+    fn relay_backlog(&mut self) -> impl Future<Output = Result<RelayBacklog>>;
+
+    /// Deletes inbox markers applied before `markers_before` and published intents
+    /// published before `intents_before` (epoch ms).
+    fn side_sweep(
+        &mut self,
+        markers_before: i64,
+        intents_before: i64,
+    ) -> impl Future<Output = Result<SideSweep>>;
+
+    /// What `queue` holds about the message id `key`: its dedup entry (even expired,
+    /// until swept) and the message row while it exists.
+    fn find_sent(&mut self, queue: &str, key: &str) -> impl Future<Output = Result<SentEvidence>>;
+}
+
+/// A store whose outbox is reachable as the concrete store `N`: `N` itself (the typed
+/// engine), or a [`crate::DynStore`] that holds an `N` (the run-time engine, which
+/// names the store it expects and gets `InvalidArgument` if it holds another).
+pub trait HasOutbox<N: OutboxStore>: Store {
+    /// The concrete store.
+    fn outbox(&self) -> Result<&N>;
+}
+
+impl<N: OutboxStore> HasOutbox<N> for N {
+    fn outbox(&self) -> Result<&N> {
+        Ok(self)
+    }
+}
+
+/// A store that can be opened from a location string (a path, `:memory:`, a URL).
+pub trait OpenStore: Store + Sized {
+    /// Opens the store at `location`, reading time from `clock`.
+    fn open_at(location: &str, clock: SharedClock) -> impl Future<Output = Result<Self>> + Send;
+}

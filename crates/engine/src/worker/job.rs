@@ -1,0 +1,249 @@
+//! One message's handling (the handler in its own task, the lease renewed while it
+//! runs, the settlement), and the completer and renewer that coalesce settlements.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::engine::Engine;
+use mqlite_contract::error::{Error, Result};
+use mqlite_contract::store::Store;
+use mqlite_contract::types::{LockRef, Message, SeqNumber};
+
+use super::*;
+
+/// One message's handling: the handler in its own task (a panic stays there), the lock
+/// renewed while it runs, then the settlement.
+pub(super) struct Job<S: Store, F> {
+    pub(super) engine: Engine<S>,
+    pub(super) queue: String,
+    pub(super) handler: Arc<F>,
+    pub(super) retry: RetryPolicy,
+    pub(super) report: Arc<std::sync::Mutex<WorkerReport>>,
+    pub(super) expired: watch::Receiver<bool>,
+    pub(super) completions: mpsc::UnboundedSender<Coalesced>,
+    pub(super) renewals: mpsc::UnboundedSender<Coalesced>,
+}
+
+/// What a coalescing task does with the locks the jobs hand it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Op {
+    Complete,
+    Renew,
+}
+
+/// A lock handed to the completer or the renewer, and where its outcome goes: the
+/// lease's new end (0 for a completion) when it took effect, None when the lock was
+/// lost, or why the call failed.
+type Coalesced = (
+    LockRef,
+    oneshot::Sender<std::result::Result<Option<i64>, String>>,
+);
+
+/// The most locks one call of the completer or the renewer carries.
+const MAX_COALESCED: usize = 256;
+
+/// Completes (or renews) what the jobs hand over, coalescing what gathers while a call
+/// runs into the next one: one lock alone is settled as its job would settle it, several
+/// in one batch (2.7, 2.8: each item settles or reports its lost lock on its own).
+pub(super) async fn coalesced<S: Store>(
+    engine: Engine<S>,
+    queue: String,
+    mut gathered: mpsc::UnboundedReceiver<Coalesced>,
+    op: Op,
+) {
+    while let Some(first) = gathered.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_COALESCED {
+            match gathered.try_recv() {
+                Ok(c) => batch.push(c),
+                Err(_) => break,
+            }
+        }
+        if batch.len() == 1
+            && let Some((lock, reply)) = batch.pop()
+        {
+            let outcome = match op {
+                Op::Complete => engine.complete(&queue, lock).await.map(|()| 0),
+                Op::Renew => engine.renew(&queue, lock).await,
+            };
+            let _ = reply.send(match outcome {
+                Ok(until) => Ok(Some(until)),
+                Err(Error::LockLost { .. }) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            });
+            continue;
+        }
+        let locks: Vec<LockRef> = batch.iter().map(|(l, _)| *l).collect();
+        let results = match op {
+            Op::Complete => engine.complete_batch(&queue, &locks).await,
+            Op::Renew => engine.renew_batch(&queue, &locks).await,
+        };
+        match results {
+            Ok(results) => {
+                let took: HashMap<SeqNumber, i64> = results
+                    .iter()
+                    .filter(|r| r.ok)
+                    .map(|r| (r.seq, r.locked_until_ms))
+                    .collect();
+                for (lock, reply) in batch {
+                    let _ = reply.send(Ok(took.get(&lock.seq).copied()));
+                }
+            }
+            Err(e) => {
+                let why = e.to_string();
+                for (_, reply) in batch {
+                    let _ = reply.send(Err(why.clone()));
+                }
+            }
+        }
+    }
+}
+
+impl<S, F, Fut> Job<S, F>
+where
+    S: Store,
+    F: Fn(Message) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
+{
+    pub(super) async fn run(self, m: Message) {
+        let lock = LockRef::from(&m);
+        let clock = self.engine.clock().clone();
+        let received_at = clock.now_ms();
+        let lease = (m.locked_until_ms - received_at).max(1);
+        let delivery_count = m.delivery_count;
+        let handler = self.handler.clone();
+        let mut handled = tokio::spawn(async move { handler(m).await });
+        let mut locked_until = lease + received_at;
+        let mut expired = self.expired.clone();
+        let outcome = loop {
+            // Renew when two thirds of the lease have passed.
+            let renew_at = locked_until - lease / 3;
+            tokio::select! {
+                out = &mut handled => break out,
+                () = async {
+                    // The guard wait_for returns is not Send: drop it in here.
+                    let _ = expired.wait_for(|e| *e).await;
+                } => {
+                    // The grace period is over: another consumer takes it from here.
+                    handled.abort();
+                    if self.engine.abandon(&self.queue, lock, Duration::ZERO).await.is_ok() {
+                        self.count(|r| r.abandoned_at_shutdown += 1);
+                    }
+                    return;
+                }
+                _ = clock.sleep_until(renew_at) => {
+                    match self.coalesced(&self.renewals, Op::Renew, lock).await {
+                        Ok(until) => locked_until = until,
+                        // The lease is gone; the handler finishes, its settlement will
+                        // be refused and counted.
+                        Err(_) => locked_until = i64::MAX,
+                    }
+                }
+            }
+        };
+        match outcome {
+            Ok(Ok(())) => self.settle(Settle::Complete, lock).await,
+            Ok(Err(HandlerError::Permanent(why))) => {
+                self.settle(Settle::DeadLetter(REASON_HANDLER_FAILED.into(), why), lock)
+                    .await
+            }
+            Ok(Err(HandlerError::DeadLetter {
+                reason,
+                description,
+            })) => {
+                self.settle(Settle::DeadLetter(reason, description), lock)
+                    .await
+            }
+            Ok(Err(HandlerError::Retry(why))) if delivery_count >= self.retry.max_attempts => {
+                self.settle(Settle::DeadLetter(REASON_HANDLER_FAILED.into(), why), lock)
+                    .await
+            }
+            Ok(Err(HandlerError::Retry(_))) => {
+                let delay = self.retry.backoff(delivery_count);
+                self.settle(Settle::Retry(delay), lock).await
+            }
+            Err(join) => {
+                if join.is_panic() {
+                    self.count(|r| r.panicked += 1);
+                }
+                let delay = self.retry.backoff(delivery_count);
+                self.settle(Settle::Retry(delay), lock).await
+            }
+        }
+    }
+
+    /// Completes or renews through the worker's completer or renewer (coalesced with
+    /// other jobs'), or alone if it is gone. The lease's new end (0 for a completion).
+    async fn coalesced(
+        &self,
+        to: &mpsc::UnboundedSender<Coalesced>,
+        op: Op,
+        lock: LockRef,
+    ) -> Result<i64> {
+        let alone = || async {
+            match op {
+                Op::Complete => self.engine.complete(&self.queue, lock).await.map(|()| 0),
+                Op::Renew => self.engine.renew(&self.queue, lock).await,
+            }
+        };
+        let (reply, outcome) = oneshot::channel();
+        if to.send((lock, reply)).is_err() {
+            return alone().await;
+        }
+        match outcome.await {
+            Ok(Ok(Some(until))) => Ok(until),
+            Ok(Ok(None)) => Err(Error::LockLost {
+                reason: mqlite_contract::error::LockLostReason::Unknown,
+            }),
+            Ok(Err(why)) => Err(Error::backend("worker", std::io::Error::other(why))),
+            Err(_) => alone().await,
+        }
+    }
+
+    fn count(&self, f: impl FnOnce(&mut WorkerReport)) {
+        count(&self.report, f);
+    }
+
+    /// Settles and counts. A settlement that fails otherwise than LockLost (the engine
+    /// closed, the store failed) leaves the message to its lease: it comes back.
+    async fn settle(&self, how: Settle, lock: LockRef) {
+        let q = &self.queue;
+        let result = match &how {
+            Settle::Complete => self
+                .coalesced(&self.completions, Op::Complete, lock)
+                .await
+                .map(|_| ()),
+            Settle::Retry(delay) => {
+                let delay = (*delay).min(crate::engine::MAX_ABANDON_DELAY);
+                self.engine.abandon(q, lock, delay).await
+            }
+            Settle::DeadLetter(reason, why) => {
+                let text: String = why.chars().take(4096).collect();
+                self.engine.reject(q, lock, reason, &text).await
+            }
+        };
+        match result {
+            Ok(()) => self.count(|r| match how {
+                Settle::Complete => r.completed += 1,
+                Settle::Retry(_) => r.retried += 1,
+                Settle::DeadLetter(..) => r.dead_lettered += 1,
+            }),
+            Err(Error::LockLost { .. }) => self.count(|r| r.lock_lost += 1),
+            Err(e) => {
+                tracing::warn!(error = %e, "a worker's settlement failed; the lease will return the message")
+            }
+        }
+    }
+}
+
+/// How a job ends.
+enum Settle {
+    Complete,
+    Retry(Duration),
+    /// Reason and description.
+    DeadLetter(String, String),
+}

@@ -1,0 +1,315 @@
+//! The consumer loop every user would otherwise write by hand: long-poll, run up to N
+//! handlers at once, renew each lock while its handler runs, complete on `Ok`, retry
+//! with backoff on a retryable error (dead-lettering with the error's text at the
+//! attempt bound), reject on a permanent one, isolate a panicking handler, and on
+//! shutdown stop receiving, let running handlers finish within a grace period and
+//! abandon the rest.
+//!
+//! Completions and renewals are coalesced: the handlers' `Ok`s go to one completer task,
+//! which completes whatever has gathered while its previous call ran in one
+//! [`Engine::complete_batch`] (one transaction) — with 4 handlers at once, up to 4
+//! messages a commit instead of one, and no waiting when only one is done — and the
+//! renewals of long handlers go to one renewer task the same way
+//! ([`Engine::renew_batch`]).
+//!
+//! Prefetch: one receive claims enough for the free handlers and a small buffer
+//! ([`Worker::prefetch`], by default as many as the concurrency), so a busy worker
+//! claims several messages per transaction instead of one per freed handler. A
+//! buffered message whose lease is half spent when its turn comes is renewed first (in
+//! one batch with the others), and on shutdown the buffered messages are abandoned at
+//! once, for another consumer, without waiting for their leases.
+//!
+//! Every wait reads the engine's clock, so a test drives a worker with a manual clock.
+
+mod job;
+mod policy;
+
+use job::*;
+pub use policy::*;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::engine::Engine;
+use mqlite_contract::error::{Error, Result};
+use mqlite_contract::store::Store;
+use mqlite_contract::types::{LockRef, Message, ReceiveOptions, SeqNumber};
+
+/// A consumer of one queue; build it with [`Engine::worker`], start it with
+/// [`Worker::run_until`].
+pub struct Worker<S: Store, F> {
+    engine: Engine<S>,
+    queue: String,
+    handler: Arc<F>,
+    concurrency: usize,
+    prefetch: Option<usize>,
+    poll_wait: Duration,
+    grace: Duration,
+    retry: RetryPolicy,
+}
+
+impl<S: Store> Engine<S> {
+    /// A worker that hands each message of `queue` to `handler` (see [`Worker`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(mq: mqlite_engine::Engine<impl mqlite_contract::Store>)
+    /// # -> mqlite_contract::Result<()> {
+    /// use mqlite_engine::worker::HandlerError;
+    /// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    /// # drop(stop);
+    /// let report = mq
+    ///     .worker("jobs", |m| async move {
+    ///         let text = String::from_utf8(m.body().to_vec()).map_err(HandlerError::permanent)?;
+    ///         println!("{text}");
+    ///         Ok(())
+    ///     })
+    ///     .concurrency(4)
+    ///     .run_until(async {
+    ///         let _ = stopped.await;
+    ///     })
+    ///     .await?;
+    /// println!("{report:?}");
+    /// # Ok(()) }
+    /// ```
+    pub fn worker<F, Fut>(&self, queue: &str, handler: F) -> Worker<S, F>
+    where
+        F: Fn(Message) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
+    {
+        Worker {
+            engine: self.clone(),
+            queue: queue.to_owned(),
+            handler: Arc::new(handler),
+            concurrency: 1,
+            prefetch: None,
+            poll_wait: Duration::from_secs(5),
+            grace: Duration::from_secs(30),
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+impl<S, F, Fut> Worker<S, F>
+where
+    S: Store,
+    F: Fn(Message) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
+{
+    /// Runs up to `n` handlers at once (at least 1).
+    pub fn concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n.clamp(1, crate::engine::MAX_RECEIVE_BATCH as usize);
+        self
+    }
+
+    /// How many messages beyond the free handlers one receive may claim and hold in a
+    /// buffer (default: the concurrency; 0 claims only what the free handlers take).
+    /// Buffered messages are locked to this worker: other consumers of the queue do not
+    /// see them until they are handled, or abandoned at shutdown.
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = Some(n.min(crate::engine::MAX_RECEIVE_BATCH as usize));
+        self
+    }
+
+    /// How long each receive long-polls (at most the engine's 20 s).
+    pub fn poll_wait(mut self, wait: Duration) -> Self {
+        self.poll_wait = wait.min(crate::engine::MAX_WAIT);
+        self
+    }
+
+    /// How long running handlers may finish after shutdown before their messages are
+    /// abandoned.
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// How failures are retried.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Receives and handles messages until `shutdown` resolves, then stops receiving,
+    /// gives running handlers the grace period, abandons what is still running, and
+    /// returns what it did. An error of the queue itself (it does not exist, the engine
+    /// closed) ends the worker with that error after the same shutdown.
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<WorkerReport> {
+        let report = Arc::new(std::sync::Mutex::new(WorkerReport::default()));
+        let permits = Arc::new(Semaphore::new(self.concurrency));
+        let (completions, gathered) = mpsc::unbounded_channel();
+        let completer = tokio::spawn(coalesced(
+            self.engine.clone(),
+            self.queue.clone(),
+            gathered,
+            Op::Complete,
+        ));
+        let (renewals, gathered) = mpsc::unbounded_channel();
+        let renewer = tokio::spawn(coalesced(
+            self.engine.clone(),
+            self.queue.clone(),
+            gathered,
+            Op::Renew,
+        ));
+        let prefetch = self.prefetch.unwrap_or(self.concurrency);
+        let max_claim =
+            (self.concurrency + prefetch).min(crate::engine::MAX_RECEIVE_BATCH as usize);
+        // Each claimed message with the time its lease was last set.
+        let mut buffer: VecDeque<(Message, i64)> = VecDeque::new();
+        // Flipped when the grace period ends: every job still in its handler abandons.
+        let (expire, expired) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        let outcome = loop {
+            // Wait for a free slot, then take as many messages as there are slots.
+            let first = tokio::select! {
+                _ = &mut shutdown => break Ok(()),
+                p = permits.clone().acquire_owned() => p.map_err(|_| Error::Closed),
+            };
+            let Ok(first) = first else {
+                break Err(Error::Closed);
+            };
+            let mut slots = vec![first];
+            while let Ok(p) = permits.clone().try_acquire_owned() {
+                slots.push(p);
+            }
+            if buffer.is_empty() {
+                let options = ReceiveOptions {
+                    max_messages: max_claim.max(slots.len()) as u32,
+                    wait: self.poll_wait,
+                    ..Default::default()
+                };
+                let got = tokio::select! {
+                    _ = &mut shutdown => break Ok(()),
+                    got = self.engine.receive(&self.queue, options) => got,
+                };
+                let now = self.engine.clock().now_ms();
+                match got {
+                    Ok(m) => buffer.extend(m.into_iter().map(|m| (m, now))),
+                    Err(e) => break Err(e),
+                }
+            } else {
+                self.refresh(&mut buffer, slots.len(), &report).await;
+            }
+            let ready = slots.len().min(buffer.len());
+            for ((m, _), permit) in buffer.drain(..ready).zip(slots.drain(..)) {
+                let job = Job {
+                    engine: self.engine.clone(),
+                    queue: self.queue.clone(),
+                    handler: self.handler.clone(),
+                    retry: self.retry.clone(),
+                    report: report.clone(),
+                    expired: expired.clone(),
+                    completions: completions.clone(),
+                    renewals: renewals.clone(),
+                };
+                tasks.spawn(async move {
+                    job.run(m).await;
+                    drop(permit);
+                });
+            }
+            // Reap finished tasks so the set does not grow.
+            while tasks.try_join_next().is_some() {}
+        };
+        // Shutdown: no more receives; the buffered messages go back at once, for
+        // another consumer; the running handlers get the grace period.
+        for (m, _) in buffer.drain(..) {
+            let lock = LockRef::from(&m);
+            if self
+                .engine
+                .abandon(&self.queue, lock, Duration::ZERO)
+                .await
+                .is_ok()
+            {
+                count(&report, |r| r.returned_unstarted += 1);
+            }
+        }
+        let clock = self.engine.clock().clone();
+        let deadline = clock
+            .now_ms()
+            .saturating_add(i64::try_from(self.grace.as_millis()).unwrap_or(i64::MAX));
+        {
+            let drained = async { while tasks.join_next().await.is_some() {} };
+            tokio::select! {
+                _ = drained => {}
+                _ = clock.sleep_until(deadline) => {}
+            }
+        }
+        // Whatever is still in its handler abandons its message now; a job already
+        // settling finishes its settlement first, so nothing finished is abandoned.
+        let _ = expire.send(true);
+        while tasks.join_next().await.is_some() {}
+        // Every job has its answer; the completer and renewer end with the last sender.
+        drop(completions);
+        drop(renewals);
+        let _ = completer.await;
+        let _ = renewer.await;
+        let report = *report.lock().unwrap_or_else(|e| e.into_inner());
+        outcome.map(|()| report)
+    }
+
+    /// Before the first `n` buffered messages go to handlers: those whose lease is half
+    /// spent are renewed in one batch; one whose lease is lost (reaped, or expired) is
+    /// dropped from the buffer and counted, for it is another consumer's now.
+    async fn refresh(
+        &self,
+        buffer: &mut VecDeque<(Message, i64)>,
+        n: usize,
+        report: &std::sync::Mutex<WorkerReport>,
+    ) {
+        let now = self.engine.clock().now_ms();
+        let stale: Vec<LockRef> = buffer
+            .iter()
+            .take(n)
+            .filter(|(m, since)| half_spent(m.locked_until_ms, *since, now))
+            .map(|(m, _)| LockRef::from(m))
+            .collect();
+        if stale.is_empty() {
+            return;
+        }
+        let renewed: HashMap<SeqNumber, i64> =
+            match self.engine.renew_batch(&self.queue, &stale).await {
+                Ok(results) => results
+                    .iter()
+                    .filter(|r| r.ok)
+                    .map(|r| (r.seq, r.locked_until_ms))
+                    .collect(),
+                // The store failed: the leases may still hold; the jobs' own renewals
+                // or settlements will tell.
+                Err(_) => return,
+            };
+        let stale: HashSet<SeqNumber> = stale.iter().map(|l| l.seq).collect();
+        buffer.retain_mut(|(m, since)| {
+            if !stale.contains(&m.seq) {
+                return true;
+            }
+            match renewed.get(&m.seq) {
+                Some(until) => {
+                    m.locked_until_ms = *until;
+                    *since = now;
+                    true
+                }
+                None => {
+                    count(report, |r| r.returned_unstarted += 1);
+                    false
+                }
+            }
+        });
+    }
+}
+
+/// Whether half of a lease set at `since` and ending at `until` has passed by `now`.
+fn half_spent(until: i64, since: i64, now: i64) -> bool {
+    now - since >= (until - since) / 2
+}
+
+fn count(report: &std::sync::Mutex<WorkerReport>, f: impl FnOnce(&mut WorkerReport)) {
+    f(&mut report.lock().unwrap_or_else(|e| e.into_inner()));
+}

@@ -1,0 +1,546 @@
+//! The one writer thread a local store runs its work on (10.1, "nothing blocks the
+//! executor"): the thread owns the store's native handle `T` (a rusqlite connection, a
+//! redb database) and runs jobs from a channel in arrival order, so no two transactions
+//! ever overlap. A job whose caller has gone before the thread reaches it is skipped:
+//! nothing executes (13.1, 13.2). The stores build their transactions on top of
+//! [`WriterThread::run`] and [`WriterThread::run_catching`].
+//!
+//! Group commit ([`WriterThread::run_grouped`], for a handle that implements
+//! [`GroupCommit`]): the calls waiting for the writer share one transaction. The writer
+//! takes every grouped call queued when it gets to them (up to [`MAX_GROUP`]), runs each
+//! in its own savepoint — a call that fails is undone alone and answered at once — then
+//! commits once and answers the others with the commit's outcome. No call is answered
+//! before the commit that holds it; a call whose caller left before the writer reached
+//! it runs nothing, and one whose caller left while it ran is undone (13.1, 13.2, 13.4);
+//! once its savepoint is released, it commits with the group like a request whose client
+//! hung up. When the commit fails, or the database rolls the transaction back by itself
+//! (SQLite does after some I/O and disk-full errors), every call of the group gets the
+//! error and nothing of the group is visible.
+//!
+//! Where the work runs ([`WriterThread::run_grouped`] on a writer started with
+//! [`WriterThread::set_inline`]): a short call that finds the store idle — no command
+//! queued for the writer thread, the handle free — runs on its caller's own thread as
+//! a group of one, with no thread hop; plainjob and bare SQLite callers do the same. A
+//! call that finds the store busy queues for the writer thread as before, and the
+//! calls queued meanwhile share its next commit. The handle's owner says when that is
+//! allowed: only while a commit cannot fsync (a WAL commit under
+//! `synchronous=NORMAL`), and it moves what may (a checkpoint) to the writer thread
+//! through [`GroupCommit::maintenance_due`]. Work that may wait or run long (an
+//! application transaction, a sweep, a large batch) is always sent to the thread.
+
+mod group;
+mod unwind;
+
+pub use group::*;
+pub use unwind::*;
+
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+use std::thread::JoinHandle;
+
+use tokio::sync::oneshot;
+
+use mqlite_contract::clock::SharedClock;
+use mqlite_contract::error::{Error, Result};
+
+/// A job for the writer thread: runs with the handle, and gives the answer to send
+/// once the handle is free.
+type Job<T> = Box<dyn FnOnce(&mut T, &SharedClock) -> Option<Answer> + Send>;
+
+enum Command<T> {
+    Run(Job<T>),
+    Grouped(Box<dyn GroupedCall<T>>),
+    Close,
+}
+
+/// The most calls one group commit holds.
+pub const MAX_GROUP: usize = 256;
+
+/// How long the writer keeps looking for the next call before it sleeps. A caller that
+/// got its answer usually sends its next call within microseconds; a writer asleep by
+/// then costs a thread wake-up (tens of microseconds on a virtual machine) per call.
+/// Measured on the 2-core machine: 15 µs raises a lone consumer's receive-and-complete
+/// rate by two thirds and leaves 16 concurrent producers as they were; 50 µs took CPU
+/// from them.
+const SPIN: std::time::Duration = std::time::Duration::from_micros(15);
+
+/// How long the writer thread must find nothing to do before the store counts as
+/// uncontended again. Shorter, and producers that resubmit a few microseconds after
+/// their answer (on 2 cores the writer holds one) flip between the two paths on every
+/// round, paying a commit per call on the executor's threads. Measured against 1 ms
+/// (with [`SOLO_GROUPS_UNCONTENDED`] at 4): a worker with four producers ran 4.7k →
+/// 6.4k msg/s and the executor's lateness p99.9 10 → 1.3 ms; a lone caller is
+/// unaffected (it never contends).
+const CONTENDED_FOR: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// How many groups in a row of one call each end a contention: one alone is common
+/// among 16 producers too, and between a worker's receive, its completer and its
+/// producers, whose calls would then commit one by one on the callers' threads
+/// (measured: more commits, and the executor's threads held longer).
+const SOLO_GROUPS_UNCONTENDED: u32 = 16;
+
+/// The next command: looked for without sleeping for [`SPIN`], then waited for; after
+/// [`CONTENDED_FOR`] without one the store is no longer contended. None when every
+/// sender is gone.
+fn next_command<T>(jobs: &mpsc::Receiver<Command<T>>, slot: &Slot<T>) -> Option<Command<T>> {
+    let start = std::time::Instant::now();
+    loop {
+        match jobs.try_recv() {
+            Ok(c) => return Some(c),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) if start.elapsed() < SPIN => {
+                std::hint::spin_loop();
+            }
+            Err(mpsc::TryRecvError::Empty) => break,
+        }
+    }
+    if slot.contended.load(Ordering::Relaxed) {
+        match jobs.recv_timeout(CONTENDED_FOR.saturating_sub(start.elapsed())) {
+            Ok(c) => return Some(c),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                slot.contended.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+    jobs.recv().ok()
+}
+
+/// What the writer thread and the callers share: the handle, and how many commands
+/// wait for the thread.
+struct Slot<T> {
+    /// The store's native handle: held by the writer thread while it runs a command, or
+    /// by a caller running a short call on its own thread. None once closed.
+    handle: Mutex<Option<T>>,
+    /// Commands sent to the writer thread that it has not taken yet. While any is, a new
+    /// call queues behind them rather than running on its caller's thread: calls keep
+    /// their arrival order, and the thread is never starved of the handle.
+    queued: AtomicUsize,
+    /// Whether the writer thread holds the handle: a call that finds it so goes to the
+    /// thread without counting as contention (it is usually the thread finishing the
+    /// caller's own previous call).
+    writer_busy: AtomicBool,
+    /// Set when a caller found the store held by another caller, or calls waiting for
+    /// the writer thread; cleared when the writer thread finds calls arriving alone
+    /// ([`SOLO_GROUPS_UNCONTENDED`] groups of one in a row), or nothing to do for
+    /// [`CONTENDED_FOR`]. While set, every call goes to the
+    /// writer thread, where the calls waiting share one commit: under contention a
+    /// shared commit beats a commit per call on the callers' threads (measured:
+    /// docs/benchmark.md).
+    contended: AtomicBool,
+}
+
+impl<T> Slot<T> {
+    /// The handle, waited for by the writer thread: a caller holds it only for one
+    /// short call.
+    fn lock(&self) -> MutexGuard<'_, Option<T>> {
+        let guard = self.handle.lock().unwrap_or_else(|e| e.into_inner());
+        self.writer_busy.store(true, Ordering::SeqCst);
+        guard
+    }
+
+    /// Gives the handle back from the writer thread.
+    fn unlock(&self, guard: MutexGuard<'_, Option<T>>) {
+        self.writer_busy.store(false, Ordering::SeqCst);
+        drop(guard);
+    }
+
+    /// Whether a call may try the caller's thread: nothing queued, the writer thread
+    /// not at work, nobody contending.
+    fn idle(&self) -> bool {
+        self.queued.load(Ordering::SeqCst) == 0
+            && !self.writer_busy.load(Ordering::SeqCst)
+            && !self.contended.load(Ordering::Relaxed)
+    }
+
+    /// The handle if the store is idle and nobody holds it. A call that finds another
+    /// caller holding it, or calls queued, marks the store contended.
+    fn try_idle(&self) -> Option<MutexGuard<'_, Option<T>>> {
+        if self.contended.load(Ordering::Relaxed) {
+            return None;
+        }
+        if self.queued.load(Ordering::SeqCst) != 0 {
+            self.contended.store(true, Ordering::Relaxed);
+            return None;
+        }
+        match self.handle.try_lock() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => {
+                if !self.writer_busy.load(Ordering::SeqCst) {
+                    self.contended.store(true, Ordering::Relaxed);
+                }
+                None
+            }
+        }
+    }
+}
+
+/// The sending side of the writer thread's channel, shared by the handle and the calls
+/// that decide where to run when first polled.
+struct Queue<T> {
+    jobs: Mutex<Option<mpsc::Sender<Command<T>>>>,
+    slot: Arc<Slot<T>>,
+    /// A job submitted from the writer thread itself (an application's transaction body
+    /// calling the engine instead of its `tx`) would wait for the job running it.
+    thread_id: std::thread::ThreadId,
+    /// Calls run on their caller's thread so far.
+    inline_calls: AtomicU64,
+    /// The clock a call on its caller's thread reads.
+    clock: SharedClock,
+}
+
+impl<T> Queue<T> {
+    fn send(&self, command: Command<T>) -> Result<()> {
+        if std::thread::current().id() == self.thread_id {
+            return Err(Error::invalid(
+                "the store was called from inside its own transaction body: use the \
+                 transaction's handle (tx.send), not the engine, until the body returns",
+            ));
+        }
+        let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(tx) = jobs.as_ref() else {
+            return Err(Error::Closed);
+        };
+        self.slot.queued.fetch_add(1, Ordering::SeqCst);
+        tx.send(command).map_err(|_| {
+            self.slot.queued.fetch_sub(1, Ordering::SeqCst);
+            Error::Closed
+        })
+    }
+}
+
+/// The handle to a writer thread that owns a `T`.
+pub struct WriterThread<T> {
+    queue: Arc<Queue<T>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// Whether a short grouped call may run on its caller's thread when the store is
+    /// idle (see the module docs).
+    inline: AtomicBool,
+}
+
+impl<T: Send + 'static> WriterThread<T> {
+    /// Starts the thread `name`; `open` runs on it and returns the handle and a guard
+    /// (a file lock, say) that is dropped after the handle when the thread ends. Its
+    /// error is returned here.
+    pub async fn start<G: 'static>(
+        name: &str,
+        clock: SharedClock,
+        open: impl FnOnce() -> Result<(T, G)> + Send + 'static,
+    ) -> Result<Self> {
+        let (jobs_tx, jobs_rx) = mpsc::channel::<Command<T>>();
+        let (ready_tx, ready_rx) = oneshot::channel::<Result<()>>();
+        let slot = Arc::new(Slot {
+            handle: Mutex::new(None),
+            queued: AtomicUsize::new(0),
+            writer_busy: AtomicBool::new(false),
+            contended: AtomicBool::new(false),
+        });
+        let shared = slot.clone();
+        let thread_clock = clock.clone();
+        let thread = std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || {
+                let (handle, guard) = match open() {
+                    Ok(v) => v,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                // Not `Slot::lock`: the thread does not hold the handle from here on.
+                *shared.handle.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+                let _ = ready_tx.send(Ok(()));
+                serve(&shared, &thread_clock, &jobs_rx);
+                // The handle closes before the guard is released, so the next opener
+                // finds a quiet file.
+                drop(shared.lock().take());
+                drop(guard);
+            })
+            .map_err(|e| Error::backend("writer", e))?;
+        ready_rx.await.map_err(|_| Error::Closed)??;
+        Ok(WriterThread {
+            queue: Arc::new(Queue {
+                jobs: Mutex::new(Some(jobs_tx)),
+                slot,
+                thread_id: thread.thread().id(),
+                inline_calls: AtomicU64::new(0),
+                clock,
+            }),
+            thread: Mutex::new(Some(thread)),
+            inline: AtomicBool::new(false),
+        })
+    }
+
+    /// Lets short grouped calls run on their caller's thread when the store is idle
+    /// (see the module docs): only for a handle whose commit cannot fsync or wait.
+    pub fn set_inline(&self, on: bool) {
+        self.inline.store(on, Ordering::Relaxed);
+    }
+
+    /// How many grouped calls have run on their caller's thread (tests count them).
+    pub fn inline_calls(&self) -> u64 {
+        self.queue.inline_calls.load(Ordering::Relaxed)
+    }
+
+    fn submit(&self, job: Job<T>) -> Result<()> {
+        self.queue.send(Command::Run(job))
+    }
+
+    /// Runs `f` on the writer thread with the statement-time clock reading and a probe
+    /// telling whether the caller went away. If the caller's future is dropped before
+    /// the thread reaches the job, the job is skipped.
+    pub fn run<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut T, i64, &dyn Fn() -> bool) -> Result<R> + Send + 'static,
+    ) -> impl Future<Output = Result<R>> + Send + 'static {
+        let (tx, rx) = oneshot::channel();
+        let job: Job<T> = Box::new(move |handle, clock| {
+            if tx.is_closed() {
+                return None;
+            }
+            let now = clock.now_ms();
+            let out = failing_on_panic(|| f(handle, now, &|| tx.is_closed()));
+            Some(answer(tx, out))
+        });
+        let submitted = self.submit(job);
+        async move {
+            submitted?;
+            rx.await.map_err(|_| Error::Closed)?
+        }
+    }
+
+    /// As [`WriterThread::run`] for the application's code: its own error type, and a
+    /// panic in `f` is caught on the writer thread (which goes on serving) and re-raised
+    /// in the caller's task (16.1).
+    pub fn run_catching<R, E>(
+        &self,
+        f: impl FnOnce(&mut T, i64, &dyn Fn() -> bool) -> Result<R, E> + Send + 'static,
+    ) -> impl Future<Output = Result<R, E>> + Send + 'static
+    where
+        R: Send + 'static,
+        E: From<Error> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<std::thread::Result<Result<R, E>>>();
+        let job: Job<T> = Box::new(move |handle, clock| {
+            if tx.is_closed() {
+                return None;
+            }
+            let now = clock.now_ms();
+            let gone = || tx.is_closed();
+            let result = catch_unwind(AssertUnwindSafe(|| f(handle, now, &gone)));
+            Some(Box::new(move || {
+                let _ = tx.send(result);
+            }))
+        });
+        let submitted = self.submit(job);
+        async move {
+            submitted.map_err(E::from)?;
+            match rx.await {
+                Err(_) => Err(E::from(Error::Closed)),
+                Ok(Err(panic)) => resume_unwind(panic),
+                Ok(Ok(r)) => r,
+            }
+        }
+    }
+
+    /// Runs `f` inside a group commit (see the module docs) with the statement-time
+    /// clock reading: answered after the commit that holds it. With inline calls on
+    /// ([`WriterThread::set_inline`]) and `short`, a call that finds the store idle when
+    /// first polled runs on the caller's thread; otherwise it is sent to the writer
+    /// thread at once, so calls made while the store is busy queue in the order made.
+    pub fn run_grouped<R: Send + 'static>(
+        &self,
+        short: bool,
+        f: impl FnOnce(&mut T, i64) -> Result<R> + Send + 'static,
+    ) -> impl Future<Output = Result<R>> + Send + 'static
+    where
+        T: GroupCommit,
+    {
+        let inline = short && self.inline.load(Ordering::Relaxed) && self.queue.slot.idle();
+        let plan = if inline {
+            Plan::Inline(self.queue.clone(), f)
+        } else {
+            Plan::Sent(send_grouped(&self.queue, f))
+        };
+        async move {
+            let rx = match plan {
+                Plan::Sent(rx) => rx?,
+                Plan::Inline(queue, f) => match run_inline(&queue, f) {
+                    Ok(answer) => return answer,
+                    Err(f) => send_grouped(&queue, f)?,
+                },
+            };
+            rx.await.map_err(|_| Error::Closed)?
+        }
+    }
+
+    /// Lets the queued jobs finish, then drops the handle and its guard.
+    pub async fn close(&self) {
+        let sender = self
+            .queue
+            .jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(tx) = sender {
+            // Counted like every command: the thread uncounts each one it takes.
+            self.queue.slot.queued.fetch_add(1, Ordering::SeqCst);
+            let _ = tx.send(Command::Close);
+        }
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = thread {
+            // Joining blocks, so it happens off the executor.
+            let (done_tx, done_rx) = oneshot::channel();
+            std::thread::spawn(move || {
+                let _ = t.join();
+                let _ = done_tx.send(());
+            });
+            let _ = done_rx.await;
+        }
+    }
+}
+
+/// Where a grouped call will run: decided when it is made, or when first polled.
+enum Plan<T, F, R> {
+    /// Tried on the caller's thread when first polled; sent to the writer if busy.
+    Inline(Arc<Queue<T>>, F),
+    /// Sent to the writer thread when made.
+    Sent(Result<oneshot::Receiver<Result<R>>>),
+}
+
+/// Sends a grouped call to the writer thread.
+fn send_grouped<T, F, R>(queue: &Queue<T>, f: F) -> Result<oneshot::Receiver<Result<R>>>
+where
+    T: GroupCommit,
+    F: FnOnce(&mut T, i64) -> Result<R> + Send + 'static,
+    R: Send + 'static,
+{
+    let (tx, rx) = oneshot::channel();
+    queue.send(Command::Grouped(Box::new(Call { f, tx })))?;
+    Ok(rx)
+}
+
+/// Runs a grouped call on the caller's thread as a group of one if the store is idle;
+/// gives the call back otherwise. A commit that leaves maintenance due (a checkpoint)
+/// asks the writer thread for it.
+fn run_inline<T, F, R>(queue: &Queue<T>, f: F) -> Result<Result<R>, F>
+where
+    T: GroupCommit + Send,
+    F: FnOnce(&mut T, i64) -> Result<R> + Send + 'static,
+    R: Send + 'static,
+{
+    // A call from the writer thread itself (an application's transaction body calling
+    // the engine) finds the handle held by that thread: it falls to `Queue::send`, which
+    // refuses it.
+    let Some(mut guard) = queue.slot.try_idle() else {
+        return Err(f);
+    };
+    let Some(handle) = guard.as_mut() else {
+        return Ok(Err(Error::Closed));
+    };
+    let (tx, mut rx) = oneshot::channel();
+    let call: Box<dyn GroupedCall<T>> = Box::new(Call { f, tx });
+    let ran = catch_unwind(AssertUnwindSafe(|| {
+        run_group(handle, &queue.clock, vec![call])
+    }));
+    queue.inline_calls.fetch_add(1, Ordering::Relaxed);
+    let due = ran.is_ok() && handle.maintenance_due();
+    drop(guard);
+    if due {
+        // Nobody waits for it: the caller has its answer, the writer does the rest.
+        let _ = queue.send(Command::Run(Box::new(|h: &mut T, _| {
+            h.maintain();
+            None
+        })));
+    }
+    Ok(match ran {
+        Err(panic) => Err(Error::backend(
+            "store",
+            JobPanicked(panic_text(panic.as_ref())),
+        )),
+        Ok(answers) => {
+            for a in answers {
+                a();
+            }
+            rx.try_recv().unwrap_or(Err(Error::Closed))
+        }
+    })
+}
+
+/// The writer thread's loop: runs each command with the handle, grouping the grouped
+/// calls waiting, until closed or every sender is gone.
+fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T>>) {
+    let mut next: Option<Command<T>> = None;
+    let mut solo_groups = 0u32;
+    loop {
+        let cmd = match next.take() {
+            Some(c) => c,
+            None => match next_command(jobs, slot) {
+                Some(c) => c,
+                None => return,
+            },
+        };
+        // Taken: a caller that comes now waits for the handle, not behind this command.
+        slot.queued.fetch_sub(1, Ordering::SeqCst);
+        let mut guard = slot.lock();
+        let Some(handle) = guard.as_mut() else { return };
+        let answers: Vec<Answer> = match cmd {
+            Command::Grouped(first) => {
+                // Every grouped call already waiting joins this group; the first other
+                // command waits for the commit.
+                let ops = first.ops();
+                let mut calls = vec![first];
+                while calls.len() < MAX_GROUP {
+                    match jobs.try_recv() {
+                        Ok(Command::Grouped(c)) => {
+                            slot.queued.fetch_sub(1, Ordering::SeqCst);
+                            calls.push(c);
+                        }
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let n = calls.len();
+                // Calls that keep arriving alone (a lone caller that once met a
+                // checkpoint) may try their own thread again; calls that arrive
+                // together keep sharing commits here.
+                solo_groups = if n == 1 { solo_groups + 1 } else { 0 };
+                if solo_groups >= SOLO_GROUPS_UNCONTENDED {
+                    slot.contended.store(false, Ordering::Relaxed);
+                }
+                match catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls))) {
+                    Ok(answers) => {
+                        if (ops.maintenance_due)(handle) {
+                            (ops.maintain)(handle);
+                        }
+                        answers
+                    }
+                    Err(_) => {
+                        tracing::error!(calls = n, "a group commit panicked; the writer goes on");
+                        Vec::new()
+                    }
+                }
+            }
+            // A job's panic is caught in the job (its caller gets an error); this is the
+            // last line, so the writer keeps serving.
+            Command::Run(job) => match catch_unwind(AssertUnwindSafe(|| job(handle, clock))) {
+                Ok(answer) => answer.into_iter().collect(),
+                Err(_) => {
+                    tracing::error!("a writer job panicked; the writer goes on");
+                    Vec::new()
+                }
+            },
+            Command::Close => return,
+        };
+        slot.unlock(guard);
+        for a in answers {
+            a();
+        }
+    }
+}
