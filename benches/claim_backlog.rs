@@ -2,7 +2,7 @@
 //! flight and N of its successors wait behind it; every claim must find the next free
 //! message without walking those N rows.
 //!
-//! Every registered store runs it (`mqlite-stores`), through the typed engine:
+//! Every registered store runs it (`mqlite-testbed`), through the typed engine:
 //! `cargo bench -p mqlite-benches --bench claim_backlog`
 
 use std::time::{Duration, Instant};
@@ -80,7 +80,7 @@ async fn refill<S: Store>(engine: &Engine<S>) {
 }
 
 fn claim_behind_backlog(c: &mut Criterion) {
-    mqlite_stores::with_each_available_store!(name, factory => claim_behind_backlog_on(c, name, &Typed(factory)));
+    mqlite_testbed::with_each_available_store!(name, factory => claim_behind_backlog_on(c, name, &Typed(factory)));
 }
 
 fn claim_behind_backlog_on<A: Access>(c: &mut Criterion, store: &str, access: &A) {
@@ -123,7 +123,7 @@ fn claim_behind_backlog_on<A: Access>(c: &mut Criterion, store: &str, access: &A
 /// Completing the head of a deep line promotes the next row (promise 5.6 from the other
 /// side): the cost must not grow with the N rows waiting in the line.
 fn complete_head_of_deep_line(c: &mut Criterion) {
-    mqlite_stores::with_each_available_store!(name, factory => complete_head_on(c, name, &Typed(factory)));
+    mqlite_testbed::with_each_available_store!(name, factory => complete_head_on(c, name, &Typed(factory)));
 }
 
 fn complete_head_on<A: Access>(c: &mut Criterion, store: &str, access: &A) {
@@ -163,7 +163,7 @@ fn complete_head_on<A: Access>(c: &mut Criterion, store: &str, access: &A) {
 /// O(log n)): the target is the claim at 1,000,000 within 1.5 times the claim at 1,000.
 /// Sizes come from `MQLITE_BENCH_BACKLOGS` (comma-separated) when set.
 fn claim_at_backlog(c: &mut Criterion) {
-    mqlite_stores::with_each_available_store!(name, factory => claim_at_backlog_on(c, name, &Typed(factory)));
+    mqlite_testbed::with_each_available_store!(name, factory => claim_at_backlog_on(c, name, &Typed(factory)));
 }
 
 fn claim_at_backlog_on<A: Access>(c: &mut Criterion, store: &str, access: &A) {

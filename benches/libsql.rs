@@ -15,8 +15,8 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mqlite_benches::body;
 use mqlite_contract::{LockRef, OutMessage, QueueConfig, SystemClock};
 use mqlite_engine::Engine;
-use mqlite_store_libsql::tck::{Sqld, sqld_binary};
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
+use mqlite_testbed::libsql::{Sqld, sqld_binary};
 
 const Q: &str = "q";
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mqlite_contract::{OutMessage, QueueConfig, SendOptions};
-use mqlite_stores::mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// Messages per publish (and per send).
 const BATCHES: [usize; 2] = [1, 64];

@@ -99,7 +99,7 @@ fn bare_sqlite(c: &mut Criterion) {
 fn send_batch(c: &mut Criterion) {
     bare_sqlite(c);
     bare_redb(c);
-    mqlite_stores::with_each_available_store!(name, factory => store_send_batch(c, name, &Typed(factory)));
+    mqlite_testbed::with_each_available_store!(name, factory => store_send_batch(c, name, &Typed(factory)));
 }
 
 criterion_group!(benches, send_batch);

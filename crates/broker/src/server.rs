@@ -287,14 +287,15 @@ fn standby_router() -> Router {
 
 /// Opens the store the configuration names, and the engine over it.
 async fn open_engine(config: &BrokerConfig) -> Result<AnyEngine, Error> {
-    let store = match Location::parse(&config.db)? {
-        Location::Sqlite(path) => {
-            let options = mqlite::SqliteOptions::new(path)
-                .clock(config.clock.clone())
-                .synchronous(config.sync);
-            DynStore::new(mqlite::SqliteStore::open(options).await?)
-        }
-        _ => mqlite::open_store(&config.db, config.clock.clone()).await?,
+    let location = Location::parse(&config.db)?;
+    // `--sync` is the SQLite store's option; every other store opens by location.
+    let store = if location.store() == "sqlite" {
+        let options = mqlite::SqliteOptions::new(location.target())
+            .clock(config.clock.clone())
+            .synchronous(config.sync);
+        DynStore::new(mqlite::SqliteStore::open(options).await?)
+    } else {
+        mqlite::open_store(&config.db, config.clock.clone()).await?
     };
     let options = EngineOptions {
         max_message_bytes: config.max_message_bytes,

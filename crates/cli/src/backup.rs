@@ -19,8 +19,9 @@ pub(crate) fn run(a: &BackupArgs, out: Output) -> Result<(), Failure> {
     let dest = a.dest_path.as_path();
     let src_text = a.db_path.display().to_string();
     // The store's location as the facade reads it: backup copies a SQLite file.
-    let src = match mqlite::Location::parse(&src_text).map_err(|e| e.to_string())? {
-        mqlite::Location::Sqlite(path) if path != ":memory:" => PathBuf::from(path),
+    let location = mqlite::Location::parse(&src_text).map_err(|e| e.to_string())?;
+    let src = match location.local_file() {
+        Some(path) if location.store() == "sqlite" => path.to_path_buf(),
         _ => {
             return Err(format!(
                 "backup copies a local SQLite database file; {src_text:?} is not one \

@@ -1280,7 +1280,7 @@ fn a_standby_takes_over_and_the_deposed_broker_is_fenced() {
     // the lease is what bounds every takeover.
     const LEASE_MS: u64 = 6_000;
     let data = scratch();
-    let sqld = match mqlite_store_libsql::tck::Sqld::start(&data.path().join("sqld")) {
+    let sqld = match mqlite_testbed::libsql::Sqld::start(&data.path().join("sqld")) {
         Ok(s) => s,
         Err(why) => {
             assert!(std::env::var_os("CI").is_none(), "CI needs sqld: {why}");

@@ -12,6 +12,7 @@ pub mod error;
 pub mod event;
 #[cfg(feature = "serde")]
 pub mod json;
+pub mod kind;
 pub mod limits;
 pub mod side;
 pub mod store;
@@ -23,9 +24,8 @@ pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use dyn_store::DynStore;
 pub use error::{Error, LockHolder, LockLostReason, Result};
 pub use event::{EventIdentity, Fingerprint};
+pub use kind::StoreKind;
 pub use side::{InboxMarker, RelayBacklog, RelayIntent, SentEvidence, SideSweep};
-pub use store::{
-    HasOutbox, OpenStore, OutboxStore, Ownership, Store, StoreStatus, StoreTx, WorkStats,
-};
+pub use store::{HasOutbox, OutboxStore, Ownership, Store, StoreStatus, StoreTx, WorkStats};
 pub use topics::{Route, Subscription};
 pub use types::*;

@@ -507,9 +507,3 @@ impl<N: OutboxStore> HasOutbox<N> for N {
         Ok(self)
     }
 }
-
-/// A store that can be opened from a location string (a path, `:memory:`, a URL).
-pub trait OpenStore: Store + Sized {
-    /// Opens the store at `location`, reading time from `clock`.
-    fn open_at(location: &str, clock: SharedClock) -> impl Future<Output = Result<Self>> + Send;
-}

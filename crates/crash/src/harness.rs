@@ -15,7 +15,7 @@ use crate::worker::Mode;
 /// One kill loop's settings.
 #[derive(Debug, Clone)]
 pub struct LoopSpec {
-    /// The store's name in `mqlite_stores::stores()`.
+    /// The store's name in `mqlite_testbed::stores()`.
     pub store: &'static str,
     /// How the worker reaches it: "typed" or "dyn" (the run-time engine).
     pub path: &'static str,

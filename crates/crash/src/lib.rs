@@ -7,7 +7,7 @@
 //! *random* — the worker is killed after a random number of reported commits, so every
 //! kill is gated on evidence that it committed something since its restart.
 //!
-//! The stores come from the one registration point, `mqlite-stores`: the harness runs
+//! The stores come from the one registration point, `mqlite-testbed`: the harness runs
 //! every local store there, through the typed engine and through the run-time (dyn)
 //! one, and the worker binary opens the store it is named.
 

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use mqlite_crash::harness::{LoopSpec, Totals, run_loop};
 use mqlite_crash::worker::Mode;
-use mqlite_stores::{local_stores, with_store};
+use mqlite_testbed::{local_stores, with_store};
 
 fn worker() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_mqlite-crash-worker"))

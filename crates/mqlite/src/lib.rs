@@ -21,6 +21,13 @@
 //!   operation works the same; the outbox is reached by naming the concrete store
 //!   (`tx_via::<SqliteStore, _, _>`), since its native handle is the store's own type.
 
+// A build with no store compiles (and opens nothing): the registry's code over the
+// stores is then empty, and its variables unused.
+#![cfg_attr(
+    not(any(feature = "sqlite", feature = "redb", feature = "libsql")),
+    allow(unused)
+)]
+
 // The user's API, by name: the store-side parameter types (`ClaimSpec`,
 // `RecoverTask`, ...) stay in `mqlite-contract` and the writer thread, the codec and
 // the planners in `mqlite-kit`, for store authors.
@@ -48,7 +55,9 @@ pub mod worker {
 pub type GenericEngine<S> = mqlite_engine::Engine<S>;
 
 mod registry;
-pub use registry::{AnyEngine, Location, open, open_store, open_with};
+pub use registry::{
+    __store_crates, AnyEngine, Location, StoreInfo, open, open_store, open_with, stores,
+};
 
 /// What a filter test says: valid or not (with the compile error), and whether a given
 /// message matches.

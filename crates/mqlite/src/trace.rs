@@ -6,7 +6,7 @@ use mqlite_contract::{Error, Result, SystemClock};
 use mqlite_engine::EngineOptions;
 pub use mqlite_engine::trace::{Boundary, Trace};
 
-use crate::registry::{AnyEngine, Location, open_with};
+use crate::registry::{__with_kind, AnyEngine, Location, open_with, with_kind};
 
 /// Where each boundary's evidence lives; a boundary left `None` is not read.
 #[derive(Debug, Clone, Default)]
@@ -24,9 +24,8 @@ pub struct TraceSources {
 /// rather than created.
 async fn open_existing(location: &str) -> Result<(AnyEngine, Location)> {
     let parsed = Location::parse(location)?;
-    if let Location::Sqlite(path) | Location::Redb(path) = &parsed
-        && path != ":memory:"
-        && !std::path::Path::new(path).exists()
+    if let Some(path) = parsed.local_file()
+        && !path.exists()
     {
         return Err(Error::invalid(format!(
             "no database at {path:?}: the trace reads existing databases only"
@@ -42,30 +41,15 @@ async fn open_existing(location: &str) -> Result<(AnyEngine, Location)> {
     ))
 }
 
-/// Runs `$body` with `$n` the concrete store type `$loc` names.
+/// Runs `$body` with `$n` the concrete store type `$loc` names (the facade's one list).
 macro_rules! with_native {
     ($loc:expr, $n:ident => $body:expr) => {
-        match $loc {
-            #[cfg(feature = "sqlite")]
-            Location::Sqlite(_) => {
-                type $n = mqlite_store_sqlite::SqliteStore;
-                $body
-            }
-            #[cfg(feature = "redb")]
-            Location::Redb(_) => {
-                type $n = mqlite_store_redb::RedbStore;
-                $body
-            }
-            #[cfg(feature = "libsql")]
-            Location::Libsql(_) => {
-                type $n = mqlite_store_libsql::LibsqlStore;
-                $body
-            }
-            #[allow(unreachable_patterns)]
-            other => Err(Error::invalid(format!(
-                "this build cannot trace {other:?}: enable its store's feature"
-            ))),
-        }
+        with_kind!($loc.store(), $n => $body).unwrap_or_else(|| {
+            Err(Error::invalid(format!(
+                "this build cannot trace {:?}: enable its store's feature",
+                $loc.target()
+            )))
+        })
     };
 }
 

@@ -78,9 +78,7 @@ fn contract_kit_engine_and_stores_are_layered_and_the_broker_goes_through_the_fa
     for store in &stores {
         let wrong: Vec<_> = deps(&all, store)
             .iter()
-            .filter(|d| {
-                !["mqlite-contract", "mqlite-kit", "mqlite-sql", "mqlite-tck"].contains(&d.as_str())
-            })
+            .filter(|d| !["mqlite-contract", "mqlite-kit", "mqlite-sql"].contains(&d.as_str()))
             .collect();
         assert!(wrong.is_empty(), "{store} depends on {wrong:?}");
     }

@@ -73,7 +73,7 @@ async fn libsql_without_its_feature_names_the_feature() {
     for location in ["libsql://db.example", "https://db.example"] {
         match mqlite::open(location).await {
             Err(Error::InvalidArgument(msg)) => {
-                assert!(msg.contains("libSQL store"), "{msg}");
+                assert!(msg.contains("libsql store"), "{msg}");
                 assert!(msg.contains("`libsql` feature"), "{msg}");
             }
             other => panic!("{location}: expected InvalidArgument, got {other:?}"),
@@ -102,16 +102,20 @@ async fn libsql_out_of_reach_is_a_transient_error() {
 #[test]
 fn paths_without_a_scheme_are_sqlite_files() {
     for (location, expected) in [
-        ("app.db", Location::Sqlite("app.db".into())),
-        (
-            "C:\\data\\app.db",
-            Location::Sqlite("C:\\data\\app.db".into()),
-        ),
-        ("./dir/a:b.db", Location::Sqlite("./dir/a:b.db".into())),
-        ("sqlite:app.db", Location::Sqlite("app.db".into())),
-        ("redb:q.redb", Location::Redb("q.redb".into())),
+        ("app.db", ("sqlite", "app.db")),
+        ("C:\\data\\app.db", ("sqlite", "C:\\data\\app.db")),
+        ("./dir/a:b.db", ("sqlite", "./dir/a:b.db")),
+        ("sqlite:app.db", ("sqlite", "app.db")),
+        ("file:///srv/app.db", ("sqlite", "/srv/app.db")),
+        (":memory:", ("sqlite", ":memory:")),
     ] {
-        assert_eq!(Location::parse(location).expect(location), expected);
+        let parsed = Location::parse(location).expect(location);
+        assert_eq!((parsed.store(), parsed.target()), expected, "{location}");
+        assert_eq!(
+            parsed.local_file().is_some(),
+            location != ":memory:",
+            "{location}"
+        );
     }
 }
 
@@ -149,4 +153,30 @@ async fn redb_location_opens_the_redb_store() {
         .expect("a message");
     mq.complete("q", &m).await.expect("complete");
     mq.close().await;
+}
+
+/// The redb and libSQL stores take their own schemes: a redb location's target is the
+/// path after `redb:`, a libSQL URL is handed over whole.
+#[cfg(all(feature = "redb", feature = "libsql"))]
+#[test]
+fn each_store_takes_its_own_schemes() {
+    for (location, expected, local) in [
+        ("redb:q.redb", ("redb", "q.redb"), true),
+        (
+            "libsql://db.example",
+            ("libsql", "libsql://db.example"),
+            false,
+        ),
+        (
+            "HTTPS://db.example",
+            ("libsql", "https://db.example"),
+            false,
+        ),
+    ] {
+        let parsed = Location::parse(location).expect(location);
+        assert_eq!((parsed.store(), parsed.target()), expected, "{location}");
+        assert_eq!(parsed.local_file().is_some(), local, "{location}");
+    }
+    let names: Vec<&str> = mqlite::stores().0.iter().map(|s| s.name).collect();
+    assert_eq!(names, ["sqlite", "redb", "libsql"]);
 }

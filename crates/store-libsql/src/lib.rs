@@ -16,8 +16,6 @@
 
 mod exec;
 mod owner;
-#[cfg(feature = "tck")]
-pub mod tck;
 mod transaction;
 mod tx;
 
@@ -28,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use mqlite_contract::{
-    Error, OpenStore, OutboxStore, Ownership, Result, SharedClock, Store, StoreStatus, SystemClock,
+    Error, OutboxStore, Ownership, Result, SharedClock, Store, StoreKind, StoreStatus, SystemClock,
     WorkStats,
 };
 use mqlite_sql as sql;
@@ -334,7 +332,17 @@ impl Inner {
     }
 }
 
-impl OpenStore for LibsqlStore {
+/// The libSQL store's registration: `libsql://`, `http(s)://` and `ws(s)://` URLs, the
+/// scheme kept (the client reads it).
+impl StoreKind for LibsqlStore {
+    const NAME: &'static str = BACKEND;
+    const SCHEMES: &'static [&'static str] = &["libsql", "http", "https", "ws", "wss"];
+    const LOCAL_FILE: bool = false;
+
+    fn target(scheme: &str, rest: &str) -> String {
+        format!("{scheme}:{rest}")
+    }
+
     async fn open_at(location: &str, clock: SharedClock) -> Result<Self> {
         LibsqlStore::open(LibsqlOptions::new(location).clock(clock)).await
     }

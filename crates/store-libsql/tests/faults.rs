@@ -14,7 +14,7 @@ use mqlite_contract::{
 };
 use mqlite_engine::Engine;
 use mqlite_store_libsql::LibsqlStore;
-use mqlite_store_libsql::tck::Sqld;
+use mqlite_testbed::libsql::Sqld;
 
 mod support;
 

@@ -10,8 +10,8 @@ use mqlite_sql::plan::{
     CLAIM_INDEXES, INDEX_PINS, is_scan, misses, realistic, render, text, uses_index,
 };
 use mqlite_sql::{STATEMENTS, Value};
-use mqlite_store_libsql::tck::Sqld;
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
+use mqlite_testbed::libsql::Sqld;
 
 mod support;
 

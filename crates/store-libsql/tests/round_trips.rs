@@ -16,7 +16,7 @@ use mqlite_contract::OrderingMode;
 use mqlite_contract::{LockRef, ManualClock, OutMessage, QueueConfig, ReceiveMode, ReceiveOptions};
 use mqlite_engine::Engine;
 use mqlite_store_libsql::LibsqlStore;
-use mqlite_store_libsql::tck::Sqld;
+use mqlite_testbed::libsql::Sqld;
 use support::{Outcome, trial};
 
 fn main() {

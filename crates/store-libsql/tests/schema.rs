@@ -9,8 +9,8 @@ use libtest_mimic::Arguments;
 
 use mqlite_contract::{ManualClock, OutboxStore, Store, StoreTx};
 use mqlite_sql::golden;
-use mqlite_store_libsql::tck::Sqld;
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
+use mqlite_testbed::libsql::Sqld;
 use support::{Outcome, trial};
 
 fn main() {

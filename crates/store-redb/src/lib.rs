@@ -16,8 +16,6 @@ mod enc;
 mod flows;
 mod side;
 mod tables;
-#[cfg(feature = "tck")]
-pub mod tck;
 mod tx;
 mod writer;
 
@@ -31,10 +29,10 @@ use std::sync::Arc;
 
 use mqlite_contract::QueueKind;
 use mqlite_contract::{
-    AccessKey, BatchResult, ClaimSpec, EnqueueSlot, Error, LockRef, Message, OpenStore, OutMessage,
+    AccessKey, BatchResult, ClaimSpec, EnqueueSlot, Error, LockRef, Message, OutMessage,
     OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueStats,
     RecoverTask, RedriveOptions, Result, Route, SendOptions, SeqNumber, Settlement, SharedClock,
-    Store, StoreStatus, Subscription, SystemClock, WorkStats,
+    Store, StoreKind, StoreStatus, Subscription, SystemClock, WorkStats,
 };
 use mqlite_kit::blocking::block_on;
 use mqlite_kit::reserve::Reserve;
@@ -206,7 +204,12 @@ impl RedbStore {
     }
 }
 
-impl OpenStore for RedbStore {
+/// The redb store's registration: `redb:<path>`.
+impl StoreKind for RedbStore {
+    const NAME: &'static str = BACKEND;
+    const SCHEMES: &'static [&'static str] = &["redb"];
+    const LOCAL_FILE: bool = true;
+
     async fn open_at(location: &str, clock: SharedClock) -> Result<Self> {
         RedbStore::open(RedbOptions::new(location).clock(clock)).await
     }

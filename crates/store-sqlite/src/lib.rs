@@ -15,8 +15,6 @@
 mod exec;
 mod lock;
 mod schema;
-#[cfg(feature = "tck")]
-pub mod tck;
 mod tx;
 mod writer;
 
@@ -28,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use mqlite_contract::{
-    Error, OpenStore, OutboxStore, Ownership, Result, SharedClock, Store, StoreStatus, SystemClock,
+    Error, OutboxStore, Ownership, Result, SharedClock, Store, StoreKind, StoreStatus, SystemClock,
     WorkStats,
 };
 use mqlite_kit::blocking::block_on;
@@ -353,7 +351,18 @@ impl SqliteStore {
     }
 }
 
-impl OpenStore for SqliteStore {
+/// The SQLite store's registration: a path without a scheme (the default store),
+/// `sqlite:<path>`, `file:<path>` or `:memory:`.
+impl StoreKind for SqliteStore {
+    const NAME: &'static str = BACKEND;
+    const SCHEMES: &'static [&'static str] = &["sqlite", "file"];
+    const LOCAL_FILE: bool = true;
+
+    /// `sqlite:///srv/q.db` and `file:///srv/q.db` name `/srv/q.db`.
+    fn target(_scheme: &str, rest: &str) -> String {
+        rest.strip_prefix("//").unwrap_or(rest).to_owned()
+    }
+
     async fn open_at(location: &str, clock: SharedClock) -> Result<Self> {
         SqliteStore::open(SqliteOptions::new(location).clock(clock)).await
     }

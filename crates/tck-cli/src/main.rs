@@ -46,14 +46,12 @@ enum Output {
 /// The registered store a name or a location means (a location as the facade reads
 /// it: `app.db`, `redb:q.redb`, `libsql://host`, …).
 fn registered(store: &str) -> Result<&'static str, String> {
-    let names: Vec<&'static str> = mqlite_stores::stores().iter().map(|s| s.name).collect();
+    let names: Vec<&'static str> = mqlite_testbed::stores().iter().map(|s| s.name).collect();
     if let Some(name) = names.iter().find(|n| **n == store) {
         return Ok(name);
     }
     let name = match mqlite::Location::parse(store) {
-        Ok(mqlite::Location::Sqlite(_)) => "sqlite",
-        Ok(mqlite::Location::Redb(_)) => "redb",
-        Ok(mqlite::Location::Libsql(_)) => "libsql",
+        Ok(location) => location.store(),
         Err(e) => return Err(format!("{e} (or one of the registered stores: {names:?})")),
     };
     names
@@ -86,7 +84,7 @@ fn bar(done: usize, total: usize, case: &str) {
 fn beside_sqlite<F: mqlite_tck::StoreFactory>(factory: &F) -> Option<mqlite_tck::bench::Beside> {
     eprintln!("mqlite-tck: the short benchmark (a few seconds)");
     let measured = mqlite_tck::bench::measure(factory).and_then(|store| {
-        let sqlite = mqlite_stores::mqlite_store_sqlite::tck::SqliteFactory;
+        let sqlite = mqlite_testbed::sqlite::SqliteFactory;
         mqlite_tck::bench::measure(&sqlite)
             .map(|sqlite| mqlite_tck::bench::Beside { store, sqlite })
     });
@@ -117,14 +115,14 @@ fn main() -> ExitCode {
             bar(done, total, case);
         }
     };
-    let graded = mqlite_stores::with_store!(name, factory => {
+    let graded = mqlite_testbed::with_store!(name, factory => {
         let mut card = mqlite_tck::grade(name, factory, &mut progress);
         if !args.no_bench {
             card.bench = beside_sqlite(&factory);
         }
         card
     });
-    mqlite_stores::stop_servers();
+    mqlite_testbed::stop_servers();
     let card = match graded {
         Ok(card) => card,
         Err(e) => {

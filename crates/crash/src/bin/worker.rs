@@ -48,7 +48,7 @@ fn main() {
         }
     };
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let result = mqlite_stores::with_store!(store.as_str(), factory => {
+    let result = mqlite_testbed::with_store!(store.as_str(), factory => {
         match path.as_str() {
             "typed" => rt.block_on(run(Typed(factory), args)).map_err(|e| e.to_string()),
             "dyn" => rt.block_on(run(Erased(factory), args)).map_err(|e| e.to_string()),

@@ -34,7 +34,8 @@ use std::time::Duration;
 use crate::filter::Filter;
 use mqlite_contract::clock::SharedClock;
 use mqlite_contract::error::{Error, Result};
-use mqlite_contract::store::{OpenStore, Ownership, Store};
+use mqlite_contract::kind::StoreKind;
+use mqlite_contract::store::{Ownership, Store};
 use mqlite_contract::types::{QueueKind, RecoverTask, RetentionDefaults};
 
 /// Engine-wide options.
@@ -141,7 +142,7 @@ impl<S: Store> std::fmt::Debug for Engine<S> {
     }
 }
 
-impl<S: OpenStore> Engine<S> {
+impl<S: StoreKind> Engine<S> {
     /// Opens the store at `location` with the system clock and default options.
     pub async fn open(location: impl AsRef<std::path::Path>) -> Result<Self> {
         Self::open_with(

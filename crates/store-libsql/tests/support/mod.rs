@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use mqlite_contract::{Error, SharedClock};
 use mqlite_engine::{Engine, EngineOptions};
-use mqlite_store_libsql::tck::sqld_binary;
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
+use mqlite_testbed::libsql::sqld_binary;
 
 /// What a trial's body answers.
 pub type Outcome = Result<(), Box<dyn std::error::Error>>;

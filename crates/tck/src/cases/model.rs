@@ -41,7 +41,7 @@
 //! `--nocapture`), so that a generator change that stops reaching one is noticed.
 //!
 //! The default run is short; a long run: `MQLITE_MODEL_CASES=10000
-//! MQLITE_TCK_TIMEOUT_SECS=7200 cargo test --release -p mqlite-stores --test tck --
+//! MQLITE_TCK_TIMEOUT_SECS=7200 cargo test --release -p mqlite-testbed --test tck --
 //! p3_4_store_matches_the_reference_model`. Failing
 //! sequences are kept in `crates/tck/proptest-regressions/model.txt` and replayed first.
 

@@ -1,13 +1,22 @@
-//! The conformance kit's factory for the SQLite store (feature `tck`). It is registered
-//! once, in `mqlite-stores`, from where the TCK, the crash-injection harness and the
-//! benchmarks open SQLite stores.
+//! The conformance kit's factory for the SQLite store: where a case's database lives,
+//! what the store cannot do, and the hooks that reach past the store (the
+//! application's own table, the schema token, `PRAGMA integrity_check`).
 
 use std::path::{Path, PathBuf};
 
-use mqlite_contract::{OutboxStore, Result, SharedClock};
+use mqlite_contract::{Error, OutboxStore, Result, SharedClock};
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore, rusqlite};
 use mqlite_tck::{Capability, StoreFactory};
 
-use crate::{SqliteOptions, SqliteStore, db};
+use crate::Tested;
+
+fn db(e: rusqlite::Error) -> Error {
+    Error::backend("sqlite", e)
+}
+
+impl Tested for SqliteStore {
+    type Factory = SqliteFactory;
+}
 
 /// Opens `<dir>/mq.db`.
 #[derive(Debug, Clone, Copy, Default)]

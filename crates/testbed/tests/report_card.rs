@@ -17,9 +17,9 @@ use mqlite_contract::{
     Store, StoreStatus, Subscription, WorkStats,
 };
 use mqlite_store_sqlite::SqliteStore;
-use mqlite_store_sqlite::tck::SqliteFactory;
 use mqlite_tck::report::Grade;
 use mqlite_tck::{Capability, ReportCard, StoreFactory};
+use mqlite_testbed::sqlite::SqliteFactory;
 
 /// Which flaw a broken store has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

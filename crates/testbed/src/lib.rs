@@ -1,18 +1,26 @@
-//! The one registration point of mqlite's stores. Everything that runs against every
-//! store — the conformance kit (`tests/tck.rs` here), the crash-injection harness
-//! (`mqlite-crash`) and the benchmarks (`mqlite-benches`) — goes through
-//! [`with_each_store!`] or [`with_store!`], so a new store is added here once and
-//! every suite picks it up.
+//! The stores under test. Everything that runs against every store — the conformance
+//! kit (`tests/tck.rs` here), the crash-injection harness (`mqlite-crash`) and the
+//! benchmarks (`mqlite-benches`) — goes through [`with_each_store!`] or
+//! [`with_store!`], which iterate the facade's one list of stores (`mqlite`'s
+//! registry), so every suite picks a new store up from its line there.
 //!
-//! A store registers one line in `__registry!`: its name and its
-//! `mqlite_tck::StoreFactory` (behind its crate's `tck` feature). Whether it is local (a
-//! file this machine owns: the crash harness kills processes over local stores only)
-//! is its factory's `LocalFile` capability.
+//! What a store needs to be tested lives here, one file per store: its conformance-kit
+//! factory ([`mqlite_tck::StoreFactory`]: where a case's data lives, what the store
+//! cannot do, and the hooks that reach past the store), tied to the store by
+//! [`Tested`]. A store in the list without one fails to compile here, naming it.
 
-pub use mqlite_store_libsql;
-pub use mqlite_store_redb;
-pub use mqlite_store_sqlite;
+pub mod libsql;
+pub mod redb;
+pub mod sqlite;
+
+pub use mqlite;
 pub use mqlite_tck;
+
+/// The conformance-kit factory of a registered store.
+pub trait Tested: mqlite_contract::StoreKind {
+    /// Its factory.
+    type Factory: mqlite_tck::StoreFactory<Store = Self> + Default;
+}
 
 /// One registered store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,35 +31,38 @@ pub struct Registered {
     pub local: bool,
 }
 
-/// The registry: every store's name and TCK factory, written once, in the order the
-/// suites run them. A new store adds its line here. The macros below hand this list to
-/// `$then` with their own arguments in front.
+/// The facade's list of stores, handed to `$then` with its own arguments in front, each
+/// store as its name and its type (reached through `mqlite::__store_crates`).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __registry {
     ($then:ident ! ($($args:tt)*)) => {
+        $crate::mqlite::__stores!({ $crate::__typed } { $then ($($args)*) })
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __typed {
+    ({ $then:ident ($($args:tt)*) } $($name:literal => $krate:ident :: $ty:ident;)*) => {
         $crate::$then! {
             ($($args)*)
-            "sqlite" => $crate::mqlite_store_sqlite::tck::SqliteFactory;
-            "redb" => $crate::mqlite_store_redb::tck::RedbFactory;
-            "libsql" => $crate::mqlite_store_libsql::tck::LibsqlFactory;
+            $($name => $crate::mqlite::__store_crates::$krate::$ty;)*
         }
     };
 }
 
 /// Every registered store, in the order the suites run them; a store is local when its
-/// factory offers [`Capability::LocalFile`](mqlite_tck::Capability::LocalFile).
+/// data is a local file (`StoreKind::LOCAL_FILE`).
 pub fn stores() -> Vec<Registered> {
-    let mut out = Vec::new();
-    with_each_store!(name, factory => {
-        let local = mqlite_tck::StoreFactory::unsupported(
-            &factory,
-            mqlite_tck::Capability::LocalFile,
-        )
-        .is_none();
-        out.push(Registered { name, local });
-    });
-    out
+    mqlite::stores()
+        .0
+        .iter()
+        .map(|s| Registered {
+            name: s.name,
+            local: s.local_file,
+        })
+        .collect()
 }
 
 /// The names of the local stores.
@@ -72,10 +83,10 @@ macro_rules! with_each_store {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __each {
-    (($name:ident, $factory:ident => $body:expr) $($n:literal => $f:path;)*) => {{
+    (($name:ident, $factory:ident => $body:expr) $($n:literal => $s:ty;)*) => {{
         $({
             let $name: &'static str = $n;
-            let $factory = $f;
+            let $factory = <<$s as $crate::Tested>::Factory as Default>::default();
             $body;
         })*
     }};
@@ -98,7 +109,7 @@ macro_rules! with_each_available_store {
 
 /// Stops whatever the stores started for a run (the libSQL store's sqld servers).
 pub fn stop_servers() {
-    mqlite_store_libsql::tck::stop_servers();
+    libsql::stop_servers();
 }
 
 /// Binds `$factory` to the TCK factory of the store named `$name` and evaluates
@@ -113,10 +124,10 @@ macro_rules! with_store {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __one {
-    (($name:expr, $factory:ident => $body:expr) $($n:literal => $f:path;)*) => {
+    (($name:expr, $factory:ident => $body:expr) $($n:literal => $s:ty;)*) => {
         match $name {
             $($n => {
-                let $factory = $f;
+                let $factory = <<$s as $crate::Tested>::Factory as Default>::default();
                 Ok($body)
             })*
             other => Err(format!(

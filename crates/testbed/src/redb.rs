@@ -1,14 +1,23 @@
-//! The conformance kit's factory for the redb store (feature `tck`), registered once in
-//! `mqlite-stores`.
+//! The conformance kit's factory for the redb store: where a case's database lives, what
+//! the store cannot do, and the hooks that reach past the store (the application's own
+//! table, the schema token, the file check).
 
 use std::path::{Path, PathBuf};
 
-use redb::{ReadableTable, TableDefinition};
-
 use mqlite_contract::{Error, OutboxStore, Result, SharedClock};
+use mqlite_store_redb::redb::{self, ReadableTable, TableDefinition};
+use mqlite_store_redb::{RedbOptions, RedbStore};
 use mqlite_tck::{Capability, StoreFactory};
 
-use crate::{RedbOptions, RedbStore, db};
+use crate::Tested;
+
+fn db(e: impl Into<redb::Error>) -> Error {
+    Error::backend("redb", e.into())
+}
+
+impl Tested for RedbStore {
+    type Factory = RedbFactory;
+}
 
 /// The application's own table in the outbox cases.
 const BUSINESS: TableDefinition<i64, ()> = TableDefinition::new("business");
@@ -53,7 +62,7 @@ impl StoreFactory for RedbFactory {
     }
 
     fn set_schema_token(&self, dir: &Path, token: &str) -> Result<()> {
-        crate::set_schema_token(&Self::db_path(dir), token)
+        mqlite_store_redb::set_schema_token(&Self::db_path(dir), token)
     }
 
     async fn insert_business_row(
@@ -84,7 +93,7 @@ impl StoreFactory for RedbFactory {
         // that stays.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
-            match crate::check_file(&path) {
+            match mqlite_store_redb::check_file(&path) {
                 Err(Error::DbLocked { .. }) if std::time::Instant::now() < deadline => {
                     std::thread::sleep(std::time::Duration::from_millis(2));
                 }
