@@ -621,7 +621,7 @@ async fn status_and_metrics_show_stuck_relay_intents() {
     w.broker
         .engine()
         .expect("serving")
-        .tx_via::<mqlite::SqliteStore, _, _>(async |t| {
+        .tx::<mqlite::SqliteStore, _, _>(async |t| {
             let m = mqlite::OutMessage::new("{}")
                 .with_event(mqlite::EventIdentity::new("shop", "order-1"));
             t.relay("elsewhere", m).await

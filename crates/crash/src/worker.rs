@@ -66,7 +66,7 @@ pub async fn run<F: Access>(access: F, args: WorkerArgs) -> Result<(), Error> {
     mq.create_queue(OUTBOX, QueueConfig::default()).await?;
     // Outbox ids continue from what is already committed.
     let mut next_id = mq
-        .tx_via::<F::Native, _, _>(async |tx| F::business_rows(tx.native()).await)
+        .tx::<F::Native, _, _>(async |tx| F::business_rows(tx.native()).await)
         .await?
         .last()
         .map_or(0, |id| id + 1);
@@ -117,21 +117,19 @@ pub async fn run<F: Access>(access: F, args: WorkerArgs) -> Result<(), Error> {
         let stop_here = stop_after == Some(round);
         if args.torn {
             // The broken variant: two transactions, so a kill between them tears.
-            mq.tx_via::<F::Native, _, _>(async move |tx| {
-                F::insert_business_row(tx.native(), id).await
-            })
-            .await?;
+            mq.tx::<F::Native, _, _>(async move |tx| F::insert_business_row(tx.native(), id).await)
+                .await?;
             if stop_here {
                 report.line(format!("MIDTX {id}"));
                 std::future::pending::<()>().await;
             }
-            mq.tx_via::<F::Native, _, _>(async move |tx| {
+            mq.tx::<F::Native, _, _>(async move |tx| {
                 tx.send(OUTBOX, OutMessage::new(format!("o-{id}"))).await
             })
             .await?;
         } else {
             let report_in_tx = report.clone();
-            mq.tx_via::<F::Native, _, _>(async move |tx| {
+            mq.tx::<F::Native, _, _>(async move |tx| {
                 F::insert_business_row(tx.native(), id).await?;
                 if stop_here {
                     // Hold the transaction open between its two writes until the kill.

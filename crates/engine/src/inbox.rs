@@ -153,7 +153,7 @@ impl<S: HasOutbox<N>, N: OutboxStore> Inbox<S, N> {
             applied_at_ms: 0,
         };
         self.engine
-            .tx_via::<N, _, _>(async move |t| {
+            .tx::<N, _, _>(async move |t| {
                 let tx = t.native();
                 let found = tx.inbox_markers(&marker.source, &marker.id).await?;
                 if let Some(applied) = found.into_iter().find(|m| m.consumer == marker.consumer) {
@@ -177,7 +177,7 @@ impl<S: HasOutbox<N>, N: OutboxStore> Inbox<S, N> {
     pub async fn markers(&self, source: &str, id: &str) -> Result<Vec<InboxMarker>> {
         let (source, id) = (source.to_owned(), id.to_owned());
         self.engine
-            .tx_via::<N, _, _>(async move |t| t.native().inbox_markers(&source, &id).await)
+            .tx::<N, _, _>(async move |t| t.native().inbox_markers(&source, &id).await)
             .await
     }
 
@@ -185,7 +185,7 @@ impl<S: HasOutbox<N>, N: OutboxStore> Inbox<S, N> {
     pub async fn sweep(&self) -> Result<SideSweep> {
         let retention = self.retention_ms;
         self.engine
-            .tx_via::<N, _, _>(async move |t| {
+            .tx::<N, _, _>(async move |t| {
                 let before = t.native().now_ms().saturating_sub(retention);
                 t.native().side_sweep(before, i64::MIN).await
             })

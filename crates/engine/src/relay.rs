@@ -173,7 +173,7 @@ impl<P: HasOutbox<N>, Q: Store, N: OutboxStore> Relay<P, Q, N> {
         let limit = self.batch;
         let pending: Vec<RelayIntent> = self
             .producer
-            .tx_via::<N, _, _>(async move |t| t.native().relay_pending(limit).await)
+            .tx::<N, _, _>(async move |t| t.native().relay_pending(limit).await)
             .await?;
         let mut out = SentIntents::default();
         let mut rest = pending.as_slice();
@@ -229,7 +229,7 @@ impl<P: HasOutbox<N>, Q: Store, N: OutboxStore> Relay<P, Q, N> {
             let (accepted, refused) = (sent.accepted, sent.refused);
             round.published = self
                 .producer
-                .tx_via::<N, _, _>(async move |t| {
+                .tx::<N, _, _>(async move |t| {
                     t.native().relay_refuse(&refused).await?;
                     t.native().relay_mark(&accepted).await
                 })
@@ -257,7 +257,7 @@ impl<P: HasOutbox<N>, Q: Store, N: OutboxStore> Relay<P, Q, N> {
     /// The intents not yet published: how many, and when the oldest was written.
     pub async fn backlog(&self) -> Result<RelayBacklog> {
         self.producer
-            .tx_via::<N, _, _>(async move |t| t.native().relay_backlog().await)
+            .tx::<N, _, _>(async move |t| t.native().relay_backlog().await)
             .await
     }
 
@@ -265,7 +265,7 @@ impl<P: HasOutbox<N>, Q: Store, N: OutboxStore> Relay<P, Q, N> {
     pub async fn sweep(&self) -> Result<u64> {
         let retention = self.retention_ms;
         self.producer
-            .tx_via::<N, _, _>(async move |t| {
+            .tx::<N, _, _>(async move |t| {
                 let before = t.native().now_ms().saturating_sub(retention);
                 t.native().side_sweep(i64::MIN, before).await
             })

@@ -101,7 +101,7 @@ impl Trace {
     ) -> Result<()> {
         let (source, id) = (self.event.source.clone(), self.event.id.clone());
         let intents: Vec<RelayIntent> = engine
-            .tx_via::<N, _, _>(async move |t| t.native().relay_find(&source, &id).await)
+            .tx::<N, _, _>(async move |t| t.native().relay_find(&source, &id).await)
             .await?;
         let evidence = format!("mqlite_relay in {label}");
         let row = match intents.last() {
@@ -205,7 +205,7 @@ impl Trace {
         let q = queue.to_owned();
         let now = engine.clock().now_ms();
         let found: SentEvidence = engine
-            .tx_via::<N, _, _>(async move |t| t.native().find_sent(&q, &key).await)
+            .tx::<N, _, _>(async move |t| t.native().find_sent(&q, &key).await)
             .await?;
         let evidence = format!("dedup entry and message row of queue {queue} in {label}");
         let boundary = format!("queue {queue}");
@@ -277,7 +277,7 @@ impl Trace {
     ) -> Result<()> {
         let (source, id) = (self.event.source.clone(), self.event.id.clone());
         let markers: Vec<InboxMarker> = engine
-            .tx_via::<N, _, _>(async move |t| t.native().inbox_markers(&source, &id).await)
+            .tx::<N, _, _>(async move |t| t.native().inbox_markers(&source, &id).await)
             .await?;
         let evidence = format!("mqlite_inbox in {label}");
         let mut names: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();

@@ -19,7 +19,7 @@
 //!   path, `:memory:`, `redb:<path>` (with the `redb` feature), or `libsql://` and
 //!   `https://` (with the `libsql` feature). Every queue
 //!   operation works the same; the outbox is reached by naming the concrete store
-//!   (`tx_via::<SqliteStore, _, _>`), since its native handle is the store's own type.
+//!   (`tx::<SqliteStore, _, _>`), since its native handle is the store's own type.
 
 // A build with no store compiles (and opens nothing): the registry's code over the
 // stores is then empty, and its variables unused.
@@ -28,17 +28,17 @@
     allow(unused)
 )]
 
-// The user's API, by name: the store-side parameter types (`ClaimSpec`,
-// `RecoverTask`, ...) stay in `mqlite-contract` and the writer thread, the codec and
-// the planners in `mqlite-kit`, for store authors.
+// The user's API, by name: `Store` to write code generic over the store, `DynStore` to
+// name the run-time engine's; what only a store author needs (`StoreTx`,
+// `OutboxStore`, `Ownership`, `WorkStats`, the parameter types such as `ClaimSpec`)
+// stays in `mqlite-contract`, and the writer thread, codec and planners in `mqlite-kit`.
 pub use mqlite_contract::{
     AccessKey, BatchResult, Clock, CreatedKey, DEFAULT_LOCK_DURATION, DEFAULT_MAX_DELIVERY_COUNT,
-    DynStore, EnqueueSlot, Error, EventIdentity, HasOutbox, LockHolder, LockLostReason, LockRef,
-    LockToken, ManualClock, Message, OutMessage, OutboxStore, Ownership, PeekOptions, Permission,
-    PurgeOptions, QueueConfig, QueueInfo, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED,
-    RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions, RedriveOptions, Result, RetentionDefaults,
-    SendOptions, SeqNumber, SharedClock, Store, StoreStatus, StoreTx, Subscription, SystemClock,
-    WorkStats,
+    DynStore, EnqueueSlot, Error, EventIdentity, LockHolder, LockLostReason, LockRef, LockToken,
+    ManualClock, Message, OutMessage, PeekOptions, Permission, PurgeOptions, QueueConfig,
+    QueueInfo, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RECEIPT_TTL_MS, ReceiveMode,
+    ReceiveOptions, RedriveOptions, Result, RetentionDefaults, SendOptions, SeqNumber, SharedClock,
+    Store, Subscription, SystemClock,
 };
 pub use mqlite_contract::{MessageState, OrderingMode, QueueKind};
 pub use mqlite_engine::{EngineOptions, EngineTx, LeasesAtOpen, LoopKind, Queue, SweepReport};

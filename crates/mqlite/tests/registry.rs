@@ -23,7 +23,7 @@ async fn locations_open_the_sqlite_store_at_run_time() {
             .await
             .expect("queue");
         let seq = mq
-            .tx_via::<SqliteStore, _, _>(async |tx| {
+            .tx::<SqliteStore, _, _>(async |tx| {
                 tx.native()
                     .sql()?
                     .execute_batch("CREATE TABLE IF NOT EXISTS t(x INTEGER)")

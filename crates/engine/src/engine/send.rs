@@ -15,39 +15,6 @@ use mqlite_contract::types::{EnqueueSlot, OutMessage, SendOptions, SeqNumber};
 
 use super::{Engine, validate_send};
 
-impl<S: OutboxStore> Engine<S> {
-    /// Runs `f` in one store transaction: the application's own writes (through the
-    /// store's native handle, `tx.native()`) and every `tx.send` commit together or not
-    /// at all (16.1, 16.2). `f` is an async closure, so one shape fits a synchronous
-    /// native handle (rusqlite: just call it) and an asynchronous one (await it); it
-    /// runs where the store's handle lives (the SQLite store: its writer thread).
-    ///
-    /// ```no_run
-    /// # async fn demo(mq: mqlite_engine::Engine<impl mqlite_contract::OutboxStore>)
-    /// # -> mqlite_contract::Result<()> {
-    /// use mqlite_contract::OutMessage;
-    /// let seq = mq
-    ///     .tx(async |tx| {
-    ///         // tx.native() is the store's own transaction handle.
-    ///         tx.send("events", OutMessage::new("order 42")).await
-    ///     })
-    ///     .await?;
-    /// # let _ = seq; Ok(()) }
-    /// ```
-    pub async fn tx<R, E>(
-        &self,
-        f: impl for<'a, 'b, 't> AsyncFnOnce(&'a mut EngineTx<'b, S::Tx<'t>>) -> Result<R, E>
-        + Send
-        + 'static,
-    ) -> Result<R, E>
-    where
-        R: Send + 'static,
-        E: From<Error> + Send + 'static,
-    {
-        self.tx_via::<S, R, E>(f).await
-    }
-}
-
 impl<S: Store> Engine<S> {
     /// Sends one message; returns its sequence number (the original one for a dedup
     /// repeat). A repeat with another body is `DedupConflict`.
@@ -136,12 +103,29 @@ impl<S: Store> Engine<S> {
         Ok(slots)
     }
 
-    /// Runs `f` in one store transaction through the outbox of the concrete store `N`:
-    /// the application's own writes (through `N`'s native handle) and every send commit
-    /// together or not at all (16.1, 16.2). The typed engine calls this through
-    /// [`Engine::tx`]; the run-time engine (`Engine<DynStore>`) names the store it
-    /// expects, and gets `InvalidArgument` if it holds another.
-    pub async fn tx_via<N, R, E>(
+    /// Runs `f` in one store transaction: the application's own writes (through the
+    /// native handle of the store `N`, `tx.native()`) and every `tx.send` commit
+    /// together or not at all (16.1, 16.2). `f` is an async closure, so one shape fits a
+    /// synchronous native handle (rusqlite: just call it) and an asynchronous one (await
+    /// it); it runs where the store's handle lives (the SQLite store: its writer thread).
+    ///
+    /// `N` is the engine's own store on a typed engine (inferred), and on the run-time
+    /// engine (`Engine<DynStore>`) the store the caller expects to be behind it, named
+    /// (`tx::<SqliteStore, _, _>`): another store is `InvalidArgument`.
+    ///
+    /// ```no_run
+    /// # async fn demo(mq: mqlite_engine::Engine<impl mqlite_contract::OutboxStore>)
+    /// # -> mqlite_contract::Result<()> {
+    /// use mqlite_contract::OutMessage;
+    /// let seq = mq
+    ///     .tx(async |tx| {
+    ///         // tx.native() is the store's own transaction handle.
+    ///         tx.send("events", OutMessage::new("order 42")).await
+    ///     })
+    ///     .await?;
+    /// # let _ = seq; Ok(()) }
+    /// ```
+    pub async fn tx<N, R, E>(
         &self,
         f: impl for<'a, 'b, 't> AsyncFnOnce(&'a mut EngineTx<'b, N::Tx<'t>>) -> Result<R, E>
         + Send

@@ -71,7 +71,7 @@ async fn block_writer<F: Access>(
     let blocker = {
         let mq = mq.clone();
         tokio::spawn(async move {
-            mq.tx_via::<F::Native, _, _>(async move |_tx| {
+            mq.tx::<F::Native, _, _>(async move |_tx| {
                 let _ = started_tx.send(());
                 // Waiting inside the writer thread is the point: it is busy.
                 let _ = release_rx.recv();
@@ -236,7 +236,7 @@ pub async fn p13_4_cancelled_transaction_rolls_back<F: Access>(ctx: Ctx<F>) -> T
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     let (result_tx, result_rx) = std::sync::mpsc::channel::<String>();
     cancel_at_pause(|pause| {
-        mq.tx_via::<F::Native, _, _>(async move |tx| {
+        mq.tx::<F::Native, _, _>(async move |tx| {
             tx.send(Q, OutMessage::new("first")).await?;
             pause.here();
             let next = tx.send(Q, OutMessage::new("second")).await;
@@ -254,7 +254,7 @@ pub async fn p13_4_cancelled_transaction_rolls_back<F: Access>(ctx: Ctx<F>) -> T
 
     // A callback that ignores the cancellation and returns Ok is rolled back too.
     cancel_at_pause(|pause| {
-        mq.tx_via::<F::Native, _, _>(async move |tx| {
+        mq.tx::<F::Native, _, _>(async move |tx| {
             tx.send(Q, OutMessage::new("stubborn")).await?;
             pause.here();
             Ok::<_, Error>(())

@@ -201,7 +201,7 @@ pub async fn p14_5_close_stops_admission_and_wakes_long_polls<F: Access>(ctx: Ct
     let admitted = {
         let mq = mq.clone();
         tokio::spawn(async move {
-            mq.tx_via::<F::Native, _, _>(async move |tx| {
+            mq.tx::<F::Native, _, _>(async move |tx| {
                 let seq = tx.send(Q, OutMessage::new("admitted")).await?;
                 let _ = inside_tx.send(());
                 // Blocking the writer thread is the point: the work is still running.

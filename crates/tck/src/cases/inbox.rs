@@ -37,7 +37,7 @@ fn inbox<F: Access>(mq: &Engine<F::Store>) -> Inbox<F::Store, F::Native> {
 }
 
 async fn business_rows<F: Access>(mq: &Engine<F::Store>) -> mqlite_contract::Result<Vec<i64>> {
-    mq.tx_via::<F::Native, _, _>(async |tx| F::business_rows(tx.native()).await)
+    mq.tx::<F::Native, _, _>(async |tx| F::business_rows(tx.native()).await)
         .await
 }
 
@@ -74,7 +74,7 @@ pub async fn p17_1_identity_survives_every_transport_attempt<F: Access>(ctx: Ctx
     // The relay: the intent commits with the producer's row; a crash between send and
     // mark repeats the send, and the queue absorbs it.
     mq.create_queue("shipments", deduped()).await?;
-    mq.tx_via::<F::Native, _, _>(async |tx| {
+    mq.tx::<F::Native, _, _>(async |tx| {
         F::insert_business_row(tx.native(), 1).await?;
         tx.relay("shipments", event("evt-2", r#"{"ship":1}"#)).await
     })
@@ -100,7 +100,7 @@ pub async fn p17_1_identity_survives_every_transport_attempt<F: Access>(ctx: Ctx
     ctx.clock.advance(60_001);
     assert_eq!(relay.sweep().await?, 1);
     let found = mq
-        .tx_via::<F::Native, _, _>(async |tx| {
+        .tx::<F::Native, _, _>(async |tx| {
             tx.native()
                 .relay_find("https://shop.example/orders", "evt-2")
                 .await
@@ -116,7 +116,7 @@ pub async fn p17_1_identity_survives_every_transport_attempt<F: Access>(ctx: Ctx
 
     // Without a dedup window a repeat would be a second message: refused, saying why.
     mq.create_queue("plain", QueueConfig::default()).await?;
-    mq.tx_via::<F::Native, _, _>(async |tx| tx.relay("plain", event("evt-3", "{}")).await)
+    mq.tx::<F::Native, _, _>(async |tx| tx.relay("plain", event("evt-3", "{}")).await)
         .await?;
     let refused = relay.run_once().await;
     assert!(
@@ -137,7 +137,7 @@ pub async fn p17_1_the_relay_marks_what_it_sent_and_refuses_conflicts<F: Access>
 ) -> TckResult {
     let mq = ctx.engine_with_queue(Q, deduped()).await?;
     mq.send(Q, event("evt-1", r#"{"total":7}"#)).await?;
-    mq.tx_via::<F::Native, _, _>(async |tx| {
+    mq.tx::<F::Native, _, _>(async |tx| {
         tx.relay(Q, event("evt-1", r#"{"total":9}"#)).await?;
         tx.relay(Q, event("evt-2", "{}")).await?;
         tx.relay("missing", event("evt-3", "{}")).await?;
@@ -171,7 +171,7 @@ pub async fn p17_1_the_relay_marks_what_it_sent_and_refuses_conflicts<F: Access>
         "each once, evt-2 not sent again"
     );
     let refused = mq
-        .tx_via::<F::Native, _, _>(async |tx| {
+        .tx::<F::Native, _, _>(async |tx| {
             tx.native()
                 .relay_find("https://shop.example/orders", "evt-1")
                 .await

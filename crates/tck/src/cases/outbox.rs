@@ -10,7 +10,7 @@ use crate::harness::{Access, Ctx, TckResult};
 const Q: &str = "events";
 
 async fn business_rows<F: Access>(mq: &Engine<F::Store>) -> mqlite_contract::Result<Vec<i64>> {
-    mq.tx_via::<F::Native, _, _>(async |tx| F::business_rows(tx.native()).await)
+    mq.tx::<F::Native, _, _>(async |tx| F::business_rows(tx.native()).await)
         .await
 }
 
@@ -19,7 +19,7 @@ async fn business_rows<F: Access>(mq: &Engine<F::Store>) -> mqlite_contract::Res
 pub async fn p16_1_outbox_commits_both_or_neither<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     let seq = mq
-        .tx_via::<F::Native, _, _>(async |tx| {
+        .tx::<F::Native, _, _>(async |tx| {
             F::insert_business_row(tx.native(), 1).await?;
             tx.send(Q, OutMessage::new("order 1")).await
         })
@@ -29,7 +29,7 @@ pub async fn p16_1_outbox_commits_both_or_neither<F: Access>(ctx: Ctx<F>) -> Tck
 
     // An error after both writes: neither.
     let failed = mq
-        .tx_via::<F::Native, _, _>(async |tx| {
+        .tx::<F::Native, _, _>(async |tx| {
             F::insert_business_row(tx.native(), 2).await?;
             tx.send(Q, OutMessage::new("order 2")).await?;
             Err::<(), _>(Error::invalid("payment declined"))
@@ -41,7 +41,7 @@ pub async fn p16_1_outbox_commits_both_or_neither<F: Access>(ctx: Ctx<F>) -> Tck
     let panicked = {
         let mq = mq.clone();
         tokio::spawn(async move {
-            mq.tx_via::<F::Native, _, _>(async |tx| {
+            mq.tx::<F::Native, _, _>(async |tx| {
                 F::insert_business_row(tx.native(), 3).await?;
                 tx.send(Q, OutMessage::new("order 3")).await?;
                 if tx.native().check_cancelled().is_ok() {
@@ -60,7 +60,7 @@ pub async fn p16_1_outbox_commits_both_or_neither<F: Access>(ctx: Ctx<F>) -> Tck
 
     // A cancellation before commit: neither.
     cancel_at_pause(|pause| {
-        mq.tx_via::<F::Native, _, _>(async move |tx| {
+        mq.tx::<F::Native, _, _>(async move |tx| {
             F::insert_business_row(tx.native(), 4).await?;
             tx.send(Q, OutMessage::new("order 4")).await?;
             pause.here();
@@ -92,7 +92,7 @@ pub async fn p16_1_outbox_commits_both_or_neither<F: Access>(ctx: Ctx<F>) -> Tck
 pub async fn p16_2_native_handle_inside_the_transaction<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     let seen = mq
-        .tx_via::<F::Native, _, _>(async |tx| {
+        .tx::<F::Native, _, _>(async |tx| {
             F::insert_business_row(tx.native(), 7).await?;
             F::insert_business_row(tx.native(), 5).await?;
             let rows = F::business_rows(tx.native()).await?;
