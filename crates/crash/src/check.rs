@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use mqlite_contract::MessageState;
-use mqlite_contract::OutboxStore;
+use mqlite_contract::{AdminOps, OutboxStore};
 use mqlite_contract::{
     PeekOptions, REASON_MAX_DELIVERY, RecoverTask, Result, SeqNumber, Store, SystemClock,
 };

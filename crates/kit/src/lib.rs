@@ -3,7 +3,7 @@
 //! commit ([`writer`]), the bridge for blocking work ([`blocking`]), the row codec
 //! ([`codec`]), the send planner ([`enqueue`]) and upsert rule ([`upsert`]), the
 //! decisions every store makes the same way ([`decide`]), and the local file's lock
-//! ([`file`]) and full-disk reserve ([`reserve`]). The engine does not use it.
+//! ([`file`](mod@file)) and full-disk reserve ([`reserve`]). The engine does not use it.
 
 pub mod blocking;
 pub mod codec;

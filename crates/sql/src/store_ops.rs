@@ -1,176 +1,184 @@
 //! The `Store` methods every SQL store implements alike: each runs one shared flow in
 //! one transaction of the store's own `sql_tx`, which is all a SQL store supplies.
 
-/// Expands, inside `impl Store for S`, to every boundary operation that is one shared
-/// flow: `S` has `fn sql_tx_sized(&self, items, f) -> impl Future<Output = Result<R>> +
-/// Send` running `f(&mut exec, now)` in one transaction. `items` says how much the call
+/// Expands to the impls of the four concern traits (`MessageOps`, `AdminOps`, `KeyOps`,
+/// `TopicOps`) for `$store`, each operation one shared flow: `$store` has
+/// `fn sql_tx_sized(&self, items, f) -> impl Future<Output = Result<R>> + Send` running `f(&mut exec, now)` in one transaction. `items` says how much the call
 /// carries (messages, locks; [`LONG`](crate::LONG) for a scan whose length the
 /// caller does not bound), so a local store can keep long work off the caller's
 /// thread. The flows that add messages (send, publish) go through `sql_tx_growing`
 /// instead, with the same shape, so a store can refuse them while its disk is full and
-/// keep the rest working. `backend`, `clock`, `ownership`, `work`, `status` and `close`
-/// stay with the store.
+/// keep the rest working. `Store` itself (`backend`, `clock`, `ownership`, `work`,
+/// `status` and `close`) stays with the store.
 #[macro_export]
 macro_rules! store_ops {
-    () => {
-    fn upsert_queue(
-        &self,
-        name: String,
-        kind: $crate::core::QueueKind,
-        config: $crate::core::QueueConfig,
-        update_only: bool,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
-        self.sql_tx_sized(1, async move |x, now| {
-            $crate::admin::upsert_queue(x, now, &name, kind, &config, update_only).await
-        })
-    }
+    ($store:ty) => {
+        impl $crate::core::MessageOps for $store {
+            fn enqueue(
+                &self,
+                queue: String,
+                messages: Vec<$crate::core::OutMessage>,
+                options: $crate::core::SendOptions,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::EnqueueSlot>>> + Send {
+                self.sql_tx_growing(messages.len(), async move |x, now| {
+                    $crate::enqueue::enqueue(x, now, &queue, messages, options, true).await
+                })
+            }
 
-    fn delete_queue(&self, name: String) -> impl ::std::future::Future<Output = $crate::core::Result<bool>> + Send {
-        self.sql_tx_sized($crate::LONG, async move |x, _| $crate::admin::delete_queue(x, &name).await)
-    }
+            fn claim(
+                &self,
+                queue: String,
+                spec: $crate::core::ClaimSpec,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Message>>> + Send {
+                self.sql_tx_sized(spec.max_messages as usize, async move |x, now| $crate::claim::claim(x, now, &queue, &spec).await)
+            }
 
-    fn list_queues(&self) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::QueueInfo>>> + Send {
-        self.sql_tx_sized($crate::LONG, async move |x, _| $crate::admin::list_queues(x).await)
-    }
+            fn settle(
+                &self,
+                queue: String,
+                lock: $crate::core::LockRef,
+                settlement: $crate::core::Settlement,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
+                self.sql_tx_sized(1, async move |x, now| {
+                    $crate::settle::settle(x, now, &queue, lock, &settlement).await
+                })
+            }
 
-    fn enqueue(
-        &self,
-        queue: String,
-        messages: Vec<$crate::core::OutMessage>,
-        options: $crate::core::SendOptions,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::EnqueueSlot>>> + Send {
-        self.sql_tx_growing(messages.len(), async move |x, now| {
-            $crate::enqueue::enqueue(x, now, &queue, messages, options, true).await
-        })
-    }
+            fn complete_batch(
+                &self,
+                queue: String,
+                locks: Vec<$crate::core::LockRef>,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::BatchResult>>> + Send {
+                self.sql_tx_sized(locks.len(), async move |x, now| $crate::settle::complete_batch(x, now, &queue, &locks).await)
+            }
 
-    fn claim(
-        &self,
-        queue: String,
-        spec: $crate::core::ClaimSpec,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Message>>> + Send {
-        self.sql_tx_sized(spec.max_messages as usize, async move |x, now| $crate::claim::claim(x, now, &queue, &spec).await)
-    }
+            fn renew_batch(
+                &self,
+                queue: String,
+                locks: Vec<$crate::core::LockRef>,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::BatchResult>>> + Send {
+                self.sql_tx_sized(locks.len(), async move |x, now| $crate::settle::renew_batch(x, now, &queue, &locks).await)
+            }
 
-    fn settle(
-        &self,
-        queue: String,
-        lock: $crate::core::LockRef,
-        settlement: $crate::core::Settlement,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
-        self.sql_tx_sized(1, async move |x, now| {
-            $crate::settle::settle(x, now, &queue, lock, &settlement).await
-        })
-    }
+            fn receive_deferred(
+                &self,
+                queue: String,
+                seqs: Vec<$crate::core::SeqNumber>,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Message>>> + Send {
+                self.sql_tx_sized(seqs.len(), async move |x, now| $crate::claim::receive_deferred(x, now, &queue, &seqs).await)
+            }
 
-    fn complete_batch(
-        &self,
-        queue: String,
-        locks: Vec<$crate::core::LockRef>,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::BatchResult>>> + Send {
-        self.sql_tx_sized(locks.len(), async move |x, now| $crate::settle::complete_batch(x, now, &queue, &locks).await)
-    }
+            fn cancel(&self, queue: String, seq: $crate::core::SeqNumber) -> impl ::std::future::Future<Output = $crate::core::Result<bool>> + Send {
+                self.sql_tx_sized(1, async move |x, _| $crate::admin::cancel(x, &queue, seq).await)
+            }
+        }
 
-    fn renew_batch(
-        &self,
-        queue: String,
-        locks: Vec<$crate::core::LockRef>,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::BatchResult>>> + Send {
-        self.sql_tx_sized(locks.len(), async move |x, now| $crate::settle::renew_batch(x, now, &queue, &locks).await)
-    }
+        impl $crate::core::AdminOps for $store {
+            fn upsert_queue(
+                &self,
+                name: String,
+                kind: $crate::core::QueueKind,
+                config: $crate::core::QueueConfig,
+                update_only: bool,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
+                self.sql_tx_sized(1, async move |x, now| {
+                    $crate::admin::upsert_queue(x, now, &name, kind, &config, update_only).await
+                })
+            }
 
-    fn receive_deferred(
-        &self,
-        queue: String,
-        seqs: Vec<$crate::core::SeqNumber>,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Message>>> + Send {
-        self.sql_tx_sized(seqs.len(), async move |x, now| $crate::claim::receive_deferred(x, now, &queue, &seqs).await)
-    }
+            fn delete_queue(&self, name: String) -> impl ::std::future::Future<Output = $crate::core::Result<bool>> + Send {
+                self.sql_tx_sized($crate::LONG, async move |x, _| $crate::admin::delete_queue(x, &name).await)
+            }
 
-    fn cancel(&self, queue: String, seq: $crate::core::SeqNumber) -> impl ::std::future::Future<Output = $crate::core::Result<bool>> + Send {
-        self.sql_tx_sized(1, async move |x, _| $crate::admin::cancel(x, &queue, seq).await)
-    }
+            fn list_queues(&self) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::QueueInfo>>> + Send {
+                self.sql_tx_sized($crate::LONG, async move |x, _| $crate::admin::list_queues(x).await)
+            }
 
-    fn peek(
-        &self,
-        queue: String,
-        options: $crate::core::PeekOptions,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Message>>> + Send {
-        self.sql_tx_sized(options.max as usize, async move |x, _| $crate::admin::peek(x, &queue, &options).await)
-    }
+            fn peek(
+                &self,
+                queue: String,
+                options: $crate::core::PeekOptions,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Message>>> + Send {
+                self.sql_tx_sized(options.max as usize, async move |x, _| $crate::admin::peek(x, &queue, &options).await)
+            }
 
-    fn stats(&self, queue: String) -> impl ::std::future::Future<Output = $crate::core::Result<$crate::core::QueueStats>> + Send {
-        self.sql_tx_sized($crate::LONG, async move |x, now| $crate::admin::stats(x, now, &queue).await)
-    }
+            fn stats(&self, queue: String) -> impl ::std::future::Future<Output = $crate::core::Result<$crate::core::QueueStats>> + Send {
+                self.sql_tx_sized($crate::LONG, async move |x, now| $crate::admin::stats(x, now, &queue).await)
+            }
 
-    fn redrive(
-        &self,
-        queue: String,
-        options: $crate::core::RedriveOptions,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<u64>> + Send {
-        self.sql_tx_sized($crate::LONG, async move |x, now| $crate::admin::redrive(x, now, &queue, &options).await)
-    }
+            fn redrive(
+                &self,
+                queue: String,
+                options: $crate::core::RedriveOptions,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<u64>> + Send {
+                self.sql_tx_sized($crate::LONG, async move |x, now| $crate::admin::redrive(x, now, &queue, &options).await)
+            }
 
-    fn purge(
-        &self,
-        queue: String,
-        options: $crate::core::PurgeOptions,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<u64>> + Send {
-        self.sql_tx_sized($crate::LONG, async move |x, now| $crate::admin::purge(x, now, &queue, &options).await)
-    }
+            fn purge(
+                &self,
+                queue: String,
+                options: $crate::core::PurgeOptions,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<u64>> + Send {
+                self.sql_tx_sized($crate::LONG, async move |x, now| $crate::admin::purge(x, now, &queue, &options).await)
+            }
 
-    fn recover(&self, task: $crate::core::RecoverTask) -> impl ::std::future::Future<Output = $crate::core::Result<u64>> + Send {
-        self.sql_tx_sized($crate::LONG, async move |x, now| $crate::sweeps::recover(x, now, task).await)
-    }
+            fn recover(&self, task: $crate::core::RecoverTask) -> impl ::std::future::Future<Output = $crate::core::Result<u64>> + Send {
+                self.sql_tx_sized($crate::LONG, async move |x, now| $crate::sweeps::recover(x, now, task).await)
+            }
+        }
 
-    fn create_key(&self, key: $crate::core::AccessKey) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
-        self.sql_tx_sized(1, async move |x, _| $crate::keys::create_key(x, &key).await)
-    }
+        impl $crate::core::KeyOps for $store {
+            fn create_key(&self, key: $crate::core::AccessKey) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
+                self.sql_tx_sized(1, async move |x, _| $crate::keys::create_key(x, &key).await)
+            }
 
-    fn list_keys(
-        &self,
-        after_id: Option<String>,
-        limit: u32,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::AccessKey>>> + Send {
-        self.sql_tx_sized(limit as usize, async move |x, _| $crate::keys::list_keys(x, after_id.as_deref(), limit).await)
-    }
+            fn list_keys(
+                &self,
+                after_id: Option<String>,
+                limit: u32,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::AccessKey>>> + Send {
+                self.sql_tx_sized(limit as usize, async move |x, _| $crate::keys::list_keys(x, after_id.as_deref(), limit).await)
+            }
 
-    fn revoke_key(&self, id: String) -> impl ::std::future::Future<Output = $crate::core::Result<bool>> + Send {
-        self.sql_tx_sized(1, async move |x, now| $crate::keys::revoke_key(x, now, &id).await)
-    }
+            fn revoke_key(&self, id: String) -> impl ::std::future::Future<Output = $crate::core::Result<bool>> + Send {
+                self.sql_tx_sized(1, async move |x, now| $crate::keys::revoke_key(x, now, &id).await)
+            }
 
-    fn key_by_digest(
-        &self,
-        digest: String,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<Option<$crate::core::AccessKey>>> + Send {
-        self.sql_tx_sized(1, async move |x, _| $crate::keys::key_by_digest(x, &digest).await)
-    }
+            fn key_by_digest(
+                &self,
+                digest: String,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<Option<$crate::core::AccessKey>>> + Send {
+                self.sql_tx_sized(1, async move |x, _| $crate::keys::key_by_digest(x, &digest).await)
+            }
+        }
 
-    fn upsert_subscription(
-        &self,
-        subscription: $crate::core::Subscription,
-        config: $crate::core::QueueConfig,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
-        self.sql_tx_sized(1, async move |x, now| {
-            $crate::topics::upsert_subscription(x, now, &subscription, &config).await
-        })
-    }
+        impl $crate::core::TopicOps for $store {
+            fn upsert_subscription(
+                &self,
+                subscription: $crate::core::Subscription,
+                config: $crate::core::QueueConfig,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
+                self.sql_tx_sized(1, async move |x, now| {
+                    $crate::topics::upsert_subscription(x, now, &subscription, &config).await
+                })
+            }
 
-    fn list_subscriptions(
-        &self,
-        topic: Option<String>,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Subscription>>> + Send {
-        self.sql_tx_sized($crate::LONG, async move |x, _| $crate::topics::list_subscriptions(x, topic.as_deref()).await)
-    }
+            fn list_subscriptions(
+                &self,
+                topic: Option<String>,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Subscription>>> + Send {
+                self.sql_tx_sized($crate::LONG, async move |x, _| $crate::topics::list_subscriptions(x, topic.as_deref()).await)
+            }
 
-    fn publish(
-        &self,
-        topic: String,
-        routes: Vec<$crate::core::Route>,
-        options: $crate::core::SendOptions,
-    ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<Vec<$crate::core::EnqueueSlot>>>> + Send {
-        self.sql_tx_growing(routes.len(), async move |x, now| $crate::topics::publish(x, now, &topic, routes, options).await)
-    }
+            fn publish(
+                &self,
+                topic: String,
+                routes: Vec<$crate::core::Route>,
+                options: $crate::core::SendOptions,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<Vec<$crate::core::EnqueueSlot>>>> + Send {
+                self.sql_tx_growing(routes.len(), async move |x, now| $crate::topics::publish(x, now, &topic, routes, options).await)
+            }
+        }
     };
 }
 

@@ -348,6 +348,8 @@ impl StoreKind for LibsqlStore {
     }
 }
 
+sql::store_ops!(LibsqlStore);
+
 impl Store for LibsqlStore {
     fn backend(&self) -> &'static str {
         BACKEND
@@ -367,8 +369,6 @@ impl Store for LibsqlStore {
         // The remote client reports no rows read: cost pins by visits do not apply.
         None
     }
-
-    sql::store_ops!();
 
     fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
         let location = self.inner.location.clone();

@@ -29,10 +29,11 @@ use std::sync::Arc;
 
 use mqlite_contract::QueueKind;
 use mqlite_contract::{
-    AccessKey, BatchResult, ClaimSpec, EnqueueSlot, Error, LockRef, Message, OutMessage,
-    OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueStats,
-    RecoverTask, RedriveOptions, Result, Route, SendOptions, SeqNumber, Settlement, SharedClock,
-    Store, StoreKind, StoreStatus, Subscription, SystemClock, WorkStats,
+    AccessKey, AdminOps, BatchResult, ClaimSpec, EnqueueSlot, Error, KeyOps, LockRef, Message,
+    MessageOps, OutMessage, OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig,
+    QueueInfo, QueueStats, RecoverTask, RedriveOptions, Result, Route, SendOptions, SeqNumber,
+    Settlement, SharedClock, Store, StoreKind, StoreStatus, Subscription, SystemClock, TopicOps,
+    WorkStats,
 };
 use mqlite_kit::blocking::block_on;
 use mqlite_kit::reserve::Reserve;
@@ -233,24 +234,49 @@ impl Store for RedbStore {
         Some(self.work.get())
     }
 
-    fn upsert_queue(
-        &self,
-        name: String,
-        kind: QueueKind,
-        config: QueueConfig,
-        update_only: bool,
-    ) -> impl Future<Output = Result<()>> + Send {
-        self.tx(move |t, now| flows::upsert_queue(t, now, &name, kind, &config, update_only))
+    fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
+        let location = display_path(&self.path);
+        let size_bytes = match &self.backend {
+            Some(backend) => backend.len().ok(),
+            None => std::fs::metadata(&self.path).ok().map(|m| m.len()),
+        };
+        let work = self.work.clone();
+        self.writer.run_tx(move |txn, _| {
+            let t = Tables::open(txn, &work)?;
+            let token = redb::ReadableTable::get(&t.meta, TOKEN_KEY)
+                .map_err(db)?
+                .map(|v| String::from_utf8_lossy(v.value()).into_owned())
+                .unwrap_or_default();
+            let (queues, topics, subscriptions) = flows::counts(&t)?;
+            drop(t);
+            let relay = side::relay_backlog(txn)?;
+            Ok(StoreStatus {
+                relay,
+                backend: BACKEND,
+                location,
+                remote: false,
+                schema_token: token,
+                size_bytes,
+                queues,
+                topics,
+                subscriptions,
+            })
+        })
     }
 
-    fn delete_queue(&self, name: String) -> impl Future<Output = Result<bool>> + Send {
-        self.tx(move |t, _| flows::delete_queue(t, &name))
+    fn close(&self) -> impl Future<Output = ()> + Send {
+        let key = display_path(&self.path);
+        let closing = self.writer.close();
+        async move {
+            closing.await;
+            if let Some(set) = open_paths().as_mut() {
+                set.remove(&key);
+            }
+        }
     }
+}
 
-    fn list_queues(&self) -> impl Future<Output = Result<Vec<QueueInfo>>> + Send {
-        self.tx(|t, _| flows::list_queues(t))
-    }
-
+impl MessageOps for RedbStore {
     fn enqueue(
         &self,
         queue: String,
@@ -304,6 +330,26 @@ impl Store for RedbStore {
     fn cancel(&self, queue: String, seq: SeqNumber) -> impl Future<Output = Result<bool>> + Send {
         self.tx(move |t, _| flows::cancel(t, &queue, seq))
     }
+}
+
+impl AdminOps for RedbStore {
+    fn upsert_queue(
+        &self,
+        name: String,
+        kind: QueueKind,
+        config: QueueConfig,
+        update_only: bool,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.tx(move |t, now| flows::upsert_queue(t, now, &name, kind, &config, update_only))
+    }
+
+    fn delete_queue(&self, name: String) -> impl Future<Output = Result<bool>> + Send {
+        self.tx(move |t, _| flows::delete_queue(t, &name))
+    }
+
+    fn list_queues(&self) -> impl Future<Output = Result<Vec<QueueInfo>>> + Send {
+        self.tx(|t, _| flows::list_queues(t))
+    }
 
     fn peek(
         &self,
@@ -336,7 +382,9 @@ impl Store for RedbStore {
     fn recover(&self, task: RecoverTask) -> impl Future<Output = Result<u64>> + Send {
         self.tx(move |t, now| flows::recover(t, now, task))
     }
+}
 
+impl KeyOps for RedbStore {
     fn create_key(&self, key: AccessKey) -> impl Future<Output = Result<()>> + Send {
         self.tx(move |t, _| flows::create_key(t, &key))
     }
@@ -359,7 +407,9 @@ impl Store for RedbStore {
     ) -> impl Future<Output = Result<Option<AccessKey>>> + Send {
         self.tx(move |t, _| flows::key_by_digest(t, &digest))
     }
+}
 
+impl TopicOps for RedbStore {
     fn upsert_subscription(
         &self,
         subscription: Subscription,
@@ -382,47 +432,6 @@ impl Store for RedbStore {
         options: SendOptions,
     ) -> impl Future<Output = Result<Vec<Vec<EnqueueSlot>>>> + Send {
         self.tx_growing(move |t, now| flows::publish(t, now, &topic, routes, options))
-    }
-
-    fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
-        let location = display_path(&self.path);
-        let size_bytes = match &self.backend {
-            Some(backend) => backend.len().ok(),
-            None => std::fs::metadata(&self.path).ok().map(|m| m.len()),
-        };
-        let work = self.work.clone();
-        self.writer.run_tx(move |txn, _| {
-            let t = Tables::open(txn, &work)?;
-            let token = redb::ReadableTable::get(&t.meta, TOKEN_KEY)
-                .map_err(db)?
-                .map(|v| String::from_utf8_lossy(v.value()).into_owned())
-                .unwrap_or_default();
-            let (queues, topics, subscriptions) = flows::counts(&t)?;
-            drop(t);
-            let relay = side::relay_backlog(txn)?;
-            Ok(StoreStatus {
-                relay,
-                backend: BACKEND,
-                location,
-                remote: false,
-                schema_token: token,
-                size_bytes,
-                queues,
-                topics,
-                subscriptions,
-            })
-        })
-    }
-
-    fn close(&self) -> impl Future<Output = ()> + Send {
-        let key = display_path(&self.path);
-        let closing = self.writer.close();
-        async move {
-            closing.await;
-            if let Some(set) = open_paths().as_mut() {
-                set.remove(&key);
-            }
-        }
     }
 }
 

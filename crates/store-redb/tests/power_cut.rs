@@ -25,6 +25,7 @@
 //! ```
 
 use mqlite_contract::from_millis;
+use mqlite_contract::{AdminOps, MessageOps};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -32,7 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use mqlite_contract::QueueKind;
 use mqlite_contract::{
     ClaimSpec, EnqueueSlot, LockRef, ManualClock, OutMessage, PeekOptions, QueueConfig,
-    ReceiveMode, SendOptions, SeqNumber, Settlement, Store,
+    ReceiveMode, SendOptions, SeqNumber, Settlement,
 };
 use mqlite_store_redb::redb::StorageBackend;
 use mqlite_store_redb::{RedbOptions, RedbStore};

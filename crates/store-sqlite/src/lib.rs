@@ -368,6 +368,8 @@ impl StoreKind for SqliteStore {
     }
 }
 
+mqlite_sql::store_ops!(SqliteStore);
+
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         BACKEND
@@ -386,8 +388,6 @@ impl Store for SqliteStore {
     fn work(&self) -> Option<WorkStats> {
         Some(self.work.get())
     }
-
-    mqlite_sql::store_ops!();
 
     fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
         let location = self.location.to_string();

@@ -5,6 +5,7 @@
 //! to the writer thread. Checkpoints, which fsync, run on the writer thread: the WAL
 //! stays bounded though no commit on a caller's thread checkpoints. Counted, not timed.
 
+use mqlite_contract::{AdminOps, MessageOps};
 use std::sync::Arc;
 
 use mqlite_contract::{

@@ -7,6 +7,7 @@
 //!
 //! The healthy SQLite store's card, graded beside them, fails nothing.
 
+use mqlite_contract::{AdminOps, KeyOps, MessageOps, TopicOps};
 use std::path::Path;
 
 use mqlite_contract::QueueKind;
@@ -62,29 +63,23 @@ impl Store for Broken {
         self.inner.work()
     }
 
+    fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
+        self.inner.status()
+    }
+
+    fn close(&self) -> impl Future<Output = ()> + Send {
+        self.inner.close()
+    }
+}
+
+impl MessageOps for Broken {
     delegate! {
-        upsert_queue(name: String, kind: QueueKind, config: QueueConfig, update_only: bool) -> ();
-        delete_queue(name: String) -> bool;
-        list_queues() -> Vec<QueueInfo>;
         enqueue(queue: String, messages: Vec<OutMessage>, options: SendOptions) -> Vec<EnqueueSlot>;
         claim(queue: String, spec: ClaimSpec) -> Vec<Message>;
         complete_batch(queue: String, locks: Vec<LockRef>) -> Vec<BatchResult>;
         renew_batch(queue: String, locks: Vec<LockRef>) -> Vec<BatchResult>;
         receive_deferred(queue: String, seqs: Vec<SeqNumber>) -> Vec<Message>;
         cancel(queue: String, seq: SeqNumber) -> bool;
-        peek(queue: String, options: PeekOptions) -> Vec<Message>;
-        stats(queue: String) -> QueueStats;
-        redrive(queue: String, options: RedriveOptions) -> u64;
-        purge(queue: String, options: PurgeOptions) -> u64;
-        recover(task: RecoverTask) -> u64;
-        create_key(key: AccessKey) -> ();
-        list_keys(after_id: Option<String>, limit: u32) -> Vec<AccessKey>;
-        revoke_key(id: String) -> bool;
-        key_by_digest(digest: String) -> Option<AccessKey>;
-        upsert_subscription(subscription: Subscription, config: QueueConfig) -> ();
-        list_subscriptions(topic: Option<String>) -> Vec<Subscription>;
-        publish(topic: String, routes: Vec<Route>, options: SendOptions) -> Vec<Vec<EnqueueSlot>>;
-        status() -> StoreStatus;
     }
 
     fn settle(
@@ -108,9 +103,35 @@ impl Store for Broken {
             }
         }
     }
+}
 
-    fn close(&self) -> impl Future<Output = ()> + Send {
-        self.inner.close()
+impl AdminOps for Broken {
+    delegate! {
+        upsert_queue(name: String, kind: QueueKind, config: QueueConfig, update_only: bool) -> ();
+        delete_queue(name: String) -> bool;
+        list_queues() -> Vec<QueueInfo>;
+        peek(queue: String, options: PeekOptions) -> Vec<Message>;
+        stats(queue: String) -> QueueStats;
+        redrive(queue: String, options: RedriveOptions) -> u64;
+        purge(queue: String, options: PurgeOptions) -> u64;
+        recover(task: RecoverTask) -> u64;
+    }
+}
+
+impl KeyOps for Broken {
+    delegate! {
+        create_key(key: AccessKey) -> ();
+        list_keys(after_id: Option<String>, limit: u32) -> Vec<AccessKey>;
+        revoke_key(id: String) -> bool;
+        key_by_digest(digest: String) -> Option<AccessKey>;
+    }
+}
+
+impl TopicOps for Broken {
+    delegate! {
+        upsert_subscription(subscription: Subscription, config: QueueConfig) -> ();
+        list_subscriptions(topic: Option<String>) -> Vec<Subscription>;
+        publish(topic: String, routes: Vec<Route>, options: SendOptions) -> Vec<Vec<EnqueueSlot>>;
     }
 }
 

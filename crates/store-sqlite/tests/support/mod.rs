@@ -4,10 +4,11 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+use mqlite_contract::AdminOps;
 use std::sync::Arc;
 
 use mqlite_contract::QueueKind;
-use mqlite_contract::{Error, ManualClock, OutboxStore, QueueConfig, Store};
+use mqlite_contract::{Error, ManualClock, OutboxStore, QueueConfig};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 use tokio::sync::oneshot;
 

@@ -7,7 +7,9 @@ use std::time::Duration;
 use std::collections::{HashMap, HashSet};
 
 use mqlite_contract::MessageState;
-use mqlite_contract::{Error, Message, OutMessage, QueueConfig, ReceiveOptions, SeqNumber, Store};
+use mqlite_contract::{
+    AdminOps, Error, Message, MessageOps, OutMessage, QueueConfig, ReceiveOptions, SeqNumber, Store,
+};
 use mqlite_engine::Engine;
 
 use super::{config, peek_all, send_n};
