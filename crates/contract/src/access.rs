@@ -14,7 +14,7 @@ pub fn mint_token() -> String {
 /// The digest a token is stored and looked up by (SHA-256, hexadecimal): the token
 /// itself is never stored (9.3).
 pub fn token_digest(token: &str) -> String {
-    crate::dedup::body_digest(token.as_bytes())
+    crate::digest::sha256_hex(token.as_bytes())
 }
 
 /// `bytes` fresh bytes of the operating system's random source, as lowercase
@@ -23,7 +23,7 @@ pub fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
     // A secret that is not random would silently let one key pass for another.
     getrandom::fill(&mut buf).expect("the OS random source failed");
-    crate::dedup::hex(&buf)
+    crate::digest::hex(&buf)
 }
 
 /// What an access key may do (the wire contract's `send`, `listen`, `manage`).

@@ -1,23 +1,13 @@
 //! Producer dedup keys (promise 4.1): the message id when there is one, else the SHA-256
 //! of the body, so that a resend without an id still collapses into the original.
 
-use sha2::{Digest, Sha256};
-
+use crate::digest::sha256_hex;
 use crate::types::OutMessage;
 
-/// The SHA-256 of a body as 64 lowercase hex characters.
+/// The SHA-256 of a body as 64 lowercase hex characters: the dedup key of a message
+/// without an id.
 pub fn body_digest(body: &[u8]) -> String {
-    hex(&Sha256::digest(body))
-}
-
-/// Bytes as lowercase hexadecimal, two characters each.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
-        out.push(char::from_digit(u32::from(b & 0x0f), 16).unwrap_or('0'));
-    }
-    out
+    sha256_hex(body)
 }
 
 /// The dedup key and the body digest of a message: `(key, digest)`. An empty or absent

@@ -7,6 +7,7 @@
 pub mod access;
 pub mod clock;
 pub mod dedup;
+pub mod digest;
 pub mod dyn_store;
 pub mod error;
 pub mod event;
