@@ -7,8 +7,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use mqlite::AnyEngine;
 use mqlite::{AccessKey, Permission};
 
-use crate::config::AuthConfig;
-use crate::server::ApiError;
+use crate::{config::AuthConfig, server::ApiError};
 
 /// The caller, once authenticated.
 #[derive(Debug, Clone)]

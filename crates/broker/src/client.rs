@@ -6,8 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::rpc::Rpc;
-use crate::wire::ErrorBody;
+use crate::{rpc::Rpc, wire::ErrorBody};
 
 /// What a call can fail with.
 #[derive(Debug, thiserror::Error)]

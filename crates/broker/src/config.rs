@@ -6,8 +6,7 @@ use mqlite::limits::DEFAULT_MAX_MESSAGE_BYTES;
 use mqlite::{Error, Result};
 use mqlite::{SharedClock, SystemClock};
 
-use crate::conn::ConnLimits;
-use crate::memory::MemoryLimits;
+use crate::{conn::ConnLimits, memory::MemoryLimits};
 
 /// The default listen address of the wire contract.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:6754";

@@ -28,9 +28,7 @@ use mqlite::{
 use crate::auth::{Auth, Principal};
 use crate::config::{AuthConfig, BrokerConfig};
 use crate::memory::{Budget, MemoryLimits, Share, answer_bytes, worst_message};
-use crate::prom::Prom;
-use crate::rpc::Rpc;
-use crate::wire::*;
+use crate::{prom::Prom, rpc::Rpc, wire::*};
 
 mod error;
 mod handlers;

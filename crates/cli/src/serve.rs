@@ -2,9 +2,8 @@
 
 use mqlite_broker::{AuthConfig, Broker, BrokerConfig};
 
-use crate::Failure;
 use crate::args::{ServeArgs, Setting};
-use crate::output;
+use crate::{Failure, output};
 
 /// Runs the broker the flags describe until SIGTERM or SIGINT, then shuts it down
 /// gracefully.

@@ -1,8 +1,7 @@
 //! Producer dedup keys (promise 4.1): the message id when there is one, else the SHA-256
 //! of the body, so that a resend without an id still collapses into the original.
 
-use crate::digest::sha256_hex;
-use crate::types::OutMessage;
+use crate::{digest::sha256_hex, types::OutMessage};
 
 /// The SHA-256 of a body as 64 lowercase hex characters: the dedup key of a message
 /// without an id.

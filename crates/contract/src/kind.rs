@@ -5,9 +5,7 @@
 
 use std::future::Future;
 
-use crate::clock::SharedClock;
-use crate::error::Result;
-use crate::store::OutboxStore;
+use crate::{clock::SharedClock, error::Result, store::OutboxStore};
 
 /// What a location needs to know of a store, and how to open it.
 pub trait StoreKind: OutboxStore + Sized {

@@ -3,14 +3,13 @@
 //! and its impl for [`DynStore`](crate::DynStore) from the one signature below. A
 //! [`Store`](crate::Store) implements all four.
 
-use crate::access::AccessKey;
-use crate::error::Result;
 use crate::topics::{Route, Subscription};
 use crate::types::{
     BatchResult, ClaimSpec, EnqueueSlot, LockRef, Message, OutMessage, PeekOptions, PurgeOptions,
     QueueConfig, QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, SendOptions,
     SeqNumber, Settlement,
 };
+use crate::{access::AccessKey, error::Result};
 
 crate::dyn_store::concerns! {
     /// The message transitions: send, claim, settle, renew, deferred receive, cancel.

@@ -3,10 +3,9 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use mqlite_contract::MessageState;
-use mqlite_contract::{AdminOps, OutboxStore};
 use mqlite_contract::{
-    PeekOptions, REASON_MAX_DELIVERY, RecoverTask, Result, SeqNumber, Store, SystemClock,
+    AdminOps, MessageState, OutboxStore, PeekOptions, REASON_MAX_DELIVERY, RecoverTask, Result,
+    SeqNumber, Store, SystemClock,
 };
 use mqlite_tck::StoreFactory;
 

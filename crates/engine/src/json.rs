@@ -5,11 +5,9 @@ use std::future::Future;
 
 use serde::Serialize;
 
-use crate::engine::Engine;
-use crate::queue::Queue;
-use mqlite_contract::error::Result;
-use mqlite_contract::store::Store;
+use crate::{engine::Engine, queue::Queue};
 use mqlite_contract::types::{OutMessage, SeqNumber};
+use mqlite_contract::{error::Result, store::Store};
 
 impl<S: Store> Engine<S> {
     /// Sends `value` as a JSON message (see [`OutMessage::json`]). The value is encoded

@@ -9,8 +9,7 @@
 
 use std::time::Instant;
 
-use mqlite_contract::error::Error;
-use mqlite_contract::types::QueueStats;
+use mqlite_contract::{error::Error, types::QueueStats};
 
 /// The outcome label of a result.
 #[cfg_attr(not(feature = "metrics"), allow(dead_code))]

@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use crate::engine::Engine;
 use crate::worker::{HandlerError, Worker};
-use mqlite_contract::error::Result;
-use mqlite_contract::store::Store;
 use mqlite_contract::types::{
     BatchResult, LockRef, Message, OutMessage, PeekOptions, QueueStats, ReceiveOptions, SeqNumber,
 };
+use mqlite_contract::{error::Result, store::Store};
 
 /// One queue of an engine. Cheap to clone.
 #[derive(Debug)]

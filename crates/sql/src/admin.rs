@@ -1,14 +1,12 @@
 //! Queue administration and the admin reads: upsert/delete/list, cancel, peek, stats,
 //! redrive, purge and status (6.2, 7.1, 12.1).
 
-use mqlite_contract::types::millis;
+use mqlite_contract::{
+    Error, Message, OrderingMode, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueKind,
+    QueueStats, RedriveOptions, Result, SeqNumber, types::millis,
+};
 use std::collections::BTreeSet;
 
-use mqlite_contract::{
-    Error, Message, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueStats, RedriveOptions,
-    Result, SeqNumber,
-};
-use mqlite_contract::{OrderingMode, QueueKind};
 use serde_json::json;
 
 use crate::exec::{SqlExec, Value, exists};

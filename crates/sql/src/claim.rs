@@ -5,9 +5,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use mqlite_contract::limits::MAX_RECEIVE_BATCH;
 use mqlite_contract::{
     ClaimSpec, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
+    limits::MAX_RECEIVE_BATCH,
 };
 use mqlite_kit::codec::{decode_messages, encode_messages};
 use mqlite_kit::decide;

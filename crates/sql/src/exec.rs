@@ -5,8 +5,7 @@
 
 use std::future::Future;
 
-use mqlite_contract::QueueKind;
-use mqlite_contract::{Error, QueueConfig, Result};
+use mqlite_contract::{Error, QueueConfig, QueueKind, Result};
 
 /// A SQL value as bound and as read.
 #[derive(Debug, Clone, PartialEq)]

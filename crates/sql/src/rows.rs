@@ -1,13 +1,11 @@
 //! Decoding rows into domain types, and the queue read every operation starts with.
 
-use mqlite_contract::types::from_millis;
+use mqlite_contract::{
+    Error, EventIdentity, LockToken, Message, MessageState, OrderingMode, OutMessage, QueueConfig,
+    QueueKind, Result, SeqNumber, types::from_millis,
+};
 use mqlite_kit::decide;
 use std::collections::BTreeMap;
-
-use mqlite_contract::{
-    Error, EventIdentity, LockToken, Message, OutMessage, QueueConfig, Result, SeqNumber,
-};
-use mqlite_contract::{MessageState, OrderingMode, QueueKind};
 
 use crate::exec::{Row, SqlExec, Value};
 

@@ -2,19 +2,17 @@
 //! and Renew), the receipts written in the same transaction, and the receipt replay for
 //! a retried identical request.
 
-use mqlite_contract::types::millis;
+use mqlite_contract::{
+    BatchResult, Error, LockLostReason, LockRef, RECEIPT_TTL_MS, Result, Settlement, types::millis,
+};
 use mqlite_kit::decide;
 use std::collections::{HashMap, HashSet};
 
-use mqlite_contract::{
-    BatchResult, Error, LockLostReason, LockRef, RECEIPT_TTL_MS, Result, Settlement,
-};
 use serde_json::json;
 
 use crate::exec::{Row, SqlExec, Value};
-use crate::line::Departed;
-use crate::rows::load_queue;
 use crate::values::{self, Texts};
+use crate::{line::Departed, rows::load_queue};
 
 /// Complete (2.1): the fence and the token at statement time; the row is deleted.
 pub const SETTLE_COMPLETE: &str = concat!(

@@ -2,13 +2,13 @@
 //! backing queue of kind `subscription`; a publish enqueues every copy in the caller's
 //! one transaction.
 
-use mqlite_contract::QueueKind;
-use mqlite_contract::{EnqueueSlot, QueueConfig, Result, Route, SendOptions, Subscription};
+use mqlite_contract::{
+    EnqueueSlot, QueueConfig, QueueKind, Result, Route, SendOptions, Subscription,
+};
 use mqlite_kit::decide;
 
-use crate::admin::upsert_queue;
 use crate::exec::{Row, SqlExec, Value};
-use crate::rows::load_any;
+use crate::{admin::upsert_queue, rows::load_any};
 
 /// One subscription by name.
 pub const SUB_SELECT: &str =

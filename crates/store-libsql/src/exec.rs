@@ -5,8 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::collections::HashMap;
 
-use mqlite_contract::QueueKind;
-use mqlite_contract::{QueueConfig, Result};
+use mqlite_contract::{QueueConfig, QueueKind, Result};
 use mqlite_sql::{Executed, Params, Row, SqlExec, Value};
 
 use crate::db;

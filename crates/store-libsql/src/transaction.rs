@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use mqlite_contract::{Error, Result};
 
-use crate::exec::Exec;
-
-use crate::{BACKEND, Inner, db};
+use crate::{BACKEND, Inner, db, exec::Exec};
 
 /// Commits; a failure whose outcome the client cannot know (the request was sent but
 /// no answer came) is `OutcomeUnknown`, never success or plain failure (10.3).

@@ -12,8 +12,9 @@ use std::time::Duration;
 
 use libtest_mimic::Arguments;
 
-use mqlite_contract::OrderingMode;
-use mqlite_contract::{LockRef, ManualClock, OutMessage, QueueConfig, ReceiveMode, ReceiveOptions};
+use mqlite_contract::{
+    LockRef, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveMode, ReceiveOptions,
+};
 use mqlite_engine::Engine;
 use mqlite_store_libsql::LibsqlStore;
 use mqlite_testbed::libsql::Sqld;

@@ -1,9 +1,10 @@
 //! Encodings: order-preserving composite keys for the index tables, and the compact
 //! binary values of rows (a message row reuses the store kit's codec for the message).
 
-use mqlite_contract::types::from_millis;
-use mqlite_contract::{AccessKey, Error, Message, QueueConfig, Result};
-use mqlite_contract::{MessageState, OrderingMode, QueueKind};
+use mqlite_contract::{
+    AccessKey, Error, Message, MessageState, OrderingMode, QueueConfig, QueueKind, Result,
+    types::from_millis,
+};
 use mqlite_kit::codec::{decode_messages, encode_messages};
 
 /// A composite key whose byte order is the order of its components: a string is its

@@ -27,16 +27,14 @@ use open::{display_path, open_database, open_paths};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mqlite_contract::QueueKind;
 use mqlite_contract::{
     AccessKey, AdminOps, BatchResult, ClaimSpec, EnqueueSlot, Error, KeyOps, LockRef, Message,
     MessageOps, OutMessage, OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig,
-    QueueInfo, QueueStats, RecoverTask, RedriveOptions, Result, Route, SendOptions, SeqNumber,
-    Settlement, SharedClock, Store, StoreKind, StoreStatus, Subscription, SystemClock, TopicOps,
-    WorkStats,
+    QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, Result, Route, SendOptions,
+    SeqNumber, Settlement, SharedClock, Store, StoreKind, StoreStatus, Subscription, SystemClock,
+    TopicOps, WorkStats,
 };
-use mqlite_kit::blocking::block_on;
-use mqlite_kit::reserve::Reserve;
+use mqlite_kit::{blocking::block_on, reserve::Reserve};
 
 pub use tx::RedbTx;
 

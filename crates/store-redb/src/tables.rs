@@ -7,8 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition, WriteTransaction};
 
-use mqlite_contract::MessageState;
-use mqlite_contract::{Error, Result, WorkStats};
+use mqlite_contract::{Error, MessageState, Result, WorkStats};
 
 use crate::db;
 use crate::enc::{Key, MessageRow, state_code, trailing_i64};

@@ -14,9 +14,7 @@ use std::sync::Arc;
 use redb::{Database, WriteTransaction};
 
 use mqlite_contract::{Error, Result, SharedClock};
-use mqlite_kit::file::FileIdentity;
-use mqlite_kit::reserve::Reserve;
-use mqlite_kit::writer::WriterThread;
+use mqlite_kit::{file::FileIdentity, reserve::Reserve, writer::WriterThread};
 
 use crate::db;
 

@@ -3,8 +3,7 @@
 //! expired, unreaped leases. The store counts the entries it visits (`Store::work`); a
 //! count is stable where a time is not.
 
-use mqlite_contract::from_millis;
-use mqlite_contract::{ManualClock, OutMessage, QueueConfig, ReceiveOptions, Store};
+use mqlite_contract::{ManualClock, OutMessage, QueueConfig, ReceiveOptions, Store, from_millis};
 use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_redb::{RedbOptions, RedbStore};
 

@@ -24,17 +24,14 @@
 //! MQLITE_POWER_CUTS=1000 cargo test --release -p mqlite-store-redb --test power_cut -- --nocapture
 //! ```
 
-use mqlite_contract::from_millis;
-use mqlite_contract::{AdminOps, MessageOps};
+use mqlite_contract::{
+    AdminOps, ClaimSpec, EnqueueSlot, LockRef, ManualClock, MessageOps, OutMessage, PeekOptions,
+    QueueConfig, QueueKind, ReceiveMode, SendOptions, SeqNumber, Settlement, from_millis,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use mqlite_contract::QueueKind;
-use mqlite_contract::{
-    ClaimSpec, EnqueueSlot, LockRef, ManualClock, OutMessage, PeekOptions, QueueConfig,
-    ReceiveMode, SendOptions, SeqNumber, Settlement,
-};
 use mqlite_store_redb::redb::StorageBackend;
 use mqlite_store_redb::{RedbOptions, RedbStore};
 

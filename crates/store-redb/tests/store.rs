@@ -2,15 +2,13 @@
 //! workload (the consistency check), sequence numbers survive a restart without reuse
 //! (G1), and the guards of 10.1 and 10.2 on files redb and others wrote.
 
-use mqlite_contract::from_millis;
+use mqlite_contract::{
+    Error, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveMode, ReceiveOptions,
+    RedriveOptions, SendOptions, Store, from_millis,
+};
 use std::path::Path;
 use std::time::Duration;
 
-use mqlite_contract::OrderingMode;
-use mqlite_contract::{
-    Error, ManualClock, OutMessage, QueueConfig, ReceiveMode, ReceiveOptions, RedriveOptions,
-    SendOptions, Store,
-};
 use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_redb::{RedbOptions, RedbStore, SCHEMA_TOKEN, check_file};
 

@@ -19,7 +19,7 @@ mod tx;
 mod writer;
 
 pub use mqlite_kit::reserve::RESERVE_BYTES;
-use mqlite_kit::reserve::Reserve;
+use mqlite_kit::{blocking::block_on, reserve::Reserve};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,7 +29,6 @@ use mqlite_contract::{
     Error, OutboxStore, Ownership, Result, SharedClock, Store, StoreKind, StoreStatus, SystemClock,
     WorkStats,
 };
-use mqlite_kit::blocking::block_on;
 use mqlite_sql as sql;
 
 pub use tx::SqliteTx;

@@ -5,13 +5,12 @@
 //! to the writer thread. Checkpoints, which fsync, run on the writer thread: the WAL
 //! stays bounded though no commit on a caller's thread checkpoints. Counted, not timed.
 
-use mqlite_contract::{AdminOps, MessageOps};
+use mqlite_contract::{
+    AdminOps, ClaimSpec, EnqueueSlot, Error, MessageOps, OutMessage, OutboxStore, ReceiveMode,
+    SendOptions, Settlement, Store, StoreTx,
+};
 use std::sync::Arc;
 
-use mqlite_contract::{
-    ClaimSpec, EnqueueSlot, Error, OutMessage, OutboxStore, ReceiveMode, SendOptions, Settlement,
-    Store, StoreTx,
-};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 mod support;

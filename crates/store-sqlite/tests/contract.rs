@@ -1,9 +1,9 @@
 //! Two guarantees of the store contract (docs/backends.md) that no TCK case pins: G1's
 //! "never reused, even after deletion and restart" and G7's space given back.
 
-use mqlite_contract::OrderingMode;
-use mqlite_contract::from_millis;
-use mqlite_contract::{ManualClock, OutMessage, QueueConfig, ReceiveOptions};
+use mqlite_contract::{
+    ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveOptions, from_millis,
+};
 use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 

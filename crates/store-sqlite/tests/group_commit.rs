@@ -3,10 +3,9 @@
 //! up (the store submits a call to the writer when the call is made), so the grouping
 //! is deterministic: counted, not timed.
 
-use mqlite_contract::MessageOps;
 use mqlite_contract::{
-    ClaimSpec, EnqueueSlot, Error, LockRef, LockToken, OutMessage, ReceiveMode, SendOptions,
-    SeqNumber, Settlement,
+    ClaimSpec, EnqueueSlot, Error, LockRef, LockToken, MessageOps, OutMessage, ReceiveMode,
+    SendOptions, SeqNumber, Settlement,
 };
 use mqlite_store_sqlite::SqliteStore;
 use std::sync::Arc;

@@ -1,8 +1,7 @@
 //! `:memory:` is a private database per store: it takes no file lock, works end to end,
 //! and two such stores share nothing.
 
-use mqlite_contract::MessageState;
-use mqlite_contract::{Error, ManualClock, OutMessage, QueueConfig};
+use mqlite_contract::{Error, ManualClock, MessageState, OutMessage, QueueConfig};
 use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 

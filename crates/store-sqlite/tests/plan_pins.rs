@@ -10,8 +10,7 @@
 //! which crosses every queue's rows. The admin tables (queues, subscriptions, meta) are
 //! sized by configuration, not traffic, and may be scanned.
 
-use mqlite_contract::OrderingMode;
-use mqlite_contract::{ManualClock, OutMessage, QueueConfig, Store};
+use mqlite_contract::{ManualClock, OrderingMode, OutMessage, QueueConfig, Store};
 use mqlite_engine::{Engine, EngineOptions};
 use mqlite_sql::plan::{CLAIM_INDEXES, INDEX_PINS, is_scan, realistic, render, uses_index};
 use mqlite_sql::{STATEMENTS, Value};

@@ -6,10 +6,9 @@
 //! complete_batch and renew_batch at N = 1, 64 and 512, and fails if the count grows
 //! with N — and if the work inside the statements (SQLite VM steps) grows faster than N.
 
-use mqlite_contract::OrderingMode;
-use mqlite_contract::from_millis;
 use mqlite_contract::{
-    LockRef, LockToken, ManualClock, OutMessage, QueueConfig, ReceiveMode, ReceiveOptions, Store,
+    LockRef, LockToken, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveMode,
+    ReceiveOptions, Store, from_millis,
 };
 use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};

@@ -7,16 +7,14 @@
 //!
 //! The healthy SQLite store's card, graded beside them, fails nothing.
 
-use mqlite_contract::{AdminOps, KeyOps, MessageOps, TopicOps};
+use mqlite_contract::{
+    AccessKey, AdminOps, BatchResult, ClaimSpec, EnqueueSlot, Error, KeyOps, LockRef, Message,
+    MessageOps, OutMessage, OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig,
+    QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, Result, Route, SendOptions,
+    SeqNumber, Settlement, SharedClock, Store, StoreStatus, Subscription, TopicOps, WorkStats,
+};
 use std::path::Path;
 
-use mqlite_contract::QueueKind;
-use mqlite_contract::{
-    AccessKey, BatchResult, ClaimSpec, EnqueueSlot, Error, LockRef, Message, OutMessage,
-    OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueStats,
-    RecoverTask, RedriveOptions, Result, Route, SendOptions, SeqNumber, Settlement, SharedClock,
-    Store, StoreStatus, Subscription, WorkStats,
-};
 use mqlite_store_sqlite::SqliteStore;
 use mqlite_tck::report::Grade;
 use mqlite_tck::{Capability, ReportCard, StoreFactory};

@@ -32,11 +32,10 @@ use tokio::task::JoinHandle;
 use std::time::Duration;
 
 use crate::filter::Filter;
-use mqlite_contract::clock::SharedClock;
 use mqlite_contract::error::{Error, Result};
-use mqlite_contract::kind::StoreKind;
 use mqlite_contract::store::{Ownership, Store};
 use mqlite_contract::types::{QueueKind, RecoverTask, RetentionDefaults};
+use mqlite_contract::{clock::SharedClock, kind::StoreKind};
 
 /// Engine-wide options.
 #[derive(Debug, Clone)]

@@ -1,16 +1,14 @@
 //! Queues (create, update, delete, list) and what an operator does to one (cancel,
 //! peek, stats, redrive, purge): crates/sql's `admin`.
 
-use mqlite_contract::types::millis;
+use mqlite_contract::{
+    Error, Message, MessageState, OrderingMode, PeekOptions, PurgeOptions, QueueConfig, QueueInfo,
+    QueueKind, QueueStats, RedriveOptions, Result, SeqNumber, types::millis,
+};
 use std::collections::BTreeSet;
 
 use redb::ReadableTable;
 
-use mqlite_contract::{
-    Error, Message, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueStats, RedriveOptions,
-    Result, SeqNumber,
-};
-use mqlite_contract::{MessageState, OrderingMode, QueueKind};
 use mqlite_kit::enqueue::{line_of, waiting_flags};
 use mqlite_kit::upsert::{Upsert, decide, mode_change_refused};
 

@@ -5,9 +5,8 @@ use std::collections::VecDeque;
 
 use redb::ReadableTable;
 
-use mqlite_contract::MessageState;
 use mqlite_contract::{
-    ClaimSpec, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
+    ClaimSpec, LockToken, Message, MessageState, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
 };
 use mqlite_kit::codec::{decode_messages, encode_messages};
 use mqlite_kit::decide;

@@ -4,9 +4,8 @@ use redb::ReadableTable;
 
 use mqlite_contract::{AccessKey, Error, Result};
 
-use crate::db;
 use crate::enc::{decode_key, encode_key};
-use crate::tables::Tables;
+use crate::{db, tables::Tables};
 
 pub(crate) fn create_key(t: &mut Tables<'_>, k: &AccessKey) -> Result<()> {
     if t.keys.get(k.id.as_str()).map_err(db)?.is_some() {

@@ -27,8 +27,7 @@ pub(crate) use topics::*;
 
 use redb::ReadableTable;
 
-use mqlite_contract::{Error, QueueConfig, Result};
-use mqlite_contract::{MessageState, QueueKind};
+use mqlite_contract::{Error, MessageState, QueueConfig, QueueKind, Result};
 use mqlite_kit::decide;
 
 use crate::db;

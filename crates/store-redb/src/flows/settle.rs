@@ -1,16 +1,13 @@
 //! Settlements, their receipts and batches: crates/sql's `settle`.
 
-use mqlite_contract::types::millis;
+use mqlite_contract::{
+    BatchResult, Error, LockLostReason, LockRef, LockToken, MessageState, REASON_MAX_DELIVERY,
+    RECEIPT_TTL_MS, Result, Settlement, types::millis,
+};
 use mqlite_kit::decide;
 use std::collections::{HashMap, HashSet};
 
 use redb::ReadableTable;
-
-use mqlite_contract::MessageState;
-use mqlite_contract::{
-    BatchResult, Error, LockLostReason, LockRef, LockToken, REASON_MAX_DELIVERY, RECEIPT_TTL_MS,
-    Result, Settlement,
-};
 
 use crate::db;
 use crate::enc::{Key, MessageRow};

@@ -5,9 +5,8 @@ use std::collections::HashMap;
 
 use redb::ReadableTable;
 
-use mqlite_contract::MessageState;
 use mqlite_contract::{
-    Error, QueueConfig, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RecoverTask, Result,
+    Error, MessageState, QueueConfig, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RecoverTask, Result,
     RetentionDefaults,
 };
 use mqlite_kit::decide;

@@ -4,13 +4,13 @@ use std::collections::HashSet;
 
 use redb::ReadableTable;
 
-use mqlite_contract::QueueKind;
-use mqlite_contract::{EnqueueSlot, Error, QueueConfig, Result, Route, SendOptions, Subscription};
+use mqlite_contract::{
+    EnqueueSlot, Error, QueueConfig, QueueKind, Result, Route, SendOptions, Subscription,
+};
 use mqlite_kit::decide;
 
-use crate::db;
 use crate::enc::{Decoder, Encoder, Key, key_str};
-use crate::tables::Tables;
+use crate::{db, tables::Tables};
 
 use super::{enqueue, load_any, upsert_queue};
 

@@ -4,11 +4,9 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use mqlite_contract::AdminOps;
+use mqlite_contract::{AdminOps, Error, ManualClock, OutboxStore, QueueConfig, QueueKind};
 use std::sync::Arc;
 
-use mqlite_contract::QueueKind;
-use mqlite_contract::{Error, ManualClock, OutboxStore, QueueConfig};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 use tokio::sync::oneshot;
 

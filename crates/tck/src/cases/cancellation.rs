@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use std::collections::{HashMap, HashSet};
 
-use mqlite_contract::MessageState;
 use mqlite_contract::{
-    AdminOps, Error, Message, MessageOps, OutMessage, QueueConfig, ReceiveOptions, SeqNumber, Store,
+    AdminOps, Error, Message, MessageOps, MessageState, OutMessage, QueueConfig, ReceiveOptions,
+    SeqNumber, Store,
 };
 use mqlite_engine::Engine;
 

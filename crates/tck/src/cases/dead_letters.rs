@@ -1,15 +1,12 @@
 //! Section 6: dead letters.
 
-use mqlite_contract::from_millis;
+use mqlite_contract::{
+    Clock, Error, ManualClock, MessageState, OutMessage, PeekOptions, PurgeOptions,
+    REASON_MAX_DELIVERY, RedriveOptions, SeqNumber, Store, clock::BoxFuture, from_millis,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mqlite_contract::MessageState;
-use mqlite_contract::clock::BoxFuture;
-use mqlite_contract::{
-    Clock, Error, ManualClock, OutMessage, PeekOptions, PurgeOptions, REASON_MAX_DELIVERY,
-    RedriveOptions, SeqNumber, Store,
-};
 use mqlite_engine::{Engine, EngineOptions};
 use tokio::sync::watch;
 

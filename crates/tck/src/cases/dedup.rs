@@ -1,7 +1,8 @@
 //! Section 4: producer deduplication.
 
-use mqlite_contract::from_millis;
-use mqlite_contract::{EnqueueSlot, Error, OutMessage, QueueConfig, SendOptions, SeqNumber};
+use mqlite_contract::{
+    EnqueueSlot, Error, OutMessage, QueueConfig, SendOptions, SeqNumber, from_millis,
+};
 
 use super::peek_all;
 use crate::harness::{Access, Ctx, TckResult};

@@ -1,8 +1,9 @@
 //! Section 3 (3.2, 3.3): settlement receipts and receive attempts.
 
-use mqlite_contract::MessageState;
-use mqlite_contract::from_millis;
-use mqlite_contract::{Error, LockRef, OutMessage, RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions};
+use mqlite_contract::{
+    Error, LockRef, MessageState, OutMessage, RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions,
+    from_millis,
+};
 use std::time::Duration;
 
 use super::{config, peek_all, receive_one, send_n, state_of};

@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use mqlite_contract::MessageState;
-use mqlite_contract::{Error, EventIdentity, OutMessage, QueueConfig, ReceiveOptions, StoreTx};
-use mqlite_engine::Engine;
+use mqlite_contract::{
+    Error, EventIdentity, MessageState, OutMessage, QueueConfig, ReceiveOptions, StoreTx,
+};
 use mqlite_engine::inbox::{Inbox, Processed, REASON_INBOX_CONFLICT, settle};
-use mqlite_engine::relay::Relay;
+use mqlite_engine::{Engine, relay::Relay};
 
 use super::peek_all;
 use crate::harness::{Access, Ctx, TckResult};

@@ -1,13 +1,12 @@
 //! Section 3 (3.4): the integrity sweep — a randomized run with hashed bodies, consumed
 //! concurrently with abandons, lapsed leases and redeliveries.
 
-use mqlite_contract::from_millis;
+use mqlite_contract::{
+    Error, OutMessage, ReceiveOptions, SeqNumber, dedup::body_digest, from_millis,
+};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use mqlite_contract::dedup::body_digest;
-use mqlite_contract::{Error, OutMessage, ReceiveOptions, SeqNumber};
 
 use super::config;
 use crate::harness::{Access, Ctx, TckResult};

@@ -1,13 +1,11 @@
 //! Section 1: the peek-lock lifecycle.
 
-use mqlite_contract::from_millis;
+use mqlite_contract::{
+    Error, LockRef, MessageState, OutMessage, REASON_MAX_DELIVERY, ReceiveMode, ReceiveOptions,
+    SendOptions, from_millis,
+};
 use std::collections::HashSet;
 use std::time::Duration;
-
-use mqlite_contract::MessageState;
-use mqlite_contract::{
-    Error, LockRef, OutMessage, REASON_MAX_DELIVERY, ReceiveMode, ReceiveOptions, SendOptions,
-};
 
 use super::{config, parked_receiver, peek_all, receive_one, send_n, state_of};
 use crate::harness::{Access, Ctx, TckResult};

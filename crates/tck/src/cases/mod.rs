@@ -1,11 +1,9 @@
 //! The cases, one module per section of the conformance spec, registered in [`all`].
 //! Each case's `///` line states the promise it pins.
 
-use mqlite_contract::MessageState;
-use mqlite_contract::from_millis;
 use mqlite_contract::{
-    Message, OutMessage, PeekOptions, QueueConfig, ReceiveMode, ReceiveOptions, Result, SeqNumber,
-    Store,
+    Message, MessageState, OutMessage, PeekOptions, QueueConfig, ReceiveMode, ReceiveOptions,
+    Result, SeqNumber, Store, from_millis,
 };
 use mqlite_engine::Engine;
 

@@ -1,8 +1,9 @@
 //! Section 5: ordering modes and the line of a group.
 
-use mqlite_contract::from_millis;
-use mqlite_contract::{Error, OutMessage, QueueConfig, ReceiveOptions, SeqNumber};
-use mqlite_contract::{MessageState, OrderingMode};
+use mqlite_contract::{
+    Error, MessageState, OrderingMode, OutMessage, QueueConfig, ReceiveOptions, SeqNumber,
+    from_millis,
+};
 use std::time::Duration;
 
 use super::{receive_one, state_of};

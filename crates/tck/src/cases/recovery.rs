@@ -1,7 +1,6 @@
 //! Section 3: recovery and at-least-once.
 
-use mqlite_contract::MessageState;
-use mqlite_contract::{Error, OutMessage, REASON_MAX_DELIVERY};
+use mqlite_contract::{Error, MessageState, OutMessage, REASON_MAX_DELIVERY};
 use mqlite_engine::{EngineOptions, LeasesAtOpen};
 
 use super::{config, peek_all, receive_one};

@@ -1,8 +1,8 @@
 //! Section 8: dead-letter retention.
 
-use mqlite_contract::MessageState;
-use mqlite_contract::from_millis;
-use mqlite_contract::{OutMessage, QueueConfig, RetentionDefaults, Store};
+use mqlite_contract::{
+    MessageState, OutMessage, QueueConfig, RetentionDefaults, Store, from_millis,
+};
 use mqlite_engine::{Engine, EngineOptions};
 use std::time::Duration;
 

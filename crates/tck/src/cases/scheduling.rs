@@ -1,8 +1,8 @@
 //! Section 7: scheduling, deferral, TTL.
 
-use mqlite_contract::MessageState;
-use mqlite_contract::from_millis;
-use mqlite_contract::{OutMessage, QueueConfig, REASON_TTL_EXPIRED, SendOptions};
+use mqlite_contract::{
+    MessageState, OutMessage, QueueConfig, REASON_TTL_EXPIRED, SendOptions, from_millis,
+};
 use std::time::Duration;
 
 use super::{config, peek_all, receive_one, state_of};

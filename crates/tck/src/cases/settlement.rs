@@ -1,8 +1,9 @@
 //! Section 2: settlement, fenced on the lock token.
 
-use mqlite_contract::MessageState;
-use mqlite_contract::from_millis;
-use mqlite_contract::{Error, LockRef, LockToken, OutMessage, REASON_MAX_DELIVERY, ReceiveOptions};
+use mqlite_contract::{
+    Error, LockRef, LockToken, MessageState, OutMessage, REASON_MAX_DELIVERY, ReceiveOptions,
+    from_millis,
+};
 use std::time::Duration;
 
 use super::{config, peek_all, receive_one, send_n, state_of};

@@ -2,9 +2,9 @@
 //! writing a copy to every subscription whose filter holds, in one transaction; filters
 //! checked at Subscribe and failing closed; Send resolving a topic first.
 
-use mqlite_contract::QueueKind;
-use mqlite_contract::from_millis;
-use mqlite_contract::{EnqueueSlot, Error, OutMessage, QueueConfig, SendOptions};
+use mqlite_contract::{
+    EnqueueSlot, Error, OutMessage, QueueConfig, QueueKind, SendOptions, from_millis,
+};
 
 use super::{peek_all, receive_one};
 use crate::harness::{Access, Ctx, TckResult};

@@ -45,7 +45,12 @@
 //! p3_4_store_matches_the_reference_model`. Failing
 //! sequences are kept in `crates/tck/proptest-regressions/model.txt` and replayed first.
 
-use mqlite_contract::from_millis;
+use mqlite_contract::{
+    EnqueueSlot, Error, LockRef, LockToken, ManualClock, Message, MessageState, OrderingMode,
+    OutMessage, PeekOptions, PurgeOptions, QueueConfig, QueueStats, REASON_MAX_DELIVERY,
+    REASON_TTL_EXPIRED, RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions, RedriveOptions, SendOptions,
+    SeqNumber, from_millis,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,12 +58,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
 
-use mqlite_contract::{
-    EnqueueSlot, Error, LockRef, LockToken, ManualClock, Message, OutMessage, PeekOptions,
-    PurgeOptions, QueueConfig, QueueStats, REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RECEIPT_TTL_MS,
-    ReceiveMode, ReceiveOptions, RedriveOptions, SendOptions, SeqNumber,
-};
-use mqlite_contract::{MessageState, OrderingMode};
 use mqlite_engine::{Engine, EngineOptions};
 
 use crate::harness::{Access, Ctx, START_MS, TckResult};
