@@ -56,7 +56,7 @@ use std::future::Future;
 use crate::clock::SharedClock;
 use crate::error::{Error, Result};
 use crate::ops::{AdminOps, KeyOps, MessageOps, TopicOps};
-use crate::side::{InboxMarker, RelayBacklog, RelayIntent, SentEvidence, SideSweep};
+use crate::side_tables::{InboxMarker, RelayBacklog, RelayIntent, SentEvidence, SideSweep};
 use crate::types::{EnqueueSlot, OutMessage, SendOptions};
 
 /// How an opened store holds its data. Opening a store means owning it; orphan
@@ -205,7 +205,7 @@ pub trait StoreTx {
     /// The statement time of this transaction (epoch ms, from the store's clock).
     fn now_ms(&self) -> i64;
 
-    // ----- the side tables (crate::side): created by the store on first write; a
+    // ----- the side tables (crate::side_tables): created by the store on first write; a
     // ----- read of a table never created answers empty and creates nothing ---------
 
     /// Every consumer's inbox marker for the event `(source, id)`, by consumer.

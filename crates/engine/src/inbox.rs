@@ -33,7 +33,7 @@ use crate::engine::{Engine, EngineTx};
 use crate::worker::HandlerError;
 use mqlite_contract::error::{Error, Result};
 use mqlite_contract::event::{Fingerprint, fingerprint};
-use mqlite_contract::side::{InboxMarker, SideSweep};
+use mqlite_contract::side_tables::{InboxMarker, SideSweep};
 use mqlite_contract::store::{HasOutbox, OutboxStore, Store, StoreTx};
 use mqlite_contract::types::Message;
 

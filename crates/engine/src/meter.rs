@@ -64,7 +64,7 @@ pub(crate) fn messages(queue: &str, stats: &QueueStats) {
 /// `mqlite_relay_oldest_pending_seconds` (the age of the oldest, 0 without one).
 /// Only with the feature: without it the relay does not read its backlog at all.
 #[cfg(feature = "metrics")]
-pub(crate) fn relay_backlog(backlog: &mqlite_contract::side::RelayBacklog, now_ms: i64) {
+pub(crate) fn relay_backlog(backlog: &mqlite_contract::side_tables::RelayBacklog, now_ms: i64) {
     metrics::gauge!("mqlite_relay_pending").set(backlog.pending as f64);
     let age = backlog
         .oldest_created_at_ms

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use crate::engine::{Engine, EngineTx, MAX_SEND_BATCH};
 use mqlite_contract::error::{Error, Result};
-use mqlite_contract::side::{RelayBacklog, RelayIntent};
+use mqlite_contract::side_tables::{RelayBacklog, RelayIntent};
 use mqlite_contract::store::{HasOutbox, OutboxStore, Store, StoreTx};
 use mqlite_contract::types::{EnqueueSlot, OutMessage, SendOptions};
 

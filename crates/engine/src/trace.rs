@@ -22,7 +22,7 @@ use std::fmt;
 use crate::engine::Engine;
 use mqlite_contract::error::Result;
 use mqlite_contract::event::{EventIdentity, Fingerprint, fingerprint};
-use mqlite_contract::side::{InboxMarker, RelayIntent, SentEvidence};
+use mqlite_contract::side_tables::{InboxMarker, RelayIntent, SentEvidence};
 use mqlite_contract::store::{HasOutbox, OutboxStore, StoreTx};
 use mqlite_contract::types::{MessageState, OutMessage};
 

@@ -94,7 +94,7 @@ pub mod event {
 /// The consumer inbox: an effect and its marker in one transaction of the consumer's
 /// database (17.2–17.4).
 pub mod inbox {
-    pub use mqlite_contract::side::InboxMarker;
+    pub use mqlite_contract::side_tables::InboxMarker;
     pub use mqlite_engine::inbox::{
         DEFAULT_INBOX_RETENTION, Inbox, Processed, REASON_INBOX_CONFLICT, settle,
     };
@@ -102,7 +102,7 @@ pub mod inbox {
 
 /// The relay from a producer's database to a queue in another.
 pub mod relay {
-    pub use mqlite_contract::side::{RelayBacklog, RelayIntent};
+    pub use mqlite_contract::side_tables::{RelayBacklog, RelayIntent};
     pub use mqlite_engine::relay::{
         DEFAULT_RELAY_BATCH, DEFAULT_RELAY_INTERVAL, DEFAULT_RELAY_RETENTION, Relay, RelayRound,
         SentIntents,

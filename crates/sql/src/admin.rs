@@ -359,7 +359,7 @@ pub async fn status<X: SqlExec>(
         .ok_or_else(|| Error::invalid("status returned no row"))?;
     let n = |v: i64| v.max(0) as u64;
     let relay = if r.flag(5)? {
-        crate::side::relay_backlog(x).await?
+        crate::side_tables::relay_backlog(x).await?
     } else {
         mqlite_contract::RelayBacklog::default()
     };

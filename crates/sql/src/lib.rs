@@ -85,7 +85,7 @@ pub mod plan;
 pub mod rows;
 pub mod schema;
 pub mod settle;
-pub mod side;
+pub mod side_tables;
 mod store_ops;
 pub mod sweeps;
 pub mod topics;

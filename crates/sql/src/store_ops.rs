@@ -210,7 +210,7 @@ macro_rules! side_tx_ops {
             source: &str,
             id: &str,
         ) -> $crate::core::Result<Vec<$crate::core::InboxMarker>> {
-            self.flow(async |x| $crate::side::inbox_markers(x, source, id).await)
+            self.flow(async |x| $crate::side_tables::inbox_markers(x, source, id).await)
                 .await
         }
 
@@ -218,7 +218,7 @@ macro_rules! side_tx_ops {
             &mut self,
             marker: &$crate::core::InboxMarker,
         ) -> $crate::core::Result<()> {
-            self.flow(async |x| $crate::side::inbox_insert(x, marker).await)
+            self.flow(async |x| $crate::side_tables::inbox_insert(x, marker).await)
                 .await
         }
 
@@ -228,7 +228,7 @@ macro_rules! side_tx_ops {
             message: &$crate::core::OutMessage,
         ) -> $crate::core::Result<i64> {
             let now = self.now;
-            self.flow(async |x| $crate::side::relay_insert(x, now, queue, message).await)
+            self.flow(async |x| $crate::side_tables::relay_insert(x, now, queue, message).await)
                 .await
         }
 
@@ -236,19 +236,19 @@ macro_rules! side_tx_ops {
             &mut self,
             limit: usize,
         ) -> $crate::core::Result<Vec<$crate::core::RelayIntent>> {
-            self.flow(async |x| $crate::side::relay_pending(x, limit).await)
+            self.flow(async |x| $crate::side_tables::relay_pending(x, limit).await)
                 .await
         }
 
         async fn relay_mark(&mut self, seqs: &[i64]) -> $crate::core::Result<u64> {
             let now = self.now;
-            self.flow(async |x| $crate::side::relay_mark(x, now, seqs).await)
+            self.flow(async |x| $crate::side_tables::relay_mark(x, now, seqs).await)
                 .await
         }
 
         async fn relay_refuse(&mut self, seqs: &[i64]) -> $crate::core::Result<u64> {
             let now = self.now;
-            self.flow(async |x| $crate::side::relay_refuse(x, now, seqs).await)
+            self.flow(async |x| $crate::side_tables::relay_refuse(x, now, seqs).await)
                 .await
         }
 
@@ -257,12 +257,12 @@ macro_rules! side_tx_ops {
             source: &str,
             id: &str,
         ) -> $crate::core::Result<Vec<$crate::core::RelayIntent>> {
-            self.flow(async |x| $crate::side::relay_find(x, source, id).await)
+            self.flow(async |x| $crate::side_tables::relay_find(x, source, id).await)
                 .await
         }
 
         async fn relay_backlog(&mut self) -> $crate::core::Result<$crate::core::RelayBacklog> {
-            self.flow(async |x| $crate::side::relay_backlog(x).await)
+            self.flow(async |x| $crate::side_tables::relay_backlog(x).await)
                 .await
         }
 
@@ -271,7 +271,7 @@ macro_rules! side_tx_ops {
             markers_before: i64,
             intents_before: i64,
         ) -> $crate::core::Result<$crate::core::SideSweep> {
-            self.flow(async |x| $crate::side::sweep(x, markers_before, intents_before).await)
+            self.flow(async |x| $crate::side_tables::sweep(x, markers_before, intents_before).await)
                 .await
         }
 
@@ -280,7 +280,7 @@ macro_rules! side_tx_ops {
             queue: &str,
             key: &str,
         ) -> $crate::core::Result<$crate::core::SentEvidence> {
-            self.flow(async |x| $crate::side::find_sent(x, queue, key).await)
+            self.flow(async |x| $crate::side_tables::find_sent(x, queue, key).await)
                 .await
         }
     };

@@ -14,7 +14,7 @@
 
 mod enc;
 mod flows;
-mod side;
+mod side_tables;
 mod tables;
 mod tx;
 mod writer;
@@ -247,7 +247,7 @@ impl Store for RedbStore {
                 .unwrap_or_default();
             let (queues, topics, subscriptions) = flows::counts(&t)?;
             drop(t);
-            let relay = side::relay_backlog(txn)?;
+            let relay = side_tables::relay_backlog(txn)?;
             Ok(StoreStatus {
                 relay,
                 backend: BACKEND,

@@ -9,7 +9,7 @@ use mqlite_contract::{
 };
 
 use crate::tables::{Tables, WorkCounter};
-use crate::{flows, side};
+use crate::{flows, side_tables};
 
 /// The redb store's handle inside the engine's `Engine::tx`.
 pub struct RedbTx<'t> {
@@ -64,51 +64,51 @@ impl StoreTx for RedbTx<'_> {
 
     async fn inbox_markers(&mut self, source: &str, id: &str) -> Result<Vec<InboxMarker>> {
         self.check_cancelled()?;
-        side::inbox_markers(&self.txn, source, id)
+        side_tables::inbox_markers(&self.txn, source, id)
     }
 
     async fn inbox_insert(&mut self, marker: &InboxMarker) -> Result<()> {
         self.check_cancelled()?;
-        side::inbox_insert(&self.txn, marker)
+        side_tables::inbox_insert(&self.txn, marker)
     }
 
     async fn relay_insert(&mut self, queue: &str, message: &OutMessage) -> Result<i64> {
         self.check_cancelled()?;
-        side::relay_insert(&self.txn, self.now, queue, message)
+        side_tables::relay_insert(&self.txn, self.now, queue, message)
     }
 
     async fn relay_pending(&mut self, limit: usize) -> Result<Vec<RelayIntent>> {
         self.check_cancelled()?;
-        side::relay_pending(&self.txn, limit)
+        side_tables::relay_pending(&self.txn, limit)
     }
 
     async fn relay_mark(&mut self, seqs: &[i64]) -> Result<u64> {
         self.check_cancelled()?;
-        side::relay_mark(&self.txn, self.now, seqs)
+        side_tables::relay_mark(&self.txn, self.now, seqs)
     }
 
     async fn relay_refuse(&mut self, seqs: &[i64]) -> Result<u64> {
         self.check_cancelled()?;
-        side::relay_refuse(&self.txn, self.now, seqs)
+        side_tables::relay_refuse(&self.txn, self.now, seqs)
     }
 
     async fn relay_find(&mut self, source: &str, id: &str) -> Result<Vec<RelayIntent>> {
         self.check_cancelled()?;
-        side::relay_find(&self.txn, source, id)
+        side_tables::relay_find(&self.txn, source, id)
     }
 
     async fn relay_backlog(&mut self) -> Result<RelayBacklog> {
         self.check_cancelled()?;
-        side::relay_backlog(&self.txn)
+        side_tables::relay_backlog(&self.txn)
     }
 
     async fn side_sweep(&mut self, markers_before: i64, intents_before: i64) -> Result<SideSweep> {
         self.check_cancelled()?;
-        side::sweep(&self.txn, markers_before, intents_before)
+        side_tables::sweep(&self.txn, markers_before, intents_before)
     }
 
     async fn find_sent(&mut self, queue: &str, key: &str) -> Result<SentEvidence> {
         self.check_cancelled()?;
-        side::find_sent(&self.txn, queue, key)
+        side_tables::find_sent(&self.txn, queue, key)
     }
 }

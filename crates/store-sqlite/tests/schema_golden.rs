@@ -28,7 +28,7 @@ async fn fresh_database(dir: &Path) -> PathBuf {
             .expect("open store");
     store.close().await;
     let conn = Connection::open(&path).expect("open with rusqlite");
-    for ddl in sql::side::DDL {
+    for ddl in sql::side_tables::DDL {
         conn.execute(ddl, []).expect("side table DDL");
     }
     path
@@ -82,7 +82,7 @@ async fn fresh_schema_matches_golden_file() {
     );
 }
 
-/// The database holds exactly the statements of `sql::SCHEMA` and `sql::side::DDL`,
+/// The database holds exactly the statements of `sql::SCHEMA` and `sql::side_tables::DDL`,
 /// verbatim, and nothing else.
 #[tokio::test]
 async fn fresh_schema_is_exactly_the_canonical_text() {
@@ -94,7 +94,7 @@ async fn fresh_schema_is_exactly_the_canonical_text() {
         .collect();
     let mut canonical: Vec<String> = sql::SCHEMA
         .iter()
-        .chain(sql::side::DDL)
+        .chain(sql::side_tables::DDL)
         // SQLite keeps a statement's text without its IF NOT EXISTS.
         .map(|s| s.replace(" IF NOT EXISTS", ""))
         .collect();

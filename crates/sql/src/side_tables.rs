@@ -1,4 +1,4 @@
-//! The side tables (`mqlite_contract::side`): the consumer inbox and the producer's
+//! The side tables (`mqlite_contract::side_tables`): the consumer inbox and the producer's
 //! relay outbox, created on first use in the database the application's transaction
 //! runs in. Every operation runs inside the caller's transaction; the first write to
 //! find a table missing creates it (in that same transaction) and runs again, and a

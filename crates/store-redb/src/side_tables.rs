@@ -1,4 +1,4 @@
-//! The side tables (`mqlite_contract::side`) in redb: the consumer inbox and the
+//! The side tables (`mqlite_contract::side_tables`) in redb: the consumer inbox and the
 //! producer's relay outbox, each with the hand-built indexes its lookups need. redb
 //! creates a table the first time a write transaction opens it, so the tables appear on
 //! first use, inside the application's transaction.
