@@ -78,9 +78,14 @@ impl Auth {
         Auth { config }
     }
 
-    /// "bearer" or "none", as the discovery card and Status say.
+    /// "bearer" or "none", as the discovery card says.
     pub(crate) fn mode(&self) -> &'static str {
         self.config.mode()
+    }
+
+    /// Whether RPCs need a token.
+    pub(crate) fn is_on(&self) -> bool {
+        self.config.is_on()
     }
 
     /// The caller, if it may do what `needs` names (None: any valid credential).

@@ -98,7 +98,12 @@ impl AuthConfig {
         Ok(AuthConfig::Tokens(tokens))
     }
 
-    /// "bearer" or "none", as the discovery card and Status say.
+    /// Whether RPCs need a bearer token (Status's `auth`).
+    pub fn is_on(&self) -> bool {
+        *self != AuthConfig::Off
+    }
+
+    /// "bearer" or "none", as the discovery card says.
     pub fn mode(&self) -> &'static str {
         match self {
             AuthConfig::Off => "none",

@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use mqlite::limits::{MAX_KEY_PAGE, MAX_PEEK, MAX_RECEIVE_BATCH};
+use mqlite::limits::{MAX_KEY_PAGE, MAX_PEEK, MAX_RECEIVE_BATCH, MAX_WAIT};
 use mqlite::{AnyEngine, DynStore, EngineOptions, Location};
 use mqlite::{
     Error, LockRef, Message, MessageState, OrderingMode, PeekOptions, Permission, PurgeOptions,
@@ -341,6 +341,15 @@ fn router(shared: BrokerState) -> Router {
             StatusCode::NOT_FOUND,
             "not_found",
             "no such route: RPCs are POST /mqlite.v1.<Service>/<Method> (see GET /)",
+        )
+    })
+    // Another method on a route: 405 with the contract's envelope (code
+    // `unimplemented`), not an empty body.
+    .method_not_allowed_fallback(|method: axum::http::Method| async move {
+        ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "unimplemented",
+            format!("{method} is not served here: RPCs are POST, the open routes GET"),
         )
     })
     .with_state(shared)

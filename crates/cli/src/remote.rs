@@ -469,7 +469,7 @@ async fn status(client: &Client, out: Output) -> Result<(), Failure> {
             ("subscriptions", r.subscriptions.to_string()),
             ("ping_ms", r.ping_ms.to_string()),
             ("uptime_ms", r.uptime_ms.to_string()),
-            ("auth", r.auth.clone()),
+            ("auth", r.auth.to_string()),
             ("relay_pending", r.relay_pending.to_string()),
             (
                 "relay_oldest_pending_ms",

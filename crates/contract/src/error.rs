@@ -195,6 +195,9 @@ pub enum LockLostReason {
     Gone,
     /// The message belongs to another queue than the one named.
     WrongQueue,
+    /// The token is not one a receive hands out (a lock token is 32 hexadecimal
+    /// characters): it can hold no lease.
+    NotIssued,
     /// The store cannot tell.
     Unknown,
 }
@@ -217,6 +220,9 @@ impl fmt::Display for LockLostReason {
                  repeat of a call that succeeded replays Ok for 30 minutes instead)"
             }
             LockLostReason::WrongQueue => "the message belongs to another queue",
+            LockLostReason::NotIssued => {
+                "the token is not one a receive hands out (32 hexadecimal characters)"
+            }
             LockLostReason::Unknown => "the lease is expired, settled, or held by another token",
         })
     }

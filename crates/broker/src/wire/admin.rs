@@ -259,8 +259,8 @@ pub struct StatusResponse {
     pub subscriptions: u64,
     /// Since the broker started, ms.
     pub uptime_ms: i64,
-    /// bearer or none.
-    pub auth: String,
+    /// Whether RPCs need a bearer token (the discovery card says `bearer` or `none`).
+    pub auth: bool,
     /// Relay intents in the served database not yet published (mqlite extension).
     pub relay_pending: u64,
     /// The age of the oldest of them, ms; 0 without one (mqlite extension).

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use mqlite::{BatchResult, LockToken, QueueStats, Result};
+use mqlite::{BatchResult, Error, LockToken, QueueStats, Result};
 
 use super::{WireMessage, empty, zero};
 
@@ -69,9 +69,13 @@ pub struct LockItem {
 }
 
 impl LockItem {
-    /// The engine's lock reference.
+    /// The lock it names. A token that is not a lock token can hold no lease: it is
+    /// `LockLost` (409 `lock_lost`, as the wire contract answers any wrong token), not
+    /// a malformed request.
     pub fn lock(&self) -> Result<mqlite::LockRef> {
-        let token: LockToken = self.lock_token.parse()?;
+        let token: LockToken = self.lock_token.parse().map_err(|_| Error::LockLost {
+            reason: mqlite::LockLostReason::NotIssued,
+        })?;
         Ok(mqlite::LockRef {
             seq: mqlite::SeqNumber(self.seq_number),
             token,

@@ -26,13 +26,40 @@ pub(super) async fn create_queue(mut c: Call<'_>) -> Result<Response, ApiError> 
     match kind {
         QueueKind::Queue => mq.create_queue(&r.name, config).await?,
         QueueKind::Topic => mq.create_topic(&r.name).await?,
-        QueueKind::Subscription => {
-            return Err(ApiError::invalid(
-                "a subscription is created with Subscribe {topic, name}",
-            ));
-        }
+        // The contract's form for a subscription's backing queue: an update of an
+        // existing subscription's options; any other kind under the name is a conflict.
+        QueueKind::Subscription => match kind_of(mq, &r.name).await? {
+            Some(QueueKind::Subscription) => {
+                let found = mq.list_subscriptions(None).await?;
+                let Some(s) = found.into_iter().find(|s| s.name == r.name) else {
+                    return Err(Error::queue_not_found(&r.name).into());
+                };
+                mq.subscribe(&s.topic, &s.name, &s.filter, config).await?
+            }
+            Some(other) => return Err(conflict(&r.name, other)),
+            None => {
+                return Err(ApiError::invalid(
+                    "a subscription is created with Subscribe {topic, name}",
+                ));
+            }
+        },
     }
     ok(Empty {})
+}
+
+/// The kind that holds `name`, if any (one ListQueues: admin calls are rare).
+async fn kind_of(mq: &AnyEngine, name: &str) -> Result<Option<QueueKind>, ApiError> {
+    let queues = mq.list_queues().await?;
+    Ok(queues.into_iter().find(|q| q.name == name).map(|q| q.kind))
+}
+
+/// 409 `name_conflict`: `name` is held by an entity of another kind.
+fn conflict(name: &str, existing: QueueKind) -> ApiError {
+    Error::NameConflict {
+        name: name.to_owned(),
+        existing: existing.as_str().to_owned(),
+    }
+    .into()
 }
 
 /// Subscribe: a subscription of a topic, with its filter.
@@ -40,6 +67,35 @@ pub(super) async fn subscribe(mut c: Call<'_>) -> Result<Response, ApiError> {
     let mq = &c.s.engine;
     let r: SubscribeRequest = c.request()?;
     let expr = r.filter.map(|f| f.expr).unwrap_or_default();
+    if r.topic == r.name {
+        return Err(conflict(&r.name, QueueKind::Topic));
+    }
+    // As the contract has it, a topic comes into being with its first subscription; a
+    // topic that names a queue or a subscription is a conflict. A Subscribe that would
+    // fail (its filter, its name) fails before it creates the topic.
+    let queues = mq.list_queues().await?;
+    let kind = |name: &str| queues.iter().find(|q| q.name == name).map(|q| q.kind);
+    match kind(&r.topic) {
+        Some(QueueKind::Topic) => {}
+        Some(other) => return Err(conflict(&r.topic, other)),
+        None => {
+            if let Some(other) = kind(&r.name).filter(|k| *k != QueueKind::Subscription) {
+                return Err(conflict(&r.name, other));
+            }
+            let engine = mq.clone();
+            let check = expr.clone();
+            let tested = tokio::task::spawn_blocking(move || engine.test_filter(&check, None))
+                .await
+                .map_err(|_| ApiError::invalid("the filter could not be checked"))?;
+            if !tested.valid {
+                return Err(ApiError::invalid(format!(
+                    "filter: {}",
+                    tested.error.unwrap_or_default()
+                )));
+            }
+            mq.create_topic(&r.topic).await?;
+        }
+    }
     mq.subscribe(&r.topic, &r.name, &expr, QueueConfig::default())
         .await?;
     ok(Empty {})
@@ -173,7 +229,7 @@ pub(super) async fn status(c: Call<'_>) -> Result<Response, ApiError> {
         topics: st.topics,
         subscriptions: st.subscriptions,
         uptime_ms: i64::try_from(s.started.elapsed().as_millis()).unwrap_or(i64::MAX),
-        auth: s.auth.mode().into(),
+        auth: s.auth.is_on(),
         relay_pending: st.relay.pending,
         relay_oldest_pending_ms: st
             .relay

@@ -213,19 +213,21 @@ fn count(name: &str, v: i64, max: u32) -> Result<u32, ApiError> {
         .ok_or_else(|| ApiError::invalid(format!("{name} must be 1..={max}")))
 }
 
+/// A count the wire contract clamps rather than refuses: 0 means `zero_as`, more than
+/// `max` means `max`; a negative count is refused.
+fn clamped(name: &str, v: i64, zero_as: u32, max: u32) -> Result<u32, ApiError> {
+    match non_negative(name, v)? {
+        0 => Ok(zero_as),
+        n => Ok(u32::try_from(n).unwrap_or(max).min(max)),
+    }
+}
+
 fn non_negative(name: &str, v: i64) -> Result<u64, ApiError> {
     u64::try_from(v).map_err(|_| ApiError::invalid(format!("{name} must be >= 0")))
 }
 
 fn span(name: &str, ms: i64) -> Result<Duration, ApiError> {
     non_negative(name, ms).map(Duration::from_millis)
-}
-
-fn locks(items: &[LockItem]) -> Result<Vec<LockRef>, ApiError> {
-    items
-        .iter()
-        .map(|i| i.lock().map_err(ApiError::from))
-        .collect()
 }
 
 fn send_options(r: &SendRequest) -> Result<SendOptions, ApiError> {

@@ -36,12 +36,15 @@ pub(super) async fn receive(mut c: Call<'_>) -> Result<Response, ApiError> {
     let s = c.s;
     let r: ReceiveRequest = c.request()?;
     let options = ReceiveOptions {
-        max_messages: count(
+        // The contract clamps: 0 takes one message, more than the bound the bound, and
+        // a longer wait the longest.
+        max_messages: clamped(
             "max_messages",
             r.max_messages.unwrap_or(1),
+            1,
             MAX_RECEIVE_BATCH,
         )?,
-        wait: span("wait_time_ms", r.wait_time_ms.unwrap_or(0))?,
+        wait: span("wait_time_ms", r.wait_time_ms.unwrap_or(0))?.min(MAX_WAIT),
         mode: match r.receive_mode.unwrap_or(0) {
             0 => ReceiveMode::PeekLock,
             1 => ReceiveMode::ReceiveAndDelete,
@@ -99,15 +102,32 @@ pub(super) async fn settle(mut c: Call<'_>) -> Result<Response, ApiError> {
 pub(super) async fn settle_batch(mut c: Call<'_>) -> Result<Response, ApiError> {
     let mq = &c.s.engine;
     let r: BatchRequest = c.request()?;
-    let items = locks(&r.messages)?;
-    let results = if c.rpc == Rpc::CompleteBatch {
-        mq.complete_batch(&r.queue, &items).await?
+    // An item whose token is not a lock token is answered not ok on its own, like a
+    // stale one; the rest go to the store.
+    let items: Vec<Option<LockRef>> = r.messages.iter().map(|i| i.lock().ok()).collect();
+    let valid: Vec<LockRef> = items.iter().flatten().cloned().collect();
+    let mut settled = if valid.is_empty() && !items.is_empty() {
+        Vec::new()
+    } else if c.rpc == Rpc::CompleteBatch {
+        mq.complete_batch(&r.queue, &valid).await?
     } else {
-        mq.renew_batch(&r.queue, &items).await?
-    };
-    ok(BatchResponse {
-        results: results.into_iter().map(BatchItem::from).collect(),
-    })
+        mq.renew_batch(&r.queue, &valid).await?
+    }
+    .into_iter();
+    let results = r
+        .messages
+        .iter()
+        .zip(&items)
+        .map(|(item, lock)| match lock {
+            Some(_) => settled.next().map(BatchItem::from).unwrap_or_default(),
+            None => BatchItem {
+                seq_number: item.seq_number,
+                ok: false,
+                locked_until_ms: 0,
+            },
+        })
+        .collect();
+    ok(BatchResponse { results })
 }
 
 /// ReceiveDeferred: deferred messages by sequence number.
@@ -143,7 +163,8 @@ pub(super) async fn peek(mut c: Call<'_>) -> Result<Response, ApiError> {
             .filter(|s| !s.is_empty())
             .map(str::parse::<MessageState>)
             .transpose()?,
-        max: count("max", r.max.unwrap_or(32), MAX_PEEK)?,
+        // The contract clamps: 0 is the default page of 32, more than the bound the bound.
+        max: clamped("max", r.max.unwrap_or(0), 32, MAX_PEEK)?,
     };
     let (messages, _shares) = peek_capped(s, &r.queue, options).await?;
     answer_messages(messages, true)
