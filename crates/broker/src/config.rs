@@ -16,6 +16,15 @@ pub const DEFAULT_DB: &str = "./mqlite.db";
 /// The shortest administrator token accepted.
 pub const MIN_TOKEN_LEN: usize = 16;
 
+/// The dead-letter retention an unattended broker keeps by default, per queue: 14 days
+/// and 1,000,000 dead letters, oldest dropped first; no byte cap. A queue's own
+/// `dlq_max_*` overrides it; `MQLITE_DLQ_RETENTION=off` keeps every dead letter.
+pub const DEFAULT_RETENTION: mqlite::RetentionDefaults = mqlite::RetentionDefaults {
+    max_age: std::time::Duration::from_secs(14 * 24 * 3600),
+    max_count: 1_000_000,
+    max_bytes: 0,
+};
+
 /// Words that are settings, never tokens.
 const RESERVED_WORDS: [&str; 8] = [
     "off", "on", "none", "true", "false", "null", "disabled", "bearer",
@@ -147,6 +156,8 @@ pub struct BrokerConfig {
     /// Serve a non-loopback address with auth off (`--insecure-allow-remote`); refused
     /// otherwise.
     pub insecure_allow_remote: bool,
+    /// Dead-letter retention for queues that set none ([`DEFAULT_RETENTION`]).
+    pub retention: mqlite::RetentionDefaults,
 }
 
 impl std::fmt::Debug for BrokerConfig {
@@ -161,6 +172,7 @@ impl std::fmt::Debug for BrokerConfig {
             .field("limits", &self.limits)
             .field("insecure_allow_remote", &self.insecure_allow_remote)
             .field("memory", &self.memory)
+            .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
 }
@@ -180,6 +192,7 @@ impl BrokerConfig {
             limits: ConnLimits::default(),
             insecure_allow_remote: false,
             memory: MemoryLimits::default(),
+            retention: DEFAULT_RETENTION,
         }
     }
 
@@ -252,8 +265,79 @@ impl BrokerConfig {
             Some(v) => parse_switch("MQLITE_UI", &v)?,
             None => config.auth != AuthConfig::Off,
         };
+        config.retention = retention(
+            var("MQLITE_DLQ_RETENTION").as_deref(),
+            var("MQLITE_DLQ_MAX_AGE").as_deref(),
+            var("MQLITE_DLQ_MAX_COUNT").as_deref(),
+            var("MQLITE_DLQ_MAX_BYTES").as_deref(),
+        )?;
         Ok((config, generated))
     }
+}
+
+/// The dead-letter retention the settings give: `MQLITE_DLQ_RETENTION` (`on`, the
+/// default, or `off`: every dead letter kept), then each bound over
+/// [`DEFAULT_RETENTION`]'s (`MQLITE_DLQ_MAX_AGE` a duration such as `336h` or `14d`,
+/// or milliseconds; the counts whole numbers; 0 unbounded).
+pub fn retention(
+    switch: Option<&str>,
+    max_age: Option<&str>,
+    max_count: Option<&str>,
+    max_bytes: Option<&str>,
+) -> Result<mqlite::RetentionDefaults> {
+    if let Some(v) = switch
+        && !parse_switch("MQLITE_DLQ_RETENTION", v)?
+    {
+        return Ok(mqlite::RetentionDefaults::default());
+    }
+    let mut r = DEFAULT_RETENTION;
+    if let Some(v) = max_age {
+        r.max_age = parse_duration("MQLITE_DLQ_MAX_AGE", v)?;
+    }
+    for (name, value, slot) in [
+        ("MQLITE_DLQ_MAX_COUNT", max_count, &mut r.max_count),
+        ("MQLITE_DLQ_MAX_BYTES", max_bytes, &mut r.max_bytes),
+    ] {
+        if let Some(v) = value {
+            *slot = v
+                .trim()
+                .parse::<i64>()
+                .ok()
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| {
+                    Error::invalid(format!("{name}={v:?} is not a count (0: unbounded)"))
+                })?;
+        }
+    }
+    Ok(r)
+}
+
+/// Parses a duration for the setting `name`: milliseconds, or a whole number with a
+/// unit (`ms`, `s`, `m`, `h`, `d`).
+pub fn parse_duration(name: &str, text: &str) -> Result<std::time::Duration> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let per_unit_ms: u64 = match unit {
+        "" | "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => 0,
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .filter(|_| per_unit_ms > 0)
+        .and_then(|n| n.checked_mul(per_unit_ms))
+        .map(std::time::Duration::from_millis)
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "{name}={text:?} is not a duration: milliseconds, or a number with ms, s, m, \
+                 h or d (336h, 14d)"
+            ))
+        })
 }
 
 /// Parses `on` or `off` (also `true`/`false`, `1`/`0`) for the setting `name`.

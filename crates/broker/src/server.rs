@@ -300,6 +300,7 @@ async fn open_engine(config: &BrokerConfig) -> Result<AnyEngine, Error> {
         background: config.background,
         // The broker's leases belong to its remote clients, who outlive a restart.
         leases_at_open: mqlite::LeasesAtOpen::Keep,
+        retention: config.retention,
         ..Default::default()
     };
     AnyEngine::with_store(store, options).await

@@ -224,3 +224,56 @@ async fn name_conflicts_are_409() {
     let s = queues.queues.iter().find(|q| q.name == "s").expect("s");
     assert_eq!(s.max_delivery_count, 3, "{s:?}");
 }
+
+/// An unattended broker bounds its dead letters by default (14 days, 1,000,000 per
+/// queue), the bounds set by `MQLITE_DLQ_MAX_*`, `MQLITE_DLQ_RETENTION=off` keeping
+/// every one; here a count of 2 drops the oldest at the sweep.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letter_retention_has_defaults_and_settings() {
+    use mqlite_broker::config::{DEFAULT_RETENTION, retention};
+    let fourteen_days = std::time::Duration::from_secs(14 * 24 * 3600);
+    assert_eq!(
+        (DEFAULT_RETENTION.max_age, DEFAULT_RETENTION.max_count),
+        (fourteen_days, 1_000_000)
+    );
+    assert_eq!(
+        retention(None, None, None, None).expect("defaults"),
+        DEFAULT_RETENTION
+    );
+    let set = retention(None, Some("336h"), Some("2"), Some("0")).expect("set");
+    assert_eq!(
+        (set.max_age, set.max_count, set.max_bytes),
+        (fourteen_days, 2, 0)
+    );
+    let off = retention(Some("off"), Some("1d"), None, None).expect("off");
+    assert_eq!(
+        off,
+        mqlite::RetentionDefaults::default(),
+        "off keeps every dead letter"
+    );
+    assert!(retention(None, Some("soon"), None, None).is_err());
+    assert!(retention(None, None, Some("-1"), None).is_err());
+
+    let w = world_with(
+        mqlite_broker::AuthConfig::Tokens(vec![ADMIN.to_owned()]),
+        |c| c.retention = set,
+    )
+    .await;
+    w.create_queue("q", WireQueueConfig::default()).await;
+    w.send("q", &["a", "b", "c"]).await;
+    for m in w.receive("q", 3).await {
+        let body = format!(
+            r#"{{"queue": "q", "seq_number": {}, "lock_token": "{}"}}"#,
+            m.seq_number, m.lock_token
+        );
+        assert_eq!(post(&w, Rpc::Reject, body).await.0, 200);
+    }
+    assert_eq!(w.stats("q").await.dead_lettered, 3);
+    let engine = w.broker.engine().expect("serving");
+    engine.run_sweeps().await.expect("sweeps");
+    assert_eq!(
+        w.stats("q").await.dead_lettered,
+        2,
+        "the oldest was dropped"
+    );
+}

@@ -457,9 +457,7 @@ async fn the_filter_cache_is_filled_on_success_only_and_bounded() {
     // Subscribes that fail (their topic names a queue) cache nothing.
     w.create_queue("plain", WireQueueConfig::default()).await;
     for i in 0..10_000 {
-        let r = w
-            .subscribe("plain", "s", &format!("body_size > {i}"))
-            .await;
+        let r = w.subscribe("plain", "s", &format!("body_size > {i}")).await;
         assert_eq!(code(r).0, 409);
     }
     assert_eq!(w.broker.engine().expect("serving").cached_filters(), 0);

@@ -50,6 +50,14 @@ pub(crate) fn run(a: ServeArgs) -> Result<(), Failure> {
     if let Some(Setting(Some(n))) = a.max_connections {
         config.limits.max_connections = n;
     }
+    let set = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
+    config.retention = mqlite_broker::config::retention(
+        set(&a.dlq_retention).as_deref(),
+        set(&a.dlq_max_age).as_deref(),
+        set(&a.dlq_max_count).as_deref(),
+        set(&a.dlq_max_bytes).as_deref(),
+    )
+    .map_err(|e| Failure::from(e.to_string()))?;
     config.ui = match a.ui {
         Some(Setting(Some(on))) => on,
         _ => config.auth != AuthConfig::Off,

@@ -859,6 +859,14 @@ fn bad_usage_exits_2() {
         .expect("mqlite runs")
         .into();
     sync.failed(2);
+    // The dead-letter retention settings are checked before the broker starts.
+    let retention: Ran = mqlite()
+        .args(["serve", "--addr", "127.0.0.1:0", "--dlq-max-age", "soon"])
+        .env("MQLITE_DB", ":memory:")
+        .output()
+        .expect("mqlite runs")
+        .into();
+    assert!(retention.failed(1).contains("is not a duration"));
 }
 
 #[test]

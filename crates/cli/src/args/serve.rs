@@ -71,6 +71,25 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     pub(crate) insecure_allow_remote: bool,
 
+    /// Dead-letter retention for queues that set none: on (14 days and 1,000,000 dead
+    /// letters per queue, oldest dropped first) or off (every dead letter kept)
+    /// [default: on].
+    #[arg(long, env = "MQLITE_DLQ_RETENTION", value_name = "on|off")]
+    pub(crate) dlq_retention: Option<String>,
+
+    /// The oldest dead letter kept: a duration (336h, 14d) or milliseconds; 0 for no
+    /// age bound [default: 14d].
+    #[arg(long, env = "MQLITE_DLQ_MAX_AGE", value_name = "DURATION")]
+    pub(crate) dlq_max_age: Option<String>,
+
+    /// The most dead letters kept per queue; 0 for no bound [default: 1000000].
+    #[arg(long, env = "MQLITE_DLQ_MAX_COUNT", value_name = "N")]
+    pub(crate) dlq_max_count: Option<String>,
+
+    /// The most dead-letter body bytes kept per queue; 0 for no bound [default: 0].
+    #[arg(long, env = "MQLITE_DLQ_MAX_BYTES", value_name = "BYTES")]
+    pub(crate) dlq_max_bytes: Option<String>,
+
     /// Connections held at once, lowered to fit the file-descriptor limit [default:
     /// 4096].
     #[arg(long, env = "MQLITE_MAX_CONNECTIONS", value_name = "N", value_parser = parse_count)]
