@@ -379,11 +379,5 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr> {
 
 /// Parses `normal` or `full`.
 pub fn parse_sync(text: &str) -> Result<Synchronous> {
-    match text.to_ascii_lowercase().as_str() {
-        "normal" => Ok(Synchronous::Normal),
-        "full" => Ok(Synchronous::Full),
-        _ => Err(Error::invalid(format!(
-            "sync {text:?} is not understood: normal or full"
-        ))),
-    }
+    text.parse()
 }

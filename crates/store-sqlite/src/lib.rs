@@ -72,14 +72,53 @@ pub enum Synchronous {
     Normal,
     /// `synchronous=FULL`: an fsync per commit.
     Full,
+    /// `synchronous=OFF`: no fsync at all. A commit survives a process crash; an
+    /// operating-system crash or a power failure may lose commits or damage the file.
+    Off,
+    /// `synchronous=EXTRA`: FULL, and the directory synced too where SQLite deletes a
+    /// journal (in WAL mode, FULL's durability).
+    Extra,
 }
 
 impl Synchronous {
-    /// Reads `MQLITE_SYNC` (`normal` | `full`); anything else is the default.
+    /// Reads `MQLITE_SYNC` (`normal` | `full` | `off` | `extra`); anything else is the
+    /// default.
     pub fn from_env() -> Self {
-        match std::env::var("MQLITE_SYNC") {
-            Ok(v) if v.eq_ignore_ascii_case("full") => Synchronous::Full,
-            _ => Synchronous::Normal,
+        std::env::var("MQLITE_SYNC")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default()
+    }
+
+    /// The value of SQLite's `PRAGMA synchronous`.
+    pub fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+            Synchronous::Off => "OFF",
+            Synchronous::Extra => "EXTRA",
+        }
+    }
+
+    /// Whether a commit waits for the disk (an fsync): FULL and EXTRA.
+    pub fn fsyncs(self) -> bool {
+        matches!(self, Synchronous::Full | Synchronous::Extra)
+    }
+}
+
+impl std::str::FromStr for Synchronous {
+    type Err = Error;
+
+    /// `normal`, `full`, `off` or `extra`, in any case.
+    fn from_str(text: &str) -> Result<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "normal" => Ok(Synchronous::Normal),
+            "full" => Ok(Synchronous::Full),
+            "off" => Ok(Synchronous::Off),
+            "extra" => Ok(Synchronous::Extra),
+            _ => Err(Error::invalid(format!(
+                "sync {text:?} is not understood: normal, full, off or extra"
+            ))),
         }
     }
 }
@@ -189,7 +228,7 @@ impl SqliteStore {
         // A WAL commit under NORMAL does not fsync: short calls may run on their
         // caller's thread. Under FULL every commit does, so every call goes to the
         // writer thread, where waiting calls share one commit and its fsync.
-        let inline = options.caller_thread && sync == Synchronous::Normal;
+        let inline = options.caller_thread && !sync.fsyncs();
         let file = path.clone();
         let writer = Writer::start(options.clock.clone(), inline, file, move || {
             // The lock comes first: nothing, not even the guard check, reads a file that

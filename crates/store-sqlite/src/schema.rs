@@ -151,10 +151,7 @@ pub(crate) fn open_connection(location: &DbPath, sync: Synchronous) -> Result<Co
         debug_assert_eq!(mode.to_ascii_lowercase(), "wal");
         crate::writer::hook_wal(&conn);
     }
-    let sync = match sync {
-        Synchronous::Normal => "NORMAL",
-        Synchronous::Full => "FULL",
-    };
+    let sync = sync.pragma();
     conn.execute_batch(&format!(
         "PRAGMA synchronous = {sync}; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;"
     ))

@@ -15,7 +15,8 @@ async fn store_close(store: SqliteStore) {
     store.close().await;
 }
 
-/// NORMAL (1) by default, FULL (2) when the options ask, in WAL mode either way.
+/// NORMAL (1) by default; FULL (2), OFF (0) or EXTRA (3) when the options ask; in WAL
+/// mode either way.
 #[tokio::test]
 async fn synchronous_normal_by_default_full_on_request() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -24,6 +25,10 @@ async fn synchronous_normal_by_default_full_on_request() {
     assert_eq!(synchronous_of(normal).await, 1);
     let full = SqliteOptions::new(path.clone()).synchronous(Synchronous::Full);
     assert_eq!(synchronous_of(full).await, 2);
+    let off = SqliteOptions::new(path.clone()).synchronous(Synchronous::Off);
+    assert_eq!(synchronous_of(off).await, 0);
+    let extra = SqliteOptions::new(path.clone()).synchronous(Synchronous::Extra);
+    assert_eq!(synchronous_of(extra).await, 3);
     let store = SqliteStore::open(SqliteOptions::new(path))
         .await
         .expect("open");
@@ -45,6 +50,8 @@ fn mqlite_sync_env_selects_full() {
         ("full", "Full"),
         ("FULL", "Full"),
         ("normal", "Normal"),
+        ("off", "Off"),
+        ("Extra", "Extra"),
         ("x", "Normal"),
     ] {
         let out = std::process::Command::new(&exe)

@@ -35,7 +35,8 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) tokens_file: Option<PathBuf>,
 
-    /// The durability point of a SQLite store: normal or full [default: normal].
+    /// The durability point of a SQLite store: normal, full, off or extra [default:
+    /// normal].
     #[arg(long, env = "MQLITE_SYNC", value_parser = parse_sync)]
     pub(crate) sync: Option<Setting<Synchronous>>,
 
