@@ -109,8 +109,8 @@ stats="$(rpc QueueService/Stats '{"queue":"jobs"}')"
 step "redriven, received, completed: the queue is empty"
 
 metrics="$(curl -sS -H "Authorization: Bearer $token" "$url/metrics")"
-grep -q 'mqlite_requests_total{rpc="Complete",code="200"} 1' <<<"$metrics" || fail "/metrics: $metrics"
-grep -q 'mqlite_messages{queue="jobs",state="active"} 0' <<<"$metrics" || fail "/metrics gauges: $metrics"
+grep -q 'mqlite_requests_total{rpc="QueueService/Complete",code="200"} 1' <<<"$metrics" || fail "/metrics: $metrics"
+grep -q 'mqlite_queue_messages{queue="jobs",state="active"} 0' <<<"$metrics" || fail "/metrics gauges: $metrics"
 step "/metrics counts the calls"
 
 # A 100,000-message backlog, 1,000 per request, then the RSS again.

@@ -1,5 +1,9 @@
-//! `/metrics` in the Prometheus text format: requests per RPC and status code, a
-//! latency histogram per RPC, messages per queue and state, parked long-polls.
+//! `/metrics` in the Prometheus text format, with the public mqlite broker's names:
+//! `mqlite_queue_messages{queue,state}`, `mqlite_queue_total{queue}`,
+//! `mqlite_queue_oldest_message_age_ms{queue}` (read from the store at scrape time),
+//! `mqlite_messages_completed_total{queue}` and the latency histogram
+//! `mqlite_rpc_duration_seconds{rpc}`; beside them, ours: requests per RPC and status
+//! code, parked long-polls, the relay's backlog.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -25,6 +29,8 @@ struct Histogram {
 struct Inner {
     requests: BTreeMap<(&'static str, u16), u64>,
     latency: BTreeMap<&'static str, Histogram>,
+    /// Messages completed per queue since start (only queues that exist complete).
+    completed: BTreeMap<String, u64>,
 }
 
 /// The broker's request metrics.
@@ -49,12 +55,28 @@ impl Prom {
         h.count += 1;
     }
 
+    /// Counts `n` messages completed in `queue`.
+    pub(crate) fn completed(&self, queue: &str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        match inner.completed.get_mut(queue) {
+            Some(total) => *total += n,
+            None => {
+                inner.completed.insert(queue.to_owned(), n);
+            }
+        }
+    }
+
     /// The exposition text; the message gauges are read from the store now.
     pub(crate) async fn render(&self, engine: &AnyEngine) -> Result<String> {
         let mut out = String::new();
         let queues = engine.list_queues().await?;
-        out.push_str("# HELP mqlite_messages Messages per queue and state.\n");
-        out.push_str("# TYPE mqlite_messages gauge\n");
+        let mut totals = String::new();
+        let mut ages = String::new();
+        out.push_str("# HELP mqlite_queue_messages Messages in a queue by state.\n");
+        out.push_str("# TYPE mqlite_queue_messages gauge\n");
         for q in queues {
             if q.kind == mqlite::QueueKind::Topic {
                 continue;
@@ -76,10 +98,24 @@ impl Prom {
             ] {
                 let _ = writeln!(
                     out,
-                    "mqlite_messages{{queue=\"{name}\",state=\"{state}\"}} {n}"
+                    "mqlite_queue_messages{{queue=\"{name}\",state=\"{state}\"}} {n}"
                 );
             }
+            let _ = writeln!(totals, "mqlite_queue_total{{queue=\"{name}\"}} {}", s.total);
+            let _ = writeln!(
+                ages,
+                "mqlite_queue_oldest_message_age_ms{{queue=\"{name}\"}} {}",
+                s.oldest_message_age_ms
+            );
         }
+        out.push_str("# HELP mqlite_queue_total Messages in a queue.\n");
+        out.push_str("# TYPE mqlite_queue_total gauge\n");
+        out.push_str(&totals);
+        out.push_str(
+            "# HELP mqlite_queue_oldest_message_age_ms Age of a queue's oldest message, ms.\n",
+        );
+        out.push_str("# TYPE mqlite_queue_oldest_message_age_ms gauge\n");
+        out.push_str(&ages);
         out.push_str("# HELP mqlite_long_polls Receives parked in a long-poll wait.\n");
         out.push_str("# TYPE mqlite_long_polls gauge\n");
         let parked = *engine.long_poll_waiters().borrow();
@@ -99,6 +135,17 @@ impl Prom {
         out.push_str("# TYPE mqlite_relay_oldest_pending_seconds gauge\n");
         let _ = writeln!(out, "mqlite_relay_oldest_pending_seconds {age_s}");
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        out.push_str(
+            "# HELP mqlite_messages_completed_total Messages completed since the broker started.\n",
+        );
+        out.push_str("# TYPE mqlite_messages_completed_total counter\n");
+        for (queue, n) in &inner.completed {
+            let _ = writeln!(
+                out,
+                "mqlite_messages_completed_total{{queue=\"{}\"}} {n}",
+                escape(queue)
+            );
+        }
         out.push_str("# HELP mqlite_requests_total Requests answered, per RPC and status code.\n");
         out.push_str("# TYPE mqlite_requests_total counter\n");
         for ((rpc, code), n) in &inner.requests {
@@ -107,28 +154,28 @@ impl Prom {
                 "mqlite_requests_total{{rpc=\"{rpc}\",code=\"{code}\"}} {n}"
             );
         }
-        out.push_str("# HELP mqlite_request_duration_seconds Time to answer, per RPC.\n");
-        out.push_str("# TYPE mqlite_request_duration_seconds histogram\n");
+        out.push_str("# HELP mqlite_rpc_duration_seconds Time to answer, per RPC.\n");
+        out.push_str("# TYPE mqlite_rpc_duration_seconds histogram\n");
         for (rpc, h) in &inner.latency {
             for (le, n) in BUCKETS.iter().zip(h.counts) {
                 let _ = writeln!(
                     out,
-                    "mqlite_request_duration_seconds_bucket{{rpc=\"{rpc}\",le=\"{le}\"}} {n}"
+                    "mqlite_rpc_duration_seconds_bucket{{rpc=\"{rpc}\",le=\"{le}\"}} {n}"
                 );
             }
             let _ = writeln!(
                 out,
-                "mqlite_request_duration_seconds_bucket{{rpc=\"{rpc}\",le=\"+Inf\"}} {}",
+                "mqlite_rpc_duration_seconds_bucket{{rpc=\"{rpc}\",le=\"+Inf\"}} {}",
                 h.count
             );
             let _ = writeln!(
                 out,
-                "mqlite_request_duration_seconds_sum{{rpc=\"{rpc}\"}} {}",
+                "mqlite_rpc_duration_seconds_sum{{rpc=\"{rpc}\"}} {}",
                 h.sum
             );
             let _ = writeln!(
                 out,
-                "mqlite_request_duration_seconds_count{{rpc=\"{rpc}\"}} {}",
+                "mqlite_rpc_duration_seconds_count{{rpc=\"{rpc}\"}} {}",
                 h.count
             );
         }

@@ -31,6 +31,11 @@ macro_rules! rpcs {
                 match self { $(Rpc::$name => stringify!($name)),* }
             }
 
+            /// `Service/Method` (`QueueService/Send`), the metrics' `rpc` label.
+            pub fn label(self) -> &'static str {
+                match self { $(Rpc::$name => concat!($service, "/", stringify!($name))),* }
+            }
+
             /// The service (`QueueService`).
             pub fn service(self) -> &'static str {
                 match self { $(Rpc::$name => $service),* }

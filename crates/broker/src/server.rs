@@ -472,7 +472,7 @@ async fn handle(
     };
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
-    s.prom.observe(rpc.method(), status, elapsed);
+    s.prom.observe(rpc.label(), status, elapsed);
     // Never a token: the key's public id only.
     tracing::info!(
         target: "mqlite::access",

@@ -277,3 +277,36 @@ async fn dead_letter_retention_has_defaults_and_settings() {
         "the oldest was dropped"
     );
 }
+
+/// `/metrics` speaks the public broker's names: messages by state, the total and the
+/// oldest message's age per queue, completions since start, and the RPC latency
+/// histogram labelled `Service/Method`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_carry_the_public_names() {
+    let w = world().await;
+    w.create_queue("orders", WireQueueConfig::default()).await;
+    w.send("orders", &["a", "b", "c"]).await;
+    let got = w.receive("orders", 2).await;
+    let body = format!(
+        r#"{{"queue": "orders", "seq_number": {}, "lock_token": "{}"}}"#,
+        got[0].seq_number, got[0].lock_token
+    );
+    assert_eq!(post(&w, Rpc::Complete, body).await.0, 200);
+    let body = format!(
+        r#"{{"queue": "orders", "messages": [{{"seq_number": {}, "lock_token": "{}"}}]}}"#,
+        got[1].seq_number, got[1].lock_token
+    );
+    assert_eq!(post(&w, Rpc::CompleteBatch, body).await.0, 200);
+    w.clock.advance(1_500);
+    let (status, text) = w.client.get("/metrics").await.expect("scrape");
+    assert_eq!(status, 200);
+    for line in [
+        r#"mqlite_queue_messages{queue="orders",state="active"} 1"#,
+        r#"mqlite_queue_total{queue="orders"} 1"#,
+        r#"mqlite_queue_oldest_message_age_ms{queue="orders"} 1500"#,
+        r#"mqlite_messages_completed_total{queue="orders"} 2"#,
+        r#"mqlite_rpc_duration_seconds_count{rpc="QueueService/Receive"} 1"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+}

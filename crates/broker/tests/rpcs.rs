@@ -366,19 +366,19 @@ async fn open_routes_discovery_health_and_metrics() {
     let (status, text) = w.client.get("/metrics").await.expect("metrics");
     assert_eq!(status, 200);
     assert!(
-        text.contains(r#"mqlite_messages{queue="jobs",state="active"} 1"#),
+        text.contains(r#"mqlite_queue_messages{queue="jobs",state="active"} 1"#),
         "{text}"
     );
     assert!(
-        text.contains(r#"mqlite_messages{queue="jobs",state="locked"} 1"#),
+        text.contains(r#"mqlite_queue_messages{queue="jobs",state="locked"} 1"#),
         "{text}"
     );
     assert!(
-        text.contains(r#"mqlite_requests_total{rpc="Send",code="200"} 1"#),
+        text.contains(r#"mqlite_requests_total{rpc="QueueService/Send",code="200"} 1"#),
         "{text}"
     );
     assert!(
-        text.contains(r#"mqlite_request_duration_seconds_count{rpc="Receive"} 1"#),
+        text.contains(r#"mqlite_rpc_duration_seconds_count{rpc="QueueService/Receive"} 1"#),
         "{text}"
     );
 

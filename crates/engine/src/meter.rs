@@ -4,7 +4,7 @@
 //! - `mqlite_operations_total{op, queue, outcome}`: every public call, by outcome
 //!   (`ok` or the error's kind);
 //! - `mqlite_operation_seconds{op}`: its latency;
-//! - `mqlite_messages{queue, state}`: messages per state, refreshed on every `stats`
+//! - `mqlite_queue_messages{queue, state}`: messages per state, refreshed on every `stats`
 //!   call and every janitor pass.
 
 use std::time::Instant;
@@ -53,7 +53,7 @@ pub(crate) fn messages(queue: &str, stats: &QueueStats) {
         ("scheduled", stats.scheduled),
         ("dead_lettered", stats.dead_lettered),
     ] {
-        metrics::gauge!("mqlite_messages", "queue" => queue.to_owned(), "state" => state)
+        metrics::gauge!("mqlite_queue_messages", "queue" => queue.to_owned(), "state" => state)
             .set(n as f64);
     }
     #[cfg(not(feature = "metrics"))]

@@ -138,7 +138,13 @@ async fn calls_outcomes_latencies_and_message_gauges_are_recorded() {
         counted("mqlite_operation_seconds{op=complete}") >= 2.0,
         "latencies recorded"
     );
-    assert_eq!(counted("mqlite_messages{queue=jobs,state=active}"), 2.0);
-    assert_eq!(counted("mqlite_messages{queue=jobs,state=locked}"), 0.0);
+    assert_eq!(
+        counted("mqlite_queue_messages{queue=jobs,state=active}"),
+        2.0
+    );
+    assert_eq!(
+        counted("mqlite_queue_messages{queue=jobs,state=locked}"),
+        0.0
+    );
     mq.close().await;
 }

@@ -83,7 +83,10 @@ pub(super) async fn settle(mut c: Call<'_>) -> Result<Response, ApiError> {
     let q = &r.queue;
     let mut locked_until_ms = 0;
     match c.rpc {
-        Rpc::Complete => mq.complete(q, lock).await?,
+        Rpc::Complete => {
+            mq.complete(q, lock).await?;
+            c.s.prom.completed(q, 1);
+        }
         Rpc::Abandon => mq.abandon(q, lock, span("delay_ms", r.delay_ms)?).await?,
         Rpc::Reject => {
             mq.reject(q, lock, &r.dead_letter_reason, &r.dead_letter_description)
@@ -109,7 +112,10 @@ pub(super) async fn settle_batch(mut c: Call<'_>) -> Result<Response, ApiError> 
     let mut settled = if valid.is_empty() && !items.is_empty() {
         Vec::new()
     } else if c.rpc == Rpc::CompleteBatch {
-        mq.complete_batch(&r.queue, &valid).await?
+        let done = mq.complete_batch(&r.queue, &valid).await?;
+        let completed = done.iter().filter(|r| r.ok).count();
+        c.s.prom.completed(&r.queue, completed as u64);
+        done
     } else {
         mq.renew_batch(&r.queue, &valid).await?
     }
