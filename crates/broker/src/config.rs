@@ -30,6 +30,65 @@ const RESERVED_WORDS: [&str; 8] = [
     "off", "on", "none", "true", "false", "null", "disabled", "bearer",
 ];
 
+/// Which web origins may call the broker from a browser (`MQLITE_CORS`): the answer's
+/// `Access-Control-Allow-Origin`, and the preflight a browser sends before a JSON POST.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cors {
+    /// No other origin (the broker's own pages only).
+    Off,
+    /// Any origin (`*`): the default with auth on, where a call needs a bearer token a
+    /// page cannot take from the user's browser on its own.
+    Any,
+    /// These origins (`https://app.example`), exactly.
+    Origins(Vec<String>),
+}
+
+impl Cors {
+    /// Parses `MQLITE_CORS`: `off`, `*`, or comma-separated origins.
+    pub fn parse(text: &str) -> Result<Cors> {
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("off") || t.eq_ignore_ascii_case("none") {
+            return Ok(Cors::Off);
+        }
+        if t == "*" {
+            return Ok(Cors::Any);
+        }
+        let origins: Vec<String> = t
+            .split(',')
+            .map(|o| o.trim().trim_end_matches('/').to_owned())
+            .filter(|o| !o.is_empty())
+            .collect();
+        match origins
+            .iter()
+            .find(|o| !(o.starts_with("http://") || o.starts_with("https://")))
+        {
+            Some(bad) => Err(Error::invalid(format!(
+                "MQLITE_CORS: {bad:?} is not an origin: give off, *, or origins such as \
+                 https://app.example"
+            ))),
+            None if origins.is_empty() => Ok(Cors::Off),
+            None => Ok(Cors::Origins(origins)),
+        }
+    }
+
+    /// The default: any origin with auth on, none with auth off.
+    pub fn default_for(auth: &AuthConfig) -> Cors {
+        if auth.is_on() { Cors::Any } else { Cors::Off }
+    }
+
+    /// The `Access-Control-Allow-Origin` for a request from `origin`, if it may call.
+    pub fn allow(&self, origin: &str) -> Option<String> {
+        match self {
+            Cors::Off => None,
+            Cors::Any => Some("*".to_owned()),
+            Cors::Origins(list) => list
+                .iter()
+                .any(|o| o.eq_ignore_ascii_case(origin))
+                .then(|| origin.to_owned()),
+        }
+    }
+}
+
 /// Who may call the broker.
 #[derive(Clone, PartialEq, Eq)]
 pub enum AuthConfig {
@@ -158,6 +217,8 @@ pub struct BrokerConfig {
     pub insecure_allow_remote: bool,
     /// Dead-letter retention for queues that set none ([`DEFAULT_RETENTION`]).
     pub retention: mqlite::RetentionDefaults,
+    /// Web origins that may call from a browser ([`Cors::default_for`] the auth).
+    pub cors: Cors,
 }
 
 impl std::fmt::Debug for BrokerConfig {
@@ -173,6 +234,7 @@ impl std::fmt::Debug for BrokerConfig {
             .field("insecure_allow_remote", &self.insecure_allow_remote)
             .field("memory", &self.memory)
             .field("retention", &self.retention)
+            .field("cors", &self.cors)
             .finish_non_exhaustive()
     }
 }
@@ -183,6 +245,7 @@ impl BrokerConfig {
         BrokerConfig {
             addr,
             db: db.into(),
+            cors: Cors::default_for(&auth),
             auth,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             sync: Synchronous::Normal,
@@ -265,6 +328,9 @@ impl BrokerConfig {
             Some(v) => parse_switch("MQLITE_UI", &v)?,
             None => config.auth != AuthConfig::Off,
         };
+        if let Some(v) = var("MQLITE_CORS") {
+            config.cors = Cors::parse(&v)?;
+        }
         config.retention = retention(
             var("MQLITE_DLQ_RETENTION").as_deref(),
             var("MQLITE_DLQ_MAX_AGE").as_deref(),

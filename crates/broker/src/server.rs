@@ -85,6 +85,8 @@ pub(crate) struct Shared {
     body_timeout: Duration,
     /// Auth is off on a loopback address: only loopback `Host`s are answered.
     loopback_only: bool,
+    /// Web origins that may call from a browser.
+    cors: crate::config::Cors,
     budget: Budget,
     memory: MemoryLimits,
     readiness: Readiness,
@@ -234,6 +236,7 @@ impl Shared {
             ui: config.ui,
             body_timeout: config.limits.body_timeout,
             loopback_only: config.auth == AuthConfig::Off && addr.ip().is_loopback(),
+            cors: config.cors.clone(),
             budget: Budget::new(config.memory.budget_bytes),
             memory: config.memory,
             readiness: Readiness::default(),
@@ -353,6 +356,10 @@ fn router(shared: BrokerState) -> Router {
             format!("{method} is not served here: RPCs are POST, the open routes GET"),
         )
     })
+    .layer(axum::middleware::from_fn_with_state(
+        shared.clone(),
+        site::cors,
+    ))
     .with_state(shared)
 }
 

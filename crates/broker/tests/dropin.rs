@@ -310,3 +310,72 @@ async fn metrics_carry_the_public_names() {
         assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
     }
 }
+
+/// CORS (`MQLITE_CORS`): with auth on, any origin by default (a call still needs the
+/// bearer token); with auth off, none unless origins are named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_answers_preflights_for_the_allowed_origins() {
+    use mqlite_broker::config::Cors;
+    async fn preflight(w: &World, origin: &str) -> reqwest::Response {
+        let url = format!("http://{}{}", w.broker.addr(), Rpc::Send.path());
+        reqwest::Client::new()
+            .request(reqwest::Method::OPTIONS, &url)
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization, content-type",
+            )
+            .send()
+            .await
+            .expect("answered")
+    }
+    let allow = |r: &reqwest::Response| {
+        r.headers()
+            .get("access-control-allow-origin")
+            .map(|v| v.to_str().unwrap_or_default().to_owned())
+    };
+
+    let w = world().await;
+    let r = preflight(&w, "https://app.example").await;
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(allow(&r).as_deref(), Some("*"));
+    let headers = r.headers()["access-control-allow-headers"]
+        .to_str()
+        .unwrap_or_default();
+    assert!(headers.contains("authorization") && headers.contains("content-type"));
+    w.create_queue("q", WireQueueConfig::default()).await;
+    let sent = reqwest::Client::new()
+        .post(format!("http://{}{}", w.broker.addr(), Rpc::Send.path()))
+        .header("origin", "https://app.example")
+        .header("content-type", "application/json")
+        .bearer_auth(ADMIN)
+        .body(r#"{"queue": "q", "messages": [{"body": "aGk="}]}"#)
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(sent.status().as_u16(), 200);
+    assert_eq!(allow(&sent).as_deref(), Some("*"));
+
+    let closed = world_with(mqlite_broker::AuthConfig::Off, |_| {}).await;
+    let r = preflight(&closed, "https://app.example").await;
+    assert_eq!(r.status().as_u16(), 405, "auth off: no CORS unless asked");
+    assert_eq!(allow(&r), None);
+
+    let named = world_with(mqlite_broker::AuthConfig::Off, |c| {
+        c.cors = Cors::parse("https://app.example, http://localhost:3000/").expect("origins");
+    })
+    .await;
+    let r = preflight(&named, "https://app.example").await;
+    assert_eq!(r.status().as_u16(), 204);
+    assert_eq!(allow(&r).as_deref(), Some("https://app.example"));
+    assert_eq!(
+        allow(&preflight(&named, "https://evil.example").await),
+        None
+    );
+    assert_eq!(Cors::parse("off").expect("off"), Cors::Off);
+    assert!(
+        Cors::parse("app.example").is_err(),
+        "an origin has a scheme"
+    );
+}

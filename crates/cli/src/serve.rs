@@ -51,6 +51,10 @@ pub(crate) fn run(a: ServeArgs) -> Result<(), Failure> {
         config.limits.max_connections = n;
     }
     let set = |v: &Option<String>| v.clone().filter(|v| !v.is_empty());
+    if let Some(cors) = set(&a.cors) {
+        config.cors =
+            mqlite_broker::config::Cors::parse(&cors).map_err(|e| Failure::from(e.to_string()))?;
+    }
     config.retention = mqlite_broker::config::retention(
         set(&a.dlq_retention).as_deref(),
         set(&a.dlq_max_age).as_deref(),

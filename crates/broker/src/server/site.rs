@@ -1,8 +1,50 @@
 //! The cross-site rules: what a web page in the user's browser could send is refused.
 
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
-use super::{ApiError, Shared};
+use super::{ApiError, BrokerState, Shared};
+
+/// CORS for the origins `MQLITE_CORS` allows: a preflight (`OPTIONS` with an allowed
+/// `Origin`) is answered 204 with what a browser needs to send a JSON POST with a bearer
+/// token, and every answer to an allowed origin carries `Access-Control-Allow-Origin`.
+/// Any other request goes on as it came (another origin meets [`same_site`]).
+pub(super) async fn cors(State(s): State<BrokerState>, req: Request, next: Next) -> Response {
+    let allowed = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+        .and_then(|o| s.cors.allow(o))
+        .and_then(|v| HeaderValue::from_str(&v).ok());
+    let Some(allowed) = allowed else {
+        return next.run(req).await;
+    };
+    let mut response = if req.method() == Method::OPTIONS {
+        let mut r = StatusCode::NO_CONTENT.into_response();
+        let h = r.headers_mut();
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("POST, GET, OPTIONS"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static("authorization, content-type"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_MAX_AGE,
+            HeaderValue::from_static("600"),
+        );
+        r
+    } else {
+        next.run(req).await
+    };
+    let h = response.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, allowed);
+    h.insert(header::VARY, HeaderValue::from_static("Origin"));
+    response
+}
 
 /// Refuses what a web page in the user's browser could send to the broker behind their
 /// back: a body that is not declared JSON (an HTML form or a "simple" fetch cannot
@@ -28,7 +70,7 @@ pub(super) fn same_site(s: &Shared, headers: &HeaderMap) -> Result<(), ApiError>
         let origin_host = origin
             .strip_prefix("http://")
             .or_else(|| origin.strip_prefix("https://"));
-        if origin_host.is_none() || origin_host != host {
+        if (origin_host.is_none() || origin_host != host) && s.cors.allow(origin).is_none() {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "permission_denied",

@@ -72,6 +72,11 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     pub(crate) insecure_allow_remote: bool,
 
+    /// Web origins that may call from a browser: `*`, `off`, or comma-separated origins
+    /// (https://app.example) [default: * with auth on, off without].
+    #[arg(long, env = "MQLITE_CORS", value_name = "*|off|ORIGINS")]
+    pub(crate) cors: Option<String>,
+
     /// Dead-letter retention for queues that set none: on (14 days and 1,000,000 dead
     /// letters per queue, oldest dropped first) or off (every dead letter kept)
     /// [default: on].
