@@ -69,6 +69,7 @@ rpcs! {
     Subscribe => "AdminService", Manage;
     ListSubscriptions => "AdminService", Manage;
     Unsubscribe => "AdminService", Manage;
+    DeleteQueue => "AdminService", Manage;
     TestFilter => "AdminService", Manage;
     ListQueues => "AdminService", Manage;
     Redrive => "AdminService", Manage;

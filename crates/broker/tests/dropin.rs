@@ -379,3 +379,24 @@ async fn cors_answers_preflights_for_the_allowed_origins() {
         "an origin has a scheme"
     );
 }
+
+/// DeleteQueue (an extension: the engine always could): a mistyped queue can be removed
+/// from the broker, with its messages; a second delete says there was nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_can_be_deleted() {
+    let w = world().await;
+    w.create_queue("ordres", WireQueueConfig::default()).await;
+    w.send("ordres", &["x"]).await;
+    let (status, _, json) = post(&w, Rpc::DeleteQueue, r#"{"name": "ordres"}"#.into()).await;
+    assert_eq!(
+        (status, &json["deleted"]),
+        (200, &serde_json::Value::Bool(true))
+    );
+    let (status, _, json) = post(&w, Rpc::DeleteQueue, r#"{"name": "ordres"}"#.into()).await;
+    assert_eq!(
+        (status, &json["deleted"]),
+        (200, &serde_json::Value::Bool(false))
+    );
+    let (status, code, _) = post(&w, Rpc::Stats, r#"{"queue": "ordres"}"#.into()).await;
+    assert_eq!((status, code.as_str()), (404, "not_found"));
+}

@@ -4,12 +4,13 @@
 use std::io::Read;
 
 use mqlite_broker::wire::{
-    BatchRequest, BatchResponse, CreateKeyRequest, CreateQueueRequest, Empty, FilterSpec,
-    ListKeysRequest, ListKeysResponse, LockItem, MessagesResponse, OkResponse, PeekRequest,
-    PurgeRequest, PurgeResponse, QueueRequest, QueuesResponse, ReceiveRequest, RedriveRequest,
-    RedriveResponse, RevokeKeyRequest, SendRequest, SendResponse, SettleRequest, StatsResponse,
-    StatusResponse, SubscribeRequest, SubscriptionsResponse, TestFilterRequest, TestFilterResponse,
-    UnsubscribeRequest, WireKey, WireMessage, WireQueueConfig,
+    BatchRequest, BatchResponse, CreateKeyRequest, CreateQueueRequest, DeleteQueueRequest,
+    DeleteQueueResponse, Empty, FilterSpec, ListKeysRequest, ListKeysResponse, LockItem,
+    MessagesResponse, OkResponse, PeekRequest, PurgeRequest, PurgeResponse, QueueRequest,
+    QueuesResponse, ReceiveRequest, RedriveRequest, RedriveResponse, RevokeKeyRequest, SendRequest,
+    SendResponse, SettleRequest, StatsResponse, StatusResponse, SubscribeRequest,
+    SubscriptionsResponse, TestFilterRequest, TestFilterResponse, UnsubscribeRequest, WireKey,
+    WireMessage, WireQueueConfig,
 };
 use mqlite_broker::{Client, Rpc};
 
@@ -70,6 +71,25 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
             match out {
                 Output::Json => output::json(&r),
                 Output::Table => output::line(&format!("purged {} dead letters", r.purged)),
+            }
+        }
+        Command::DeleteQueue(a) => {
+            if !a.yes {
+                return Err(Failure::from(format!(
+                    "delete-queue deletes {} and every message it holds: add --yes to confirm",
+                    a.name
+                )));
+            }
+            let request = DeleteQueueRequest { name: a.name };
+            let r: DeleteQueueResponse = client.call(Rpc::DeleteQueue, &request).await?;
+            match out {
+                Output::Json => output::json(&r),
+                Output::Table if r.deleted => {
+                    output::line(&format!("deleted {} and its messages", request.name))
+                }
+                Output::Table => {
+                    output::line(&format!("no queue {}: nothing deleted", request.name))
+                }
             }
         }
         Command::Subscribe(a) => subscribe(client, out, a).await,

@@ -579,6 +579,24 @@ fn a_filtered_subscription_receives_the_matching_messages_sent_to_its_topic() {
 }
 
 #[test]
+fn delete_queue_needs_yes_and_deletes_the_queue_with_its_messages() {
+    let s = Server::start();
+    s.run(&["create-queue", "ordres"]).ok();
+    s.run(&["send", "ordres", "x"]).ok();
+    let refused = s.run(&["delete-queue", "ordres"]);
+    assert!(refused.failed(1).contains("--yes"), "{}", refused.stderr);
+    assert_eq!(s.active("ordres"), 1, "nothing deleted without --yes");
+    assert_eq!(
+        s.run(&["delete-queue", "ordres", "--yes"]).ok().trim(),
+        "deleted ordres and its messages"
+    );
+    assert_eq!(
+        s.run(&["delete-queue", "ordres", "--yes"]).ok().trim(),
+        "no queue ordres: nothing deleted"
+    );
+}
+
+#[test]
 fn test_filter_prints_validity_and_the_sample_match() {
     let s = Server::start();
     let ran = s.run(&["test-filter", r#"subject == "a.b""#]);

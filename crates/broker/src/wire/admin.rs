@@ -88,6 +88,23 @@ pub struct UnsubscribeRequest {
     pub name: String,
 }
 
+/// DeleteQueue (an extension beyond the contract): a queue, topic or subscription and
+/// everything it holds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DeleteQueueRequest {
+    /// The name.
+    pub name: String,
+}
+
+/// What DeleteQueue did.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DeleteQueueResponse {
+    /// Whether the name existed (false: nothing to delete).
+    pub deleted: bool,
+}
+
 /// TestFilter: whether a filter is valid and, given a sample message, whether it
 /// matches. Nothing is stored.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -86,6 +86,9 @@ pub(crate) enum Command {
     Redrive(RedriveArgs),
     /// Delete a queue's dead letters.
     Purge(PurgeArgs),
+    /// Delete a queue (or a topic, or a subscription) and every message it holds;
+    /// refused without --yes.
+    DeleteQueue(DeleteQueueArgs),
     /// Subscribe to a topic: a subscription (a queue of its own) receiving the messages
     /// sent to the topic that its filter accepts (every message without --filter).
     /// Again with the same name: its filter is replaced.
@@ -337,6 +340,15 @@ pub(crate) struct SubscribeArgs {
     /// properties, body_json, ...); see `test-filter`.
     #[arg(long, value_name = "EXPR")]
     pub(crate) filter: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DeleteQueueArgs {
+    /// The queue, topic or subscription.
+    pub(crate) name: String,
+    /// Confirms that the queue and its messages are to be deleted.
+    #[arg(long)]
+    pub(crate) yes: bool,
 }
 
 #[derive(Debug, Args)]

@@ -118,6 +118,15 @@ pub(super) async fn list_subscriptions(c: Call<'_>) -> Result<Response, ApiError
     })
 }
 
+/// DeleteQueue: a queue, topic or subscription with everything it holds; `deleted:
+/// false` when the name did not exist.
+pub(super) async fn delete_queue(mut c: Call<'_>) -> Result<Response, ApiError> {
+    let mq = &c.s.engine;
+    let r: DeleteQueueRequest = c.request()?;
+    let deleted = mq.delete_queue(&r.name).await?;
+    ok(DeleteQueueResponse { deleted })
+}
+
 /// Unsubscribe: removes a subscription and its messages.
 pub(super) async fn unsubscribe(mut c: Call<'_>) -> Result<Response, ApiError> {
     let mq = &c.s.engine;

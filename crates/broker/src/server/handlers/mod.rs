@@ -55,6 +55,7 @@ pub(super) async fn dispatch(c: Call<'_>) -> Result<Response, ApiError> {
         Rpc::Subscribe => admin::subscribe(c).await,
         Rpc::ListSubscriptions => admin::list_subscriptions(c).await,
         Rpc::Unsubscribe => admin::unsubscribe(c).await,
+        Rpc::DeleteQueue => admin::delete_queue(c).await,
         Rpc::TestFilter => admin::test_filter(c).await,
         Rpc::ListQueues => admin::list_queues(c).await,
         Rpc::Redrive => admin::redrive(c).await,
@@ -299,6 +300,7 @@ names!(
     CreateQueueRequest => name,
     SubscribeRequest => topic,
     UnsubscribeRequest => topic,
+    DeleteQueueRequest => name,
     RevokeKeyRequest => id,
 );
 
