@@ -17,7 +17,8 @@ mod remote;
 mod serve;
 mod trace;
 
-use args::{Cli, Command};
+use args::{Cli, Command, Output};
+use mqlite_broker::VERSION;
 
 /// Why a command failed, as printed after `mqlite: `.
 #[derive(Debug)]
@@ -70,6 +71,10 @@ fn run(cli: Cli) -> Result<(), Failure> {
         Command::Serve(a) => serve::run(a),
         Command::Backup(a) => backup::run(&a, cli.output),
         Command::Trace(a) => trace::run(a, cli.output),
+        Command::Version => match cli.output {
+            Output::Json => output::json(&serde_json::json!({ "version": VERSION })),
+            Output::Table => output::line(&format!("mqlite {VERSION}")),
+        },
         command => {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

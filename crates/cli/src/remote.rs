@@ -4,13 +4,13 @@
 use std::io::Read;
 
 use mqlite_broker::wire::{
-    BatchRequest, BatchResponse, CreateKeyRequest, CreateQueueRequest, DeleteQueueRequest,
-    DeleteQueueResponse, Empty, FilterSpec, ListKeysRequest, ListKeysResponse, LockItem,
-    MessagesResponse, OkResponse, PeekRequest, PurgeRequest, PurgeResponse, QueueRequest,
-    QueuesResponse, ReceiveRequest, RedriveRequest, RedriveResponse, RevokeKeyRequest, SendRequest,
-    SendResponse, SettleRequest, StatsResponse, StatusResponse, SubscribeRequest,
-    SubscriptionsResponse, TestFilterRequest, TestFilterResponse, UnsubscribeRequest, WireKey,
-    WireMessage, WireQueueConfig,
+    BatchRequest, BatchResponse, CancelRequest, CreateKeyRequest, CreateQueueRequest,
+    DeleteQueueRequest, DeleteQueueResponse, Empty, FilterSpec, ListKeysRequest, ListKeysResponse,
+    LockItem, MessagesResponse, OkResponse, PeekRequest, PurgeRequest, PurgeResponse, QueueRequest,
+    QueuesResponse, ReceiveDeferredRequest, ReceiveRequest, RedriveRequest, RedriveResponse,
+    RevokeKeyRequest, SendRequest, SendResponse, SettleRequest, StatsResponse, StatusResponse,
+    SubscribeRequest, SubscriptionsResponse, TestFilterRequest, TestFilterResponse,
+    UnsubscribeRequest, WireKey, WireMessage, WireQueueConfig,
 };
 use mqlite_broker::{Client, Rpc};
 
@@ -92,6 +92,29 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
                 }
             }
         }
+        Command::ReceiveDeferred(a) => {
+            let request = ReceiveDeferredRequest {
+                queue: a.queue,
+                seq_numbers: a.seqs,
+            };
+            let r: MessagesResponse = client.call(Rpc::ReceiveDeferred, &request).await?;
+            locked(out, &r)
+        }
+        Command::Cancel(a) => {
+            let request = CancelRequest {
+                queue: a.queue,
+                seq_number: a.seq,
+            };
+            let r: OkResponse = client.call(Rpc::Cancel, &request).await?;
+            match out {
+                Output::Json => output::json(&r),
+                Output::Table if r.ok => output::line(&format!("cancelled {}", request.seq_number)),
+                Output::Table => output::line(&format!(
+                    "{} was not a scheduled message of {}: nothing cancelled",
+                    request.seq_number, request.queue
+                )),
+            }
+        }
         Command::Subscribe(a) => subscribe(client, out, a).await,
         Command::Unsubscribe(a) => {
             let request = UnsubscribeRequest {
@@ -121,8 +144,8 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
                 Output::Table => output::line(&format!("revoked key {id}")),
             }
         }
-        Command::Serve(_) | Command::Backup(_) | Command::Trace(_) => {
-            Err("serve and backup are not broker calls".into())
+        Command::Serve(_) | Command::Backup(_) | Command::Trace(_) | Command::Version => {
+            Err("serve, backup, trace and version are not broker calls".into())
         }
     }
 }
@@ -219,14 +242,35 @@ async fn send(client: &Client, out: Output, a: SendArgs) -> Result<(), Failure> 
     let mut message = WireMessage::with_body(read_body(&a)?);
     message.message_id = a.message_id.unwrap_or_default();
     message.group_id = a.group_id.unwrap_or_default();
+    message.subject = a.subject.unwrap_or_default();
+    message.reply_to = a.reply_to.unwrap_or_default();
+    message.correlation_id = a.correlation_id.unwrap_or_default();
+    let ms = |name: &str, text: &str| -> Result<i64, Failure> {
+        mqlite_broker::config::parse_duration(name, text)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .map_err(|e| Failure::from(e.to_string()))
+    };
+    let ttl_ms = match &a.ttl {
+        Some(t) => Some(ms("--ttl", t)?),
+        None => a.ttl_ms,
+    };
+    let at_ms = match &a.delay {
+        Some(d) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+            Some(now.saturating_add(ms("--delay", d)?))
+        }
+        None => a.at_ms,
+    };
     message.event_source = a.event_source.unwrap_or_default();
     message.event_id = a.event_id.unwrap_or_default();
     message.event_type = a.event_type.unwrap_or_default();
     let request = SendRequest {
         queue: a.queue,
         messages: vec![message],
-        scheduled_enqueue_time_ms: a.at_ms,
-        ttl_ms: a.ttl_ms,
+        scheduled_enqueue_time_ms: at_ms,
+        ttl_ms,
     };
     let r: SendResponse = client.call(Rpc::Send, &request).await?;
     match out {
@@ -238,11 +282,38 @@ async fn send(client: &Client, out: Output, a: SendArgs) -> Result<(), Failure> 
     }
 }
 
+/// Messages received under a lock, with the tokens to settle them by.
+fn locked(out: Output, r: &MessagesResponse) -> Result<(), Failure> {
+    match out {
+        Output::Json => output::json(r),
+        Output::Table if r.messages.is_empty() => {
+            eprintln!("no messages");
+            Ok(())
+        }
+        Output::Table => {
+            let rows: Vec<Vec<String>> = r
+                .messages
+                .iter()
+                .map(|m| {
+                    vec![
+                        m.seq_number.to_string(),
+                        m.delivery_count.to_string(),
+                        m.lock_token.clone(),
+                        body(m),
+                    ]
+                })
+                .collect();
+            output::table(&["SEQ", "DELIVERIES", "LOCK_TOKEN", "BODY"], &rows)
+        }
+    }
+}
+
 async fn receive(client: &Client, out: Output, a: ReceiveArgs) -> Result<(), Failure> {
     let request = ReceiveRequest {
         queue: a.queue.clone(),
         max_messages: Some(a.max),
         wait_time_ms: Some(a.wait_ms),
+        receive_mode: a.delete.then_some(1),
         ..Default::default()
     };
     let r: MessagesResponse = client.call(Rpc::Receive, &request).await?;
@@ -277,7 +348,7 @@ async fn receive(client: &Client, out: Output, a: ReceiveArgs) -> Result<(), Fai
             output::table(&headers, &rows)?;
         }
     }
-    if a.no_complete || r.messages.is_empty() {
+    if a.no_complete || a.delete || r.messages.is_empty() {
         return Ok(());
     }
     let batch = BatchRequest {

@@ -1475,3 +1475,87 @@ fn a_standby_takes_over_and_the_deposed_broker_is_fenced() {
     assert!(lost.is_empty(), "acknowledged and lost: {lost:?}");
     drop(sqld);
 }
+
+/// The public CLI's message commands: send with a subject, a reply address, a TTL and a
+/// delay as durations; receive-and-delete; receive a deferred message by number;
+/// cancel a scheduled one; and the version.
+#[test]
+fn send_options_receive_and_delete_deferred_cancel_and_version() {
+    let s = Server::start();
+    assert_eq!(
+        s.run(&["version"]).ok().trim(),
+        format!("mqlite {}", env!("CARGO_PKG_VERSION"))
+    );
+    s.run(&["create-queue", "jobs"]).ok();
+    s.run(&[
+        "send",
+        "jobs",
+        "hello",
+        "--subject",
+        "orders.eu",
+        "--reply-to",
+        "replies",
+        "--correlation-id",
+        "c-1",
+        "--ttl",
+        "1h",
+    ])
+    .ok();
+    let peeked = s.run(&["--output", "json", "peek", "jobs"]).json();
+    let m = &peeked["messages"][0];
+    assert_eq!(
+        (&m["subject"], &m["reply_to"], &m["correlation_id"]),
+        (
+            &Value::from("orders.eu"),
+            &Value::from("replies"),
+            &Value::from("c-1")
+        )
+    );
+    let ttl = m["expires_at_ms"].as_i64().unwrap_or(0) - m["visible_at_ms"].as_i64().unwrap_or(0);
+    assert_eq!(ttl, 3_600_000, "--ttl 1h: {m}");
+
+    // Receive-and-delete: gone as it is received, nothing to settle.
+    let taken = s
+        .run(&["--output", "json", "receive", "jobs", "--delete"])
+        .json();
+    assert_eq!(taken["messages"][0]["lock_token"], Value::Null);
+    assert_eq!(
+        s.run(&["--output", "json", "stats", "jobs"]).json()["total"],
+        0
+    );
+
+    // Deferred, then received by number with a fresh token.
+    s.run(&["send", "jobs", "later"]).ok();
+    let held = s
+        .run(&["--output", "json", "receive", "jobs", "--no-complete"])
+        .json();
+    let seq = held["messages"][0]["seq_number"]
+        .as_i64()
+        .expect("seq")
+        .to_string();
+    let token = held["messages"][0]["lock_token"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    s.run(&["defer", "jobs", &seq, &token]).ok();
+    let again = s.run(&["receive-deferred", "jobs", &seq]);
+    let out = again.ok();
+    assert!(out.contains("LOCK_TOKEN") && out.contains("later"), "{out}");
+
+    // A delayed send is scheduled; cancel takes it back, once.
+    let delayed = s.run(&["send", "jobs", "tomorrow", "--delay", "1d"]);
+    let seq = delayed.ok().trim().to_owned();
+    assert_eq!(
+        s.run(&["--output", "json", "stats", "jobs"]).json()["scheduled"],
+        1
+    );
+    assert_eq!(
+        s.run(&["cancel", "jobs", &seq]).ok().trim(),
+        format!("cancelled {seq}")
+    );
+    assert!(
+        s.run(&["cancel", "jobs", &seq])
+            .ok()
+            .contains("nothing cancelled")
+    );
+}

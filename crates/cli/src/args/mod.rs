@@ -66,8 +66,15 @@ pub(crate) enum Command {
     ListQueues,
     /// Send one message; prints its sequence number.
     Send(SendArgs),
-    /// Receive messages; prints them and completes them (unless --no-complete).
+    /// Receive messages; prints them and completes them (unless --no-complete, or
+    /// --delete: receive-and-delete).
     Receive(ReceiveArgs),
+    /// Receive deferred messages by sequence number; prints them with their lock tokens.
+    ReceiveDeferred(ReceiveDeferredArgs),
+    /// Cancel a scheduled message before it is due.
+    Cancel(CancelArgs),
+    /// Print this program's version.
+    Version,
     /// Complete a received message (it is done).
     Complete(SettleArgs),
     /// Abandon a received message (deliver it again).
@@ -211,12 +218,27 @@ pub(crate) struct SendArgs {
     /// The ordering group.
     #[arg(long, value_name = "G")]
     pub(crate) group_id: Option<String>,
+    /// A routing label (filters see it as `subject`).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) subject: Option<String>,
+    /// Where a reply should go.
+    #[arg(long, value_name = "QUEUE")]
+    pub(crate) reply_to: Option<String>,
+    /// Correlates a reply with its request.
+    #[arg(long, value_name = "ID")]
+    pub(crate) correlation_id: Option<String>,
     /// Time to live, ms.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", conflicts_with = "ttl")]
     pub(crate) ttl_ms: Option<i64>,
+    /// Time to live, a duration (30s, 15m, 2h, 7d) or ms.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) ttl: Option<String>,
     /// Deliver no earlier than this time, epoch ms.
-    #[arg(long, value_name = "EPOCH_MS")]
+    #[arg(long, value_name = "EPOCH_MS", conflicts_with = "delay")]
     pub(crate) at_ms: Option<i64>,
+    /// Deliver no earlier than this long from now, a duration (30s, 15m, 2h) or ms.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) delay: Option<String>,
     /// The event's CloudEvents source; with --event-id, its identity and dedup key.
     #[arg(long, value_name = "URI", requires = "event_id")]
     pub(crate) event_source: Option<String>,
@@ -240,8 +262,29 @@ pub(crate) struct ReceiveArgs {
     pub(crate) wait_ms: i64,
     /// Leave the messages locked and print their lock tokens, to settle them later
     /// with complete, abandon, reject, defer or renew.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "delete")]
     pub(crate) no_complete: bool,
+    /// Receive-and-delete: the messages leave the queue as they are received (nothing
+    /// to settle; a message whose handling fails is lost).
+    #[arg(long)]
+    pub(crate) delete: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReceiveDeferredArgs {
+    /// The queue.
+    pub(crate) queue: String,
+    /// The deferred messages' sequence numbers.
+    #[arg(required = true)]
+    pub(crate) seqs: Vec<i64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CancelArgs {
+    /// The queue.
+    pub(crate) queue: String,
+    /// The scheduled message's sequence number.
+    pub(crate) seq: i64,
 }
 
 #[derive(Debug, Args)]
