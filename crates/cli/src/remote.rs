@@ -10,7 +10,7 @@ use mqlite_broker::wire::{
     QueuesResponse, ReceiveDeferredRequest, ReceiveRequest, RedriveRequest, RedriveResponse,
     RevokeKeyRequest, SendRequest, SendResponse, SettleRequest, StatsResponse, StatusResponse,
     SubscribeRequest, SubscriptionsResponse, TestFilterRequest, TestFilterResponse,
-    UnsubscribeRequest, WireKey, WireMessage, WireQueueConfig,
+    UnsubscribeRequest, WireKey, WireMessage, WireQueue, WireQueueConfig,
 };
 use mqlite_broker::{Client, Rpc};
 
@@ -163,11 +163,45 @@ async fn create_queue(client: &Client, out: Output, a: CreateQueueArgs) -> Resul
             ..Default::default()
         },
     };
+    // CreateQueue is an upsert: say which it was, and show what the queue now is.
+    let before: QueuesResponse = client.call(Rpc::ListQueues, &Empty {}).await?;
+    let existed = before.queues.iter().any(|q| q.name == a.name);
     let r: Empty = client.call(Rpc::CreateQueue, &request).await?;
-    match out {
-        Output::Json => output::json(&r),
-        Output::Table => output::line(&format!("created {} {}", a.kind.as_str(), a.name)),
+    if out == Output::Json {
+        return output::json(&r);
     }
+    let verb = if existed { "updated" } else { "created" };
+    output::line(&format!("{verb} {} {}", a.kind.as_str(), a.name))?;
+    let after: QueuesResponse = client.call(Rpc::ListQueues, &Empty {}).await?;
+    match after.queues.iter().find(|q| q.name == a.name) {
+        Some(q) if q.kind != "topic" => output::pairs(&config_pairs(q)),
+        _ => Ok(()),
+    }
+}
+
+/// A per-queue dead-letter bound: `default` (0, the broker's), `-` (-1, unbounded), or
+/// the bound.
+fn dlq_bound(v: i64) -> String {
+    match v {
+        0 => "default".to_owned(),
+        n if n < 0 => "-".to_owned(),
+        n => n.to_string(),
+    }
+}
+
+/// A queue's configuration as `name: value` pairs.
+fn config_pairs(q: &WireQueue) -> Vec<(&'static str, String)> {
+    vec![
+        ("ordering_mode", q.ordering_mode.clone()),
+        ("lock_duration_ms", q.lock_duration_ms.to_string()),
+        ("max_delivery_count", q.max_delivery_count.to_string()),
+        ("default_ttl_ms", q.default_ttl_ms.to_string()),
+        ("dead_letter_on_expire", q.dead_letter_on_expire.to_string()),
+        ("dedup_window_ms", q.dedup_window_ms.to_string()),
+        ("dlq_max_age_ms", q.dlq_max_age_ms.to_string()),
+        ("dlq_max_count", q.dlq_max_count.to_string()),
+        ("dlq_max_bytes", q.dlq_max_bytes.to_string()),
+    ]
 }
 
 async fn list_queues(client: &Client, out: Output) -> Result<(), Failure> {
@@ -186,10 +220,15 @@ async fn list_queues(client: &Client, out: Output) -> Result<(), Failure> {
             vec![
                 q.name.clone(),
                 q.kind.clone(),
+                q.ordering_mode.clone(),
                 q.lock_duration_ms.to_string(),
                 q.max_delivery_count.to_string(),
                 ms_or_dash(q.default_ttl_ms),
+                q.dead_letter_on_expire.to_string(),
                 ms_or_dash(q.dedup_window_ms),
+                dlq_bound(q.dlq_max_age_ms),
+                dlq_bound(q.dlq_max_count),
+                dlq_bound(q.dlq_max_bytes),
             ]
         })
         .collect();
@@ -197,10 +236,15 @@ async fn list_queues(client: &Client, out: Output) -> Result<(), Failure> {
         &[
             "NAME",
             "KIND",
+            "ORDERING",
             "LOCK_MS",
             "MAX_DELIVERIES",
             "TTL_MS",
+            "DLQ_ON_EXPIRE",
             "DEDUP_MS",
+            "DLQ_MAX_AGE_MS",
+            "DLQ_MAX_COUNT",
+            "DLQ_MAX_BYTES",
         ],
         &rows,
     )
@@ -532,7 +576,12 @@ async fn test_filter(client: &Client, out: Output, a: TestFilterArgs) -> Result<
     };
     let r: TestFilterResponse = client.call(Rpc::TestFilter, &request).await?;
     if out == Output::Json {
-        return output::json(&r);
+        output::json(&r)?;
+        return if r.valid {
+            Ok(())
+        } else {
+            Err("the filter is not valid".into())
+        };
     }
     let mut pairs = vec![("valid", r.valid.to_string())];
     if request.message.is_some() {
@@ -542,7 +591,13 @@ async fn test_filter(client: &Client, out: Output, a: TestFilterArgs) -> Result<
     if !r.error.is_empty() {
         pairs.push(("error", r.error.clone()));
     }
-    output::pairs(&pairs)
+    output::pairs(&pairs)?;
+    // An invalid filter is a refusal, for a script as for a person.
+    if r.valid {
+        Ok(())
+    } else {
+        Err("the filter is not valid".into())
+    }
 }
 
 async fn status(client: &Client, out: Output) -> Result<(), Failure> {

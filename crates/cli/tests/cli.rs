@@ -256,10 +256,22 @@ fn field<'a>(text: &'a str, name: &str) -> &'a str {
 #[test]
 fn create_send_receive_completes_and_stats_show_none_active() {
     let s = Server::start();
+    let created = s.run(&["create-queue", "jobs"]);
+    let out = created.ok();
+    assert_eq!(out.lines().next(), Some("created queue jobs"), "{out}");
     assert_eq!(
-        s.run(&["create-queue", "jobs"]).ok().trim(),
-        "created queue jobs"
+        field(out, "ordering_mode"),
+        "standard",
+        "the config it made: {out}"
     );
+    let updated = s.run(&["create-queue", "jobs", "--max-delivery-count", "3"]);
+    let out = updated.ok();
+    assert_eq!(
+        out.lines().next(),
+        Some("updated queue jobs"),
+        "an upsert says so: {out}"
+    );
+    assert_eq!(field(out, "max_delivery_count"), "3", "{out}");
     let listed = s.run(&["list-queues"]);
     assert!(
         listed.ok().lines().any(|l| l.starts_with("jobs ")),
@@ -643,16 +655,21 @@ fn test_filter_prints_validity_and_the_sample_match() {
     assert_eq!(field(out, "matched"), "false");
     assert!(!field(out, "error").is_empty(), "{out}");
 
-    let json = s
-        .run(&[
-            "--output",
-            "json",
-            "test-filter",
-            "nope == 1",
-            "--body",
-            "x",
-        ])
-        .json();
+    // An invalid filter still prints its verdict, and exits 1: a script can tell.
+    let invalid = s.run(&[
+        "--output",
+        "json",
+        "test-filter",
+        "nope == 1",
+        "--body",
+        "x",
+    ]);
+    assert!(
+        invalid.failed(1).contains("not valid"),
+        "{}",
+        invalid.stderr
+    );
+    let json: Value = serde_json::from_str(&invalid.stdout).expect("the verdict as JSON");
     assert_eq!(json["valid"], false);
     assert_eq!(json["ran"], false);
     assert!(

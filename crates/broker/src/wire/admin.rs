@@ -179,6 +179,18 @@ pub struct WireQueue {
     pub default_ttl_ms: i64,
     /// Dedup window, ms.
     pub dedup_window_ms: i64,
+    /// standard, group_fifo or strict_fifo (beyond the contract's fields, as are the
+    /// rest: every option CreateQueue takes).
+    pub ordering_mode: String,
+    /// On TTL expiry: dead-letter (true) or discard.
+    pub dead_letter_on_expire: bool,
+    /// Dead-letter retention: the oldest kept, ms (0: the broker's default; -1:
+    /// unbounded).
+    pub dlq_max_age_ms: i64,
+    /// Dead letters kept (0: the broker's default; -1: unbounded).
+    pub dlq_max_count: i64,
+    /// Dead-letter body bytes kept (0: the broker's default; -1: unbounded).
+    pub dlq_max_bytes: i64,
 }
 
 impl From<QueueInfo> for WireQueue {
@@ -189,6 +201,11 @@ impl From<QueueInfo> for WireQueue {
             max_delivery_count: q.config.max_delivery_count,
             default_ttl_ms: q.config.default_ttl_ms(),
             dedup_window_ms: q.config.dedup_window_ms(),
+            ordering_mode: q.config.ordering_mode.as_str().to_owned(),
+            dead_letter_on_expire: q.config.dead_letter_on_expire,
+            dlq_max_age_ms: q.config.dlq_max_age_ms,
+            dlq_max_count: q.config.dlq_max_count,
+            dlq_max_bytes: q.config.dlq_max_bytes,
             name: q.name,
         }
     }
