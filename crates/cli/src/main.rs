@@ -20,31 +20,47 @@ mod trace;
 use args::{Cli, Command, Output};
 use mqlite_broker::VERSION;
 
-/// Why a command failed, as printed after `mqlite: `.
+/// Why a command failed, as printed after `mqlite: `, and its exit status: 1 when the
+/// broker (or the command itself) refused, 3 when the broker could not be reached (2,
+/// bad usage, is clap's).
 #[derive(Debug)]
-pub(crate) struct Failure(String);
+pub(crate) struct Failure(String, u8);
+
+/// The exit status of a command the broker could not be reached for.
+const UNREACHABLE: u8 = 3;
 
 impl From<String> for Failure {
     fn from(text: String) -> Self {
-        Failure(text)
+        Failure(text, 1)
     }
 }
 
 impl From<&str> for Failure {
     fn from(text: &str) -> Self {
-        Failure(text.to_owned())
+        Failure(text.to_owned(), 1)
     }
 }
 
 impl From<mqlite_broker::ClientError> for Failure {
     fn from(e: mqlite_broker::ClientError) -> Self {
-        Failure(chain(&e))
+        match &e {
+            mqlite_broker::ClientError::Transport { .. } => Failure(chain(&e), UNREACHABLE),
+            mqlite_broker::ClientError::Api { status: 401, .. } => Failure(
+                format!(
+                    "{}\n(give a token with --token or MQLITE_TOKEN: an administrator token, \
+                     or an access key's)",
+                    chain(&e)
+                ),
+                1,
+            ),
+            _ => Failure(chain(&e), 1),
+        }
     }
 }
 
 impl From<mqlite_broker::BrokerError> for Failure {
     fn from(e: mqlite_broker::BrokerError) -> Self {
-        Failure(chain(&e))
+        Failure(chain(&e), 1)
     }
 }
 
@@ -79,7 +95,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|e| Failure(format!("cannot start the async runtime: {e}")))?;
+                .map_err(|e| Failure::from(format!("cannot start the async runtime: {e}")))?;
             let client = mqlite_broker::Client::new(cli.endpoint, cli.token);
             runtime.block_on(remote::run(&client, cli.output, command))
         }
@@ -93,9 +109,9 @@ fn main() -> ExitCode {
     }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure(text)) => {
+        Err(Failure(text, status)) => {
             eprintln!("mqlite: {text}");
-            ExitCode::FAILURE
+            ExitCode::from(status)
         }
     }
 }

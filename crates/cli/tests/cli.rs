@@ -341,7 +341,18 @@ fn wrong_token_exits_1_with_unauthenticated() {
     let ran = s.run_as("not-the-token", &["stats", "jobs"]);
     let err = ran.failed(1);
     assert!(err.starts_with("mqlite: 401 unauthenticated: "), "{err}");
+    assert!(
+        err.contains("--token") && err.contains("MQLITE_TOKEN"),
+        "says how: {err}"
+    );
     assert_eq!(ran.stdout, "");
+    // A state Peek does not know is bad usage that lists the states.
+    let bad = s.run(&["peek", "jobs", "--state", "dead"]);
+    let err = bad.failed(2);
+    assert!(
+        err.contains("dead_lettered") && err.contains("scheduled"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -905,14 +916,15 @@ fn bad_usage_exits_2() {
 }
 
 #[test]
-fn an_unreachable_broker_exits_1() {
+fn an_unreachable_broker_exits_3() {
     // Port 1 on loopback: nothing listens there.
     let ran: Ran = mqlite()
         .args(["--endpoint", "http://127.0.0.1:1", "status"])
         .output()
         .expect("mqlite runs")
         .into();
-    let err = ran.failed(1);
+    // 3: unreachable, told apart from 1 (refused) and 2 (bad usage).
+    let err = ran.failed(3);
     assert!(
         err.starts_with("mqlite: cannot reach the broker at http://127.0.0.1:1"),
         "{err}"

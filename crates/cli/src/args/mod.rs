@@ -325,9 +325,12 @@ pub(crate) struct PeekArgs {
     /// Start at this sequence number (inclusive).
     #[arg(long, value_name = "N")]
     pub(crate) from_seq: Option<i64>,
-    /// Only messages in this state: active, locked, deferred, scheduled,
-    /// dead_lettered.
-    #[arg(long, value_name = "S")]
+    /// Only messages in this state.
+    #[arg(
+        long,
+        value_name = "STATE",
+        value_parser = ["active", "locked", "deferred", "scheduled", "dead_lettered"]
+    )]
     pub(crate) state: Option<String>,
     /// At most this many (default 32, max 1000).
     #[arg(long, value_name = "N")]
