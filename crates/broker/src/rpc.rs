@@ -84,7 +84,7 @@ rpcs! {
 impl Rpc {
     /// Its path: `/mqlite.v1.<Service>/<Method>`.
     pub fn path(self) -> String {
-        format!("/mqlite.v1.{}/{}", self.service(), self.method())
+        format!("/mqlite.v1.{}", self.label())
     }
 
     /// The RPC a path names.

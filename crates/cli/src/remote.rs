@@ -577,21 +577,17 @@ async fn test_filter(client: &Client, out: Output, a: TestFilterArgs) -> Result<
     let r: TestFilterResponse = client.call(Rpc::TestFilter, &request).await?;
     if out == Output::Json {
         output::json(&r)?;
-        return if r.valid {
-            Ok(())
-        } else {
-            Err("the filter is not valid".into())
-        };
+    } else {
+        let mut pairs = vec![("valid", r.valid.to_string())];
+        if request.message.is_some() {
+            pairs.push(("ran", r.ran.to_string()));
+            pairs.push(("matched", r.matched.to_string()));
+        }
+        if !r.error.is_empty() {
+            pairs.push(("error", r.error.clone()));
+        }
+        output::pairs(&pairs)?;
     }
-    let mut pairs = vec![("valid", r.valid.to_string())];
-    if request.message.is_some() {
-        pairs.push(("ran", r.ran.to_string()));
-        pairs.push(("matched", r.matched.to_string()));
-    }
-    if !r.error.is_empty() {
-        pairs.push(("error", r.error.clone()));
-    }
-    output::pairs(&pairs)?;
     // An invalid filter is a refusal, for a script as for a person.
     if r.valid {
         Ok(())

@@ -1,6 +1,7 @@
 //! The AdminService's RPCs: queues, subscriptions, filters, redrive, purge, status.
 
 use super::*;
+use mqlite::{FilterTest, OutMessage, QueueInfo};
 
 /// CreateQueue: a queue or a topic, or an update of one.
 pub(super) async fn create_queue(mut c: Call<'_>) -> Result<Response, ApiError> {
@@ -28,7 +29,7 @@ pub(super) async fn create_queue(mut c: Call<'_>) -> Result<Response, ApiError> 
         QueueKind::Topic => mq.create_topic(&r.name).await?,
         // The contract's form for a subscription's backing queue: an update of an
         // existing subscription's options; any other kind under the name is a conflict.
-        QueueKind::Subscription => match kind_of(mq, &r.name).await? {
+        QueueKind::Subscription => match kind_in(&mq.list_queues().await?, &r.name) {
             Some(QueueKind::Subscription) => {
                 let found = mq.list_subscriptions(None).await?;
                 let Some(s) = found.into_iter().find(|s| s.name == r.name) else {
@@ -47,10 +48,30 @@ pub(super) async fn create_queue(mut c: Call<'_>) -> Result<Response, ApiError> 
     ok(Empty {})
 }
 
-/// The kind that holds `name`, if any (one ListQueues: admin calls are rare).
-async fn kind_of(mq: &AnyEngine, name: &str) -> Result<Option<QueueKind>, ApiError> {
-    let queues = mq.list_queues().await?;
-    Ok(queues.into_iter().find(|q| q.name == name).map(|q| q.kind))
+/// The kind that holds `name` among `queues` (one ListQueues: admin calls are rare).
+fn kind_in(queues: &[QueueInfo], name: &str) -> Option<QueueKind> {
+    queues.iter().find(|q| q.name == name).map(|q| q.kind)
+}
+
+/// Checks `expr` (and evaluates it on `message`, if given) off the async workers: the
+/// evaluation is synchronous and its cost grows with the sample, so a slow filter does
+/// not stall other requests.
+async fn filter_test(
+    mq: &AnyEngine,
+    expr: String,
+    message: Option<OutMessage>,
+) -> Result<FilterTest, ApiError> {
+    let engine = mq.clone();
+    tokio::task::spawn_blocking(move || engine.test_filter(&expr, message.as_ref()))
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "a filter test failed to run");
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error",
+            )
+        })
 }
 
 /// 409 `name_conflict`: `name` is held by an entity of another kind.
@@ -74,19 +95,15 @@ pub(super) async fn subscribe(mut c: Call<'_>) -> Result<Response, ApiError> {
     // topic that names a queue or a subscription is a conflict. A Subscribe that would
     // fail (its filter, its name) fails before it creates the topic.
     let queues = mq.list_queues().await?;
-    let kind = |name: &str| queues.iter().find(|q| q.name == name).map(|q| q.kind);
-    match kind(&r.topic) {
+    match kind_in(&queues, &r.topic) {
         Some(QueueKind::Topic) => {}
         Some(other) => return Err(conflict(&r.topic, other)),
         None => {
-            if let Some(other) = kind(&r.name).filter(|k| *k != QueueKind::Subscription) {
+            if let Some(other) = kind_in(&queues, &r.name).filter(|k| *k != QueueKind::Subscription)
+            {
                 return Err(conflict(&r.name, other));
             }
-            let engine = mq.clone();
-            let check = expr.clone();
-            let tested = tokio::task::spawn_blocking(move || engine.test_filter(&check, None))
-                .await
-                .map_err(|_| ApiError::invalid("the filter could not be checked"))?;
+            let tested = filter_test(mq, expr.clone(), None).await?;
             if !tested.valid {
                 return Err(ApiError::invalid(format!(
                     "filter: {}",
@@ -158,19 +175,7 @@ pub(super) async fn test_filter(mut c: Call<'_>) -> Result<Response, ApiError> {
         }
         .into());
     }
-    // The evaluation is synchronous and its cost grows with the sample: off the
-    // async workers, so a slow filter does not stall other requests.
-    let engine = mq.clone();
-    let tested = tokio::task::spawn_blocking(move || engine.test_filter(&r.expr, message.as_ref()))
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "a filter test failed to run");
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "internal error",
-            )
-        })?;
+    let tested = filter_test(mq, r.expr, message).await?;
     ok(TestFilterResponse::from(tested))
 }
 
