@@ -6,7 +6,9 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{rpc::Rpc, wire::ErrorBody};
+use std::sync::Arc;
+
+use crate::{Local, rpc::Rpc, wire::ErrorBody};
 
 /// What a call can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -59,12 +61,14 @@ impl ClientError {
     }
 }
 
-/// A connection to one broker.
+/// A connection to one broker, or to a store opened in this process ([`Client::local`]).
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
     endpoint: String,
     token: Option<String>,
+    /// Set: every call is served in process by these handlers, not sent.
+    local: Option<Arc<Local>>,
 }
 
 impl Client {
@@ -85,7 +89,23 @@ impl Client {
             http,
             endpoint,
             token,
+            local: None,
         }
+    }
+
+    /// A client whose calls the broker's handlers serve in this process, over the store
+    /// `local` opened: the same requests, answers and errors as over HTTP, without a
+    /// broker. Its endpoint is the store's location.
+    pub fn local(local: Local, location: impl Into<String>) -> Self {
+        Client {
+            local: Some(Arc::new(local)),
+            ..Client::new(location, None)
+        }
+    }
+
+    /// The in-process store, for a client made by [`Client::local`].
+    pub fn in_process(&self) -> Option<&Local> {
+        self.local.as_deref()
     }
 
     /// The same broker with another token (or none).
@@ -153,6 +173,14 @@ impl Client {
         path: &str,
         body: impl Into<reqwest::Body>,
     ) -> Result<(u16, Vec<u8>), ClientError> {
+        if let Some(local) = &self.local {
+            let body: reqwest::Body = body.into();
+            let bytes = body.as_bytes().unwrap_or_default();
+            return Ok(match Rpc::from_path(path) {
+                Some(rpc) => local.call_bytes(rpc, bytes).await,
+                None => not_served(path),
+            });
+        }
         let mut req = self
             .http
             .post(format!("{}{path}", self.endpoint))
@@ -169,6 +197,10 @@ impl Client {
 
     /// GETs `path`: the status and the body as text.
     pub async fn get(&self, path: &str) -> Result<(u16, String), ClientError> {
+        if self.local.is_some() {
+            let (status, body) = not_served(path);
+            return Ok((status, String::from_utf8_lossy(&body).into_owned()));
+        }
         let mut req = self.http.get(format!("{}{path}", self.endpoint));
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
@@ -178,4 +210,14 @@ impl Client {
         let text = resp.text().await.map_err(|e| self.transport(e))?;
         Ok((status, text))
     }
+}
+
+/// What an in-process client answers for a path that is not an RPC: 404 with the
+/// envelope.
+fn not_served(path: &str) -> (u16, Vec<u8>) {
+    let body = ErrorBody {
+        code: "not_found".into(),
+        message: format!("{path} is not an RPC: a store opened in process serves only the RPCs"),
+    };
+    (404, serde_json::to_vec(&body).unwrap_or_default())
 }

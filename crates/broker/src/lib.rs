@@ -33,4 +33,4 @@ pub use conn::ConnLimits;
 pub use console::ASSET_BYTES as CONSOLE_ASSET_BYTES;
 pub use memory::MemoryLimits;
 pub use rpc::Rpc;
-pub use server::{Broker, BrokerError, MAX_REQUEST_BYTES, VERSION};
+pub use server::{Broker, BrokerError, Local, MAX_REQUEST_BYTES, VERSION};

@@ -32,7 +32,10 @@ use crate::{prom::Prom, rpc::Rpc, wire::*};
 
 mod error;
 mod handlers;
+mod local;
 mod site;
+
+pub use local::Local;
 
 pub(crate) use error::ApiError;
 use error::json_response;

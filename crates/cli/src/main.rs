@@ -84,7 +84,10 @@ fn validate(cli: &Cli) -> Result<(), clap::Error> {
 
 fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Serve(a) => serve::run(a),
+        Command::Serve(mut a) => {
+            a.db = cli.db.unwrap_or_default();
+            serve::run(a)
+        }
         Command::Backup(a) => backup::run(&a, cli.output),
         Command::Trace(a) => trace::run(a, cli.output),
         Command::Version => match cli.output {
@@ -96,11 +99,57 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 .enable_all()
                 .build()
                 .map_err(|e| Failure::from(format!("cannot start the async runtime: {e}")))?;
-            let client = mqlite_broker::Client::new(cli.endpoint, cli.token);
-            runtime.block_on(remote::run(&client, cli.output, command))
+            runtime.block_on(async {
+                let client = connect(cli.endpoint, cli.token, cli.db).await?;
+                let done = remote::run(&client, cli.output, command).await;
+                if let Some(local) = client.in_process() {
+                    local.close().await;
+                }
+                done
+            })
         }
     }
 }
+
+/// The broker `--endpoint` names; without one, the store `--db` names, opened in this
+/// process (embedded mode); without either, the broker on the default address.
+pub(crate) async fn connect(
+    endpoint: Option<String>,
+    token: Option<String>,
+    db: Option<String>,
+) -> Result<mqlite_broker::Client, Failure> {
+    let set = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+    match (set(endpoint), set(db)) {
+        (Some(endpoint), _) => Ok(mqlite_broker::Client::new(endpoint, token)),
+        (None, Some(db)) => {
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+            let mut config =
+                mqlite_broker::BrokerConfig::new(addr, db.clone(), mqlite_broker::AuthConfig::Off);
+            // One command's work: no sweeps behind it (a claim reclaims expired leases
+            // itself; due messages are due by the clock).
+            config.background = false;
+            let local = mqlite_broker::Local::open(&config).await.map_err(|e| {
+                let locked = matches!(
+                    &e,
+                    mqlite_broker::BrokerError::Store(mqlite::Error::DbLocked { .. })
+                );
+                let mut f = Failure::from(e);
+                if locked {
+                    f.0.push_str(
+                        "\n(if `mqlite serve` holds it, call that broker with --endpoint \
+                         instead of --db)",
+                    );
+                }
+                f
+            })?;
+            Ok(mqlite_broker::Client::local(local, db))
+        }
+        (None, None) => Ok(mqlite_broker::Client::new(DEFAULT_ENDPOINT, token)),
+    }
+}
+
+/// The broker a client subcommand calls when neither --endpoint nor --db is given.
+const DEFAULT_ENDPOINT: &str = "http://127.0.0.1:6754";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -1588,3 +1588,68 @@ fn send_options_receive_and_delete_deferred_cancel_and_version() {
             .contains("nothing cancelled")
     );
 }
+
+/// Embedded mode: without --endpoint, --db (or MQLITE_DB) runs the same subcommands on
+/// that store in this process, with the broker's answers and errors; a lock one command
+/// takes is settled by the next (leases are kept at open, as a broker keeps them);
+/// --endpoint wins over --db; a file a broker holds is refused, naming --endpoint.
+#[test]
+fn embedded_mode_runs_the_subcommands_on_a_local_file() {
+    let dir = scratch();
+    let db = dir.path().join("e.db").display().to_string();
+    let run = |args: &[&str]| -> Ran {
+        mqlite()
+            .args(["--db", &db])
+            .args(args)
+            .output()
+            .expect("mqlite runs")
+            .into()
+    };
+    assert!(
+        run(&["create-queue", "jobs"])
+            .ok()
+            .contains("created queue jobs")
+    );
+    assert_eq!(run(&["send", "jobs", "hello"]).ok().trim(), "1");
+    let stats: Ran = mqlite()
+        .env("MQLITE_DB", &db)
+        .args(["stats", "jobs"])
+        .output()
+        .expect("mqlite runs")
+        .into();
+    assert_eq!(field(stats.ok(), "active"), "1");
+    let got = run(&["--output", "json", "receive", "jobs", "--no-complete"]).json();
+    let token = got["messages"][0]["lock_token"]
+        .as_str()
+        .expect("a lock token")
+        .to_owned();
+    assert!(
+        run(&["complete", "jobs", "1", &token])
+            .ok()
+            .contains("completed seq 1")
+    );
+    assert_eq!(field(run(&["stats", "jobs"]).ok(), "total"), "0");
+    // The broker's errors, as over HTTP (and said once).
+    let missing = run(&["send", "nope", "x"]);
+    let err = missing.failed(1);
+    assert!(err.contains("404 not_found"), "{err}");
+    let bad = run(&["peek", "jobs", "--max=-1"]);
+    let err = bad.failed(1);
+    assert!(err.contains("400 invalid_argument"), "{err}");
+    assert!(!err.contains("invalid argument:"), "said twice: {err}");
+    drop(dir);
+
+    let s = Server::start();
+    assert!(s.run(&["create-queue", "jobs"]).ok().contains("created"));
+    let served = s.db().display().to_string();
+    // --endpoint wins: the served file is not opened here.
+    let both = s.run(&["--db", &served, "stats", "jobs"]);
+    assert_eq!(field(both.ok(), "total"), "0");
+    let held: Ran = mqlite()
+        .args(["--db", &served, "stats", "jobs"])
+        .output()
+        .expect("mqlite runs")
+        .into();
+    let err = held.failed(1);
+    assert!(err.contains("--endpoint"), "{err}");
+}

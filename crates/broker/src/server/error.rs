@@ -76,7 +76,13 @@ impl From<Error> for ApiError {
                 );
             }
         };
-        ApiError::new(status, code, e.to_string())
+        // The code already says what kind of error it is: the message does not repeat
+        // it ("400 invalid_argument: invalid argument: ...").
+        let message = match e {
+            Error::InvalidArgument(text) => text,
+            e => e.to_string(),
+        };
+        ApiError::new(status, code, message)
     }
 }
 

@@ -11,21 +11,24 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// mqlite: a message queue in one SQLite file.
 ///
-/// `mqlite serve` runs the broker; the other subcommands talk to a running broker over
-/// its HTTP/JSON wire contract (`--endpoint`, `--token`), except `backup`, which copies
-/// a local database file.
+/// `mqlite serve` runs the broker. The other subcommands talk to a running broker over
+/// its HTTP/JSON wire contract (`--endpoint`, `--token`), or, given `--db` (MQLITE_DB)
+/// and no endpoint, run the same calls on that store in this process (embedded mode).
+/// `backup` and `trace` read database files directly.
 #[derive(Debug, Parser)]
 #[command(name = "mqlite", version, propagate_version = true)]
 pub(crate) struct Cli {
-    /// The broker to talk to.
+    /// The broker to talk to [default: http://127.0.0.1:6754]; given, it wins over
+    /// --db.
     #[arg(
         long,
+        visible_alias = "url",
         env = "MQLITE_ENDPOINT",
         global = true,
-        default_value = "http://127.0.0.1:6754",
-        value_name = "URL"
+        value_name = "URL",
+        help_heading = "Global options"
     )]
-    pub(crate) endpoint: String,
+    pub(crate) endpoint: Option<String>,
 
     /// The bearer token to call the broker with (an administrator token or an access
     /// key's token).
@@ -34,13 +37,33 @@ pub(crate) struct Cli {
         env = "MQLITE_TOKEN",
         global = true,
         hide_env_values = true,
-        value_name = "TOKEN"
+        value_name = "TOKEN",
+        help_heading = "Global options"
     )]
     pub(crate) token: Option<String>,
 
+    /// The store: a file path, `:memory:`, `redb:<path>`, `libsql://...`. For `serve`,
+    /// the store it serves [default: ./mqlite.db]; for the other subcommands, without
+    /// --endpoint, the store they run on in this process (embedded mode; no broker may
+    /// hold a local file meanwhile).
+    #[arg(
+        long,
+        env = "MQLITE_DB",
+        global = true,
+        value_name = "LOCATION",
+        help_heading = "Global options"
+    )]
+    pub(crate) db: Option<String>,
+
     /// How to print answers: aligned columns for people, or the wire response as JSON
     /// for scripts.
-    #[arg(long, global = true, value_enum, default_value_t = Output::Table)]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t = Output::Table,
+        help_heading = "Global options"
+    )]
     pub(crate) output: Output,
 
     #[command(subcommand)]

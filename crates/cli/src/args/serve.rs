@@ -15,8 +15,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "MQLITE_ADDR", default_value = config::DEFAULT_ADDR, value_parser = parse_addr)]
     pub(crate) addr: SocketAddr,
 
-    /// The store: a file path, `:memory:`, or `redb:<path>`.
-    #[arg(long, env = "MQLITE_DB", default_value = config::DEFAULT_DB)]
+    /// The store, from the global `--db` (MQLITE_DB).
+    #[arg(skip)]
     pub(crate) db: String,
 
     /// Comma-separated administrator tokens (each at least 16 characters), or `off`
