@@ -16,6 +16,7 @@ mod output;
 mod remote;
 mod serve;
 mod trace;
+mod vacuum;
 
 use args::{Cli, Command, Output};
 use mqlite_broker::VERSION;
@@ -89,6 +90,20 @@ fn run(cli: Cli) -> Result<(), Failure> {
             serve::run(a)
         }
         Command::Backup(a) => backup::run(&a, cli.output),
+        Command::Vacuum(a) => {
+            if cli
+                .endpoint
+                .as_deref()
+                .is_some_and(|e| !e.trim().is_empty())
+            {
+                return Err(
+                    "vacuum works on a local file, not through a broker: give --db \
+                            (MQLITE_DB) and no --endpoint"
+                        .into(),
+                );
+            }
+            vacuum::run(&a, cli.db.as_deref(), cli.output)
+        }
         Command::Trace(a) => trace::run(a, cli.output),
         Command::Version => match cli.output {
             Output::Json => output::json(&serde_json::json!({ "version": VERSION })),

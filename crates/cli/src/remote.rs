@@ -144,8 +144,12 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
                 Output::Table => output::line(&format!("revoked key {id}")),
             }
         }
-        Command::Serve(_) | Command::Backup(_) | Command::Trace(_) | Command::Version => {
-            Err("serve, backup, trace and version are not broker calls".into())
+        Command::Serve(_)
+        | Command::Backup(_)
+        | Command::Trace(_)
+        | Command::Version
+        | Command::Vacuum(_) => {
+            Err("serve, backup, trace, vacuum and version are not broker calls".into())
         }
     }
 }

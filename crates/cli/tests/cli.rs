@@ -1653,3 +1653,67 @@ fn embedded_mode_runs_the_subcommands_on_a_local_file() {
     let err = held.failed(1);
     assert!(err.contains("--endpoint"), "{err}");
 }
+
+/// `mqlite vacuum` on a local file: the pages a drained backlog left go back to the
+/// file system; through a broker it is refused (it needs the file), and a file a broker
+/// serves is refused with the way to go.
+#[test]
+fn vacuum_gives_a_drained_files_pages_back() {
+    let dir = scratch();
+    let path = dir.path().join("v.db").display().to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let e = mqlite::Engine::open(&path).await.expect("open");
+        e.create_queue("q", mqlite::QueueConfig::default())
+            .await
+            .expect("queue");
+        for _ in 0..4 {
+            let batch = (0..1000)
+                .map(|_| mqlite::OutMessage::new(vec![b'x'; 1024]))
+                .collect();
+            e.send_batch("q", batch).await.expect("send");
+        }
+        let options = mqlite::ReceiveOptions {
+            max_messages: 256,
+            mode: mqlite::ReceiveMode::ReceiveAndDelete,
+            ..Default::default()
+        };
+        while !e
+            .receive("q", options.clone())
+            .await
+            .expect("receive")
+            .is_empty()
+        {}
+        e.close().await;
+    });
+    let ran: Ran = mqlite()
+        .args(["--db", &path, "--output", "json", "vacuum"])
+        .output()
+        .expect("mqlite runs")
+        .into();
+    let report = ran.json();
+    let before = report["bytes_before"].as_u64().expect("bytes_before");
+    let after = report["bytes_after"].as_u64().expect("bytes_after");
+    assert!(after * 4 < before, "{report}");
+    assert_eq!(report["incremental"], true);
+    assert_eq!(fs::metadata(&path).expect("the file").len(), after);
+
+    let through: Ran = mqlite()
+        .args(["--endpoint", "http://127.0.0.1:1", "--db", &path, "vacuum"])
+        .output()
+        .expect("mqlite runs")
+        .into();
+    assert!(through.failed(1).contains("not through a broker"));
+    let s = Server::start();
+    let served = s.db().display().to_string();
+    let held: Ran = mqlite()
+        .args(["--db", &served, "vacuum"])
+        .output()
+        .expect("mqlite runs")
+        .into();
+    let err = held.failed(1);
+    assert!(err.contains("stop the broker"), "{err}");
+}

@@ -110,7 +110,9 @@ pub mod relay {
 }
 
 #[cfg(feature = "sqlite")]
-pub use mqlite_store_sqlite::{SqliteOptions, SqliteStore, SqliteTx, Synchronous, rusqlite};
+pub use mqlite_store_sqlite::{
+    SqliteOptions, SqliteStore, SqliteTx, Synchronous, VacuumReport, rusqlite,
+};
 
 #[cfg(feature = "redb")]
 pub use mqlite_store_redb::{RedbOptions, RedbStore, RedbTx, redb};

@@ -76,6 +76,16 @@ pub const JANITOR: &[&str] = &[
     "DELETE FROM mqlite_dedup WHERE expires_at <= :now",
 ];
 
+/// Whether the file gives free pages back incrementally (2: `INCREMENTAL`).
+pub const AUTO_VACUUM: &str = "PRAGMA auto_vacuum";
+/// The pages on the file's free list.
+pub const FREELIST_COUNT: &str = "PRAGMA freelist_count";
+/// Gives back up to [`VACUUM_STEP_PAGES`] free pages (a pragma takes no bound
+/// parameter, so the step is fixed and repeated); it frees a page per row it steps.
+pub const INCREMENTAL_VACUUM: &str = "PRAGMA incremental_vacuum(1024)";
+/// The pages one [`INCREMENTAL_VACUUM`] frees at most (4 MiB of 4 KiB pages).
+pub const VACUUM_STEP_PAGES: u64 = 1024;
+
 /// Runs one recovery task within the surrounding transaction.
 pub async fn recover<X: SqlExec>(x: &mut X, now: i64, task: RecoverTask) -> Result<u64> {
     match task {
@@ -97,7 +107,44 @@ pub async fn recover<X: SqlExec>(x: &mut X, now: i64, task: RecoverTask) -> Resu
             }
             Ok(n)
         }
+        RecoverTask::Vacuum { max_pages } => vacuum(x, u64::from(max_pages)).await,
     }
+}
+
+/// Gives back free pages of a local file in incremental auto-vacuum mode, in steps of
+/// [`VACUUM_STEP_PAGES`], at most `max_pages` (rounded up to a step): the pages freed.
+/// A remote store, or a file made without incremental auto-vacuum (one written by an
+/// earlier version: `mqlite vacuum --full` converts it), frees nothing.
+async fn vacuum<X: SqlExec>(x: &mut X, max_pages: u64) -> Result<u64> {
+    if !x.reclaims_pages() {
+        return Ok(0);
+    }
+    let mode = x.query(AUTO_VACUUM, &[]).await?;
+    if mode.first().map(|r| r.int(0)).transpose()? != Some(2) {
+        return Ok(0);
+    }
+    let free_before = free_pages(x).await?;
+    let mut free = free_before;
+    while free > 0 && free_before - free < max_pages {
+        // It steps once per page freed, as a row: read to the end.
+        x.query(INCREMENTAL_VACUUM, &[]).await?;
+        let left = free_pages(x).await?;
+        if left >= free {
+            break;
+        }
+        free = left;
+    }
+    Ok(free_before - free)
+}
+
+/// The pages on the file's free list.
+async fn free_pages<X: SqlExec>(x: &mut X) -> Result<u64> {
+    let rows = x.query(FREELIST_COUNT, &[]).await?;
+    Ok(rows
+        .first()
+        .map(|r| r.int(0))
+        .transpose()?
+        .map_or(0, |n| u64::try_from(n).unwrap_or(0)))
 }
 
 /// Notes the departures a `RETURNING queue, line, waiting` statement reported.

@@ -380,12 +380,100 @@ impl SqliteStore {
             .await
     }
 
+    /// Gives the file's free pages back to the file system, on the writer thread outside
+    /// any transaction (what `mqlite vacuum` runs), then checkpoints the WAL so the file
+    /// on disk shrinks now.
+    ///
+    /// Incremental (`full = false`): frees every page on the free list of a file in
+    /// `auto_vacuum = INCREMENTAL` mode (every file this version creates); a file made
+    /// without it frees nothing, and the report says so. Full: rewrites the whole file
+    /// (`VACUUM`), converting it to incremental mode on the way; it needs free disk
+    /// space about the size of the file, and holds the writer for its whole run.
+    pub async fn vacuum(&self, full: bool) -> Result<VacuumReport> {
+        self.writer
+            .run(move |conn, _| {
+                let pages = |c: &rusqlite::Connection| -> Result<(u64, u64)> {
+                    let n: i64 = c
+                        .query_row("PRAGMA page_count", [], |r| r.get(0))
+                        .map_err(db)?;
+                    let free: i64 = c
+                        .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+                        .map_err(db)?;
+                    Ok((n.max(0).cast_unsigned(), free.max(0).cast_unsigned()))
+                };
+                let page_size: i64 = conn
+                    .query_row("PRAGMA page_size", [], |r| r.get(0))
+                    .map_err(db)?;
+                let (pages_before, free_before) = pages(conn)?;
+                if full {
+                    conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL; VACUUM;")
+                        .map_err(db)?;
+                } else {
+                    // It frees one page per step (a row each): step to the end.
+                    let mut stmt = conn.prepare("PRAGMA incremental_vacuum").map_err(db)?;
+                    let mut rows = stmt.raw_query();
+                    while rows.next().map_err(db)?.is_some() {}
+                }
+                // Copies the WAL back and truncates it, so the file shrinks on disk now
+                // (an ordinary checkpoint would also do it, later).
+                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+                    .map_err(db)?;
+                let (pages_after, free_after) = pages(conn)?;
+                let mode: i64 = conn
+                    .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+                    .map_err(db)?;
+                Ok(VacuumReport {
+                    full,
+                    page_size: page_size.max(0).cast_unsigned(),
+                    pages_before,
+                    free_pages_before: free_before,
+                    pages_after,
+                    free_pages_after: free_after,
+                    incremental: mode == 2,
+                })
+            })
+            .await
+    }
+
     /// Runs a read-only query returning one integer (tests and diagnostics).
     pub async fn query_i64(&self, sql: &str) -> Result<i64> {
         let text = sql.to_owned();
         self.writer
             .run(move |conn, _| conn.query_row(&text, [], |r| r.get(0)).map_err(db))
             .await
+    }
+}
+
+/// What [`SqliteStore::vacuum`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VacuumReport {
+    /// Whether it rewrote the whole file.
+    pub full: bool,
+    /// Bytes per page.
+    pub page_size: u64,
+    /// The file's pages before.
+    pub pages_before: u64,
+    /// Of those, free.
+    pub free_pages_before: u64,
+    /// The file's pages after.
+    pub pages_after: u64,
+    /// Of those, free (an incremental vacuum of a file not in incremental mode frees
+    /// none).
+    pub free_pages_after: u64,
+    /// Whether the file now gives free pages back incrementally (the janitor's step).
+    pub incremental: bool,
+}
+
+impl VacuumReport {
+    /// The file's size before, bytes.
+    pub fn bytes_before(&self) -> u64 {
+        self.pages_before * self.page_size
+    }
+
+    /// The file's size after, bytes.
+    pub fn bytes_after(&self) -> u64 {
+        self.pages_after * self.page_size
     }
 }
 

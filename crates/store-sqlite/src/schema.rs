@@ -145,6 +145,11 @@ pub(crate) fn open_connection(location: &DbPath, sync: Synchronous) -> Result<Co
     )
     .map_err(db)?;
     if matches!(location, DbPath::File(_)) {
+        // Before any table exists, so a new file gives free pages back incrementally
+        // (the janitor's vacuum step, `mqlite vacuum`). On a file that already has
+        // tables it changes nothing until a full VACUUM, which then converts it.
+        conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL")
+            .map_err(db)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(db)?;

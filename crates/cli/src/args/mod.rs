@@ -135,6 +135,14 @@ pub(crate) enum Command {
     /// Manage access keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Give a local SQLite file's free pages back to the file system (--db or
+    /// MQLITE_DB); not a broker call.
+    ///
+    /// Without --full, frees the pages a drained backlog left (files made by this
+    /// version; a broker's janitor also does it in bounded steps). --full rewrites the
+    /// whole file, converting one made by an earlier version. Stop the broker that
+    /// serves the file first: vacuum needs it to itself.
+    Vacuum(VacuumArgs),
     /// Copy a local SQLite database consistently (VACUUM INTO); not a broker call.
     ///
     /// Safe while a broker serves the file: the copy is one read transaction's
@@ -520,6 +528,13 @@ pub(crate) struct KeyListArgs {
     /// At most this many (default 100, max 1000).
     #[arg(long, value_name = "N")]
     pub(crate) limit: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct VacuumArgs {
+    /// Rewrite the whole file (needs free disk space about its size).
+    #[arg(long)]
+    pub(crate) full: bool,
 }
 
 #[derive(Debug, Args)]

@@ -218,4 +218,11 @@ pub enum RecoverTask {
     Retention(RetentionDefaults),
     /// Expired receipts, receive attempts and dedup entries pruned.
     Janitor,
+    /// Free pages given back to the file system, at most `max_pages` of them: a local
+    /// SQLite file in `auto_vacuum = INCREMENTAL` mode (every file this version creates)
+    /// truncates its free list; other stores give back nothing and answer 0.
+    Vacuum {
+        /// The most pages one step frees (bounds the step's time).
+        max_pages: u32,
+    },
 }

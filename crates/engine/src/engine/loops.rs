@@ -29,7 +29,8 @@ pub enum LoopKind {
     Scheduler,
     /// TTL expiry.
     Ttl,
-    /// Receipts, attempts, dedup entries and dead-letter retention.
+    /// Receipts, attempts, dedup entries, dead-letter retention, and a step of free
+    /// pages given back to the file system.
     Janitor,
 }
 
@@ -52,7 +53,13 @@ pub struct SweepReport {
     pub retention_dropped: u64,
     /// Receipts, attempts and dedup entries pruned.
     pub pruned: u64,
+    /// Free pages given back to the file system (a local SQLite file).
+    pub pages_freed: u64,
 }
+
+/// The most free pages one janitor pass gives back (64 MiB of 4 KiB pages): a drained
+/// backlog's space returns over a few passes, each pass's transaction short.
+const VACUUM_STEP_MAX_PAGES: u32 = 16 * 1024;
 
 impl<S: Store> Engine<S> {
     /// Runs one pass of every background sweep now, in loop order.
@@ -78,6 +85,10 @@ impl<S: Store> Engine<S> {
                 let retention = RecoverTask::Retention(self.inner.options.retention);
                 report.retention_dropped += store.recover(retention).await?;
                 report.pruned += store.recover(RecoverTask::Janitor).await?;
+                let step = RecoverTask::Vacuum {
+                    max_pages: VACUUM_STEP_MAX_PAGES,
+                };
+                report.pages_freed += store.recover(step).await?;
                 if cfg!(feature = "metrics") {
                     // Refresh the per-state gauges of every queue holding messages.
                     for q in store.list_queues().await? {
