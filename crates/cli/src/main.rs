@@ -12,6 +12,7 @@ use clap::{CommandFactory, Parser};
 mod args;
 mod backup;
 mod logs;
+mod mcp;
 mod output;
 mod remote;
 mod serve;
@@ -90,6 +91,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             serve::run(a)
         }
         Command::Backup(a) => backup::run(&a, cli.output),
+        Command::Mcp => mcp::run(cli.endpoint, cli.token, cli.db),
         Command::Vacuum(a) => {
             if cli
                 .endpoint
@@ -115,7 +117,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
                 .build()
                 .map_err(|e| Failure::from(format!("cannot start the async runtime: {e}")))?;
             runtime.block_on(async {
-                let client = connect(cli.endpoint, cli.token, cli.db).await?;
+                let client = connect(cli.endpoint, cli.token, cli.db, false).await?;
                 let done = remote::run(&client, cli.output, command).await;
                 if let Some(local) = client.in_process() {
                     local.close().await;
@@ -132,6 +134,7 @@ pub(crate) async fn connect(
     endpoint: Option<String>,
     token: Option<String>,
     db: Option<String>,
+    background: bool,
 ) -> Result<mqlite_broker::Client, Failure> {
     let set = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
     match (set(endpoint), set(db)) {
@@ -140,9 +143,9 @@ pub(crate) async fn connect(
             let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
             let mut config =
                 mqlite_broker::BrokerConfig::new(addr, db.clone(), mqlite_broker::AuthConfig::Off);
-            // One command's work: no sweeps behind it (a claim reclaims expired leases
-            // itself; due messages are due by the clock).
-            config.background = false;
+            // One command's work needs no sweeps behind it (a claim reclaims expired
+            // leases itself; due messages are due by the clock); a server's does.
+            config.background = background;
             let local = mqlite_broker::Local::open(&config).await.map_err(|e| {
                 let locked = matches!(
                     &e,

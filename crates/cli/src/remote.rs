@@ -148,8 +148,9 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
         | Command::Backup(_)
         | Command::Trace(_)
         | Command::Version
-        | Command::Vacuum(_) => {
-            Err("serve, backup, trace, vacuum and version are not broker calls".into())
+        | Command::Vacuum(_)
+        | Command::Mcp => {
+            Err("serve, backup, trace, vacuum, mcp and version are not broker calls".into())
         }
     }
 }

@@ -40,6 +40,7 @@ const ENV: &[&str] = &[
     "MQLITE_DB_AUTH_TOKEN",
     "RUST_LOG",
     "MQLITE_ENDPOINT",
+    "MQLITE_URL",
     "MQLITE_TOKEN",
 ];
 
@@ -1716,4 +1717,173 @@ fn vacuum_gives_a_drained_files_pages_back() {
         .into();
     let err = held.failed(1);
     assert!(err.contains("stop the broker"), "{err}");
+}
+
+/// An MCP host's end of `mqlite mcp`'s stdio.
+struct McpHost {
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next_id: i64,
+}
+
+impl McpHost {
+    /// Writes one line; reads the answer's line unless it is a notification.
+    fn line(&mut self, line: &str, answered: bool) -> Value {
+        writeln!(self.stdin, "{line}").expect("write");
+        self.stdin.flush().expect("flush");
+        if !answered {
+            return Value::Null;
+        }
+        let mut answer = String::new();
+        self.stdout.read_line(&mut answer).expect("an answer");
+        serde_json::from_str(&answer).expect("the answer is JSON")
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let msg =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let answer = self.line(&msg.to_string(), true);
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["jsonrpc"], "2.0");
+        answer
+    }
+
+    fn tool(&mut self, name: &str, arguments: Value) -> Value {
+        let params = serde_json::json!({"name": name, "arguments": arguments});
+        self.request("tools/call", params)["result"].clone()
+    }
+}
+
+/// `mqlite mcp` spoken to as an MCP host speaks (JSON-RPC 2.0, one message per line on
+/// the child's stdin and stdout), over a local file: the handshake, the 14 tools with
+/// their schemas, a message sent, received and completed through tools, a refusal as a
+/// tool error, and the protocol's own errors; the server ends when stdin closes.
+#[test]
+fn mcp_serves_the_queue_tools_over_stdio() {
+    let dir = scratch();
+    let db = dir.path().join("m.db").display().to_string();
+    let mut child = mqlite()
+        .args(["--db", &db, "mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mqlite mcp starts");
+    let mut host = McpHost {
+        stdin: child.stdin.take().expect("its stdin"),
+        stdout: BufReader::new(child.stdout.take().expect("its stdout")),
+        next_id: 0,
+    };
+    let init = host.request(
+        "initialize",
+        serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}),
+    );
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+    assert_eq!(init["result"]["serverInfo"]["name"], "mqlite");
+    assert!(init["result"]["capabilities"]["tools"].is_object());
+    // A notification: no answer (the next answer read is the next request's).
+    host.line(
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        false,
+    );
+    let listed = host.request("tools/list", serde_json::json!({}));
+    let tools = listed["result"]["tools"].as_array().expect("tools");
+    let names: Vec<&str> = tools
+        .iter()
+        .map(|t| t["name"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "list_queues",
+            "create_queue",
+            "send",
+            "receive",
+            "complete",
+            "abandon",
+            "renew",
+            "defer",
+            "receive_deferred",
+            "reject",
+            "peek",
+            "stats",
+            "redrive",
+            "purge"
+        ]
+    );
+    assert!(tools.iter().all(|t| t["inputSchema"]["type"] == "object"));
+    let created = host.tool(
+        "create_queue",
+        serde_json::json!({"name": "jobs", "max_delivery_count": 3}),
+    );
+    assert_eq!(created["isError"], false, "{created}");
+    let sent = host.tool(
+        "send",
+        serde_json::json!({"queue": "jobs", "body": "hello"}),
+    );
+    assert_eq!(sent["structuredContent"]["seq_numbers"][0], 1, "{sent}");
+    let got = host.tool("receive", serde_json::json!({"queue": "jobs"}));
+    let m = &got["structuredContent"]["messages"][0];
+    assert_eq!(m["body_text"], "hello", "{got}");
+    let token = m["lock_token"].as_str().expect("a lock token").to_owned();
+    let done = host.tool(
+        "complete",
+        serde_json::json!({"queue": "jobs", "seq_number": 1, "lock_token": token}),
+    );
+    assert_eq!(done["isError"], false, "{done}");
+    let stats = host.tool("stats", serde_json::json!({"queue": "jobs"}));
+    assert_eq!(stats["structuredContent"]["total"], 0, "{stats}");
+    let queues = host.tool("list_queues", serde_json::json!({}));
+    assert_eq!(
+        queues["structuredContent"]["queues"][0]["max_delivery_count"], 3,
+        "{queues}"
+    );
+    // The broker's refusal is the tool's error, for the agent to read.
+    let refused = host.tool("send", serde_json::json!({"queue": "nope", "body": "x"}));
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = refused["content"][0]["text"].as_str().expect("text");
+    assert!(text.contains("not_found"), "{text}");
+    // The protocol's errors.
+    let unknown = host.request("tools/call", serde_json::json!({"name": "fly"}));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let missing = host.request(
+        "tools/call",
+        serde_json::json!({"name": "stats", "arguments": {}}),
+    );
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    let no_method = host.request("resources/list", serde_json::json!({}));
+    assert_eq!(no_method["error"]["code"], -32601, "{no_method}");
+    let garbage = host.line("{not json", true);
+    assert_eq!(garbage["error"]["code"], -32700, "{garbage}");
+    drop(host);
+    let status = child.wait().expect("it ends");
+    assert!(status.success(), "{status}");
+}
+
+/// `mqlite mcp` over a broker named by `MQLITE_URL` with `MQLITE_TOKEN`: the tools call
+/// it (the queue created through a tool is the broker's).
+#[test]
+fn mcp_calls_the_broker_mqlite_url_names() {
+    let s = Server::start();
+    let mut child = mqlite()
+        .arg("mcp")
+        .env("MQLITE_URL", &s.endpoint)
+        .env("MQLITE_TOKEN", TOKEN)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mqlite mcp starts");
+    let mut host = McpHost {
+        stdin: child.stdin.take().expect("its stdin"),
+        stdout: BufReader::new(child.stdout.take().expect("its stdout")),
+        next_id: 0,
+    };
+    let created = host.tool("create_queue", serde_json::json!({"name": "viamcp"}));
+    assert_eq!(created["isError"], false, "{created}");
+    assert_eq!(s.active("viamcp"), 0, "the broker has the queue");
+    drop(host);
+    assert!(child.wait().expect("it ends").success());
 }

@@ -98,6 +98,12 @@ pub(crate) enum Command {
     Cancel(CancelArgs),
     /// Print this program's version.
     Version,
+    /// Serve the queue to an AI agent: a Model Context Protocol server on stdin/stdout
+    /// (JSON-RPC 2.0, one message per line) with 14 tools (list_queues, create_queue,
+    /// send, receive, complete, abandon, renew, defer, receive_deferred, reject, peek,
+    /// stats, redrive, purge), over the broker --endpoint (or MQLITE_URL) names, or the
+    /// store --db names.
+    Mcp,
     /// Complete a received message (it is done).
     Complete(SettleArgs),
     /// Abandon a received message (deliver it again).
