@@ -73,12 +73,13 @@ pub(crate) use mqlite::error_chain as chain;
 fn validate(cli: &Cli) -> Result<(), clap::Error> {
     if let Command::CreateQueue(a) = &cli.command
         && a.kind == args::Kind::Topic
-        && a.has_queue_options()
+        && a.options.any()
     {
         return Err(Cli::command().error(
             clap::error::ErrorKind::ArgumentConflict,
             "a topic takes no queue options (--lock-duration-ms, --max-delivery-count, \
-             --default-ttl-ms, --dedup-window-ms, --ordering-mode)",
+             --default-ttl-ms, --dedup-window-ms, --ordering-mode, --dead-letter-on-expire, \
+             --dlq-*)",
         ));
     }
     Ok(())

@@ -71,14 +71,33 @@ pub(crate) fn pairs(pairs: &[(&str, String)]) -> Result<(), Failure> {
     line(&text)
 }
 
-/// A message's body for a table: base64-decoded, UTF-8 lossy, control characters
-/// escaped (one row per message), at most [`BODY_WIDTH`] characters.
+/// Prints each message's body, its bytes exactly as sent, followed by a newline
+/// (`--raw`).
+pub(crate) fn raw_bodies(messages: &[WireMessage]) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    for m in messages {
+        let bytes = m
+            .decoded_body()
+            .map_err(|_| Failure::from(format!("the body of {} is not base64", m.seq_number)))?;
+        out.write_all(&bytes)
+            .and_then(|()| out.write_all(b"\n"))
+            .map_err(|e| Failure::from(format!("cannot write to stdout: {e}")))?;
+    }
+    out.flush()
+        .map_err(|e| Failure::from(format!("cannot write to stdout: {e}")))
+}
+
+/// A message's body for a table: its text with control characters escaped (one row per
+/// message), or `base64:` and the wire's base64 when it is not UTF-8 (a terminal is
+/// never sent raw bytes; `--raw` prints them), at most [`BODY_WIDTH`] characters.
 pub(crate) fn body(m: &WireMessage) -> String {
     let bytes = match m.decoded_body() {
         Ok(b) => b,
         Err(_) => return "<body is not base64>".to_owned(),
     };
-    let text = String::from_utf8_lossy(&bytes);
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return truncate(&format!("base64:{}", m.body), BODY_WIDTH);
+    };
     let escaped: String = text
         .chars()
         .flat_map(|c| {
@@ -129,7 +148,7 @@ mod tests {
     fn bodies_are_decoded_escaped_and_cut() {
         assert_eq!(body(&WireMessage::with_body("hello")), "hello");
         assert_eq!(body(&WireMessage::with_body("a\nb\tc")), "a\\nb\\tc");
-        assert_eq!(body(&WireMessage::with_body([0xff, b'x'])), "\u{fffd}x");
+        assert_eq!(body(&WireMessage::with_body([0xff, b'x'])), "base64:/3g=");
         let long = "é".repeat(100);
         let shown = body(&WireMessage::with_body(&long));
         assert_eq!(shown.chars().count(), BODY_WIDTH);

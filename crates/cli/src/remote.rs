@@ -16,8 +16,8 @@ use mqlite_broker::{Client, Rpc};
 
 use crate::Failure;
 use crate::args::{
-    Command, CreateQueueArgs, KeyCommand, KeyCreateArgs, KeyListArgs, Output, PeekArgs,
-    ReceiveArgs, SendArgs, SettleArgs, SubscribeArgs, TestFilterArgs,
+    Command, CreateQueueArgs, KeyCommand, KeyCreateArgs, KeyListArgs, MessageArgs, Output,
+    PeekArgs, ReceiveArgs, SettleArgs, SubscribeArgs, TestFilterArgs, UpdateQueueArgs,
 };
 use crate::output::{self, body, ms_or_dash, or_dash};
 
@@ -26,7 +26,18 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
     match command {
         Command::CreateQueue(a) => create_queue(client, out, a).await,
         Command::ListQueues => list_queues(client, out).await,
-        Command::Send(a) => send(client, out, a).await,
+        Command::Send(a) => {
+            let at_ms = match &a.delay {
+                Some(d) => Some(now_ms().saturating_add(ms("--delay", d)?)),
+                None => a.at_ms,
+            };
+            send(client, out, Rpc::Send, a.message, at_ms).await
+        }
+        Command::Schedule(a) => {
+            let at_ms = at_time(&a.at)?;
+            send(client, out, Rpc::Schedule, a.message, Some(at_ms)).await
+        }
+        Command::UpdateQueue(a) => update_queue(client, out, a).await,
         Command::Receive(a) => receive(client, out, a).await,
         Command::Complete(a) => settle(client, out, Rpc::Complete, a, 0, "", "").await,
         Command::Abandon(a) => settle(client, out, Rpc::Abandon, a.lock, a.delay_ms, "", "").await,
@@ -160,12 +171,7 @@ async fn create_queue(client: &Client, out: Output, a: CreateQueueArgs) -> Resul
         name: a.name.clone(),
         config: WireQueueConfig {
             kind: Some(a.kind.as_str().to_owned()),
-            lock_duration_ms: a.lock_duration_ms,
-            max_delivery_count: a.max_delivery_count,
-            default_ttl_ms: a.default_ttl_ms,
-            dedup_window_ms: a.dedup_window_ms,
-            ordering_mode: a.ordering_mode.map(|m| m.as_str().to_owned()),
-            ..Default::default()
+            ..a.options.config()
         },
     };
     // CreateQueue is an upsert: say which it was, and show what the queue now is.
@@ -181,6 +187,50 @@ async fn create_queue(client: &Client, out: Output, a: CreateQueueArgs) -> Resul
     match after.queues.iter().find(|q| q.name == a.name) {
         Some(q) if q.kind != "topic" => output::pairs(&config_pairs(q)),
         _ => Ok(()),
+    }
+}
+
+/// Changes only the given options of an existing queue: its current configuration, the
+/// flags laid over it, written back whole (CreateQueue is an upsert).
+async fn update_queue(client: &Client, out: Output, a: UpdateQueueArgs) -> Result<(), Failure> {
+    let before: QueuesResponse = client.call(Rpc::ListQueues, &Empty {}).await?;
+    let Some(q) = before.queues.iter().find(|q| q.name == a.name) else {
+        return Err(format!("no queue {}: create it with create-queue", a.name).into());
+    };
+    if q.kind == "topic" {
+        return Err(format!("{} is a topic: a topic has no queue options", a.name).into());
+    }
+    let given = a.options.config();
+    let request = CreateQueueRequest {
+        name: a.name.clone(),
+        config: WireQueueConfig {
+            kind: Some(q.kind.clone()),
+            lock_duration_ms: given.lock_duration_ms.or(Some(q.lock_duration_ms)),
+            max_delivery_count: given.max_delivery_count.or(Some(q.max_delivery_count)),
+            default_ttl_ms: given.default_ttl_ms.or(Some(q.default_ttl_ms)),
+            dead_letter_on_expire: given
+                .dead_letter_on_expire
+                .or(Some(q.dead_letter_on_expire)),
+            dedup_window_ms: given.dedup_window_ms.or(Some(q.dedup_window_ms)),
+            ordering_mode: given.ordering_mode.or(Some(q.ordering_mode.clone())),
+            dlq_max_age_ms: given.dlq_max_age_ms.or(Some(q.dlq_max_age_ms)),
+            dlq_max_count: given.dlq_max_count.or(Some(q.dlq_max_count)),
+            dlq_max_bytes: given.dlq_max_bytes.or(Some(q.dlq_max_bytes)),
+        },
+    };
+    let _: Empty = client.call(Rpc::CreateQueue, &request).await?;
+    let after: QueuesResponse = client.call(Rpc::ListQueues, &Empty {}).await?;
+    let q = after
+        .queues
+        .into_iter()
+        .find(|q| q.name == a.name)
+        .ok_or_else(|| Failure::from(format!("{} vanished while it was updated", a.name)))?;
+    match out {
+        Output::Json => output::json(&q),
+        Output::Table => {
+            output::line(&format!("updated queue {}", a.name))?;
+            output::pairs(&config_pairs(&q))
+        }
     }
 }
 
@@ -270,16 +320,12 @@ fn event(m: &WireMessage) -> String {
 }
 
 /// The body to send: the argument's text, or a file's (`-`: stdin) bytes.
-fn read_body(a: &SendArgs) -> Result<Vec<u8>, Failure> {
+fn read_body(a: &MessageArgs) -> Result<Vec<u8>, Failure> {
+    let stdin = |p: &std::path::Path| p.as_os_str() == "-";
     match (&a.body, &a.file) {
-        (Some(text), None) => Ok(text.as_bytes().to_vec()),
-        (None, Some(path)) if path.as_os_str() == "-" => {
-            let mut bytes = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut bytes)
-                .map_err(|e| Failure::from(format!("cannot read standard input: {e}")))?;
-            Ok(bytes)
-        }
+        (Some(text), None) if text != "-" => Ok(text.as_bytes().to_vec()),
+        (Some(_), None) => read_stdin(),
+        (None, Some(path)) if stdin(path) => read_stdin(),
         (None, Some(path)) => std::fs::read(path)
             .map_err(|e| Failure::from(format!("cannot read {}: {e}", path.display()))),
         // clap requires exactly one of them.
@@ -287,30 +333,63 @@ fn read_body(a: &SendArgs) -> Result<Vec<u8>, Failure> {
     }
 }
 
-async fn send(client: &Client, out: Output, a: SendArgs) -> Result<(), Failure> {
+/// The body from standard input.
+fn read_stdin() -> Result<Vec<u8>, Failure> {
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut bytes)
+        .map_err(|e| Failure::from(format!("cannot read standard input: {e}")))?;
+    Ok(bytes)
+}
+
+/// Milliseconds since the epoch, now.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A duration flag's value (30s, 2h, or ms) in ms.
+fn ms(name: &str, text: &str) -> Result<i64, Failure> {
+    mqlite_broker::config::parse_duration(name, text)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .map_err(|e| Failure::from(e.to_string()))
+}
+
+/// `schedule --at`: an RFC 3339 time, or a duration from now; epoch ms.
+fn at_time(text: &str) -> Result<i64, Failure> {
+    if let Ok(t) = humantime::parse_rfc3339_weak(text) {
+        let ms = t
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|_| Failure::from(format!("--at {text}: before 1970")))?
+            .as_millis();
+        return Ok(i64::try_from(ms).unwrap_or(i64::MAX));
+    }
+    let after = ms("--at", text).map_err(|_| {
+        Failure::from(format!(
+            "--at {text:?} is neither an RFC 3339 time (2027-01-02T15:04:05Z) nor a \
+             duration from now (30s, 15m, 2h, 7d)"
+        ))
+    })?;
+    Ok(now_ms().saturating_add(after))
+}
+
+async fn send(
+    client: &Client,
+    out: Output,
+    rpc: Rpc,
+    a: MessageArgs,
+    at_ms: Option<i64>,
+) -> Result<(), Failure> {
     let mut message = WireMessage::with_body(read_body(&a)?);
     message.message_id = a.message_id.unwrap_or_default();
     message.group_id = a.group_id.unwrap_or_default();
     message.subject = a.subject.unwrap_or_default();
     message.reply_to = a.reply_to.unwrap_or_default();
     message.correlation_id = a.correlation_id.unwrap_or_default();
-    let ms = |name: &str, text: &str| -> Result<i64, Failure> {
-        mqlite_broker::config::parse_duration(name, text)
-            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-            .map_err(|e| Failure::from(e.to_string()))
-    };
     let ttl_ms = match &a.ttl {
         Some(t) => Some(ms("--ttl", t)?),
         None => a.ttl_ms,
-    };
-    let at_ms = match &a.delay {
-        Some(d) => {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-            Some(now.saturating_add(ms("--delay", d)?))
-        }
-        None => a.at_ms,
     };
     message.event_source = a.event_source.unwrap_or_default();
     message.event_id = a.event_id.unwrap_or_default();
@@ -321,7 +400,7 @@ async fn send(client: &Client, out: Output, a: SendArgs) -> Result<(), Failure> 
         scheduled_enqueue_time_ms: at_ms,
         ttl_ms,
     };
-    let r: SendResponse = client.call(Rpc::Send, &request).await?;
+    let r: SendResponse = client.call(rpc, &request).await?;
     match out {
         Output::Json => output::json(&r),
         Output::Table => {
@@ -368,6 +447,7 @@ async fn receive(client: &Client, out: Output, a: ReceiveArgs) -> Result<(), Fai
     let r: MessagesResponse = client.call(Rpc::Receive, &request).await?;
     match out {
         Output::Json => output::json(&r)?,
+        Output::Table if a.raw => output::raw_bodies(&r.messages)?,
         Output::Table if r.messages.is_empty() => eprintln!("no messages"),
         Output::Table => {
             let mut headers = vec!["SEQ", "DELIVERIES"];
@@ -474,6 +554,9 @@ async fn peek(client: &Client, out: Output, a: PeekArgs) -> Result<(), Failure> 
     let r: MessagesResponse = client.call(Rpc::Peek, &request).await?;
     if out == Output::Json {
         return output::json(&r);
+    }
+    if a.raw {
+        return output::raw_bodies(&r.messages);
     }
     if r.messages.is_empty() {
         eprintln!("no messages");

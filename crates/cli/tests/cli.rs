@@ -1887,3 +1887,130 @@ fn mcp_calls_the_broker_mqlite_url_names() {
     drop(host);
     assert!(child.wait().expect("it ends").success());
 }
+
+/// Every client subcommand with `--output json` prints one JSON document (embedded
+/// mode, so no broker is needed); and the rows of issue 25 on the way: schedule by
+/// RFC 3339 time or duration, update-queue changing only the flags given,
+/// create-subscription --expr, a binary body shown as base64 and printed as it is with
+/// --raw.
+#[test]
+fn every_client_subcommand_prints_json_and_the_new_rows_work() {
+    let dir = scratch();
+    let db = dir.path().join("j.db").display().to_string();
+    let json = |args: &[&str]| -> Value {
+        let ran: Ran = mqlite()
+            .args(["--db", &db, "--output", "json"])
+            .args(args)
+            .output()
+            .expect("mqlite runs")
+            .into();
+        ran.json()
+    };
+    let table = |args: &[&str]| -> Ran {
+        mqlite()
+            .args(["--db", &db])
+            .args(args)
+            .output()
+            .expect("mqlite runs")
+            .into()
+    };
+    json(&[
+        "create-queue",
+        "jobs",
+        "--max-delivery-count",
+        "4",
+        "--dedup-window-ms",
+        "60000",
+    ]);
+    // update-queue: only the given flag changes.
+    let updated = json(&["update-queue", "jobs", "--lock-duration-ms", "5000"]);
+    assert_eq!(updated["lock_duration_ms"], 5000, "{updated}");
+    assert_eq!(updated["max_delivery_count"], 4, "kept: {updated}");
+    assert_eq!(updated["dedup_window_ms"], 60000, "kept: {updated}");
+    let missing = table(&["update-queue", "nope", "--lock-duration-ms", "5000"]);
+    assert!(missing.failed(1).contains("create it with create-queue"));
+    assert_eq!(
+        json(&["list-queues"])["queues"][0]["lock_duration_ms"],
+        5000
+    );
+
+    // schedule: an RFC 3339 time (far ahead) and a duration.
+    let at = json(&["schedule", "jobs", "later", "--at", "2999-01-02T15:04:05Z"]);
+    let scheduled = at["seq_numbers"][0].as_i64().expect("a seq");
+    let peeked = json(&["peek", "jobs", "--state", "scheduled"]);
+    assert_eq!(peeked["messages"][0]["seq_number"], scheduled);
+    json(&["schedule", "jobs", "soon", "--at", "2h"]);
+    assert_eq!(json(&["stats", "jobs"])["scheduled"], 2);
+    let bad = table(&["schedule", "jobs", "x", "--at", "tomorrow"]);
+    assert!(bad.failed(1).contains("neither an RFC 3339 time"));
+    assert_eq!(
+        json(&["cancel", "jobs", &scheduled.to_string()])["ok"],
+        true
+    );
+
+    // A binary body: base64 in a table, its bytes with --raw.
+    let bin = dir.path().join("bin");
+    fs::write(&bin, [0xff, 0x00, b'x']).expect("write");
+    json(&["send", "jobs", "--file", &bin.display().to_string()]);
+    let shown = table(&["peek", "jobs", "--state", "active"]);
+    assert!(shown.ok().contains("base64:/wB4"), "{}", shown.stdout);
+    let raw = mqlite()
+        .args(["--db", &db, "peek", "jobs", "--state", "active", "--raw"])
+        .output()
+        .expect("mqlite runs");
+    assert_eq!(raw.stdout, [0xff, 0x00, b'x', b'\n']);
+
+    // The rest, each a JSON document.
+    let got = json(&["receive", "jobs", "--no-complete"]);
+    let seq = got["messages"][0]["seq_number"]
+        .as_i64()
+        .expect("a seq")
+        .to_string();
+    let token = got["messages"][0]["lock_token"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
+    assert!(json(&["renew", "jobs", &seq, &token])["locked_until_ms"].as_i64() > Some(0));
+    json(&["defer", "jobs", &seq, &token]);
+    let again = json(&["receive-deferred", "jobs", &seq]);
+    let token = again["messages"][0]["lock_token"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
+    json(&["abandon", "jobs", &seq, &token]);
+    let got = json(&["receive", "jobs", "--no-complete"]);
+    let token = got["messages"][0]["lock_token"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
+    json(&["reject", "jobs", &seq, &token, "--reason", "bad"]);
+    assert_eq!(json(&["redrive", "jobs"])["moved"], 1);
+    let got = json(&["receive", "jobs", "--no-complete"]);
+    let token = got["messages"][0]["lock_token"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
+    json(&["complete", "jobs", &seq, &token]);
+    assert_eq!(json(&["purge", "jobs"])["purged"], 0);
+    json(&[
+        "create-subscription",
+        "news",
+        "eu",
+        "--expr",
+        "subject == 'eu'",
+    ]);
+    assert_eq!(
+        json(&["subscriptions"])["subscriptions"][0]["expr"],
+        "subject == 'eu'"
+    );
+    json(&["unsubscribe", "news", "eu"]);
+    assert_eq!(json(&["test-filter", "subject == 'x'"])["valid"], true);
+    assert!(json(&["status"])["version"].is_string());
+    let key = json(&["key", "create", "ci", "--permission", "send"]);
+    let id = key["id"].as_str().expect("an id").to_owned();
+    assert_eq!(json(&["key", "list"])["keys"][0]["id"], id.as_str());
+    json(&["key", "revoke", &id]);
+    assert!(json(&["version"])["version"].is_string());
+    assert_eq!(json(&["delete-queue", "jobs", "--yes"])["deleted"], true);
+    assert!(json(&["vacuum"])["bytes_after"].is_u64());
+}

@@ -83,12 +83,19 @@ pub(crate) enum Output {
 pub(crate) enum Command {
     /// Run the broker until SIGTERM or SIGINT.
     Serve(ServeArgs),
-    /// Create a queue (or a topic).
+    /// Create a queue (or a topic); on an existing one, replace its whole configuration
+    /// (options not given take their defaults: see update-queue).
     CreateQueue(CreateQueueArgs),
+    /// Change only the given options of an existing queue; the others keep their
+    /// values. Prints the resulting configuration.
+    UpdateQueue(UpdateQueueArgs),
     /// List every queue, topic and subscription.
     ListQueues,
     /// Send one message; prints its sequence number.
     Send(SendArgs),
+    /// Send one message for delivery at a later time; prints its sequence number
+    /// (cancel it before then with `cancel`).
+    Schedule(ScheduleArgs),
     /// Receive messages; prints them and completes them (unless --no-complete, or
     /// --delete: receive-and-delete).
     Receive(ReceiveArgs),
@@ -128,6 +135,7 @@ pub(crate) enum Command {
     /// Subscribe to a topic: a subscription (a queue of its own) receiving the messages
     /// sent to the topic that its filter accepts (every message without --filter).
     /// Again with the same name: its filter is replaced.
+    #[command(visible_alias = "create-subscription")]
     Subscribe(SubscribeArgs),
     /// Delete a subscription, with its backing queue and its messages.
     Unsubscribe(UnsubscribeArgs),
@@ -211,6 +219,22 @@ pub(crate) struct CreateQueueArgs {
     /// queue or topic (a topic takes none of the queue options).
     #[arg(long, value_enum, default_value_t = Kind::Queue)]
     pub(crate) kind: Kind,
+    #[command(flatten)]
+    pub(crate) options: QueueOptions,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UpdateQueueArgs {
+    /// The queue's name.
+    pub(crate) name: String,
+    #[command(flatten)]
+    pub(crate) options: QueueOptions,
+}
+
+/// A queue's options, each optional: create-queue gives the defaults to those not
+/// given, update-queue keeps their values.
+#[derive(Debug, Args)]
+pub(crate) struct QueueOptions {
     /// Lease length of a receive, ms (default 30000).
     #[arg(long, value_name = "MS")]
     pub(crate) lock_duration_ms: Option<i64>,
@@ -226,24 +250,59 @@ pub(crate) struct CreateQueueArgs {
     /// Delivery order.
     #[arg(long, value_enum)]
     pub(crate) ordering_mode: Option<OrderingMode>,
+    /// Whether an expired message is dead-lettered (true) or discarded (false, the
+    /// default).
+    #[arg(long, value_name = "BOOL")]
+    pub(crate) dead_letter_on_expire: Option<bool>,
+    /// Drop dead letters older than this, ms (0: the broker's default; -1: never).
+    #[arg(long, value_name = "MS", allow_hyphen_values = true)]
+    pub(crate) dlq_max_age_ms: Option<i64>,
+    /// Keep at most this many dead letters (0: the broker's default; -1: unbounded).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub(crate) dlq_max_count: Option<i64>,
+    /// Keep at most this many bytes of dead-letter bodies (0: the broker's default; -1:
+    /// unbounded).
+    #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
+    pub(crate) dlq_max_bytes: Option<i64>,
 }
 
-impl CreateQueueArgs {
+impl QueueOptions {
+    /// The options given, as the wire's configuration (None: not given).
+    pub(crate) fn config(&self) -> mqlite_broker::wire::WireQueueConfig {
+        mqlite_broker::wire::WireQueueConfig {
+            kind: None,
+            lock_duration_ms: self.lock_duration_ms,
+            max_delivery_count: self.max_delivery_count,
+            default_ttl_ms: self.default_ttl_ms,
+            dead_letter_on_expire: self.dead_letter_on_expire,
+            dedup_window_ms: self.dedup_window_ms,
+            ordering_mode: self.ordering_mode.map(|m| m.as_str().to_owned()),
+            dlq_max_age_ms: self.dlq_max_age_ms,
+            dlq_max_count: self.dlq_max_count,
+            dlq_max_bytes: self.dlq_max_bytes,
+        }
+    }
+
     /// Whether any queue option is given (a topic takes none).
-    pub(crate) fn has_queue_options(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.lock_duration_ms.is_some()
             || self.max_delivery_count.is_some()
             || self.default_ttl_ms.is_some()
             || self.dedup_window_ms.is_some()
             || self.ordering_mode.is_some()
+            || self.dead_letter_on_expire.is_some()
+            || self.dlq_max_age_ms.is_some()
+            || self.dlq_max_count.is_some()
+            || self.dlq_max_bytes.is_some()
     }
 }
 
+/// A message to send: what `send` and `schedule` share.
 #[derive(Debug, Args)]
-pub(crate) struct SendArgs {
+pub(crate) struct MessageArgs {
     /// The queue (or topic).
     pub(crate) queue: String,
-    /// The body, as text.
+    /// The body, as text (`-`: read standard input).
     #[arg(required_unless_present = "file", conflicts_with = "file")]
     pub(crate) body: Option<String>,
     /// Read the body from this file (`-`: standard input).
@@ -253,7 +312,7 @@ pub(crate) struct SendArgs {
     #[arg(long, value_name = "ID")]
     pub(crate) message_id: Option<String>,
     /// The ordering group.
-    #[arg(long, value_name = "G")]
+    #[arg(long, visible_alias = "group", value_name = "G")]
     pub(crate) group_id: Option<String>,
     /// A routing label (filters see it as `subject`).
     #[arg(long, value_name = "TEXT")]
@@ -270,12 +329,6 @@ pub(crate) struct SendArgs {
     /// Time to live, a duration (30s, 15m, 2h, 7d) or ms.
     #[arg(long, value_name = "DURATION")]
     pub(crate) ttl: Option<String>,
-    /// Deliver no earlier than this time, epoch ms.
-    #[arg(long, value_name = "EPOCH_MS", conflicts_with = "delay")]
-    pub(crate) at_ms: Option<i64>,
-    /// Deliver no earlier than this long from now, a duration (30s, 15m, 2h) or ms.
-    #[arg(long, value_name = "DURATION")]
-    pub(crate) delay: Option<String>,
     /// The event's CloudEvents source; with --event-id, its identity and dedup key.
     #[arg(long, value_name = "URI", requires = "event_id")]
     pub(crate) event_source: Option<String>,
@@ -285,6 +338,28 @@ pub(crate) struct SendArgs {
     /// The event's CloudEvents type.
     #[arg(long, value_name = "TYPE", requires = "event_id")]
     pub(crate) event_type: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SendArgs {
+    #[command(flatten)]
+    pub(crate) message: MessageArgs,
+    /// Deliver no earlier than this time, epoch ms.
+    #[arg(long, value_name = "EPOCH_MS", conflicts_with = "delay")]
+    pub(crate) at_ms: Option<i64>,
+    /// Deliver no earlier than this long from now, a duration (30s, 15m, 2h) or ms.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) delay: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ScheduleArgs {
+    #[command(flatten)]
+    pub(crate) message: MessageArgs,
+    /// When to deliver it: an RFC 3339 time (2027-01-02T15:04:05Z) or a duration from
+    /// now (30s, 15m, 2h, 7d).
+    #[arg(long, value_name = "TIME|DURATION")]
+    pub(crate) at: String,
 }
 
 #[derive(Debug, Args)]
@@ -305,6 +380,10 @@ pub(crate) struct ReceiveArgs {
     /// to settle; a message whose handling fails is lost).
     #[arg(long)]
     pub(crate) delete: bool,
+    /// Print only the bodies, each's bytes exactly as sent and a newline (a table
+    /// shows a binary body as base64).
+    #[arg(long)]
+    pub(crate) raw: bool,
 }
 
 #[derive(Debug, Args)]
@@ -372,6 +451,9 @@ pub(crate) struct PeekArgs {
     /// At most this many (default 32, max 1000).
     #[arg(long, value_name = "N")]
     pub(crate) max: Option<i64>,
+    /// Print only the bodies, each's bytes exactly as sent and a newline.
+    #[arg(long)]
+    pub(crate) raw: bool,
 }
 
 #[derive(Debug, Args)]
@@ -421,7 +503,7 @@ pub(crate) struct SubscribeArgs {
     pub(crate) name: String,
     /// A boolean expression in the expr language over the message (subject,
     /// properties, body_json, ...); see `test-filter`.
-    #[arg(long, value_name = "EXPR")]
+    #[arg(long, visible_alias = "expr", value_name = "EXPR")]
     pub(crate) filter: Option<String>,
 }
 
