@@ -36,10 +36,11 @@ pub struct SendResponse {
 pub struct ReceiveRequest {
     /// The queue.
     pub queue: String,
-    /// At most this many (default 1, max 256).
+    /// At most this many, 1 when unset or 0; more than 256 is taken as 256.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_messages: Option<i64>,
-    /// Long-poll up to this long, ms (max 20000).
+    /// Long-poll up to this long, ms (0 when unset: answer at once); more than 20000 is
+    /// taken as 20000.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_time_ms: Option<i64>,
     /// 0 peek-lock, 1 receive-and-delete.
@@ -188,7 +189,7 @@ pub struct PeekRequest {
     /// Only this state.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
-    /// At most this many (default 32, max 1000).
+    /// At most this many, 32 when unset or 0; more than 1000 is taken as 1000.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max: Option<i64>,
 }
