@@ -1,72 +1,22 @@
 //! A client of the wire contract, on the same wire types as the server: what the
-//! `mqlite` command's client subcommands and the broker's tests use.
+//! `mqlite` command's client subcommands and the broker's tests use. Over HTTP it is
+//! the facade's [`mqlite::remote::Http`]; made by [`Client::local`], the broker's own
+//! handlers serve its calls in this process.
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use std::sync::Arc;
+pub use mqlite::remote::ClientError;
+use mqlite::remote::{Http, Rpc, decode, wire::ErrorBody};
 
-use crate::{Local, rpc::Rpc, wire::ErrorBody};
-
-/// What a call can fail with.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ClientError {
-    /// The broker could not be reached, or the connection failed.
-    #[error("cannot reach the broker at {endpoint}: {source}")]
-    Transport {
-        /// The endpoint called.
-        endpoint: String,
-        /// What failed.
-        #[source]
-        source: reqwest::Error,
-    },
-    /// The broker answered with the error envelope.
-    #[error("{status} {code}: {message}")]
-    Api {
-        /// The HTTP status.
-        status: u16,
-        /// The envelope's code.
-        code: String,
-        /// The envelope's message.
-        message: String,
-    },
-    /// The answer was not what the contract says.
-    #[error("the broker's answer (HTTP {status}) is not understood: {detail}")]
-    Decode {
-        /// The HTTP status.
-        status: u16,
-        /// What was wrong.
-        detail: String,
-    },
-}
-
-impl ClientError {
-    /// The envelope's code, for an error the broker answered.
-    pub fn code(&self) -> Option<&str> {
-        match self {
-            ClientError::Api { code, .. } => Some(code),
-            _ => None,
-        }
-    }
-
-    /// The HTTP status, when the broker answered.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            ClientError::Api { status, .. } | ClientError::Decode { status, .. } => Some(*status),
-            ClientError::Transport { .. } => None,
-        }
-    }
-}
+use crate::Local;
 
 /// A connection to one broker, or to a store opened in this process ([`Client::local`]).
 #[derive(Debug, Clone)]
 pub struct Client {
-    http: reqwest::Client,
-    endpoint: String,
-    token: Option<String>,
+    http: Http,
     /// Set: every call is served in process by these handlers, not sent.
     local: Option<Arc<Local>>,
 }
@@ -75,20 +25,8 @@ impl Client {
     /// A client of the broker at `endpoint` (`http://127.0.0.1:6754`), sending `token`
     /// as the bearer token when given.
     pub fn new(endpoint: impl Into<String>, token: Option<String>) -> Self {
-        let endpoint = endpoint.into().trim_end_matches('/').to_owned();
-        let http = reqwest::Client::builder()
-            // Longer than the longest long-poll (20 s), so a wait is never cut short.
-            .timeout(Duration::from_secs(60))
-            // Shorter than the broker's idle keep-alive (its header timeout, 10 s by
-            // default), so a pooled connection is dropped here before the broker closes
-            // it under a request.
-            .pool_idle_timeout(Duration::from_secs(5))
-            .build()
-            .unwrap_or_default();
         Client {
-            http,
-            endpoint,
-            token,
+            http: Http::new(endpoint, token),
             local: None,
         }
     }
@@ -98,8 +36,8 @@ impl Client {
     /// broker. Its endpoint is the store's location.
     pub fn local(local: Local, location: impl Into<String>) -> Self {
         Client {
+            http: Http::new(location, None),
             local: Some(Arc::new(local)),
-            ..Client::new(location, None)
         }
     }
 
@@ -111,21 +49,14 @@ impl Client {
     /// The same broker with another token (or none).
     pub fn with_token(&self, token: Option<String>) -> Self {
         Client {
-            token,
-            ..self.clone()
+            http: self.http.with_token(token),
+            local: self.local.clone(),
         }
     }
 
     /// The endpoint.
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    fn transport(&self, source: reqwest::Error) -> ClientError {
-        ClientError::Transport {
-            endpoint: self.endpoint.clone(),
-            source,
-        }
+        self.http.endpoint()
     }
 
     /// Calls `rpc` with `request`.
@@ -134,6 +65,9 @@ impl Client {
         rpc: Rpc,
         request: &Q,
     ) -> Result<A, ClientError> {
+        if self.local.is_none() {
+            return self.http.call(rpc, request).await;
+        }
         let body = serde_json::to_vec(request).map_err(|e| ClientError::Decode {
             status: 0,
             detail: format!("the request does not encode: {e}"),
@@ -148,23 +82,7 @@ impl Client {
         body: impl Into<reqwest::Body>,
     ) -> Result<A, ClientError> {
         let (status, bytes) = self.post_raw(path, body).await?;
-        if (200..300).contains(&status) {
-            return serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
-                status,
-                detail: e.to_string(),
-            });
-        }
-        match serde_json::from_slice::<ErrorBody>(&bytes) {
-            Ok(e) => Err(ClientError::Api {
-                status,
-                code: e.code,
-                message: e.message,
-            }),
-            Err(_) => Err(ClientError::Decode {
-                status,
-                detail: String::from_utf8_lossy(&bytes).chars().take(200).collect(),
-            }),
-        }
+        decode(status, &bytes)
     }
 
     /// Posts raw bytes to `path`: the status and the body as they came.
@@ -173,26 +91,15 @@ impl Client {
         path: &str,
         body: impl Into<reqwest::Body>,
     ) -> Result<(u16, Vec<u8>), ClientError> {
-        if let Some(local) = &self.local {
-            let body: reqwest::Body = body.into();
-            let bytes = body.as_bytes().unwrap_or_default();
-            return Ok(match Rpc::from_path(path) {
-                Some(rpc) => local.call_bytes(rpc, bytes).await,
-                None => not_served(path),
-            });
-        }
-        let mut req = self
-            .http
-            .post(format!("{}{path}", self.endpoint))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body);
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
-        }
-        let resp = req.send().await.map_err(|e| self.transport(e))?;
-        let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(|e| self.transport(e))?;
-        Ok((status, bytes.to_vec()))
+        let Some(local) = &self.local else {
+            return self.http.post_raw(path, body).await;
+        };
+        let body: reqwest::Body = body.into();
+        let bytes = body.as_bytes().unwrap_or_default();
+        Ok(match Rpc::from_path(path) {
+            Some(rpc) => local.call_bytes(rpc, bytes).await,
+            None => not_served(path),
+        })
     }
 
     /// GETs `path`: the status and the body as text.
@@ -201,14 +108,7 @@ impl Client {
             let (status, body) = not_served(path);
             return Ok((status, String::from_utf8_lossy(&body).into_owned()));
         }
-        let mut req = self.http.get(format!("{}{path}", self.endpoint));
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
-        }
-        let resp = req.send().await.map_err(|e| self.transport(e))?;
-        let status = resp.status().as_u16();
-        let text = resp.text().await.map_err(|e| self.transport(e))?;
-        Ok((status, text))
+        self.http.get(path).await
     }
 }
 

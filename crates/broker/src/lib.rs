@@ -25,7 +25,9 @@ pub mod memory;
 mod prom;
 pub mod rpc;
 mod server;
-pub mod wire;
+
+/// The mqlite v1 wire types (the facade's [`mqlite::remote::wire`]).
+pub use mqlite::remote::wire;
 
 pub use client::{Client, ClientError};
 pub use config::{AuthConfig, BrokerConfig, DEFAULT_ADDR, DEFAULT_DB};

@@ -149,6 +149,18 @@ pub enum Error {
         /// What was seen.
         detail: String,
     },
+    /// A broker refused a call with an error this type has no variant for (401
+    /// `unauthenticated`, 403 `permission_denied`, 500 `internal`, ...): the remote
+    /// client's answer, with the wire's status, code and message.
+    #[error("the broker answered {status} {code}: {message}")]
+    Remote {
+        /// The HTTP status.
+        status: u16,
+        /// The wire's error code.
+        code: String,
+        /// The broker's message.
+        message: String,
+    },
     /// The storage backend failed. The native error is the [`std::error::Error::source`];
     /// it is not repeated in this message.
     #[error("{backend} backend error")]

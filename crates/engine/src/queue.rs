@@ -131,7 +131,7 @@ impl<S: Store> Queue<S> {
     }
 
     /// A worker on this queue (see [`Engine::worker`]).
-    pub fn worker<F, Fut>(&self, handler: F) -> Worker<S, F>
+    pub fn worker<F, Fut>(&self, handler: F) -> Worker<Engine<S>, F>
     where
         F: Fn(Message) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,

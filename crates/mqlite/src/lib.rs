@@ -46,7 +46,7 @@ pub use mqlite_engine::{EngineOptions, EngineTx, LeasesAtOpen, LoopKind, Queue, 
 /// The worker: handlers over long-polls with renewal, retries and a graceful stop.
 pub mod worker {
     pub use mqlite_engine::worker::{
-        HandlerError, REASON_HANDLER_FAILED, RetryPolicy, Worker, WorkerReport,
+        HandlerError, REASON_HANDLER_FAILED, RetryPolicy, Source, Worker, WorkerReport,
     };
 }
 
@@ -81,6 +81,9 @@ pub mod access {
 pub use mqlite_contract::error::chain as error_chain;
 
 pub mod trace;
+
+#[cfg(feature = "remote")]
+pub mod remote;
 
 /// Event identity (CloudEvents 1.0.2): the dedup key, the fingerprint, and the HTTP
 /// binary and structured modes.

@@ -7,10 +7,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mqlite::worker::{HandlerError, REASON_HANDLER_FAILED, RetryPolicy};
+use mqlite::worker::{HandlerError, REASON_HANDLER_FAILED, RetryPolicy, Source, Worker};
 use mqlite::{
-    Engine, EngineOptions, ManualClock, MessageState, OutMessage, PeekOptions, QueueConfig,
-    SqliteOptions, SqliteStore,
+    Engine, EngineOptions, GenericEngine, ManualClock, MessageState, OutMessage, PeekOptions,
+    QueueConfig, SqliteOptions, SqliteStore, Store,
 };
 use tokio::sync::{Notify, mpsc};
 
@@ -35,9 +35,69 @@ async fn engine(clock: &ManualClock, lock_ms: u64) -> Engine {
     mq
 }
 
+/// A broker serving a memory store on the manual clock (no background loops: the tests
+/// drive the sweeps), with a queue as [`engine`] makes it, and a remote client of it on
+/// the same clock.
+async fn broker(
+    clock: &ManualClock,
+    lock_ms: u64,
+) -> (mqlite_broker::Broker, mqlite::remote::Client) {
+    let mut config = mqlite_broker::BrokerConfig::new(
+        "127.0.0.1:0".parse().expect("an address"),
+        ":memory:",
+        mqlite_broker::AuthConfig::Tokens(vec![TOKEN.into()]),
+    );
+    config.clock = clock.shared();
+    config.background = false;
+    let broker = mqlite_broker::Broker::start(config)
+        .await
+        .expect("a broker");
+    let mq = broker.engine().expect("serving");
+    let queue = QueueConfig {
+        lock_duration: Duration::from_millis(lock_ms),
+        max_delivery_count: 100,
+        ..Default::default()
+    };
+    mq.create_queue(Q, queue).await.expect("queue");
+    let dsn = format!("mqlite://{TOKEN}@{}", broker.addr());
+    let client = mqlite::remote::Client::connect(&dsn)
+        .expect("a DSN")
+        .with_clock(clock.shared());
+    (broker, client)
+}
+
+const TOKEN: &str = "a-token-for-the-worker-tests";
+
+/// Runs a worker test twice: on the embedded engine, and through a broker serving it
+/// with the remote client (the same worker, its calls over HTTP).
+macro_rules! both {
+    ($name:ident, $lock_ms:expr) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn embedded() {
+                let clock = ManualClock::new(1_700_000_000_000);
+                let mq = engine(&clock, $lock_ms).await;
+                super::$name(&clock, &mq, mq.clone()).await;
+                mq.close().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn through_a_broker() {
+                let clock = ManualClock::new(1_700_000_000_000);
+                let (broker, client) = broker(&clock, $lock_ms).await;
+                let mq = broker.engine().expect("serving").clone();
+                super::$name(&clock, &mq, client).await;
+                broker.shutdown().await.expect("shutdown");
+            }
+        }
+    };
+}
+
 /// Waits, yielding, until `check` holds; a bound on iterations, not on time.
 async fn eventually<Fut: Future<Output = bool>>(what: &str, mut check: impl FnMut() -> Fut) {
-    for _ in 0..200_000 {
+    for _ in 0..2_000_000 {
         if check().await {
             return;
         }
@@ -46,7 +106,7 @@ async fn eventually<Fut: Future<Output = bool>>(what: &str, mut check: impl FnMu
     panic!("never happened: {what}");
 }
 
-async fn only_message(mq: &Engine) -> Option<mqlite::Message> {
+async fn only_message<S: Store>(mq: &GenericEngine<S>) -> Option<mqlite::Message> {
     mq.peek(Q, PeekOptions::default())
         .await
         .expect("peek")
@@ -56,17 +116,18 @@ async fn only_message(mq: &Engine) -> Option<mqlite::Message> {
 
 /// A handler that takes three lease lengths keeps its lock: the worker renews it
 /// whenever two thirds of the lease have passed, and the completion succeeds.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn automatic_renewal_keeps_a_slow_handlers_lock() {
-    let clock = ManualClock::new(1_700_000_000_000);
-    let mq = engine(&clock, 1_000).await;
+async fn automatic_renewal_keeps_a_slow_handlers_lock<S: Store, C: Source>(
+    clock: &ManualClock,
+    mq: &GenericEngine<S>,
+    source: C,
+) {
     mq.send(Q, OutMessage::new("slow")).await.expect("send");
     let started = Arc::new(Notify::new());
     let finish = Arc::new(Notify::new());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = {
         let (started, finish) = (started.clone(), finish.clone());
-        let w = mq.worker(Q, move |_m| {
+        let w = Worker::new(source.clone(), Q, move |_m| {
             let (started, finish) = (started.clone(), finish.clone());
             async move {
                 started.notify_one();
@@ -84,32 +145,32 @@ async fn automatic_renewal_keeps_a_slow_handlers_lock() {
     while clock.now() < start + 3_000 {
         clock.advance(100);
         eventually("the lease is renewed ahead of the clock", || async {
-            only_message(&mq)
+            only_message(mq)
                 .await
                 .is_some_and(|m| m.locked_until_ms - clock.now() > 300)
         })
         .await;
     }
-    let m = only_message(&mq).await.expect("still there");
+    let m = only_message(mq).await.expect("still there");
     assert_eq!(m.state, MessageState::Locked);
     assert_eq!(m.delivery_count, 1, "never redelivered");
     finish.notify_one();
     eventually("the slow handler's message is completed", || async {
-        only_message(&mq).await.is_none()
+        only_message(mq).await.is_none()
     })
     .await;
     stop.send(()).expect("stop");
     let report = worker.await.expect("join").expect("worker");
     assert_eq!((report.completed, report.lock_lost), (1, 0), "{report:?}");
-    mq.close().await;
 }
 
 /// A retryable failure is abandoned with exponential backoff, and at the attempt bound
 /// the message is dead-lettered with the handler's error text.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn retries_back_off_and_dead_letter_at_the_bound() {
-    let clock = ManualClock::new(1_700_000_000_000);
-    let mq = engine(&clock, 30_000).await;
+async fn retries_back_off_and_dead_letter_at_the_bound<S: Store, C: Source>(
+    clock: &ManualClock,
+    mq: &GenericEngine<S>,
+    source: C,
+) {
     let seq = mq.send(Q, OutMessage::new("doomed")).await.expect("send");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let policy = RetryPolicy {
@@ -120,7 +181,7 @@ async fn retries_back_off_and_dead_letter_at_the_bound() {
         max_attempts: 3,
     };
     let worker = tokio::spawn(
-        mq.worker(Q, |_m| async {
+        Worker::new(source.clone(), Q, |_m| async {
             Err(HandlerError::retry("boom: the service is down"))
         })
         .retry(policy)
@@ -130,12 +191,12 @@ async fn retries_back_off_and_dead_letter_at_the_bound() {
     );
     for (attempt, backoff) in [(1, 100), (2, 200)] {
         eventually("the failed delivery is parked for its backoff", || async {
-            only_message(&mq)
+            only_message(mq)
                 .await
                 .is_some_and(|m| m.state == MessageState::Scheduled && m.delivery_count == attempt)
         })
         .await;
-        let parked = only_message(&mq).await.expect("parked");
+        let parked = only_message(mq).await.expect("parked");
         assert_eq!(
             parked.visible_at_ms,
             clock.now() + backoff,
@@ -145,12 +206,12 @@ async fn retries_back_off_and_dead_letter_at_the_bound() {
         mq.run_sweeps().await.expect("sweeps");
     }
     eventually("the third failure dead-letters", || async {
-        only_message(&mq)
+        only_message(mq)
             .await
             .is_some_and(|m| m.state == MessageState::DeadLettered)
     })
     .await;
-    let dead = only_message(&mq).await.expect("dead letter");
+    let dead = only_message(mq).await.expect("dead letter");
     assert_eq!((dead.seq, dead.delivery_count), (seq, 3));
     assert_eq!(
         dead.dead_letter_reason.as_deref(),
@@ -163,16 +224,16 @@ async fn retries_back_off_and_dead_letter_at_the_bound() {
     stop.send(()).expect("stop");
     let report = worker.await.expect("join").expect("worker");
     assert_eq!((report.retried, report.dead_lettered), (2, 1), "{report:?}");
-    mq.close().await;
 }
 
 /// Shutdown stops receiving, lets running handlers finish within the grace period
 /// (their messages are completed), and abandons only what is still running when it
 /// ends: nothing is lost and nothing finished is abandoned.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn graceful_shutdown_loses_nothing_and_abandons_nothing_finished() {
-    let clock = ManualClock::new(1_700_000_000_000);
-    let mq = engine(&clock, 600_000).await;
+async fn graceful_shutdown_loses_nothing_and_abandons_nothing_finished<S: Store, C: Source>(
+    clock: &ManualClock,
+    mq: &GenericEngine<S>,
+    source: C,
+) {
     let batch = (0..10).map(|i| OutMessage::new(format!("m{i}"))).collect();
     mq.send_batch(Q, batch).await.expect("send");
     let (blocked_tx, mut blocked) = mpsc::unbounded_channel::<String>();
@@ -181,27 +242,26 @@ async fn graceful_shutdown_loses_nothing_and_abandons_nothing_finished() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = {
         let (late, never) = (release_late.clone(), release_never.clone());
-        let w = mq
-            .worker(Q, move |m| {
-                let (blocked_tx, late, never) = (blocked_tx.clone(), late.clone(), never.clone());
-                async move {
-                    let body = String::from_utf8_lossy(m.body()).into_owned();
-                    match body.as_str() {
-                        "m3" => {
-                            let _ = blocked_tx.send(body);
-                            late.notified().await;
-                        }
-                        "m7" => {
-                            let _ = blocked_tx.send(body);
-                            never.notified().await;
-                        }
-                        _ => {}
+        let w = Worker::new(source.clone(), Q, move |m| {
+            let (blocked_tx, late, never) = (blocked_tx.clone(), late.clone(), never.clone());
+            async move {
+                let body = String::from_utf8_lossy(m.body()).into_owned();
+                match body.as_str() {
+                    "m3" => {
+                        let _ = blocked_tx.send(body);
+                        late.notified().await;
                     }
-                    Ok(())
+                    "m7" => {
+                        let _ = blocked_tx.send(body);
+                        never.notified().await;
+                    }
+                    _ => {}
                 }
-            })
-            .concurrency(4)
-            .grace(Duration::from_secs(5));
+                Ok(())
+            }
+        })
+        .concurrency(4)
+        .grace(Duration::from_secs(5));
         tokio::spawn(w.run_until(async {
             let _ = stopped.await;
         }))
@@ -243,22 +303,22 @@ async fn graceful_shutdown_loses_nothing_and_abandons_nothing_finished() {
         (9, 1),
         "{report:?}"
     );
-    let left = only_message(&mq).await.expect("m7 is kept");
+    let left = only_message(mq).await.expect("m7 is kept");
     assert_eq!(left.body(), b"m7");
     assert_eq!(
         left.state,
         MessageState::Active,
         "abandoned for another consumer"
     );
-    mq.close().await;
 }
 
 /// A handler that panics is isolated: its message is abandoned for a retry and the
 /// worker goes on with the others.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_panicking_handler_is_isolated() {
-    let clock = ManualClock::new(1_700_000_000_000);
-    let mq = engine(&clock, 60_000).await;
+async fn a_panicking_handler_is_isolated<S: Store, C: Source>(
+    _clock: &ManualClock,
+    mq: &GenericEngine<S>,
+    source: C,
+) {
     let batch = ["ok-1", "panic", "ok-2", "ok-3"]
         .iter()
         .map(|b| OutMessage::new(*b))
@@ -271,7 +331,7 @@ async fn a_panicking_handler_is_isolated() {
         ..Default::default()
     };
     let worker = tokio::spawn(
-        mq.worker(Q, |m| async move {
+        Worker::new(source.clone(), Q, |m| async move {
             if m.body() == b"panic" {
                 panic!("the handler's own bug");
             }
@@ -291,7 +351,7 @@ async fn a_panicking_handler_is_isolated() {
         },
     )
     .await;
-    let parked = only_message(&mq).await.expect("the panicking one");
+    let parked = only_message(mq).await.expect("the panicking one");
     assert_eq!(parked.body(), b"panic");
     assert_eq!(parked.delivery_count, 1);
     // The worker still serves: a new message is handled.
@@ -307,7 +367,6 @@ async fn a_panicking_handler_is_isolated() {
         (4, 1, 1),
         "{report:?}"
     );
-    mq.close().await;
 }
 
 /// The queue handle names its queue once: sends, receives, batch settlements of what a
@@ -710,3 +769,14 @@ async fn a_buffered_message_is_renewed_before_its_handler_starts() {
     );
     mq.close().await;
 }
+
+both!(automatic_renewal_keeps_a_slow_handlers_lock, 1_000);
+
+both!(retries_back_off_and_dead_letter_at_the_bound, 30_000);
+
+both!(
+    graceful_shutdown_loses_nothing_and_abandons_nothing_finished,
+    600_000
+);
+
+both!(a_panicking_handler_is_isolated, 60_000);

@@ -8,17 +8,15 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::engine::Engine;
 use mqlite_contract::error::{Error, Result};
-use mqlite_contract::store::Store;
 use mqlite_contract::types::{LockRef, Message, SeqNumber};
 
 use super::*;
 
 /// One message's handling: the handler in its own task (a panic stays there), the lock
 /// renewed while it runs, then the settlement.
-pub(super) struct Job<S: Store, F> {
-    pub(super) engine: Engine<S>,
+pub(super) struct Job<C: Source, F> {
+    pub(super) engine: C,
     pub(super) queue: String,
     pub(super) handler: Arc<F>,
     pub(super) retry: RetryPolicy,
@@ -49,8 +47,8 @@ const MAX_COALESCED: usize = 256;
 /// Completes (or renews) what the jobs hand over, coalescing what gathers while a call
 /// runs into the next one: one lock alone is settled as its job would settle it, several
 /// in one batch (2.7, 2.8: each item settles or reports its lost lock on its own).
-pub(super) async fn coalesced<S: Store>(
-    engine: Engine<S>,
+pub(super) async fn coalesced<C: Source>(
+    engine: C,
     queue: String,
     mut gathered: mpsc::UnboundedReceiver<Coalesced>,
     op: Op,
@@ -103,9 +101,9 @@ pub(super) async fn coalesced<S: Store>(
     }
 }
 
-impl<S, F, Fut> Job<S, F>
+impl<C, F, Fut> Job<C, F>
 where
-    S: Store,
+    C: Source,
     F: Fn(Message) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
 {

@@ -23,9 +23,11 @@
 
 mod job;
 mod policy;
+mod source;
 
 use job::*;
 pub use policy::*;
+pub use source::Source;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
@@ -40,10 +42,11 @@ use mqlite_contract::error::{Error, Result};
 use mqlite_contract::store::Store;
 use mqlite_contract::types::{LockRef, Message, ReceiveOptions, SeqNumber};
 
-/// A consumer of one queue; build it with [`Engine::worker`], start it with
+/// A consumer of one queue over a [`Source`] (the engine, or a broker through the
+/// remote client); build it with [`Engine::worker`] (or [`Worker::new`]), start it with
 /// [`Worker::run_until`].
-pub struct Worker<S: Store, F> {
-    engine: Engine<S>,
+pub struct Worker<C: Source, F> {
+    engine: C,
     queue: String,
     handler: Arc<F>,
     concurrency: usize,
@@ -76,13 +79,27 @@ impl<S: Store> Engine<S> {
     /// println!("{report:?}");
     /// # Ok(()) }
     /// ```
-    pub fn worker<F, Fut>(&self, queue: &str, handler: F) -> Worker<S, F>
+    pub fn worker<F, Fut>(&self, queue: &str, handler: F) -> Worker<Engine<S>, F>
     where
         F: Fn(Message) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
     {
+        Worker::new(self.clone(), queue, handler)
+    }
+}
+
+impl<C, F, Fut> Worker<C, F>
+where
+    C: Source,
+    F: Fn(Message) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
+{
+    /// A worker that hands each message of `queue` on `source` to `handler`, with the
+    /// defaults: concurrency 1, prefetch as the concurrency, poll 5 s, grace 30 s, the
+    /// default [`RetryPolicy`].
+    pub fn new(source: C, queue: &str, handler: F) -> Self {
         Worker {
-            engine: self.clone(),
+            engine: source,
             queue: queue.to_owned(),
             handler: Arc::new(handler),
             concurrency: 1,
@@ -94,9 +111,9 @@ impl<S: Store> Engine<S> {
     }
 }
 
-impl<S, F, Fut> Worker<S, F>
+impl<C, F, Fut> Worker<C, F>
 where
-    S: Store,
+    C: Source,
     F: Fn(Message) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
 {

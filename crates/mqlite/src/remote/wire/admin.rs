@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use mqlite::QueueInfo;
+use crate::QueueInfo;
 
 use super::{WireMessage, empty};
 
@@ -132,8 +132,8 @@ pub struct TestFilterResponse {
     pub matched: bool,
 }
 
-impl From<mqlite::FilterTest> for TestFilterResponse {
-    fn from(t: mqlite::FilterTest) -> Self {
+impl From<crate::FilterTest> for TestFilterResponse {
+    fn from(t: crate::FilterTest) -> Self {
         TestFilterResponse {
             valid: t.valid,
             error: t.error.unwrap_or_default(),

@@ -1,5 +1,5 @@
 //! The mqlite v1 wire types: every request and response body of the broker, shared by
-//! the server and the client ([`crate::client`]) so the two cannot drift.
+//! the broker (crate mqlite-broker) and the client ([`super::Http`], [`super::Client`]) so the two cannot drift.
 //!
 //! Field names are the contract's. Unknown fields are ignored; absent fields take their
 //! defaults, and the engine judges them (an empty queue name is `invalid_argument`, not
@@ -20,7 +20,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
-use mqlite::{Error, EventIdentity, Message, OutMessage, Result};
+use crate::{Error, EventIdentity, Message, OutMessage, Result};
 
 /// Whether a string is empty (for `skip_serializing_if`).
 pub(crate) fn empty(s: &str) -> bool {

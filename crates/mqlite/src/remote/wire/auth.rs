@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use mqlite::AccessKey;
+use crate::AccessKey;
 
 use super::{empty, zero};
 

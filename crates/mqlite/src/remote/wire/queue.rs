@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use mqlite::{BatchResult, Error, LockToken, QueueStats, Result};
+use crate::{BatchResult, Error, LockToken, QueueStats, Result};
 
 use super::{WireMessage, empty, zero};
 
@@ -73,12 +73,12 @@ impl LockItem {
     /// The lock it names. A token that is not a lock token can hold no lease: it is
     /// `LockLost` (409 `lock_lost`, as the wire contract answers any wrong token), not
     /// a malformed request.
-    pub fn lock(&self) -> Result<mqlite::LockRef> {
+    pub fn lock(&self) -> Result<crate::LockRef> {
         let token: LockToken = self.lock_token.parse().map_err(|_| Error::LockLost {
-            reason: mqlite::LockLostReason::NotIssued,
+            reason: crate::LockLostReason::NotIssued,
         })?;
-        Ok(mqlite::LockRef {
-            seq: mqlite::SeqNumber(self.seq_number),
+        Ok(crate::LockRef {
+            seq: crate::SeqNumber(self.seq_number),
             token,
         })
     }

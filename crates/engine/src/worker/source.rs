@@ -1,0 +1,121 @@
+//! Where a worker takes messages from and settles them: the calls the worker makes,
+//! so the same worker runs over the embedded engine and over a broker (the facade's
+//! `mqlite::remote::Client`).
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::engine::Engine;
+use mqlite_contract::clock::SharedClock;
+use mqlite_contract::error::Result;
+use mqlite_contract::store::Store;
+use mqlite_contract::types::{BatchResult, LockRef, Message, ReceiveOptions};
+
+/// What a [`Worker`](super::Worker) consumes: receive, the settlements and renewals,
+/// and the clock its waits read. Clones share one connection (an engine's clones share
+/// its store). Each call means what the engine's method of the same name means.
+pub trait Source: Clone + Send + Sync + 'static {
+    /// The clock the worker's renewals and grace period read.
+    fn clock(&self) -> &SharedClock;
+
+    /// [`Engine::receive`].
+    fn receive(
+        &self,
+        queue: &str,
+        options: ReceiveOptions,
+    ) -> impl Future<Output = Result<Vec<Message>>> + Send;
+
+    /// [`Engine::complete`].
+    fn complete(&self, queue: &str, lock: LockRef) -> impl Future<Output = Result<()>> + Send;
+
+    /// [`Engine::complete_batch`].
+    fn complete_batch(
+        &self,
+        queue: &str,
+        locks: &[LockRef],
+    ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send;
+
+    /// [`Engine::renew`]: the lease's new end.
+    fn renew(&self, queue: &str, lock: LockRef) -> impl Future<Output = Result<i64>> + Send;
+
+    /// [`Engine::renew_batch`].
+    fn renew_batch(
+        &self,
+        queue: &str,
+        locks: &[LockRef],
+    ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send;
+
+    /// [`Engine::abandon`].
+    fn abandon(
+        &self,
+        queue: &str,
+        lock: LockRef,
+        delay: Duration,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// [`Engine::reject`].
+    fn reject(
+        &self,
+        queue: &str,
+        lock: LockRef,
+        reason: &str,
+        description: &str,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+impl<S: Store> Source for Engine<S> {
+    fn clock(&self) -> &SharedClock {
+        Engine::clock(self)
+    }
+
+    fn receive(
+        &self,
+        queue: &str,
+        options: ReceiveOptions,
+    ) -> impl Future<Output = Result<Vec<Message>>> + Send {
+        Engine::receive(self, queue, options)
+    }
+
+    fn complete(&self, queue: &str, lock: LockRef) -> impl Future<Output = Result<()>> + Send {
+        Engine::complete(self, queue, lock)
+    }
+
+    fn complete_batch(
+        &self,
+        queue: &str,
+        locks: &[LockRef],
+    ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send {
+        Engine::complete_batch(self, queue, locks)
+    }
+
+    fn renew(&self, queue: &str, lock: LockRef) -> impl Future<Output = Result<i64>> + Send {
+        Engine::renew(self, queue, lock)
+    }
+
+    fn renew_batch(
+        &self,
+        queue: &str,
+        locks: &[LockRef],
+    ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send {
+        Engine::renew_batch(self, queue, locks)
+    }
+
+    fn abandon(
+        &self,
+        queue: &str,
+        lock: LockRef,
+        delay: Duration,
+    ) -> impl Future<Output = Result<()>> + Send {
+        Engine::abandon(self, queue, lock, delay)
+    }
+
+    fn reject(
+        &self,
+        queue: &str,
+        lock: LockRef,
+        reason: &str,
+        description: &str,
+    ) -> impl Future<Output = Result<()>> + Send {
+        Engine::reject(self, queue, lock, reason, description)
+    }
+}
