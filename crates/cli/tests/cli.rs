@@ -1940,7 +1940,8 @@ fn every_client_subcommand_prints_json_and_the_new_rows_work() {
     let peeked = json(&["peek", "jobs", "--state", "scheduled"]);
     assert_eq!(peeked["messages"][0]["seq_number"], scheduled);
     json(&["schedule", "jobs", "soon", "--at", "2h"]);
-    assert_eq!(json(&["stats", "jobs"])["scheduled"], 2);
+    // The public CLI's names work too: metrics, list, --no-ack.
+    assert_eq!(json(&["metrics", "jobs"])["scheduled"], 2);
     let bad = table(&["schedule", "jobs", "x", "--at", "tomorrow"]);
     assert!(bad.failed(1).contains("neither an RFC 3339 time"));
     assert_eq!(
@@ -1961,7 +1962,7 @@ fn every_client_subcommand_prints_json_and_the_new_rows_work() {
     assert_eq!(raw.stdout, [0xff, 0x00, b'x', b'\n']);
 
     // The rest, each a JSON document.
-    let got = json(&["receive", "jobs", "--no-complete"]);
+    let got = json(&["receive", "jobs", "--no-ack"]);
     let seq = got["messages"][0]["seq_number"]
         .as_i64()
         .expect("a seq")

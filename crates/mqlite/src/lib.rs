@@ -20,6 +20,9 @@
 //!   `https://` (with the `libsql` feature). Every queue
 //!   operation works the same; the outbox is reached by naming the concrete store
 //!   (`tx::<SqliteStore, _, _>`), since its native handle is the store's own type.
+//!
+//! With the `remote` feature, `remote::Client` reaches the queues of a broker
+//! (`mqlite serve`) with the same methods, types and worker.
 
 // A build with no store compiles (and opens nothing): the registry's code over the
 // stores is then empty, and its variables unused.

@@ -90,6 +90,7 @@ pub(crate) enum Command {
     /// values. Prints the resulting configuration.
     UpdateQueue(UpdateQueueArgs),
     /// List every queue, topic and subscription.
+    #[command(visible_alias = "list")]
     ListQueues,
     /// Send one message; prints its sequence number.
     Send(SendArgs),
@@ -124,6 +125,7 @@ pub(crate) enum Command {
     /// Look at messages without locking them.
     Peek(PeekArgs),
     /// A queue's message counts.
+    #[command(visible_alias = "metrics")]
     Stats(QueueArg),
     /// Move a queue's dead letters back to it (or to --target).
     Redrive(RedriveArgs),
@@ -140,6 +142,7 @@ pub(crate) enum Command {
     /// Delete a subscription, with its backing queue and its messages.
     Unsubscribe(UnsubscribeArgs),
     /// List every subscription with its filter.
+    #[command(visible_alias = "list-subscriptions")]
     Subscriptions,
     /// Check a filter expression without storing anything and, given a sample message
     /// (any of --body, --subject, --property, --content-type), whether it matches.
@@ -374,7 +377,7 @@ pub(crate) struct ReceiveArgs {
     pub(crate) wait_ms: i64,
     /// Leave the messages locked and print their lock tokens, to settle them later
     /// with complete, abandon, reject, defer or renew.
-    #[arg(long, conflicts_with = "delete")]
+    #[arg(long, visible_alias = "no-ack", conflicts_with = "delete")]
     pub(crate) no_complete: bool,
     /// Receive-and-delete: the messages leave the queue as they are received (nothing
     /// to settle; a message whose handling fails is lost).
@@ -439,7 +442,7 @@ pub(crate) struct PeekArgs {
     /// The queue.
     pub(crate) queue: String,
     /// Start at this sequence number (inclusive).
-    #[arg(long, value_name = "N")]
+    #[arg(long, visible_alias = "from", value_name = "N")]
     pub(crate) from_seq: Option<i64>,
     /// Only messages in this state.
     #[arg(
@@ -467,7 +470,7 @@ pub(crate) struct RedriveArgs {
     /// The queue whose dead letters move.
     pub(crate) queue: String,
     /// Move them to this queue instead.
-    #[arg(long, value_name = "T")]
+    #[arg(long, visible_alias = "to", value_name = "T")]
     pub(crate) target: Option<String>,
     /// At most this many (0: all).
     #[arg(long, default_value_t = 0, value_name = "N")]
