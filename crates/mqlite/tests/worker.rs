@@ -780,3 +780,69 @@ both!(
 );
 
 both!(a_panicking_handler_is_isolated, 60_000);
+
+/// The remote client answers with the engine's types and errors: queues listed as the
+/// engine lists them, a message peeked as sent, a lock fenced (`LockLost`), a missing
+/// queue `NotFound`, a wrong token `Error::Remote` 401, access keys, a filter test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_remote_client_answers_with_the_engines_types() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let (broker, mq) = broker(&clock, 30_000).await;
+    let queues = mq.list_queues().await.expect("list");
+    assert_eq!(queues[0].name, Q);
+    assert_eq!(
+        queues[0].config.lock_duration,
+        Duration::from_millis(30_000)
+    );
+    let mut out = OutMessage::new("hello");
+    out.subject = Some("greeting".into());
+    out.properties.insert("region".into(), "eu".into());
+    let seq = mq.send(Q, out.clone()).await.expect("send");
+    let peeked = mq.peek(Q, PeekOptions::default()).await.expect("peek");
+    assert_eq!((peeked[0].seq, &peeked[0].content), (seq, &out));
+    assert_eq!(peeked[0].state, MessageState::Active);
+    let got = mq
+        .receive_one(Q)
+        .await
+        .expect("receive")
+        .expect("a message");
+    assert_eq!(got.state, MessageState::Locked);
+    let forged = mqlite::LockRef {
+        seq,
+        token: "00000000000000000000000000000000".parse().expect("a token"),
+    };
+    assert!(matches!(
+        mq.complete(Q, forged).await,
+        Err(mqlite::Error::LockLost { .. })
+    ));
+    assert!(mq.renew(Q, &got).await.expect("renew") > clock.now());
+    mq.complete(Q, &got).await.expect("complete");
+    assert_eq!(mq.stats(Q).await.expect("stats").total, 0);
+    assert!(matches!(
+        mq.send("nope", OutMessage::new("x")).await,
+        Err(mqlite::Error::NotFound { .. })
+    ));
+    let stranger =
+        mqlite::remote::Client::connect(&format!("mqlite://wrong-token@{}", broker.addr()))
+            .expect("a DSN");
+    assert!(matches!(
+        stranger.stats(Q).await,
+        Err(mqlite::Error::Remote { status: 401, .. })
+    ));
+    let key = mq
+        .create_key(None, "ci", &[mqlite::Permission::Send], 0)
+        .await
+        .expect("a key");
+    assert!(key.token.starts_with("mqk_"));
+    let listed = mq.list_keys(None, 10).await.expect("keys");
+    assert_eq!(listed[0].permissions, [mqlite::Permission::Send]);
+    assert!(mq.revoke_key(&key.key.id).await.expect("revoke"));
+    let tested = mq
+        .test_filter("subject == \"greeting\"", Some(&out))
+        .await
+        .expect("test");
+    assert!(tested.valid && tested.ran && tested.matched, "{tested:?}");
+    assert!(mq.status().await.expect("status").auth);
+    assert!(mq.delete_queue(Q).await.expect("delete"));
+    broker.shutdown().await.expect("shutdown");
+}

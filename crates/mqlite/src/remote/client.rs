@@ -13,9 +13,10 @@ use mqlite_engine::worker::{HandlerError, Source, Worker};
 use super::wire::*;
 use super::{ClientError, Http, Rpc};
 use crate::{
-    BatchResult, Error, LockLostReason, LockRef, Message, MessageState, OutMessage, PeekOptions,
-    PurgeOptions, QueueConfig, QueueInfo, QueueKind, QueueStats, ReceiveMode, ReceiveOptions,
-    RedriveOptions, Result, SendOptions, SeqNumber, SharedClock, Subscription, SystemClock,
+    AccessKey, BatchResult, CreatedKey, Error, FilterTest, LockLostReason, LockRef, Message,
+    MessageState, OutMessage, PeekOptions, Permission, PurgeOptions, QueueConfig, QueueInfo,
+    QueueKind, QueueStats, ReceiveMode, ReceiveOptions, RedriveOptions, Result, SendOptions,
+    SeqNumber, SharedClock, Subscription, SystemClock,
 };
 
 /// Where a broker is, as a DSN says it.
@@ -115,8 +116,7 @@ impl Client {
         self
     }
 
-    /// The untyped client beneath (for the RPCs without a method here: access keys,
-    /// TestFilter, Status).
+    /// The untyped client beneath: one POST per RPC with the wire types.
     pub fn http(&self) -> &Http {
         &self.http
     }
@@ -472,6 +472,80 @@ impl Client {
             .collect())
     }
 
+    /// Checks a filter as Subscribe would and, given a sample message, evaluates it.
+    pub async fn test_filter(
+        &self,
+        filter: &str,
+        message: Option<&OutMessage>,
+    ) -> Result<FilterTest> {
+        let request = TestFilterRequest {
+            expr: filter.to_owned(),
+            message: message.map(WireMessage::from_out),
+        };
+        let r: TestFilterResponse = self.call(Rpc::TestFilter, "", &request).await?;
+        Ok(FilterTest {
+            valid: r.valid,
+            error: (!r.error.is_empty()).then_some(r.error),
+            ran: r.ran,
+            matched: r.matched,
+        })
+    }
+
+    /// Creates an access key; its token is in the answer, and only there. The key's
+    /// `digest` is not on the wire: it is empty here.
+    pub async fn create_key(
+        &self,
+        id: Option<&str>,
+        name: &str,
+        permissions: &[Permission],
+        expires_at_ms: i64,
+    ) -> Result<CreatedKey> {
+        let request = CreateKeyRequest {
+            id: id.unwrap_or_default().to_owned(),
+            name: name.to_owned(),
+            permissions: permissions.iter().map(|p| p.as_str().to_owned()).collect(),
+            expires_at_ms,
+        };
+        let k: WireKey = self
+            .call(Rpc::CreateKey, id.unwrap_or_default(), &request)
+            .await?;
+        let token = k.token.clone();
+        Ok(CreatedKey {
+            key: access_key(k)?,
+            token,
+        })
+    }
+
+    /// Access keys by id, after `after_id`, at most `limit` (never their tokens).
+    pub async fn list_keys(&self, after_id: Option<&str>, limit: u32) -> Result<Vec<AccessKey>> {
+        let request = ListKeysRequest {
+            after_id: after_id.map(str::to_owned),
+            limit: Some(i64::from(limit)),
+        };
+        let r: ListKeysResponse = self.call(Rpc::ListKeys, "", &request).await?;
+        r.keys.into_iter().map(access_key).collect()
+    }
+
+    /// Revokes an access key; false when there was none.
+    pub async fn revoke_key(&self, id: &str) -> Result<bool> {
+        let request = RevokeKeyRequest { id: id.to_owned() };
+        match self.call::<_, Empty>(Rpc::RevokeKey, id, &request).await {
+            Ok(Empty {}) => Ok(true),
+            Err(Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What the broker serves: version, store, counts, uptime (the wire's answer).
+    pub async fn status(&self) -> Result<StatusResponse> {
+        self.call(Rpc::Status, "", &Empty {}).await
+    }
+
+    /// Who this client's token is, and what it may do (the wire's answer).
+    pub async fn who_am_i(&self) -> Result<WhoAmIResponse> {
+        self.call(Rpc::WhoAmI, "", &Empty {}).await
+    }
+
     /// A worker that hands each message of `queue` to `handler`: the embedded worker
     /// (concurrency, prefetch, renewal, retries to the dead-letter state, a graceful
     /// stop), its calls sent to the broker.
@@ -579,6 +653,23 @@ fn queue_info(q: WireQueue) -> Result<QueueInfo> {
             dlq_max_bytes: q.dlq_max_bytes,
         },
         name: q.name,
+    })
+}
+
+/// An access key as the wire lists it (no digest on the wire).
+fn access_key(k: WireKey) -> Result<AccessKey> {
+    Ok(AccessKey {
+        permissions: k
+            .permissions
+            .iter()
+            .map(|p| p.parse())
+            .collect::<Result<Vec<Permission>>>()?,
+        id: k.id,
+        name: k.name,
+        digest: String::new(),
+        created_at_ms: k.created_at_ms,
+        expires_at_ms: k.expires_at_ms,
+        revoked_at_ms: k.revoked_at_ms,
     })
 }
 
