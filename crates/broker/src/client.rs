@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use mqlite::remote::ClientError;
-use mqlite::remote::{Http, Rpc, decode, wire::ErrorBody};
+use mqlite::remote::{Http, Rpc, decode, encode, wire::ErrorBody};
 
 use crate::Local;
 
@@ -68,11 +68,7 @@ impl Client {
         if self.local.is_none() {
             return self.http.call(rpc, request).await;
         }
-        let body = serde_json::to_vec(request).map_err(|e| ClientError::Decode {
-            status: 0,
-            detail: format!("the request does not encode: {e}"),
-        })?;
-        self.call_raw(&rpc.path(), body).await
+        self.call_raw(&rpc.path(), encode(request)?).await
     }
 
     /// Posts raw bytes to `path` and decodes the answer (tests send malformed bodies).

@@ -1727,6 +1727,22 @@ struct McpHost {
 }
 
 impl McpHost {
+    /// Starts `command` (an `mqlite … mcp`) with its stdio piped to the host.
+    fn spawn(mut command: Command) -> (Child, McpHost) {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("mqlite mcp starts");
+        let host = McpHost {
+            stdin: child.stdin.take().expect("its stdin"),
+            stdout: BufReader::new(child.stdout.take().expect("its stdout")),
+            next_id: 0,
+        };
+        (child, host)
+    }
+
     /// Writes one line; reads the answer's line unless it is a notification.
     fn line(&mut self, line: &str, answered: bool) -> Value {
         writeln!(self.stdin, "{line}").expect("write");
@@ -1764,18 +1780,9 @@ impl McpHost {
 fn mcp_serves_the_queue_tools_over_stdio() {
     let dir = scratch();
     let db = dir.path().join("m.db").display().to_string();
-    let mut child = mqlite()
-        .args(["--db", &db, "mcp"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mqlite mcp starts");
-    let mut host = McpHost {
-        stdin: child.stdin.take().expect("its stdin"),
-        stdout: BufReader::new(child.stdout.take().expect("its stdout")),
-        next_id: 0,
-    };
+    let mut command = mqlite();
+    command.args(["--db", &db, "mcp"]);
+    let (mut child, mut host) = McpHost::spawn(command);
     let init = host.request(
         "initialize",
         serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}),
@@ -1867,20 +1874,12 @@ fn mcp_serves_the_queue_tools_over_stdio() {
 #[test]
 fn mcp_calls_the_broker_mqlite_url_names() {
     let s = Server::start();
-    let mut child = mqlite()
+    let mut command = mqlite();
+    command
         .arg("mcp")
         .env("MQLITE_URL", &s.endpoint)
-        .env("MQLITE_TOKEN", TOKEN)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("mqlite mcp starts");
-    let mut host = McpHost {
-        stdin: child.stdin.take().expect("its stdin"),
-        stdout: BufReader::new(child.stdout.take().expect("its stdout")),
-        next_id: 0,
-    };
+        .env("MQLITE_TOKEN", TOKEN);
+    let (mut child, mut host) = McpHost::spawn(command);
     let created = host.tool("create_queue", serde_json::json!({"name": "viamcp"}));
     assert_eq!(created["isError"], false, "{created}");
     assert_eq!(s.active("viamcp"), 0, "the broker has the queue");

@@ -19,3 +19,7 @@ pub use engine::{Engine, EngineOptions, EngineTx, LeasesAtOpen, LoopKind, SweepR
 pub use filter::{Filter, FilterTest};
 pub use queue::Queue;
 pub use worker::{HandlerError, RetryPolicy, Worker, WorkerReport};
+
+/// The contract's types, for [`source_by_inherent_methods`]'s expansion in other crates.
+#[doc(hidden)]
+pub use mqlite_contract as __contract;

@@ -8,8 +8,8 @@
 
 use mqlite_contract::{OutMessage, Store};
 use mqlite_contract::{QueueConfig, ReceiveMode, ReceiveOptions};
-use mqlite_engine::{Engine, EngineOptions};
-use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
+use mqlite_engine::Engine;
+use mqlite_store_sqlite::SqliteStore;
 
 fn backlog() -> usize {
     std::env::var("MQLITE_SHRINK_MESSAGES")
@@ -18,15 +18,10 @@ fn backlog() -> usize {
         .unwrap_or(20_000)
 }
 
+mod support;
+
 async fn engine(path: &str) -> Engine<SqliteStore> {
-    let store = SqliteStore::open(SqliteOptions::new(path))
-        .await
-        .expect("open");
-    let options = EngineOptions {
-        background: false,
-        ..Default::default()
-    };
-    Engine::with_store(store, options).await.expect("engine")
+    support::engine_at(path, mqlite_contract::SystemClock::shared()).await
 }
 
 /// Sends `n` messages of 1 KiB, then drains them with receive-and-delete.

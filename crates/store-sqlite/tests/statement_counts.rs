@@ -10,20 +10,14 @@ use mqlite_contract::{
     LockRef, LockToken, ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveMode,
     ReceiveOptions, Store, from_millis,
 };
-use mqlite_engine::{Engine, EngineOptions};
-use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
+use mqlite_engine::Engine;
+use mqlite_store_sqlite::SqliteStore;
+
+mod support;
 
 async fn engine(dir: &tempfile::TempDir) -> Engine<SqliteStore> {
     let path = dir.path().join("mq.db").to_string_lossy().into_owned();
-    let clock = ManualClock::new(1_700_000_000_000).shared();
-    let store = SqliteStore::open(SqliteOptions::new(path).clock(clock))
-        .await
-        .expect("open");
-    let options = EngineOptions {
-        background: false,
-        ..Default::default()
-    };
-    Engine::with_store(store, options).await.expect("engine")
+    support::engine_at(&path, ManualClock::new(1_700_000_000_000).shared()).await
 }
 
 /// Statements the store ran during `op`.

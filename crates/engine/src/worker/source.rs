@@ -63,59 +63,83 @@ pub trait Source: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<()>> + Send;
 }
 
-impl<S: Store> Source for Engine<S> {
-    fn clock(&self) -> &SharedClock {
-        Engine::clock(self)
-    }
+/// Implements [`Source`] for a type whose inherent methods of the same names and
+/// signatures are the calls: `source_by_inherent_methods!([S: Store] Engine<S>)`, or
+/// `source_by_inherent_methods!([] Client)` for a type without generics.
+#[macro_export]
+macro_rules! source_by_inherent_methods {
+    ([$($generics:tt)*] $ty:ty) => {
+        impl<$($generics)*> $crate::worker::Source for $ty {
+            fn clock(&self) -> &$crate::__contract::SharedClock {
+                <$ty>::clock(self)
+            }
 
-    fn receive(
-        &self,
-        queue: &str,
-        options: ReceiveOptions,
-    ) -> impl Future<Output = Result<Vec<Message>>> + Send {
-        Engine::receive(self, queue, options)
-    }
+            fn receive(
+                &self,
+                queue: &str,
+                options: $crate::__contract::ReceiveOptions,
+            ) -> impl ::std::future::Future<
+                Output = $crate::__contract::Result<Vec<$crate::__contract::Message>>,
+            > + Send {
+                <$ty>::receive(self, queue, options)
+            }
 
-    fn complete(&self, queue: &str, lock: LockRef) -> impl Future<Output = Result<()>> + Send {
-        Engine::complete(self, queue, lock)
-    }
+            fn complete(
+                &self,
+                queue: &str,
+                lock: $crate::__contract::LockRef,
+            ) -> impl ::std::future::Future<Output = $crate::__contract::Result<()>> + Send {
+                <$ty>::complete(self, queue, lock)
+            }
 
-    fn complete_batch(
-        &self,
-        queue: &str,
-        locks: &[LockRef],
-    ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send {
-        Engine::complete_batch(self, queue, locks)
-    }
+            fn complete_batch(
+                &self,
+                queue: &str,
+                locks: &[$crate::__contract::LockRef],
+            ) -> impl ::std::future::Future<
+                Output = $crate::__contract::Result<Vec<$crate::__contract::BatchResult>>,
+            > + Send {
+                <$ty>::complete_batch(self, queue, locks)
+            }
 
-    fn renew(&self, queue: &str, lock: LockRef) -> impl Future<Output = Result<i64>> + Send {
-        Engine::renew(self, queue, lock)
-    }
+            fn renew(
+                &self,
+                queue: &str,
+                lock: $crate::__contract::LockRef,
+            ) -> impl ::std::future::Future<Output = $crate::__contract::Result<i64>> + Send {
+                <$ty>::renew(self, queue, lock)
+            }
 
-    fn renew_batch(
-        &self,
-        queue: &str,
-        locks: &[LockRef],
-    ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send {
-        Engine::renew_batch(self, queue, locks)
-    }
+            fn renew_batch(
+                &self,
+                queue: &str,
+                locks: &[$crate::__contract::LockRef],
+            ) -> impl ::std::future::Future<
+                Output = $crate::__contract::Result<Vec<$crate::__contract::BatchResult>>,
+            > + Send {
+                <$ty>::renew_batch(self, queue, locks)
+            }
 
-    fn abandon(
-        &self,
-        queue: &str,
-        lock: LockRef,
-        delay: Duration,
-    ) -> impl Future<Output = Result<()>> + Send {
-        Engine::abandon(self, queue, lock, delay)
-    }
+            fn abandon(
+                &self,
+                queue: &str,
+                lock: $crate::__contract::LockRef,
+                delay: ::std::time::Duration,
+            ) -> impl ::std::future::Future<Output = $crate::__contract::Result<()>> + Send {
+                <$ty>::abandon(self, queue, lock, delay)
+            }
 
-    fn reject(
-        &self,
-        queue: &str,
-        lock: LockRef,
-        reason: &str,
-        description: &str,
-    ) -> impl Future<Output = Result<()>> + Send {
-        Engine::reject(self, queue, lock, reason, description)
-    }
+            fn reject(
+                &self,
+                queue: &str,
+                lock: $crate::__contract::LockRef,
+                reason: &str,
+                description: &str,
+            ) -> impl ::std::future::Future<Output = $crate::__contract::Result<()>> + Send {
+                <$ty>::reject(self, queue, lock, reason, description)
+            }
+        }
+    };
 }
+
+crate::source_by_inherent_methods!([S: Store] Engine<S>);

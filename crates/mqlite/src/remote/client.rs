@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use mqlite_engine::worker::{HandlerError, Source, Worker};
+use mqlite_engine::worker::{HandlerError, Worker};
 
 use super::wire::*;
 use super::{ClientError, Http, Rpc};
@@ -114,6 +114,11 @@ impl Client {
     pub fn with_clock(mut self, clock: SharedClock) -> Client {
         self.clock = clock;
         self
+    }
+
+    /// The clock its workers read.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
     }
 
     /// The untyped client beneath: one POST per RPC with the wire types.
@@ -558,62 +563,7 @@ impl Client {
     }
 }
 
-impl Source for Client {
-    fn clock(&self) -> &SharedClock {
-        &self.clock
-    }
-
-    fn receive(
-        &self,
-        queue: &str,
-        options: ReceiveOptions,
-    ) -> impl Future<Output = Result<Vec<Message>>> + Send {
-        Client::receive(self, queue, options)
-    }
-
-    fn complete(&self, queue: &str, lock: LockRef) -> impl Future<Output = Result<()>> + Send {
-        Client::complete(self, queue, lock)
-    }
-
-    fn complete_batch(
-        &self,
-        queue: &str,
-        locks: &[LockRef],
-    ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send {
-        Client::complete_batch(self, queue, locks)
-    }
-
-    fn renew(&self, queue: &str, lock: LockRef) -> impl Future<Output = Result<i64>> + Send {
-        Client::renew(self, queue, lock)
-    }
-
-    fn renew_batch(
-        &self,
-        queue: &str,
-        locks: &[LockRef],
-    ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send {
-        Client::renew_batch(self, queue, locks)
-    }
-
-    fn abandon(
-        &self,
-        queue: &str,
-        lock: LockRef,
-        delay: Duration,
-    ) -> impl Future<Output = Result<()>> + Send {
-        Client::abandon(self, queue, lock, delay)
-    }
-
-    fn reject(
-        &self,
-        queue: &str,
-        lock: LockRef,
-        reason: &str,
-        description: &str,
-    ) -> impl Future<Output = Result<()>> + Send {
-        Client::reject(self, queue, lock, reason, description)
-    }
-}
+mqlite_engine::source_by_inherent_methods!([] Client);
 
 /// Milliseconds of a duration, saturating.
 fn ms(d: Duration) -> i64 {
@@ -723,22 +673,7 @@ fn into_error(e: ClientError, name: &str) -> Error {
 impl WireMessage {
     /// A message to send, in the wire's form.
     pub fn from_out(m: &OutMessage) -> Self {
-        let e = m.event.clone().unwrap_or_default();
-        WireMessage {
-            event_source: e.source,
-            event_id: e.id,
-            event_type: e.kind.unwrap_or_default(),
-            event_specversion: e.specversion.unwrap_or_default(),
-            event_time: e.time.unwrap_or_default(),
-            message_id: m.message_id.clone().unwrap_or_default(),
-            group_id: m.group_id.clone().unwrap_or_default(),
-            subject: m.subject.clone().unwrap_or_default(),
-            correlation_id: m.correlation_id.clone().unwrap_or_default(),
-            reply_to: m.reply_to.clone().unwrap_or_default(),
-            content_type: m.content_type.clone().unwrap_or_default(),
-            properties: m.properties.clone(),
-            ..WireMessage::with_body(&m.body)
-        }
+        WireMessage::from_content(m.clone())
     }
 
     /// A received or peeked message as the engine returns it. Receive leaves out the

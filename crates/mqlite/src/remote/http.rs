@@ -115,11 +115,7 @@ impl Http {
         rpc: Rpc,
         request: &Q,
     ) -> Result<A, ClientError> {
-        let body = serde_json::to_vec(request).map_err(|e| ClientError::Decode {
-            status: 0,
-            detail: format!("the request does not encode: {e}"),
-        })?;
-        self.call_raw(&rpc.path(), body).await
+        self.call_raw(&rpc.path(), encode(request)?).await
     }
 
     /// Posts raw bytes to `path` and decodes the answer (tests send malformed bodies).
@@ -185,4 +181,12 @@ pub fn decode<A: DeserializeOwned>(status: u16, bytes: &[u8]) -> Result<A, Clien
             detail: String::from_utf8_lossy(bytes).chars().take(200).collect(),
         }),
     }
+}
+
+/// A request's JSON body.
+pub fn encode<Q: Serialize + ?Sized>(request: &Q) -> Result<Vec<u8>, ClientError> {
+    serde_json::to_vec(request).map_err(|e| ClientError::Decode {
+        status: 0,
+        detail: format!("the request does not encode: {e}"),
+    })
 }

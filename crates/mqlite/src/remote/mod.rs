@@ -33,5 +33,5 @@ mod rpc;
 pub mod wire;
 
 pub use client::{Client, Dsn};
-pub use http::{ClientError, Http, decode};
+pub use http::{ClientError, Http, decode, encode};
 pub use rpc::Rpc;

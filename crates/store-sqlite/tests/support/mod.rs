@@ -7,6 +7,7 @@
 use mqlite_contract::{AdminOps, Error, ManualClock, OutboxStore, QueueConfig, QueueKind};
 use std::sync::Arc;
 
+use mqlite_engine::{Engine, EngineOptions};
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 use tokio::sync::oneshot;
 
@@ -26,6 +27,19 @@ pub async fn open_with_queue(
         .await
         .expect("queue");
     store
+}
+
+/// An engine over a store at `path` on `clock`, its background loops off (the tests
+/// drive the sweeps).
+pub async fn engine_at(path: &str, clock: mqlite_contract::SharedClock) -> Engine<SqliteStore> {
+    let store = SqliteStore::open(SqliteOptions::new(path).clock(clock))
+        .await
+        .expect("open");
+    let options = EngineOptions {
+        background: false,
+        ..Default::default()
+    };
+    Engine::with_store(store, options).await.expect("engine")
 }
 
 /// Holds the writer thread in an application transaction until the returned sender

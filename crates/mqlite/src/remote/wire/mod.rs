@@ -177,9 +177,8 @@ impl WireMessage {
         })
     }
 
-    /// A received or peeked message; `with_state` adds its state (Peek).
-    pub fn from_message(m: Message, with_state: bool) -> Self {
-        let c = m.content;
+    /// A message's content in the wire's form (no number, token or times).
+    pub fn from_content(c: OutMessage) -> Self {
         let e = c.event.unwrap_or_default();
         WireMessage {
             event_source: e.source,
@@ -195,6 +194,13 @@ impl WireMessage {
             reply_to: c.reply_to.unwrap_or_default(),
             content_type: c.content_type.unwrap_or_default(),
             properties: c.properties,
+            ..Default::default()
+        }
+    }
+
+    /// A received or peeked message; `with_state` adds its state (Peek).
+    pub fn from_message(m: Message, with_state: bool) -> Self {
+        WireMessage {
             seq_number: m.seq.0,
             delivery_count: m.delivery_count,
             lock_token: m.lock_token.map(|t| t.to_string()).unwrap_or_default(),
@@ -209,6 +215,7 @@ impl WireMessage {
             locked_until_ms: m.locked_until_ms,
             dead_letter_reason: m.dead_letter_reason.unwrap_or_default(),
             dead_letter_description: m.dead_letter_description.unwrap_or_default(),
+            ..WireMessage::from_content(m.content)
         }
     }
 }
