@@ -28,13 +28,16 @@ pub enum Error {
         message_id: String,
     },
     /// The queue is group_fifo and the message has no group id (promise 5.2).
-    #[error("queue {queue:?} requires a group id on every message")]
+    #[error(
+        "queue {queue:?} is group_fifo: every message needs a group id (set \
+         OutMessage::group_id; on the wire `group_id`; `mqlite send --group-id`)"
+    )]
     GroupRequired {
         /// The queue that refused the message.
         queue: String,
     },
     /// A named object does not exist.
-    #[error("{kind} {name:?} not found")]
+    #[error("{kind} {name:?} not found{}", not_found_hint(kind))]
     NotFound {
         /// What was looked for ("queue", "message", ...).
         kind: &'static str,
@@ -92,7 +95,11 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// A message body exceeds the configured limit.
-    #[error("message of {size} bytes exceeds the limit of {limit} bytes")]
+    #[error(
+        "message of {size} bytes exceeds the limit of {limit} bytes (raise it with \
+         EngineOptions::max_message_bytes; a broker's is --max-message-bytes, \
+         MQLITE_MAX_MESSAGE_BYTES)"
+    )]
     MessageTooLarge {
         /// The body size.
         size: usize,
@@ -233,7 +240,8 @@ impl fmt::Display for LockLostReason {
             }
             LockLostReason::WrongQueue => "the message belongs to another queue",
             LockLostReason::NotIssued => {
-                "the token is not one a receive hands out (32 hexadecimal characters)"
+                "the token was never issued for this message (a receive hands out one token \
+                 of 32 hexadecimal characters per delivery: settle with the one it gave)"
             }
             LockLostReason::Unknown => "the lease is expired, settled, or held by another token",
         })
@@ -259,8 +267,9 @@ impl fmt::Display for LockHolder {
                  instead of opening the file twice"
             }
             LockHolder::AnotherProcess => {
-                "locked by another process: one process writes a file; other processes \
-                 reach its queues through that one"
+                "locked by another process: one process writes a file, and other processes \
+                 reach its queues through that one (if it is `mqlite serve`, call it over \
+                 HTTP: `mqlite --endpoint URL`, or mqlite::remote::Client)"
             }
             LockHolder::AnotherOwner => {
                 "owned by another engine, whose lease is live: one owner writes a remote \
@@ -268,6 +277,18 @@ impl fmt::Display for LockHolder {
                  take over once its lease lapses"
             }
         })
+    }
+}
+
+/// What to do about a missing object of `kind` (appended to [`Error::NotFound`]).
+fn not_found_hint(kind: &str) -> &'static str {
+    match kind {
+        "queue" => {
+            ": create it first (Engine::create_queue; `mqlite create-queue NAME`; \
+             CreateQueue on the wire)"
+        }
+        "topic" => ": a topic comes into being with its first subscription (subscribe)",
+        _ => "",
     }
 }
 

@@ -46,6 +46,8 @@ pub struct FoundLock {
     pub locked: bool,
     /// Whether its lock token is the one the settlement carried.
     pub same_token: bool,
+    /// Its deliveries so far: at 1, the current token is the only one ever issued.
+    pub delivery_count: i64,
     /// When its lease ends (epoch ms).
     pub locked_until_ms: i64,
 }
@@ -57,6 +59,7 @@ pub fn lost_reason(found: Option<FoundLock>, now: i64) -> LockLostReason {
         None => LockLostReason::Gone,
         Some(f) if !f.in_queue => LockLostReason::WrongQueue,
         Some(f) if !f.locked => LockLostReason::NotLocked,
+        Some(f) if !f.same_token && f.delivery_count <= 1 => LockLostReason::NotIssued,
         Some(f) if !f.same_token => LockLostReason::OtherToken,
         Some(f) if f.locked_until_ms <= now => LockLostReason::Expired,
         Some(_) => LockLostReason::Unknown,
@@ -180,6 +183,7 @@ mod tests {
             in_queue: queue == "q",
             locked,
             same_token,
+            delivery_count: 2,
             locked_until_ms: until,
         };
         assert_eq!(lost_reason(None, 10), LockLostReason::Gone);
@@ -189,6 +193,11 @@ mod tests {
         assert_eq!(lost_reason(unlocked, 10), LockLostReason::NotLocked);
         let retaken = Some(found("q", true, false, 0));
         assert_eq!(lost_reason(retaken, 10), LockLostReason::OtherToken);
+        let first = Some(FoundLock {
+            delivery_count: 1,
+            ..found("q", true, false, 0)
+        });
+        assert_eq!(lost_reason(first, 10), LockLostReason::NotIssued);
         let lapsed = Some(found("q", true, true, 10));
         assert_eq!(lost_reason(lapsed, 10), LockLostReason::Expired);
         let live = Some(found("q", true, true, 11));

@@ -80,6 +80,11 @@ async fn every_misuse_is_a_typed_error_that_names_its_cause() {
     mq.create_queue("other", QueueConfig::default())
         .await
         .expect("queue");
+    let grouped = QueueConfig {
+        ordering_mode: mqlite::OrderingMode::GroupFifo,
+        ..Default::default()
+    };
+    mq.create_queue("groups", grouped).await.expect("queue");
     mq.send_batch(
         "q",
         (0..4).map(|i| OutMessage::new(format!("m{i}"))).collect(),
@@ -155,6 +160,68 @@ async fn every_misuse_is_a_typed_error_that_names_its_cause() {
                 )
             },
             names: "completed",
+        },
+        Row {
+            what: "an empty path",
+            got: open_at(std::path::Path::new(""), &clock).await.map(|_| ()),
+            variant: |e| matches!(e, Error::InvalidArgument(_)),
+            names: ":memory: for a private in-memory database",
+        },
+        Row {
+            what: "an empty location",
+            got: mqlite::open("").await.map(|_| ()),
+            variant: |e| matches!(e, Error::InvalidArgument(_)),
+            names: "`:memory:`",
+        },
+        Row {
+            what: "a path in a directory that does not exist",
+            got: open_at(&dir.path().join("no/such/dir/app.db"), &clock)
+                .await
+                .map(|_| ()),
+            variant: |e| matches!(e, Error::InvalidArgument(_)),
+            names: "create it first (mkdir -p",
+        },
+        Row {
+            what: "a send to a queue that does not exist",
+            got: mq.send("nope", OutMessage::new("x")).await.map(|_| ()),
+            variant: |e| matches!(e, Error::NotFound { kind: "queue", .. }),
+            names: "mqlite create-queue",
+        },
+        Row {
+            what: "a token that was never issued",
+            got: mq
+                .complete(
+                    "q",
+                    mqlite::LockRef {
+                        seq: held[1].seq,
+                        token: "0123456789abcdef0123456789abcdef".parse().expect("hex"),
+                    },
+                )
+                .await,
+            variant: |e| {
+                matches!(
+                    e,
+                    Error::LockLost {
+                        reason: LockLostReason::NotIssued
+                    }
+                )
+            },
+            names: "never issued",
+        },
+        Row {
+            what: "a body over the limit",
+            got: mq
+                .send("q", OutMessage::new(vec![0u8; 2 << 20]))
+                .await
+                .map(|_| ()),
+            variant: |e| matches!(e, Error::MessageTooLarge { .. }),
+            names: "MQLITE_MAX_MESSAGE_BYTES",
+        },
+        Row {
+            what: "a message without a group on a group_fifo queue",
+            got: mq.send("groups", OutMessage::new("x")).await.map(|_| ()),
+            variant: |e| matches!(e, Error::GroupRequired { .. }),
+            names: "OutMessage::group_id",
         },
         Row {
             what: "an unknown store location",

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mqlite::worker::{HandlerError, REASON_HANDLER_FAILED, RetryPolicy, Source, Worker};
+use mqlite::worker::{HandlerError, REASON_RETRIES_EXHAUSTED, RetryPolicy, Source, Worker};
 use mqlite::{
     Engine, EngineOptions, GenericEngine, ManualClock, MessageState, OutMessage, PeekOptions,
     QueueConfig, SqliteOptions, SqliteStore, Store,
@@ -215,7 +215,7 @@ async fn retries_back_off_and_dead_letter_at_the_bound<S: Store, C: Source>(
     assert_eq!((dead.seq, dead.delivery_count), (seq, 3));
     assert_eq!(
         dead.dead_letter_reason.as_deref(),
-        Some(REASON_HANDLER_FAILED)
+        Some(REASON_RETRIES_EXHAUSTED)
     );
     assert_eq!(
         dead.dead_letter_description.as_deref(),

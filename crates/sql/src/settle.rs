@@ -178,7 +178,7 @@ pub const RECEIPT_LOOKUP: &str = "SELECT r.seq, r.lock_token FROM json_each(:ite
 /// Why the items of `:items` found no live lease: each message's queue, state, token and
 /// lease end, by primary key (only on the failure path, once per call).
 pub const LOCK_STATE: &str =
-    "SELECT id, queue, state, lock_token, locked_until FROM mqlite_messages
+    "SELECT id, queue, state, lock_token, locked_until, delivery_count FROM mqlite_messages
  WHERE id IN (SELECT j.value ->> 'seq' FROM json_each(:items) j)";
 
 /// The reason each of `lost` (items that changed nothing and replayed nothing) lost its
@@ -209,6 +209,7 @@ async fn lost_reasons<X: SqlExec>(
                     locked: r.text(2)? == "locked",
                     same_token: r.opt_text(3)?.as_deref() == Some(token.as_str()),
                     locked_until_ms: r.int(4)?,
+                    delivery_count: r.int(5)?,
                 }),
             };
             let reason = decide::lost_reason(seen, now);

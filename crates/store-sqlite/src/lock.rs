@@ -166,18 +166,33 @@ pub(crate) fn canonical_db_path(path: &Path) -> Result<PathBuf> {
         }
     }
     let path = path.as_path();
-    let name = path
-        .file_name()
-        .ok_or_else(|| Error::invalid(format!("{} is not a file path", path.display())))?;
+    if path.as_os_str().is_empty() {
+        return Err(Error::invalid(
+            "the database path is empty: give a file path (./app.db), or :memory: for a \
+             private in-memory database",
+        ));
+    }
+    let name = path.file_name().ok_or_else(|| {
+        Error::invalid(format!(
+            "{} names no file: give a file path such as ./app.db",
+            path.display()
+        ))
+    })?;
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let dir = std::fs::canonicalize(&parent).map_err(|e| {
-        Error::invalid(format!(
+    let dir = std::fs::canonicalize(&parent).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::invalid(format!(
+            "the directory {} does not exist: create it first (mkdir -p {}); mqlite \
+             creates the database file, not its directory",
+            parent.display(),
+            parent.display()
+        )),
+        _ => Error::invalid(format!(
             "the directory of {} is not usable: {e}",
             path.display()
-        ))
+        )),
     })?;
     Ok(dir.join(name))
 }

@@ -157,8 +157,11 @@ where
                     .await
             }
             Ok(Err(HandlerError::Retry(why))) if delivery_count >= self.retry.max_attempts => {
-                self.settle(Settle::DeadLetter(REASON_HANDLER_FAILED.into(), why), lock)
-                    .await
+                self.settle(
+                    Settle::DeadLetter(REASON_RETRIES_EXHAUSTED.into(), why),
+                    lock,
+                )
+                .await
             }
             Ok(Err(HandlerError::Retry(_))) => {
                 let delay = self.retry.backoff(delivery_count);

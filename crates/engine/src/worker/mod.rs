@@ -117,7 +117,7 @@ where
     F: Fn(Message) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = std::result::Result<(), HandlerError>> + Send + 'static,
 {
-    /// Runs up to `n` handlers at once (at least 1).
+    /// Runs up to `n` handlers at once (at least 1; default 1).
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.clamp(1, crate::engine::MAX_RECEIVE_BATCH as usize);
         self
@@ -132,20 +132,20 @@ where
         self
     }
 
-    /// How long each receive long-polls (at most the engine's 20 s).
+    /// How long each receive long-polls (default 5 s; at most the engine's 20 s).
     pub fn poll_wait(mut self, wait: Duration) -> Self {
         self.poll_wait = wait.min(crate::engine::MAX_WAIT);
         self
     }
 
     /// How long running handlers may finish after shutdown before their messages are
-    /// abandoned.
+    /// abandoned (default 30 s).
     pub fn grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
         self
     }
 
-    /// How failures are retried.
+    /// How failures are retried (default: [`RetryPolicy::default`]).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self

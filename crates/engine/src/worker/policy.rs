@@ -40,20 +40,22 @@ impl From<Error> for HandlerError {
     }
 }
 
-/// How a failed message is retried.
+/// How a failed message is retried. The default: 1 s before the second delivery,
+/// doubling up to 300 s, with up to 20 % added at random, and 10 attempts before a
+/// retryable failure dead-letters the message ([`REASON_RETRIES_EXHAUSTED`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RetryPolicy {
-    /// The delay before the second delivery.
+    /// The delay before the second delivery (default 1 s).
     pub initial_backoff: Duration,
-    /// The longest delay.
+    /// The longest delay (default 300 s).
     pub max_backoff: Duration,
-    /// Each retry waits this many times longer than the one before.
+    /// Each retry waits this many times longer than the one before (default 2).
     pub multiplier: f64,
     /// Up to this fraction of each delay is added at random, so failing consumers do
-    /// not retry in step (0 = none).
+    /// not retry in step (0 = none; default 0.2).
     pub jitter: f64,
     /// After this many deliveries a retryable failure dead-letters the message with the
-    /// error's text (the queue's own max_delivery_count still applies).
+    /// error's text (default 10; the queue's own max_delivery_count still applies).
     pub max_attempts: i64,
 }
 
@@ -111,5 +113,11 @@ pub struct WorkerReport {
     pub returned_unstarted: u64,
 }
 
-/// The reason a worker writes on the messages it dead-letters.
+/// The reason a worker writes on a message whose handler failed permanently
+/// ([`HandlerError::Permanent`]); the description is the handler's error.
 pub const REASON_HANDLER_FAILED: &str = "HandlerFailed";
+
+/// The reason a worker writes on a message whose retryable failures used up the
+/// policy's attempts ([`RetryPolicy::max_attempts`]); the description is the last
+/// error.
+pub const REASON_RETRIES_EXHAUSTED: &str = "RetriesExhausted";

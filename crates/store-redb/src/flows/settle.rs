@@ -24,6 +24,7 @@ fn lost_reason(t: &Tables<'_>, now: i64, queue: &str, lock: &LockRef) -> Result<
         locked: r.m.state == MessageState::Locked,
         same_token: r.m.lock_token == Some(lock.token),
         locked_until_ms: r.m.locked_until_ms,
+        delivery_count: r.m.delivery_count,
     });
     Ok(decide::lost_reason(found, now))
 }

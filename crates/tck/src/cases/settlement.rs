@@ -334,6 +334,18 @@ pub async fn p2_6_lock_lost_says_why<F: Access>(ctx: Ctx<F>) -> TckResult {
     };
     send_n(&mq, Q, "m", 2).await?;
     let first = receive_one(&mq, Q).await?;
+    // A well-formed token that no receive handed out for this message (delivered once:
+    // its token is the only one ever issued).
+    let forged_text = if first.token().to_string() == "0123456789abcdef0123456789abcdef" {
+        "fedcba9876543210fedcba9876543210"
+    } else {
+        "0123456789abcdef0123456789abcdef"
+    };
+    let forged = LockRef {
+        seq: first.seq,
+        token: forged_text.parse().map_err(|e| format!("{e}"))?,
+    };
+    assert_eq!(reason(mq.complete(Q, forged).await)?, Why::NotIssued);
     assert_eq!(reason(mq.complete("other", &first).await)?, Why::WrongQueue);
     ctx.clock.advance(1_000);
     assert_eq!(reason(mq.complete(Q, &first).await)?, Why::Expired);
