@@ -180,7 +180,7 @@ async fn names_configs_and_limits_are_refused_with_typed_errors<S: Store>(
         mq.redrive(
             "q",
             mqlite::RedriveOptions {
-                seq_numbers: (1..=1001).map(mqlite::SeqNumber).collect(),
+                seq_numbers: Some((1..=1001).map(mqlite::SeqNumber).collect()),
                 ..Default::default()
             },
         )

@@ -277,12 +277,14 @@ pub async fn redrive<X: SqlExec>(
         ),
         (":limit", Value::from(limit)),
     ];
-    let statement = if o.seq_numbers.is_empty() {
-        DLQ_OLDEST
-    } else {
-        let ids = serde_json::Value::from_iter(o.seq_numbers.iter().map(|s| s.0));
-        params.push((":ids", Value::from(ids.to_string())));
-        DLQ_PICKED
+    let statement = match &o.seq_numbers {
+        None => DLQ_OLDEST,
+        Some(seqs) if seqs.is_empty() => return Ok(0),
+        Some(seqs) => {
+            let ids = serde_json::Value::from_iter(seqs.iter().map(|s| s.0));
+            params.push((":ids", Value::from(ids.to_string())));
+            DLQ_PICKED
+        }
     };
     let rows = x.query(statement, &params).await?;
     let mut picked: Vec<(i64, Option<String>)> = rows

@@ -161,9 +161,26 @@ pub struct RedriveOptions {
     pub older_than: Duration,
     /// At most this many per second (0 = unthrottled).
     pub rate_per_sec: u64,
-    /// Only these dead letters (empty = any). A number that is not a dead letter of
-    /// the queue, or not old enough, is left alone; the bounds above still apply.
-    pub seq_numbers: Vec<SeqNumber>,
+    /// Only these dead letters (`None`, the default: any). A selection moves only what
+    /// it names — an empty one moves nothing, so a filter that matched nothing never
+    /// redrives the whole queue. A number that is not a dead letter of the queue, or not
+    /// old enough, is left alone; the bounds above still apply.
+    pub seq_numbers: Option<Vec<SeqNumber>>,
+}
+
+impl RedriveOptions {
+    /// Every dead letter of the queue, back to it (the bounds at their defaults).
+    pub fn all() -> Self {
+        RedriveOptions::default()
+    }
+
+    /// Only these dead letters, back to the queue (none when `seqs` is empty).
+    pub fn only(seqs: impl IntoIterator<Item = SeqNumber>) -> Self {
+        RedriveOptions {
+            seq_numbers: Some(seqs.into_iter().collect()),
+            ..Default::default()
+        }
+    }
 }
 
 /// Parameters of a Purge (promise 6.2).

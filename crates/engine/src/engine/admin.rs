@@ -99,7 +99,11 @@ impl<S: Store> Engine<S> {
         if options.older_than > MAX_SPAN {
             return Err(Error::invalid("older_than must be at most 100 years"));
         }
-        if options.seq_numbers.len() > MAX_REDRIVE_SELECTION {
+        if options
+            .seq_numbers
+            .as_ref()
+            .is_some_and(|s| s.len() > MAX_REDRIVE_SELECTION)
+        {
             return Err(Error::invalid(format!(
                 "a selected redrive names at most {MAX_REDRIVE_SELECTION} dead letters"
             )));

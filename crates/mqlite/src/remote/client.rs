@@ -416,15 +416,19 @@ impl Client {
         })
     }
 
-    /// Moves dead letters back; how many moved.
+    /// Moves dead letters back; how many moved. An empty selection moves nothing (and
+    /// is not sent: on the wire, no selection means every dead letter).
     pub async fn redrive(&self, queue: &str, options: RedriveOptions) -> Result<u64> {
+        if options.seq_numbers.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(0);
+        }
         let request = RedriveRequest {
             queue: queue.to_owned(),
             target: options.target,
             max: i64::try_from(options.max).unwrap_or(i64::MAX),
             older_than_ms: ms(options.older_than),
             rate_per_sec: i64::try_from(options.rate_per_sec).unwrap_or(i64::MAX),
-            seq_numbers: options.seq_numbers.iter().map(|s| s.0).collect(),
+            seq_numbers: options.seq_numbers.iter().flatten().map(|s| s.0).collect(),
         };
         let r: RedriveResponse = self.call(Rpc::Redrive, queue, &request).await?;
         Ok(r.moved)

@@ -254,16 +254,10 @@ pub(crate) fn redrive(
     };
     let cutoff = now.saturating_sub(millis(o.older_than));
     let mut picked: Vec<MessageRow> = Vec::new();
-    if o.seq_numbers.is_empty() {
-        for seq in dlq_oldest(t, queue, cutoff, limit)? {
-            if let Some(r) = t.row(seq)? {
-                picked.push(r);
-            }
-        }
-    } else {
+    if let Some(selected) = &o.seq_numbers {
         // A selected redrive: one lookup per number, then the order and bounds of the
-        // dead-letter index.
-        let mut seqs: Vec<i64> = o.seq_numbers.iter().map(|s| s.0).collect();
+        // dead-letter index (an empty selection picks nothing).
+        let mut seqs: Vec<i64> = selected.iter().map(|s| s.0).collect();
         seqs.sort_unstable();
         seqs.dedup();
         for seq in seqs {
@@ -277,6 +271,12 @@ pub(crate) fn redrive(
         }
         picked.sort_by_key(|r| (r.dead_lettered_at, r.m.seq));
         picked.truncate(limit);
+    } else {
+        for seq in dlq_oldest(t, queue, cutoff, limit)? {
+            if let Some(r) = t.row(seq)? {
+                picked.push(r);
+            }
+        }
     }
     if picked.is_empty() {
         return Ok(0);

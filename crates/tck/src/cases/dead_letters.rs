@@ -178,10 +178,9 @@ pub async fn p6_2_redrive_selected_moves_only_those<F: Access>(ctx: Ctx<F>) -> T
     let seqs = dead_letter_n(&ctx, &mq, 4).await?;
     let elsewhere = dead_letter_n_in(&ctx, &mq, "other", 1).await?;
     let live = mq.send(Q, OutMessage::new("live")).await?;
-    let select = |seq_numbers: Vec<SeqNumber>| RedriveOptions {
-        seq_numbers,
-        ..Default::default()
-    };
+    let select = RedriveOptions::only;
+    // An empty selection moves nothing (not every dead letter).
+    assert_eq!(mq.redrive(Q, select(Vec::new())).await?, 0);
     let picked = vec![seqs[3], seqs[1], live, elsewhere[0], SeqNumber(9_999_999)];
     assert_eq!(mq.redrive(Q, select(picked)).await?, 2);
     let states = [

@@ -197,7 +197,10 @@ pub(super) async fn redrive(mut c: Call<'_>) -> Result<Response, ApiError> {
         max: non_negative("max", r.max)?,
         older_than: span("older_than_ms", r.older_than_ms)?,
         rate_per_sec: non_negative("rate_per_sec", r.rate_per_sec)?,
-        seq_numbers: r.seq_numbers.into_iter().map(SeqNumber).collect(),
+        // The wire's absent or empty selection means every dead letter (the contract
+        // has no selection at all).
+        seq_numbers: (!r.seq_numbers.is_empty())
+            .then(|| r.seq_numbers.into_iter().map(SeqNumber).collect()),
     };
     let moved = mq.redrive(&r.queue, options).await?;
     tracing::info!(target: "mqlite::audit", queue = %r.queue, moved, by = %c.principal, "dead letters redriven");

@@ -288,7 +288,7 @@ impl<F: Access> Run<'_, F> {
                     max: *max,
                     older_than: from_millis(older_than),
                     rate_per_sec: 0,
-                    seq_numbers: Vec::new(),
+                    seq_numbers: None,
                 };
                 let got = self.mq.redrive(QUEUES[*from], options).await;
                 let target = to.unwrap_or(*from);
