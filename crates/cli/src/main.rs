@@ -93,6 +93,18 @@ fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Backup(a) => backup::run(&a, cli.output),
         Command::Mcp => mcp::run(cli.endpoint, cli.token, cli.db),
+        Command::Completions { shell } => {
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "mqlite", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut page)
+                .map_err(|e| Failure::from(format!("cannot render the man page: {e}")))?;
+            output::line(String::from_utf8_lossy(&page).trim_end())
+        }
         Command::Vacuum(a) => {
             if cli
                 .endpoint

@@ -160,9 +160,11 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
         | Command::Trace(_)
         | Command::Version
         | Command::Vacuum(_)
-        | Command::Mcp => {
-            Err("serve, backup, trace, vacuum, mcp and version are not broker calls".into())
-        }
+        | Command::Mcp
+        | Command::Completions { .. }
+        | Command::Man => Err("serve, backup, trace, vacuum, mcp, completions, man and \
+                               version are not broker calls"
+            .into()),
     }
 }
 

@@ -2014,3 +2014,33 @@ fn every_client_subcommand_prints_json_and_the_new_rows_work() {
     assert_eq!(json(&["delete-queue", "jobs", "--yes"])["deleted"], true);
     assert!(json(&["vacuum"])["bytes_after"].is_u64());
 }
+
+/// Shell completions and the man page are generated from the command's own definition:
+/// each shell's script names the subcommands and global flags, and the man page is roff
+/// with its title and sections.
+#[test]
+fn completions_and_the_man_page_come_from_the_command_definition() {
+    let out = |args: &[&str]| -> String {
+        let ran: Ran = mqlite().args(args).output().expect("mqlite runs").into();
+        ran.ok().to_owned()
+    };
+    let bash = out(&["completions", "bash"]);
+    assert!(
+        bash.contains("create-queue") && bash.contains("--endpoint"),
+        "{bash}"
+    );
+    assert!(out(&["completions", "zsh"]).starts_with("#compdef mqlite"));
+    assert!(out(&["completions", "fish"]).contains("complete -c mqlite"));
+    let man = out(&["man"]);
+    assert!(man.contains(".TH mqlite"), "{man}");
+    assert!(
+        man.contains(".SH NAME") && man.contains(".SH SUBCOMMANDS"),
+        "{man}"
+    );
+    let refused: Ran = mqlite()
+        .args(["completions", "powershell-core"])
+        .output()
+        .expect("mqlite runs")
+        .into();
+    refused.failed(2);
+}

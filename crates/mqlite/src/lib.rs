@@ -23,6 +23,18 @@
 //!
 //! With the `remote` feature, `remote::Client` reaches the queues of a broker
 //! (`mqlite serve`) with the same methods, types and worker.
+//!
+//! # Features
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `sqlite` | yes | the local SQLite store: [`Engine`], file paths and `:memory:` |
+//! | `redb` | no | the redb store: `redb:<path>` locations |
+//! | `libsql` | no | the remote libSQL store: `libsql://…`, `http(s)://…` locations |
+//! | `serde` | no | typed bodies: `Engine::send_json`, `Message::json` |
+//! | `metrics` | no | counters and histograms through the `metrics` facade |
+//! | `remote` | no | `remote`: a typed client of a broker, and the worker over it |
+//! | `tls` | no | `mqlites://` DSNs for the remote client (HTTPS, rustls) |
 
 // A build with no store compiles (and opens nothing): the registry's code over the
 // stores is then empty, and its variables unused.

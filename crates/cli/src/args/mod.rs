@@ -106,6 +106,16 @@ pub(crate) enum Command {
     Cancel(CancelArgs),
     /// Print this program's version.
     Version,
+    /// Print a shell completion script: `mqlite completions bash >
+    /// /etc/bash_completion.d/mqlite` (zsh: into a directory of $fpath as `_mqlite`;
+    /// fish: `~/.config/fish/completions/mqlite.fish`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `mqlite man > /usr/local/share/man/man1/mqlite.1`.
+    Man,
     /// Serve the queue to an AI agent: a Model Context Protocol server on stdin/stdout
     /// (JSON-RPC 2.0, one message per line) with 14 tools (list_queues, create_queue,
     /// send, receive, complete, abandon, renew, defer, receive_deferred, reject, peek,
