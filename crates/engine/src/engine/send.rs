@@ -113,6 +113,13 @@ impl<S: Store> Engine<S> {
     /// engine (`Engine<DynStore>`) the store the caller expects to be behind it, named
     /// (`tx::<SqliteStore, _, _>`): another store is `InvalidArgument`.
     ///
+    /// The closure is `'static`: it may run on the store's own thread (the SQLite
+    /// store's writer), after this call's stack frame could be gone if the caller's
+    /// future were dropped. So it cannot borrow from the caller: move what it needs in
+    /// (`async move |tx| { … }` over owned or `Arc`ed values), and return what the
+    /// caller needs through `R`. A borrow is refused at compile time ("borrowed value
+    /// does not live long enough", pointing at `tx`'s signature).
+    ///
     /// ```no_run
     /// # async fn demo(mq: mqlite_engine::Engine<impl mqlite_contract::OutboxStore>)
     /// # -> mqlite_contract::Result<()> {
