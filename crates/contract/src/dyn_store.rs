@@ -80,6 +80,7 @@ trait ErasedStore: ErasedOps {
     fn dyn_clock(&self) -> &SharedClock;
     fn dyn_ownership(&self) -> Ownership;
     fn dyn_work(&self) -> Option<WorkStats>;
+    fn dyn_reclaims_pages(&self) -> bool;
     fn dyn_status(&self) -> BoxFuture<'_, Result<StoreStatus>>;
     fn dyn_close(&self) -> BoxFuture<'_, ()>;
     fn as_any(&self) -> &dyn Any;
@@ -97,6 +98,9 @@ impl<S: Store> ErasedStore for S {
     }
     fn dyn_work(&self) -> Option<WorkStats> {
         Store::work(self)
+    }
+    fn dyn_reclaims_pages(&self) -> bool {
+        Store::reclaims_pages(self)
     }
     fn dyn_status(&self) -> BoxFuture<'_, Result<StoreStatus>> {
         Box::pin(Store::status(self))
@@ -161,6 +165,9 @@ impl Store for DynStore {
     }
     fn work(&self) -> Option<WorkStats> {
         self.0.dyn_work()
+    }
+    fn reclaims_pages(&self) -> bool {
+        self.0.dyn_reclaims_pages()
     }
     fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
         self.0.dyn_status()

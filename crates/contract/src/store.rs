@@ -156,6 +156,15 @@ pub trait Store: MessageOps + AdminOps + KeyOps + TopicOps {
     /// Work done since open, or None if the store cannot count it.
     fn work(&self) -> Option<WorkStats>;
 
+    /// Whether the store can give free pages back to the file system
+    /// ([`RecoverTask::Vacuum`](crate::RecoverTask::Vacuum)): a local SQLite file. The
+    /// engine's janitor asks the vacuum step only of a store that says yes, so the
+    /// others (a remote server that manages its own file, redb that reuses its pages)
+    /// run no transaction for it. The default is no.
+    fn reclaims_pages(&self) -> bool {
+        false
+    }
+
     /// What the store says about itself: backend, location, schema token, counts.
     fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send;
 

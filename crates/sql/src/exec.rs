@@ -209,11 +209,4 @@ pub trait SqlExec {
     /// The flow wrote queue rows (created, changed or deleted a queue): whatever the
     /// driver remembers of them is forgotten, whatever the transaction's outcome.
     fn queues_changed(&mut self) {}
-
-    /// Whether the database is a local file whose free pages
-    /// [`RecoverTask::Vacuum`](mqlite_contract::RecoverTask::Vacuum) may give back (the
-    /// SQLite store's driver says yes; a remote server manages its own file).
-    fn reclaims_pages(&self) -> bool {
-        false
-    }
 }

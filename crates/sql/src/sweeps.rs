@@ -113,12 +113,10 @@ pub async fn recover<X: SqlExec>(x: &mut X, now: i64, task: RecoverTask) -> Resu
 
 /// Gives back free pages of a local file in incremental auto-vacuum mode, in steps of
 /// [`VACUUM_STEP_PAGES`], at most `max_pages` (rounded up to a step): the pages freed.
-/// A remote store, or a file made without incremental auto-vacuum (one written by an
-/// earlier version: `mqlite vacuum --full` converts it), frees nothing.
+/// A file made without incremental auto-vacuum (one written by an earlier version:
+/// `mqlite vacuum --full` converts it) frees nothing. Run only for a store whose
+/// `reclaims_pages` says yes (the SQLite store's files), never on a remote server.
 async fn vacuum<X: SqlExec>(x: &mut X, max_pages: u64) -> Result<u64> {
-    if !x.reclaims_pages() {
-        return Ok(0);
-    }
     let mode = x.query(AUTO_VACUUM, &[]).await?;
     if mode.first().map(|r| r.int(0)).transpose()? != Some(2) {
         return Ok(0);

@@ -378,16 +378,7 @@ impl AdminOps for RedbStore {
     }
 
     fn recover(&self, task: RecoverTask) -> impl Future<Output = Result<u64>> + Send {
-        // Nothing to give back (redb reuses freed pages itself), so no transaction: an
-        // empty durable commit per janitor pass would change how redb allocates.
-        let vacuum = matches!(task, RecoverTask::Vacuum { .. });
-        let work = (!vacuum).then(|| self.tx(move |t, now| flows::recover(t, now, task)));
-        async move {
-            match work {
-                Some(work) => work.await,
-                None => Ok(0),
-            }
-        }
+        self.tx(move |t, now| flows::recover(t, now, task))
     }
 }
 

@@ -126,8 +126,4 @@ impl SqlExec for Exec<'_> {
     async fn execute(&mut self, sql: &'static str, params: Params<'_>) -> Result<Executed> {
         self.execute_now(sql, params)
     }
-
-    fn reclaims_pages(&self) -> bool {
-        true
-    }
 }

@@ -505,6 +505,11 @@ impl Store for SqliteStore {
         &self.clock
     }
 
+    /// A file, yes (made in incremental auto-vacuum mode); `:memory:` has no file.
+    fn reclaims_pages(&self) -> bool {
+        self.path.is_some()
+    }
+
     fn ownership(&self) -> Ownership {
         // A file is held under the one-writer lock from open to close; `:memory:` is
         // private to this store.

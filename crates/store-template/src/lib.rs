@@ -59,6 +59,10 @@ impl Store for TemplateStore {
         self.inner.work()
     }
 
+    fn reclaims_pages(&self) -> bool {
+        self.inner.reclaims_pages()
+    }
+
     fn status(&self) -> impl Future<Output = Result<StoreStatus>> + Send {
         let status = self.inner.status();
         async move {

@@ -237,7 +237,8 @@ pub enum RecoverTask {
     Janitor,
     /// Free pages given back to the file system, at most `max_pages` of them: a local
     /// SQLite file in `auto_vacuum = INCREMENTAL` mode (every file this version creates)
-    /// truncates its free list; other stores give back nothing and answer 0.
+    /// truncates its free list. Asked only of a store whose
+    /// [`Store::reclaims_pages`](crate::Store::reclaims_pages) says yes; redb answers 0.
     Vacuum {
         /// The most pages one step frees (bounds the step's time).
         max_pages: u32,

@@ -85,10 +85,12 @@ impl<S: Store> Engine<S> {
                 let retention = RecoverTask::Retention(self.inner.options.retention);
                 report.retention_dropped += store.recover(retention).await?;
                 report.pruned += store.recover(RecoverTask::Janitor).await?;
-                let step = RecoverTask::Vacuum {
-                    max_pages: VACUUM_STEP_MAX_PAGES,
-                };
-                report.pages_freed += store.recover(step).await?;
+                if store.reclaims_pages() {
+                    let step = RecoverTask::Vacuum {
+                        max_pages: VACUUM_STEP_MAX_PAGES,
+                    };
+                    report.pages_freed += store.recover(step).await?;
+                }
                 if cfg!(feature = "metrics") {
                     // Refresh the per-state gauges of every queue holding messages.
                     for q in store.list_queues().await? {

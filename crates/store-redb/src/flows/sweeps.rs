@@ -38,7 +38,8 @@ pub(crate) fn recover(t: &mut Tables<'_>, now: i64, task: RecoverTask) -> Result
         RecoverTask::Ttl => expire(t, now),
         RecoverTask::Retention(d) => retention(t, now, d),
         RecoverTask::Janitor => janitor(t, now),
-        // redb gives space back only by compaction, which needs the database to itself.
+        // redb gives space back only by compaction, which needs the database to itself
+        // (the engine does not ask: `reclaims_pages` is false).
         RecoverTask::Vacuum { .. } => Ok(0),
     }
 }
