@@ -14,29 +14,32 @@ use crate::{Failure, output};
 /// How long to wait for a writer's lock (a checkpoint) before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The existing local SQLite file `location` names (as the facade reads a location),
+/// or why not: `what` says what the command needs, when the location names another
+/// store.
+pub(crate) fn existing_sqlite_file(location: &str, what: &str) -> Result<PathBuf, Failure> {
+    let parsed = mqlite::Location::parse(location).map_err(|e| e.to_string())?;
+    let path = match parsed.local_file() {
+        Some(path) if parsed.store() == "sqlite" => path.to_path_buf(),
+        _ => return Err(format!("{what}; {location:?} is not one").into()),
+    };
+    match fs::metadata(&path) {
+        Ok(m) if m.is_file() => Ok(path),
+        Ok(_) => Err(format!("{} is not a file", path.display()).into()),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display()).into()),
+    }
+}
+
 /// Copies `db_path` to `dest_path`, which must not exist; prints the copy's size.
 pub(crate) fn run(a: &BackupArgs, out: Output) -> Result<(), Failure> {
     let dest = a.dest_path.as_path();
     let src_text = a.db_path.display().to_string();
-    // The store's location as the facade reads it: backup copies a SQLite file.
-    let location = mqlite::Location::parse(&src_text).map_err(|e| e.to_string())?;
-    let src = match location.local_file() {
-        Some(path) if location.store() == "sqlite" => path.to_path_buf(),
-        _ => {
-            return Err(format!(
-                "backup copies a local SQLite database file; {src_text:?} is not one \
-                 (a redb file is copied while no process has it open; a libSQL \
-                 database is backed up by its server)"
-            )
-            .into());
-        }
-    };
+    let src = existing_sqlite_file(
+        &src_text,
+        "backup copies a local SQLite database file (a redb file is copied while no \
+         process has it open; a libSQL database is backed up by its server)",
+    )?;
     let src = src.as_path();
-    match fs::metadata(src) {
-        Ok(m) if m.is_file() => {}
-        Ok(_) => return Err(format!("{} is not a file", src.display()).into()),
-        Err(e) => return Err(format!("cannot read {}: {e}", src.display()).into()),
-    }
     let dest_text = dest.to_str().ok_or_else(|| {
         Failure::from(format!(
             "the destination {} is not a UTF-8 path",

@@ -124,21 +124,24 @@ fn run(cli: Cli) -> Result<(), Failure> {
             Output::Json => output::json(&serde_json::json!({ "version": VERSION })),
             Output::Table => output::line(&format!("mqlite {VERSION}")),
         },
-        command => {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| Failure::from(format!("cannot start the async runtime: {e}")))?;
-            runtime.block_on(async {
-                let client = connect(cli.endpoint, cli.token, cli.db, false).await?;
-                let done = remote::run(&client, cli.output, command).await;
-                if let Some(local) = client.in_process() {
-                    local.close().await;
-                }
-                done
-            })
-        }
+        command => runtime()?.block_on(async {
+            let client = connect(cli.endpoint, cli.token, cli.db, false).await?;
+            let done = remote::run(&client, cli.output, command).await;
+            if let Some(local) = client.in_process() {
+                local.close().await;
+            }
+            done
+        }),
     }
+}
+
+/// The runtime a one-shot command runs its calls on (one thread: it waits on one call
+/// at a time).
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::from(format!("cannot start the async runtime: {e}")))
 }
 
 /// The broker `--endpoint` names; without one, the store `--db` names, opened in this

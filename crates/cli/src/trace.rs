@@ -17,11 +17,7 @@ pub(crate) fn run(a: TraceArgs, out: Output) -> Result<(), Failure> {
         queue: a.queue_db.zip(a.queue),
         consumers: a.consumer_db.map(|db| (db, a.consumers)),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::from(format!("cannot start the async runtime: {e}")))?;
-    let t = runtime
+    let t = crate::runtime()?
         .block_on(trace(&a.source, &a.id, &sources))
         .map_err(|e| Failure::from(crate::chain(&e)))?;
     match out {

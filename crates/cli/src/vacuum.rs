@@ -12,25 +12,14 @@ pub(crate) fn run(a: &VacuumArgs, db: Option<&str>, out: Output) -> Result<(), F
     let Some(db) = db.filter(|d| !d.trim().is_empty()) else {
         return Err("vacuum works on a local file: name it with --db or MQLITE_DB".into());
     };
-    let location = mqlite::Location::parse(db).map_err(|e| e.to_string())?;
-    let path = match location.local_file() {
-        Some(path) if location.store() == "sqlite" => path.display().to_string(),
-        _ => {
-            return Err(format!(
-                "vacuum reclaims a local SQLite file's pages; {db:?} is not one (a libSQL \
-                 server manages its own file; redb has no incremental reclamation)"
-            )
-            .into());
-        }
-    };
-    if !std::path::Path::new(&path).is_file() {
-        return Err(format!("{path} is not a file").into());
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::from(format!("cannot start the async runtime: {e}")))?;
-    let report = runtime.block_on(async {
+    let path = crate::backup::existing_sqlite_file(
+        db,
+        "vacuum reclaims a local SQLite file's pages (a libSQL server manages its own \
+         file; redb has no incremental reclamation)",
+    )?
+    .display()
+    .to_string();
+    let report = crate::runtime()?.block_on(async {
         let store = SqliteStore::open(SqliteOptions::new(path)).await?;
         let report = store.vacuum(a.full).await;
         store.close().await;
