@@ -1590,6 +1590,16 @@ fn send_options_receive_and_delete_deferred_cancel_and_version() {
     );
 }
 
+/// Runs `mqlite --db <db> <args>` (embedded mode: no broker).
+fn embedded(db: &str, args: &[&str]) -> Ran {
+    mqlite()
+        .args(["--db", db])
+        .args(args)
+        .output()
+        .expect("mqlite runs")
+        .into()
+}
+
 /// Embedded mode: without --endpoint, --db (or MQLITE_DB) runs the same subcommands on
 /// that store in this process, with the broker's answers and errors; a lock one command
 /// takes is settled by the next (leases are kept at open, as a broker keeps them);
@@ -1598,14 +1608,7 @@ fn send_options_receive_and_delete_deferred_cancel_and_version() {
 fn embedded_mode_runs_the_subcommands_on_a_local_file() {
     let dir = scratch();
     let db = dir.path().join("e.db").display().to_string();
-    let run = |args: &[&str]| -> Ran {
-        mqlite()
-            .args(["--db", &db])
-            .args(args)
-            .output()
-            .expect("mqlite runs")
-            .into()
-    };
+    let run = |args: &[&str]| embedded(&db, args);
     assert!(
         run(&["create-queue", "jobs"])
             .ok()
@@ -1646,11 +1649,7 @@ fn embedded_mode_runs_the_subcommands_on_a_local_file() {
     // --endpoint wins: the served file is not opened here.
     let both = s.run(&["--db", &served, "stats", "jobs"]);
     assert_eq!(field(both.ok(), "total"), "0");
-    let held: Ran = mqlite()
-        .args(["--db", &served, "stats", "jobs"])
-        .output()
-        .expect("mqlite runs")
-        .into();
+    let held = embedded(&served, &["stats", "jobs"]);
     let err = held.failed(1);
     assert!(err.contains("--endpoint"), "{err}");
 }
@@ -1690,31 +1689,18 @@ fn vacuum_gives_a_drained_files_pages_back() {
         {}
         e.close().await;
     });
-    let ran: Ran = mqlite()
-        .args(["--db", &path, "--output", "json", "vacuum"])
-        .output()
-        .expect("mqlite runs")
-        .into();
-    let report = ran.json();
+    let report = embedded(&path, &["--output", "json", "vacuum"]).json();
     let before = report["bytes_before"].as_u64().expect("bytes_before");
     let after = report["bytes_after"].as_u64().expect("bytes_after");
     assert!(after * 4 < before, "{report}");
     assert_eq!(report["incremental"], true);
     assert_eq!(fs::metadata(&path).expect("the file").len(), after);
 
-    let through: Ran = mqlite()
-        .args(["--endpoint", "http://127.0.0.1:1", "--db", &path, "vacuum"])
-        .output()
-        .expect("mqlite runs")
-        .into();
+    let through = embedded(&path, &["--endpoint", "http://127.0.0.1:1", "vacuum"]);
     assert!(through.failed(1).contains("not through a broker"));
     let s = Server::start();
     let served = s.db().display().to_string();
-    let held: Ran = mqlite()
-        .args(["--db", &served, "vacuum"])
-        .output()
-        .expect("mqlite runs")
-        .into();
+    let held = embedded(&served, &["vacuum"]);
     let err = held.failed(1);
     assert!(err.contains("stop the broker"), "{err}");
 }
@@ -1896,23 +1882,9 @@ fn mcp_calls_the_broker_mqlite_url_names() {
 fn every_client_subcommand_prints_json_and_the_new_rows_work() {
     let dir = scratch();
     let db = dir.path().join("j.db").display().to_string();
-    let json = |args: &[&str]| -> Value {
-        let ran: Ran = mqlite()
-            .args(["--db", &db, "--output", "json"])
-            .args(args)
-            .output()
-            .expect("mqlite runs")
-            .into();
-        ran.json()
-    };
-    let table = |args: &[&str]| -> Ran {
-        mqlite()
-            .args(["--db", &db])
-            .args(args)
-            .output()
-            .expect("mqlite runs")
-            .into()
-    };
+    let json =
+        |args: &[&str]| -> Value { embedded(&db, &[&["--output", "json"], args].concat()).json() };
+    let table = |args: &[&str]| embedded(&db, args);
     json(&[
         "create-queue",
         "jobs",
