@@ -68,10 +68,11 @@ impl std::str::FromStr for Dsn {
         if host.is_empty() || host.contains('/') {
             return Err(bad("name a host (and no path)"));
         }
+        // A port is digits after the last colon (an IPv6 literal ends in `]`, so its
+        // own colons never qualify).
         let has_port = host
             .rsplit_once(':')
-            .is_some_and(|(_, p)| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
-            && !host.ends_with(']');
+            .is_some_and(|(_, p)| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()));
         let host = if has_port {
             host.to_owned()
         } else {
@@ -721,6 +722,10 @@ mod tests {
         let d: Dsn = "mqlite://127.0.0.1".parse().expect("a DSN");
         assert_eq!(d.endpoint, "http://127.0.0.1:6754");
         assert_eq!(d.token, None);
+        let d: Dsn = "mqlite://[::1]".parse().expect("an IPv6 DSN");
+        assert_eq!(d.endpoint, "http://[::1]:6754");
+        let d: Dsn = "mqlite://[::1]:7000".parse().expect("an IPv6 DSN");
+        assert_eq!(d.endpoint, "http://[::1]:7000");
         let d: Dsn = "http://10.0.0.1:6754/".parse().expect("a URL");
         assert_eq!(d.endpoint, "http://10.0.0.1:6754");
         for bad in ["broker:6754", "mqlite://", "redis://x", "mqlite://h/path"] {
