@@ -13,6 +13,7 @@ mod args;
 mod backup;
 mod logs;
 mod mcp;
+mod migrate;
 mod output;
 mod remote;
 mod serve;
@@ -92,6 +93,7 @@ fn run(cli: Cli) -> Result<(), Failure> {
             serve::run(a)
         }
         Command::Backup(a) => backup::run(&a, cli.output),
+        Command::Migrate(a) => migrate::run(&a, cli.output),
         Command::Mcp => mcp::run(cli.endpoint, cli.token, cli.db),
         Command::Completions { shell } => {
             let mut command = Cli::command();

@@ -160,10 +160,11 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
         | Command::Trace(_)
         | Command::Version
         | Command::Vacuum(_)
+        | Command::Migrate(_)
         | Command::Mcp
         | Command::Completions { .. }
-        | Command::Man => Err("serve, backup, trace, vacuum, mcp, completions, man and \
-                               version are not broker calls"
+        | Command::Man => Err("serve, backup, trace, vacuum, migrate, mcp, completions, \
+                               man and version are not broker calls"
             .into()),
     }
 }

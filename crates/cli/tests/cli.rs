@@ -2016,3 +2016,46 @@ fn completions_and_the_man_page_come_from_the_command_definition() {
         .into();
     refused.failed(2);
 }
+
+/// `mqlite migrate OLD NEW` copies a database into a new file of this layout, which the
+/// same subcommands then serve; a file of another layout is refused at open with a
+/// message naming the command; an existing destination is refused.
+#[test]
+fn migrate_copies_a_database_that_the_subcommands_then_serve() {
+    let dir = scratch();
+    let old = dir.path().join("old.db").display().to_string();
+    let new = dir.path().join("new.db").display().to_string();
+    embedded(&old, &["create-queue", "jobs"]).ok();
+    embedded(&old, &["send", "jobs", "kept"]).ok();
+    let copied = mqlite()
+        .args(["--output", "json", "migrate", &old, &new])
+        .output()
+        .expect("mqlite runs");
+    let report = Ran::from(copied).json();
+    assert_eq!(report["tables"]["mqlite_messages"], 1, "{report}");
+    assert_eq!(report["from"], report["to"]);
+    let got = embedded(&new, &["receive", "jobs"]);
+    assert!(got.ok().contains("kept"), "{}", got.stdout);
+    let again: Ran = mqlite()
+        .args(["migrate", &old, &new])
+        .output()
+        .expect("mqlite runs")
+        .into();
+    assert!(again.failed(1).contains("already exists"));
+
+    let earlier = dir.path().join("earlier.db");
+    mqlite::rusqlite::Connection::open(&earlier)
+        .and_then(|c| {
+            c.execute_batch(
+                "CREATE TABLE mqlite_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                 INSERT INTO mqlite_meta VALUES ('schema_token', 'mqlite-rs/0-test');",
+            )
+        })
+        .expect("a file of another layout");
+    let refused = embedded(&earlier.display().to_string(), &["list-queues"]);
+    assert!(
+        refused.failed(1).contains("mqlite migrate"),
+        "{}",
+        refused.stderr
+    );
+}

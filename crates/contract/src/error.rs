@@ -62,12 +62,14 @@ pub enum Error {
     },
     /// The database carries another schema guard token (promise 10.2): written by
     /// another layout of mqlite, or by something else. Layouts are never migrated in
-    /// place, so the file is left exactly as it was.
+    /// place, so the file is left exactly as it was; `mqlite migrate` (the SQLite store's
+    /// `migrate`) copies a file of a released layout into a new one.
     #[error(
         "the database's schema is {found:?}, this binary reads {expected:?}: it was written \
-         by another mqlite layout; open it with the mqlite version that wrote it, or drain \
-         its messages into a new file (layouts are never migrated in place, and the file \
-         was not touched)"
+         by another mqlite layout. `mqlite migrate <this file> <new file>` copies a SQLite \
+         file of a released layout into a new file of this one; or open it with the mqlite \
+         version that wrote it (layouts are never migrated in place: the file was not \
+         touched)"
     )]
     SchemaVersionMismatch {
         /// The token found in the database.

@@ -130,7 +130,8 @@ pub mod relay {
 
 #[cfg(feature = "sqlite")]
 pub use mqlite_store_sqlite::{
-    SqliteOptions, SqliteStore, SqliteTx, Synchronous, VacuumReport, rusqlite,
+    MigrationReport, SqliteOptions, SqliteStore, SqliteTx, Synchronous, VacuumReport, migrate,
+    rusqlite,
 };
 
 #[cfg(feature = "redb")]

@@ -80,6 +80,7 @@ pub mod enqueue;
 pub mod exec;
 pub mod golden;
 pub mod keys;
+pub mod layouts;
 pub mod line;
 pub mod plan;
 pub mod rows;

@@ -14,6 +14,7 @@
 
 mod exec;
 mod lock;
+mod migrate;
 mod schema;
 mod tx;
 mod writer;
@@ -31,6 +32,7 @@ use mqlite_contract::{
 };
 use mqlite_sql as sql;
 
+pub use migrate::{MigrationReport, migrate};
 pub use tx::SqliteTx;
 
 /// The rusqlite version this store links, for the application's own statements in

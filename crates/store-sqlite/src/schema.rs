@@ -9,7 +9,7 @@ use mqlite_sql::schema::{INSERT_TOKEN, SCHEMA, SCHEMA_TOKEN, SELECT_TOKEN};
 use crate::{Synchronous, db};
 
 /// What the guard found in an existing file.
-enum Guard {
+pub(crate) enum Guard {
     /// No mqlite schema yet: it will be created.
     Fresh,
     /// Our token.
@@ -18,7 +18,7 @@ enum Guard {
 
 /// Reads the guard token through a read-only connection, so a refused database is left
 /// byte-for-byte as it was.
-fn check_guard(path: &std::path::Path) -> Result<Guard> {
+pub(crate) fn check_guard(path: &std::path::Path) -> Result<Guard> {
     let exists = std::fs::metadata(path)
         .map(|m| m.len() > 0)
         .unwrap_or(false);

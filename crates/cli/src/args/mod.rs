@@ -170,6 +170,15 @@ pub(crate) enum Command {
     /// whole file, converting one made by an earlier version. Stop the broker that
     /// serves the file first: vacuum needs it to itself.
     Vacuum(VacuumArgs),
+    /// Copy a local SQLite database of an earlier mqlite layout into a new file of this
+    /// version's layout; not a broker call.
+    ///
+    /// Copies every queue, topic and subscription, every message in its state (leases
+    /// and their tokens, schedules, dead letters), dedup entries, receipts, receive
+    /// attempts, access keys, the inbox and the relay, then checks the counts. Offline:
+    /// stop the broker first (both files are held for the copy). The old file is only
+    /// read; an existing destination is refused.
+    Migrate(MigrateArgs),
     /// Copy a local SQLite database consistently (VACUUM INTO); not a broker call.
     ///
     /// Safe while a broker serves the file: the copy is one read transaction's
@@ -636,6 +645,14 @@ pub(crate) struct VacuumArgs {
     /// Rewrite the whole file (needs free disk space about its size).
     #[arg(long)]
     pub(crate) full: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct MigrateArgs {
+    /// The database of the earlier layout (read, never changed).
+    pub(crate) old_path: PathBuf,
+    /// The new database to write (must not exist).
+    pub(crate) new_path: PathBuf,
 }
 
 #[derive(Debug, Args)]
