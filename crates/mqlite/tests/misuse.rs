@@ -122,6 +122,12 @@ async fn every_misuse_is_a_typed_error_that_names_its_cause() {
             names: "mqlite-rs/1",
         },
         Row {
+            what: "a file of another layout: the way forward",
+            got: open_at(&old_layout, &clock).await.map(|_| ()),
+            variant: |e| matches!(e, Error::SchemaVersionMismatch { .. }),
+            names: "`mqlite migrate <this file> <new file>`",
+        },
+        Row {
             what: "the same file opened twice in this process",
             got: open_at(&db, &clock).await.map(|_| ()),
             variant: |e| {
