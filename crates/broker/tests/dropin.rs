@@ -2,7 +2,7 @@
 //! (docs/api-reference.md of mqlitehq/mqlite) states it: a client written against that
 //! broker gets the same status and code here. Each test names the row it pins.
 
-mod common;
+use crate::common;
 
 use common::*;
 use mqlite_broker::Rpc;

@@ -2,7 +2,7 @@
 //! insufficient), limits, and a table of malformed requests that all get 4xx and
 //! change nothing.
 
-mod common;
+use crate::common;
 
 use common::*;
 use mqlite_broker::wire::*;

@@ -2,7 +2,7 @@
 //! topic routing by it, TestFilter, an invalid filter refused with nothing stored, and
 //! the Unsubscribe extension.
 
-mod common;
+use crate::common;
 
 use common::*;
 use mqlite_broker::wire::*;

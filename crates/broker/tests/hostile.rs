@@ -4,7 +4,7 @@
 //! configuration so each case takes well under a second of real time; the timeouts here
 //! are guards against a hang, never waits for something to happen.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Every RPC of the wire contract over real HTTP on loopback: the happy paths, the
 //! open GET routes, and long-poll wake-ups.
 
-mod common;
+use crate::common;
 
 use common::*;
 use mqlite_broker::wire::*;

@@ -273,17 +273,11 @@ fn child(dir: &Path, role: &str, env: &[(&str, String)]) -> i32 {
 /// [`child`], with what the child wrote to stderr.
 fn child_out(dir: &Path, role: &str, env: &[(&str, String)]) -> (i32, String) {
     let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
-    cmd.args([
-        "--ignored",
-        "--exact",
-        "lab_child",
-        "--nocapture",
-        "--quiet",
-    ])
-    .env(ROLE, role)
-    .env(DIR, dir)
-    .env_remove(EXIT_AT)
-    .env_remove(EXIT_AFTER);
+    cmd.args(["--ignored", "lab_child", "--nocapture", "--quiet"])
+        .env(ROLE, role)
+        .env(DIR, dir)
+        .env_remove(EXIT_AT)
+        .env_remove(EXIT_AFTER);
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -9,7 +9,7 @@
 //! deferred one, a scheduled one, a dead letter with its reason, one waiting behind its
 //! group), a dedup entry, a settlement receipt, a receive attempt, an access key, an
 //! inbox marker and relay intents. The rows were written by the engine of that release
-//! (`MQLITE_BLESS=1 cargo test -p mqlite --test migrate` rewrites them, and only while
+//! (`MQLITE_BLESS=1 cargo test -p mqlite --test integration -- migrate::` rewrites them, and only while
 //! the current layout is that one).
 
 use std::path::{Path, PathBuf};

@@ -21,7 +21,7 @@
 //! CI runs 50 cuts; the long run:
 //!
 //! ```text
-//! MQLITE_POWER_CUTS=1000 cargo test --release -p mqlite-store-redb --test power_cut -- --nocapture
+//! MQLITE_POWER_CUTS=1000 cargo test --release -p mqlite-store-redb --test integration -- power_cut:: --nocapture
 //! ```
 
 use mqlite_contract::{

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
-mod support;
+use crate::support;
 use support::{hold_writer, open_with_queue};
 
 async fn open(

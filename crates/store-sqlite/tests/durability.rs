@@ -57,7 +57,6 @@ fn mqlite_sync_env_selects_full() {
         let out = std::process::Command::new(&exe)
             .args([
                 "--ignored",
-                "--exact",
                 "print_sync_from_env",
                 "--nocapture",
                 "--test-threads=1",

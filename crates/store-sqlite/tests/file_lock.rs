@@ -137,7 +137,6 @@ async fn run_child(db: &Path) -> String {
         Command::new(exe)
             .args([
                 "--ignored",
-                "--exact",
                 "child_tries_to_open",
                 "--nocapture",
                 "--test-threads=1",

@@ -10,7 +10,7 @@ use mqlite_contract::{
 use mqlite_store_sqlite::SqliteStore;
 use std::sync::Arc;
 
-mod support;
+use crate::support;
 use support::{hold_writer, open_with_queue};
 
 async fn store(dir: &tempfile::TempDir) -> Arc<SqliteStore> {

@@ -18,7 +18,7 @@ fn backlog() -> usize {
         .unwrap_or(20_000)
 }
 
-mod support;
+use crate::support;
 
 async fn engine(path: &str) -> Engine<SqliteStore> {
     support::engine_at(path, mqlite_contract::SystemClock::shared()).await

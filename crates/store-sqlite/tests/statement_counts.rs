@@ -13,7 +13,7 @@ use mqlite_contract::{
 use mqlite_engine::Engine;
 use mqlite_store_sqlite::SqliteStore;
 
-mod support;
+use crate::support;
 
 async fn engine(dir: &tempfile::TempDir) -> Engine<SqliteStore> {
     let path = dir.path().join("mq.db").to_string_lossy().into_owned();

@@ -1,0 +1,6 @@
+//! The integration tests of `cli`, one module per file, linked into one test
+//! binary (`cargo test -p <crate> --test integration -- <file>::`): the crate's code
+//! and its dependencies are compiled and linked once for all of them, not once per file.
+
+mod cli;
+mod docs;
