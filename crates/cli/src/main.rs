@@ -194,7 +194,14 @@ fn main() -> ExitCode {
     }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Failure(text, status)) => {
+        Err(Failure(mut text, status)) => {
+            if text.contains("left out of this build") {
+                // The facade names its own feature; this command's is the one to build.
+                text.push_str(
+                    "\n(the mqlite command: cargo install --path crates/cli --locked \
+                     --features libsql)",
+                );
+            }
             eprintln!("mqlite: {text}");
             ExitCode::from(status)
         }

@@ -42,10 +42,10 @@ pub(crate) struct Cli {
     )]
     pub(crate) token: Option<String>,
 
-    /// The store: a file path, `:memory:`, `redb:<path>`, `libsql://...`. For `serve`,
-    /// the store it serves [default: ./mqlite.db]; for the other subcommands, without
-    /// --endpoint, the store they run on in this process (embedded mode; no broker may
-    /// hold a local file meanwhile).
+    /// The store: a file path, `:memory:`, `redb:<path>`, `libsql://...` (in a build with
+    /// the `libsql` feature). For `serve`, the store it serves [default: ./mqlite.db]; for
+    /// the other subcommands, without --endpoint, the store they run on in this process
+    /// (embedded mode; no broker may hold a local file meanwhile).
     #[arg(
         long,
         env = "MQLITE_DB",
