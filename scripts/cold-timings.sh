@@ -31,7 +31,7 @@ kill "$serve"; wait "$serve" 2>/dev/null || true; serve=
 
 echo "load before the test command: $(cut -d' ' -f1-3 /proc/loadavg)"
 start=$SECONDS
-cargo test --quiet --workspace --no-run 2>"$work/build.log" || { tail -30 "$work/build.log"; exit 1; }
+cargo test --workspace --no-run 2>"$work/build.log" || { tail -30 "$work/build.log"; exit 1; }
 built=$((SECONDS - start))
 echo "test command, build: $built s ($(grep -c 'Executable' "$work/build.log" || true) test binaries)"
 cargo test --workspace >"$work/test.log" 2>&1 || { grep -E "FAILED|panicked" "$work/test.log" | head; }
