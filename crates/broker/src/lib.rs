@@ -25,6 +25,7 @@ pub mod memory;
 mod prom;
 pub mod rpc;
 mod server;
+mod sqs;
 
 /// The mqlite v1 wire types (the facade's [`mqlite::remote::wire`]).
 pub use mqlite::remote::wire;

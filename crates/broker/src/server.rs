@@ -314,7 +314,8 @@ async fn open_engine(config: &BrokerConfig) -> Result<AnyEngine, Error> {
 
 fn router(shared: BrokerState) -> Router {
     let mut app = Router::new()
-        .route("/", get(discovery))
+        // The SQS endpoint shares the address: POST / with `X-Amz-Target` (crate::sqs).
+        .route("/", get(discovery).post(sqs_entry))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics));
@@ -510,6 +511,24 @@ async fn serve_rpc(
     if let Principal::Key(k) = &principal {
         access.key = Some(k.id.clone());
     }
+    let (bytes, _share) = read_body(s, headers, body).await?;
+    handlers::dispatch(handlers::Call {
+        s,
+        rpc,
+        bytes: &bytes,
+        principal: &principal,
+        target: &mut access.target,
+    })
+    .await
+}
+
+/// Reads a request's body within the body timeout and the request size bound, holding
+/// its share of the memory budget (the returned [`Share`]) until the answer is made.
+async fn read_body(
+    s: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(axum::body::Bytes, Share), ApiError> {
     // The body's share of the memory budget, held until the request is answered.
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -517,7 +536,7 @@ async fn serve_rpc(
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(MAX_REQUEST_BYTES)
         .min(MAX_REQUEST_BYTES);
-    let _share = s.budget.take(declared).await;
+    let share = s.budget.take(declared).await;
     let read = tokio::time::timeout(
         s.body_timeout,
         axum::body::to_bytes(body, MAX_REQUEST_BYTES),
@@ -541,14 +560,45 @@ async fn serve_rpc(
                 format!("the request body exceeds {MAX_REQUEST_BYTES} bytes"),
             )
         })?;
-    handlers::dispatch(handlers::Call {
-        s,
-        rpc,
-        bytes: &bytes,
-        principal: &principal,
-        target: &mut access.target,
-    })
-    .await
+    Ok((bytes, share))
+}
+
+/// POST /: the SQS endpoint (the AWS JSON 1.0 protocol, [`crate::sqs`]), on the
+/// broker's own address, with the same body bounds, site checks and access log.
+async fn sqs_entry(
+    State(s): State<BrokerState>,
+    peer: Option<axum::Extension<crate::conn::Peer>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let action = crate::sqs::action(&headers).unwrap_or("").to_owned();
+    let read = async {
+        site::same_site_as(&s, &headers, crate::sqs::CONTENT_TYPE)?;
+        read_body(&s, &headers, body).await
+    };
+    let response = match read.await {
+        Ok((bytes, _share)) => {
+            let ctx = crate::sqs::Ctx {
+                engine: &s.engine,
+                auth: &s.auth,
+                headers: &headers,
+                draining: s.draining.clone(),
+            };
+            crate::sqs::serve(ctx, &bytes).await
+        }
+        Err(e) => crate::sqs::SqsError::from_api(&e).into_response(),
+    };
+    let elapsed = started.elapsed();
+    tracing::info!(
+        target: "mqlite::access",
+        method = %format!("sqs.{action}"),
+        status = response.status().as_u16(),
+        duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+        peer = %peer.map(|p| p.0.0.to_string()).unwrap_or_default(),
+        "rpc"
+    );
+    response
 }
 
 #[cfg(test)]

@@ -9,4 +9,5 @@ mod errors;
 mod filters;
 mod hostile;
 mod rpcs;
+mod sqs;
 mod wire_doc;

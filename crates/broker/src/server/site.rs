@@ -52,16 +52,22 @@ pub(super) async fn cors(State(s): State<BrokerState>, req: Request, next: Next)
 /// from another origin, and, with auth off on a loopback address, a `Host` that is not
 /// a loopback name (DNS rebinding).
 pub(super) fn same_site(s: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
-    let json = headers
+    same_site_as(s, headers, "application/json")
+}
+
+/// [`same_site`] for a body of the media type `kind` (the SQS endpoint's is
+/// `application/x-amz-json-1.0`, which a page can no more send without a preflight).
+pub(super) fn same_site_as(s: &Shared, headers: &HeaderMap, kind: &str) -> Result<(), ApiError> {
+    let declared = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
-    if !json {
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case(kind));
+    if !declared {
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "invalid_argument",
-            "an RPC body is JSON: send Content-Type: application/json",
+            format!("this body is {kind}: send Content-Type: {kind}"),
         ));
     }
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());

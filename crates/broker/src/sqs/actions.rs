@@ -1,0 +1,902 @@
+//! The SQS actions over the engine.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use mqlite::{
+    LockRef, LockToken, MessageState, OutMessage, Permission, QueueConfig, QueueKind, ReceiveMode,
+    ReceiveOptions, SendOptions, SeqNumber,
+};
+
+use super::attributes::{self, Attribute};
+use super::{ACCOUNT, Ctx, REGION, SqsError};
+
+type Input = Map<String, Value>;
+
+/// The most entries in one batch, and messages in one receive (SQS's bound).
+const MAX_BATCH: usize = 10;
+
+/// The longest long-poll (SQS's bound).
+const MAX_WAIT_SECONDS: i64 = 20;
+
+/// The longest visibility timeout, and delay (SQS's bounds).
+const MAX_VISIBILITY_SECONDS: i64 = 43_200;
+const MAX_DELAY_SECONDS: i64 = 900;
+
+/// How long a message of a queue made over SQS is kept by default (SQS's four days),
+/// and the bounds of `MessageRetentionPeriod`.
+const DEFAULT_RETENTION_SECONDS: i64 = 345_600;
+const RETENTION_SECONDS: std::ops::RangeInclusive<i64> = 60..=1_209_600;
+
+/// Deliveries before dead-lettering when a queue has no redrive policy: SQS redelivers
+/// such a message until its retention ends.
+const UNBOUNDED_DELIVERIES: i64 = 1_000_000_000;
+
+/// The actions served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Action {
+    CreateQueue,
+    GetQueueUrl,
+    ListQueues,
+    DeleteQueue,
+    GetQueueAttributes,
+    SetQueueAttributes,
+    SendMessage,
+    SendMessageBatch,
+    ReceiveMessage,
+    DeleteMessage,
+    DeleteMessageBatch,
+    ChangeMessageVisibility,
+    ChangeMessageVisibilityBatch,
+}
+
+/// SQS actions this broker refuses by name, with the reason.
+const REFUSED: &[(&str, &str)] = &[
+    (
+        "PurgeQueue",
+        "PurgeQueue is not served yet: mqlite's purge removes dead letters \
+         (mqlite purge), not a queue's live messages",
+    ),
+    (
+        "ListDeadLetterSourceQueues",
+        "dead-letter queues are not served over SQS yet: mqlite keeps a queue's dead \
+         letters in the queue itself (mqlite peek --state dead_lettered)",
+    ),
+    (
+        "StartMessageMoveTask",
+        "message move tasks are not served yet: redrive with mqlite redrive",
+    ),
+    (
+        "ListMessageMoveTasks",
+        "message move tasks are not served yet",
+    ),
+    (
+        "CancelMessageMoveTask",
+        "message move tasks are not served yet",
+    ),
+    ("TagQueue", "queue tags are not served"),
+    ("UntagQueue", "queue tags are not served"),
+    ("ListQueueTags", "queue tags are not served"),
+    (
+        "AddPermission",
+        "SQS permissions are not served: use mqlite's access keys",
+    ),
+    (
+        "RemovePermission",
+        "SQS permissions are not served: use mqlite's access keys",
+    ),
+];
+
+impl Action {
+    pub(super) fn parse(name: &str) -> Result<Self, SqsError> {
+        use Action::*;
+        Ok(match name {
+            "CreateQueue" => CreateQueue,
+            "GetQueueUrl" => GetQueueUrl,
+            "ListQueues" => ListQueues,
+            "DeleteQueue" => DeleteQueue,
+            "GetQueueAttributes" => GetQueueAttributes,
+            "SetQueueAttributes" => SetQueueAttributes,
+            "SendMessage" => SendMessage,
+            "SendMessageBatch" => SendMessageBatch,
+            "ReceiveMessage" => ReceiveMessage,
+            "DeleteMessage" => DeleteMessage,
+            "DeleteMessageBatch" => DeleteMessageBatch,
+            "ChangeMessageVisibility" => ChangeMessageVisibility,
+            "ChangeMessageVisibilityBatch" => ChangeMessageVisibilityBatch,
+            other => {
+                return Err(match REFUSED.iter().find(|(n, _)| *n == other) {
+                    Some((_, why)) => SqsError::unsupported(*why),
+                    None => SqsError::unknown_operation(format!(
+                        "AmazonSQS.{other} is not an SQS action this broker knows"
+                    )),
+                });
+            }
+        })
+    }
+
+    /// The mqlite permission an access key needs for it.
+    pub(super) fn needs(self) -> Permission {
+        use Action::*;
+        match self {
+            SendMessage | SendMessageBatch => Permission::Send,
+            ReceiveMessage
+            | DeleteMessage
+            | DeleteMessageBatch
+            | ChangeMessageVisibility
+            | ChangeMessageVisibilityBatch
+            | GetQueueUrl
+            | GetQueueAttributes => Permission::Listen,
+            CreateQueue | ListQueues | DeleteQueue | SetQueueAttributes => Permission::Manage,
+        }
+    }
+}
+
+pub(super) async fn run(ctx: &Ctx<'_>, action: Action, input: &Input) -> Result<Value, SqsError> {
+    use Action::*;
+    match action {
+        CreateQueue => create_queue(ctx, input).await,
+        GetQueueUrl => get_queue_url(ctx, input).await,
+        ListQueues => list_queues(ctx, input).await,
+        DeleteQueue => {
+            let queue = queue_of(input)?;
+            if ctx.engine.delete_queue(&queue).await? {
+                Ok(json!({}))
+            } else {
+                Err(SqsError::no_queue())
+            }
+        }
+        GetQueueAttributes => get_queue_attributes(ctx, input).await,
+        SetQueueAttributes => set_queue_attributes(ctx, input).await,
+        SendMessage => {
+            let queue = queue_of(input)?;
+            let config = config_of(ctx, &queue).await?;
+            send(ctx, &queue, &config, input, false).await
+        }
+        SendMessageBatch => send_batch(ctx, input).await,
+        ReceiveMessage => receive(ctx, input).await,
+        DeleteMessage => {
+            let queue = queue_of(input)?;
+            let lock = handle_of(input)?;
+            ctx.engine.complete(&queue, lock).await?;
+            Ok(json!({}))
+        }
+        DeleteMessageBatch => {
+            let queue = queue_of(input)?;
+            let mut out = Batch::default();
+            for entry in entries(input)? {
+                let done = match handle_of(&entry) {
+                    Ok(lock) => ctx.engine.complete(&queue, lock).await.map_err(Into::into),
+                    Err(e) => Err(e),
+                };
+                out.push(&entry, done.map(|()| json!({})));
+            }
+            Ok(out.answer())
+        }
+        ChangeMessageVisibility => {
+            let queue = queue_of(input)?;
+            let config = config_of(ctx, &queue).await?;
+            change_visibility(ctx, &queue, &config, input).await?;
+            Ok(json!({}))
+        }
+        ChangeMessageVisibilityBatch => {
+            let queue = queue_of(input)?;
+            let config = config_of(ctx, &queue).await?;
+            let mut out = Batch::default();
+            for entry in entries(input)? {
+                let done = change_visibility(ctx, &queue, &config, &entry).await;
+                out.push(&entry, done.map(|()| json!({})));
+            }
+            Ok(out.answer())
+        }
+    }
+}
+
+// ----- fields ------------------------------------------------------------------------
+
+fn string<'a>(input: &'a Input, field: &str) -> Result<Option<&'a str>, SqsError> {
+    match input.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(SqsError::serialization(format!("{field} is a string"))),
+    }
+}
+
+fn required<'a>(input: &'a Input, field: &str) -> Result<&'a str, SqsError> {
+    string(input, field)?
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| SqsError::missing(field))
+}
+
+/// An integer field within `range`, if given.
+fn integer(
+    input: &Input,
+    field: &str,
+    range: std::ops::RangeInclusive<i64>,
+    why: &str,
+) -> Result<Option<i64>, SqsError> {
+    let Some(v) = input.get(field).filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let n = v
+        .as_i64()
+        .ok_or_else(|| SqsError::serialization(format!("{field} is an integer")))?;
+    if range.contains(&n) {
+        Ok(Some(n))
+    } else {
+        Err(SqsError::invalid(format!(
+            "Value {n} for parameter {field} is invalid. Reason: {why}"
+        )))
+    }
+}
+
+fn strings(input: &Input, field: &str) -> Result<Vec<String>, SqsError> {
+    match input.get(field) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| SqsError::serialization(format!("{field} lists strings")))
+            })
+            .collect(),
+        Some(_) => Err(SqsError::serialization(format!("{field} is a list"))),
+    }
+}
+
+/// The queue a request names: `QueueUrl`'s last path segment, or a bare queue name.
+fn queue_of(input: &Input) -> Result<String, SqsError> {
+    let url = required(input, "QueueUrl")?;
+    let name = url.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    if name.is_empty() {
+        return Err(SqsError::no_queue());
+    }
+    Ok(name.to_owned())
+}
+
+/// A receipt handle: base64 of `<sequence number>:<lock token>`.
+fn handle(m: &mqlite::Message) -> String {
+    base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", m.seq.0, m.token()))
+}
+
+fn handle_of(input: &Input) -> Result<LockRef, SqsError> {
+    let text = required(input, "ReceiptHandle")?;
+    let invalid = || {
+        SqsError::handle_invalid(format!(
+            "The input receipt handle \"{text}\" is not a valid receipt handle."
+        ))
+    };
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|_| invalid())?;
+    let decoded = String::from_utf8(decoded).map_err(|_| invalid())?;
+    let (seq, token) = decoded.split_once(':').ok_or_else(invalid)?;
+    Ok(LockRef {
+        seq: SeqNumber(seq.parse().map_err(|_| invalid())?),
+        token: LockToken::from_str(token).map_err(|_| invalid())?,
+    })
+}
+
+async fn config_of(ctx: &Ctx<'_>, queue: &str) -> Result<QueueConfig, SqsError> {
+    ctx.engine
+        .list_queues()
+        .await?
+        .into_iter()
+        .find(|q| q.name == queue && q.kind != QueueKind::Topic)
+        .map(|q| q.config)
+        .ok_or_else(SqsError::no_queue)
+}
+
+// ----- queues ------------------------------------------------------------------------
+
+fn check_queue_name(name: &str) -> Result<(), SqsError> {
+    if name.ends_with(".fifo") {
+        return Err(SqsError::invalid(
+            "FIFO queues are not served over SQS yet (mqlite's group_fifo queues are, \
+             through mqlite's own API)",
+        ));
+    }
+    let ok = (1..=80).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(SqsError::invalid(
+            "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in \
+             length",
+        ))
+    }
+}
+
+fn attributes_map(input: &Input) -> Result<BTreeMap<String, String>, SqsError> {
+    match input.get("Attributes") {
+        None | Some(Value::Null) => Ok(BTreeMap::new()),
+        Some(Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k.clone(), s.clone())),
+                _ => Err(SqsError::serialization("Attributes maps names to strings")),
+            })
+            .collect(),
+        Some(_) => Err(SqsError::serialization("Attributes is an object")),
+    }
+}
+
+fn seconds(name: &str, value: &str, range: std::ops::RangeInclusive<i64>) -> Result<i64, SqsError> {
+    value
+        .parse::<i64>()
+        .ok()
+        .filter(|n| range.contains(n))
+        .ok_or_else(|| {
+            SqsError::attribute_value(format!(
+                "Invalid value for the parameter {name}: {value:?} is not a whole number of \
+                 seconds in {}..={}",
+                range.start(),
+                range.end()
+            ))
+        })
+}
+
+/// Applies queue attributes to `config`, refusing what mqlite cannot honour.
+fn apply(
+    ctx: &Ctx<'_>,
+    config: &mut QueueConfig,
+    attributes: &BTreeMap<String, String>,
+) -> Result<(), SqsError> {
+    let limit = ctx.engine.options().max_message_bytes;
+    for (name, value) in attributes {
+        match name.as_str() {
+            "VisibilityTimeout" => {
+                let n = seconds(name, value, 0..=MAX_VISIBILITY_SECONDS)?;
+                if n == 0 {
+                    return Err(SqsError::attribute_value(
+                        "Invalid value for the parameter VisibilityTimeout: mqlite's lease \
+                         is at least 1 second",
+                    ));
+                }
+                config.lock_duration = Duration::from_secs(n as u64);
+            }
+            "MessageRetentionPeriod" => {
+                let n = seconds(name, value, RETENTION_SECONDS)?;
+                config.default_ttl = Duration::from_secs(n as u64);
+            }
+            "DelaySeconds" | "ReceiveMessageWaitTimeSeconds" => {
+                if value != "0" {
+                    return Err(SqsError::attribute_value(format!(
+                        "Invalid value for the parameter {name}: mqlite has no per-queue \
+                         default; give it on each SendMessage (DelaySeconds) or \
+                         ReceiveMessage (WaitTimeSeconds)"
+                    )));
+                }
+            }
+            "MaximumMessageSize" => {
+                if value.parse::<usize>().ok() != Some(limit) {
+                    return Err(SqsError::attribute_value(format!(
+                        "Invalid value for the parameter MaximumMessageSize: this broker's \
+                         limit is {limit} bytes for every queue (--max-message-bytes, \
+                         MQLITE_MAX_MESSAGE_BYTES)"
+                    )));
+                }
+            }
+            "RedrivePolicy" | "RedriveAllowPolicy" => {
+                if !value.is_empty() {
+                    return Err(SqsError::attribute_value(format!(
+                        "Invalid value for the parameter {name}: dead-letter queues are \
+                         not served over SQS yet"
+                    )));
+                }
+            }
+            "Policy" | "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" => {
+                return Err(SqsError::attribute_value(format!(
+                    "Invalid value for the parameter {name}: not served by mqlite"
+                )));
+            }
+            "SqsManagedSseEnabled" => {
+                if value != "false" {
+                    return Err(SqsError::attribute_value(
+                        "Invalid value for the parameter SqsManagedSseEnabled: mqlite does \
+                         not encrypt at rest; the value is false",
+                    ));
+                }
+            }
+            other => return Err(SqsError::attribute_name(other)),
+        }
+    }
+    Ok(())
+}
+
+async fn create_queue(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
+    let name = required(input, "QueueName")?;
+    check_queue_name(name)?;
+    if input
+        .get("tags")
+        .is_some_and(|t| t.as_object().is_some_and(|m| !m.is_empty()))
+    {
+        return Err(SqsError::invalid("queue tags are not served"));
+    }
+    let mut config = QueueConfig {
+        max_delivery_count: UNBOUNDED_DELIVERIES,
+        default_ttl: Duration::from_secs(DEFAULT_RETENTION_SECONDS as u64),
+        dead_letter_on_expire: false,
+        ..Default::default()
+    };
+    apply(ctx, &mut config, &attributes_map(input)?)?;
+    // An existing queue is answered when its attributes are the ones asked for (the
+    // engine's create would update them).
+    match config_of(ctx, name).await {
+        Ok(existing) if existing == config => {}
+        Ok(_) => {
+            return Err(SqsError::name_exists(
+                "A queue already exists with the same name and a different value for an \
+                 attribute",
+            ));
+        }
+        Err(_) => match ctx.engine.create_queue(name, config).await {
+            Ok(()) => {}
+            Err(mqlite::Error::NameConflict { .. }) => {
+                return Err(SqsError::name_exists(format!(
+                    "{name} is the name of a topic"
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        },
+    }
+    Ok(json!({ "QueueUrl": ctx.queue_url(name) }))
+}
+
+async fn get_queue_url(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
+    let name = required(input, "QueueName")?;
+    config_of(ctx, name).await?;
+    Ok(json!({ "QueueUrl": ctx.queue_url(name) }))
+}
+
+async fn list_queues(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
+    let prefix = string(input, "QueueNamePrefix")?.unwrap_or("");
+    let max = integer(
+        input,
+        "MaxResults",
+        1..=1000,
+        "Must be between 1 and 1000, if provided.",
+    )?;
+    let after = string(input, "NextToken")?.unwrap_or("");
+    let mut names: Vec<String> = ctx
+        .engine
+        .list_queues()
+        .await?
+        .into_iter()
+        .filter(|q| q.kind != QueueKind::Topic && q.name.starts_with(prefix))
+        .map(|q| q.name)
+        .filter(|n| n.as_str() > after)
+        .collect();
+    names.sort();
+    let limit = max.unwrap_or(1000) as usize;
+    let more = names.len() > limit;
+    names.truncate(limit);
+    let mut out = json!({
+        "QueueUrls": names.iter().map(|n| ctx.queue_url(n)).collect::<Vec<_>>(),
+    });
+    if more && max.is_some() {
+        out["NextToken"] = json!(names.last());
+    }
+    Ok(out)
+}
+
+async fn get_queue_attributes(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
+    let queue = queue_of(input)?;
+    let config = config_of(ctx, &queue).await?;
+    let stats = ctx.engine.stats(&queue).await?;
+    let all: Vec<(&str, String)> = vec![
+        ("ApproximateNumberOfMessages", stats.active.to_string()),
+        (
+            "ApproximateNumberOfMessagesNotVisible",
+            (stats.locked + stats.deferred).to_string(),
+        ),
+        (
+            "ApproximateNumberOfMessagesDelayed",
+            stats.scheduled.to_string(),
+        ),
+        (
+            "VisibilityTimeout",
+            config.lock_duration.as_secs().to_string(),
+        ),
+        (
+            "MessageRetentionPeriod",
+            config.default_ttl.as_secs().to_string(),
+        ),
+        ("DelaySeconds", "0".into()),
+        ("ReceiveMessageWaitTimeSeconds", "0".into()),
+        (
+            "MaximumMessageSize",
+            ctx.engine.options().max_message_bytes.to_string(),
+        ),
+        (
+            "QueueArn",
+            format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}"),
+        ),
+        ("SqsManagedSseEnabled", "false".into()),
+    ];
+    let names = strings(input, "AttributeNames")?;
+    let mut out = Map::new();
+    for name in &names {
+        if name == "All" {
+            out.extend(all.iter().map(|(n, v)| ((*n).to_owned(), json!(v))));
+            continue;
+        }
+        match all.iter().find(|(n, _)| n == name) {
+            Some((n, v)) => {
+                out.insert((*n).to_owned(), json!(v));
+            }
+            None if [
+                "CreatedTimestamp",
+                "LastModifiedTimestamp",
+                "Policy",
+                "RedrivePolicy",
+                "RedriveAllowPolicy",
+                "KmsMasterKeyId",
+                "KmsDataKeyReusePeriodSeconds",
+            ]
+            .contains(&name.as_str()) => {}
+            None => return Err(SqsError::attribute_name(name)),
+        }
+    }
+    Ok(if out.is_empty() {
+        json!({})
+    } else {
+        json!({ "Attributes": out })
+    })
+}
+
+async fn set_queue_attributes(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
+    let queue = queue_of(input)?;
+    let mut config = config_of(ctx, &queue).await?;
+    if !input.contains_key("Attributes") {
+        return Err(SqsError::missing("Attributes"));
+    }
+    apply(ctx, &mut config, &attributes_map(input)?)?;
+    ctx.engine.update_queue(&queue, config).await?;
+    Ok(json!({}))
+}
+
+// ----- messages ----------------------------------------------------------------------
+
+/// SQS's body characters: tab, newline, carriage return, and Unicode from U+0020 but
+/// the surrogates and U+FFFE/U+FFFF.
+fn check_body(body: &str) -> Result<(), SqsError> {
+    let bad = body.chars().find(|&c| {
+        !(matches!(c, '\t' | '\n' | '\r')
+            || ('\u{20}'..='\u{D7FF}').contains(&c)
+            || ('\u{E000}'..='\u{FFFD}').contains(&c)
+            || c >= '\u{10000}')
+    });
+    match bad {
+        Some(c) => Err(SqsError::message_contents(format!(
+            "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | \
+             #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF (found U+{:04X})",
+            c as u32
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Sends one message (`SendMessage`, or one entry of a batch).
+async fn send(
+    ctx: &Ctx<'_>,
+    queue: &str,
+    config: &QueueConfig,
+    input: &Input,
+    in_batch: bool,
+) -> Result<Value, SqsError> {
+    let body = required(input, "MessageBody")?;
+    check_body(body)?;
+    for field in ["MessageGroupId", "MessageDeduplicationId"] {
+        if input.get(field).is_some_and(|v| !v.is_null()) {
+            return Err(SqsError::invalid(format!(
+                "Value for parameter {field} is invalid. Reason: The request include \
+                 parameter that is not valid for this queue type (FIFO queues are not \
+                 served over SQS yet)"
+            )));
+        }
+    }
+    if input
+        .get("MessageSystemAttributes")
+        .is_some_and(|v| !v.is_null())
+    {
+        return Err(SqsError::invalid(
+            "MessageSystemAttributes (AWSTraceHeader) are not served",
+        ));
+    }
+    let delay = integer(
+        input,
+        "DelaySeconds",
+        0..=MAX_DELAY_SECONDS,
+        "Must be between 0 and 900, if provided.",
+    )?
+    .unwrap_or(0);
+    let attributes = attributes::parse(input.get("MessageAttributes"))?;
+    let limit = ctx.engine.options().max_message_bytes;
+    if body.len() + attributes::size(&attributes) > limit {
+        return Err(SqsError::invalid(format!(
+            "One or more parameters are invalid. Reason: Message must be shorter than \
+             {limit} bytes."
+        )));
+    }
+    let mut message = OutMessage::new(body.as_bytes().to_vec());
+    message.properties = attributes::to_properties(&attributes);
+    let options = SendOptions {
+        scheduled_at_ms: (delay > 0).then(|| ctx.engine.clock().now_ms() + delay * 1000),
+        ttl: (config.default_ttl > Duration::ZERO).then_some(config.default_ttl),
+    };
+    let seq = ctx.engine.send_with(queue, message, options).await?;
+    let mut out = json!({
+        "MessageId": seq.0.to_string(),
+        "MD5OfMessageBody": attributes::md5_of_body(body.as_bytes()),
+    });
+    if let Some(md5) = attributes::md5_of_attributes(&attributes) {
+        out["MD5OfMessageAttributes"] = json!(md5);
+    }
+    if in_batch {
+        out["Id"] = input.get("Id").cloned().unwrap_or(Value::Null);
+    }
+    Ok(out)
+}
+
+async fn send_batch(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
+    let queue = queue_of(input)?;
+    let config = config_of(ctx, &queue).await?;
+    // The whole batch's size is bounded as one message's is.
+    let limit = ctx.engine.options().max_message_bytes;
+    let total: usize = entries(input)?
+        .iter()
+        .map(|e| {
+            e.get("MessageBody")
+                .and_then(Value::as_str)
+                .map_or(0, str::len)
+                + attributes::parse(e.get("MessageAttributes")).map_or(0, |a| attributes::size(&a))
+        })
+        .sum();
+    if total > limit {
+        return Err(SqsError::batch(
+            "BatchRequestTooLong",
+            "AWS.SimpleQueueService.BatchRequestTooLong",
+            format!(
+                "Batch requests cannot be longer than {limit} bytes. You have sent {total} bytes."
+            ),
+        ));
+    }
+    let mut out = Batch::default();
+    for entry in entries(input)? {
+        let done = send(ctx, &queue, &config, &entry, true).await;
+        out.push(&entry, done);
+    }
+    Ok(out.answer())
+}
+
+/// A batch's entries, checked: 1 to 10, ids of 1-80 letters, digits, `-` and `_`,
+/// distinct.
+fn entries(input: &Input) -> Result<Vec<Input>, SqsError> {
+    let Some(list) = input.get("Entries").filter(|v| !v.is_null()) else {
+        return Err(SqsError::missing("Entries"));
+    };
+    let list = list
+        .as_array()
+        .ok_or_else(|| SqsError::serialization("Entries is a list"))?;
+    if list.is_empty() {
+        return Err(SqsError::batch(
+            "EmptyBatchRequest",
+            "AWS.SimpleQueueService.EmptyBatchRequest",
+            "There should be at least one entry in the request.".into(),
+        ));
+    }
+    if list.len() > MAX_BATCH {
+        return Err(SqsError::batch(
+            "TooManyEntriesInBatchRequest",
+            "AWS.SimpleQueueService.TooManyEntriesInBatchRequest",
+            format!(
+                "Maximum number of entries per request are {MAX_BATCH}. You have sent {}.",
+                list.len()
+            ),
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for entry in list {
+        let entry = entry
+            .as_object()
+            .ok_or_else(|| SqsError::serialization("each entry is an object"))?;
+        let id = required(entry, "Id")?;
+        let valid = (1..=80).contains(&id.len())
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !valid {
+            return Err(SqsError::batch(
+                "InvalidBatchEntryId",
+                "AWS.SimpleQueueService.InvalidBatchEntryId",
+                "A batch entry id can only contain alphanumeric characters, hyphens and \
+                 underscores. It can be at most 80 letters long."
+                    .into(),
+            ));
+        }
+        if !seen.insert(id.to_owned()) {
+            return Err(SqsError::batch(
+                "BatchEntryIdsNotDistinct",
+                "AWS.SimpleQueueService.BatchEntryIdsNotDistinct",
+                format!("Id {id} repeated."),
+            ));
+        }
+        out.push(entry.clone());
+    }
+    Ok(out)
+}
+
+/// A batch's answer: `Successful` and `Failed` entries, each failure with its code (a
+/// batch fails as a whole only for its shape, see [`entries`]).
+#[derive(Default)]
+struct Batch {
+    successful: Vec<Value>,
+    failed: Vec<Value>,
+}
+
+impl Batch {
+    fn push(&mut self, entry: &Input, done: Result<Value, SqsError>) {
+        let id = entry.get("Id").and_then(Value::as_str).unwrap_or("");
+        match done {
+            Ok(mut answer) => {
+                answer["Id"] = json!(id);
+                self.successful.push(answer);
+            }
+            Err(e) => self.failed.push(e.failed_entry(id)),
+        }
+    }
+
+    fn answer(self) -> Value {
+        json!({ "Successful": self.successful, "Failed": self.failed })
+    }
+}
+
+async fn receive(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
+    let queue = queue_of(input)?;
+    let config = config_of(ctx, &queue).await?;
+    let max = integer(
+        input,
+        "MaxNumberOfMessages",
+        1..=MAX_BATCH as i64,
+        "Must be between 1 and 10, if provided.",
+    )?
+    .unwrap_or(1);
+    let wait = integer(
+        input,
+        "WaitTimeSeconds",
+        0..=MAX_WAIT_SECONDS,
+        "Must be >= 0 and <= 20, if provided.",
+    )?
+    .unwrap_or(0);
+    if let Some(v) = integer(
+        input,
+        "VisibilityTimeout",
+        0..=MAX_VISIBILITY_SECONDS,
+        "Must be >= 0 and <= 43200, if provided.",
+    )? && v as u64 != config.lock_duration.as_secs()
+    {
+        return Err(SqsError::invalid(format!(
+            "Value {v} for parameter VisibilityTimeout is invalid. Reason: mqlite leases \
+             for the queue's VisibilityTimeout ({} s); set it on the queue",
+            config.lock_duration.as_secs()
+        )));
+    }
+    let mut system = strings(input, "AttributeNames")?;
+    system.extend(strings(input, "MessageSystemAttributeNames")?);
+    let wanted = strings(input, "MessageAttributeNames")?;
+    let options = ReceiveOptions {
+        max_messages: max as u32,
+        wait: Duration::from_secs(wait as u64),
+        mode: ReceiveMode::PeekLock,
+        attempt_id: string(input, "ReceiveRequestAttemptId")?.map(str::to_owned),
+    };
+    let mut draining = ctx.draining.clone();
+    if *draining.borrow() {
+        return Ok(json!({}));
+    }
+    // A shutdown wakes a parked long-poll: it answers with none.
+    let messages = tokio::select! {
+        got = ctx.engine.receive(&queue, options) => match got {
+            Err(mqlite::Error::Closed) => Vec::new(),
+            other => other?,
+        },
+        _ = draining.wait_for(|d| *d) => Vec::new(),
+    };
+    if messages.is_empty() {
+        return Ok(json!({}));
+    }
+    let answered: Vec<Value> = messages
+        .iter()
+        .map(|m| message_json(m, &system, &wanted))
+        .collect();
+    Ok(json!({ "Messages": answered }))
+}
+
+fn message_json(m: &mqlite::Message, system: &[String], wanted: &[String]) -> Value {
+    let (body, base64_body) = match std::str::from_utf8(&m.content.body) {
+        Ok(text) => (text.to_owned(), false),
+        // A body sent through mqlite's own API need not be text: it is delivered
+        // base64-encoded, with an attribute saying so.
+        Err(_) => (
+            base64::engine::general_purpose::STANDARD.encode(&m.content.body),
+            true,
+        ),
+    };
+    let mut out = json!({
+        "MessageId": m.seq.0.to_string(),
+        "ReceiptHandle": handle(m),
+        "MD5OfBody": attributes::md5_of_body(body.as_bytes()),
+        "Body": body,
+    });
+    let all = |name: &str| system.iter().any(|s| s == "All" || s == name);
+    let mut sys = Map::new();
+    if all("ApproximateReceiveCount") {
+        sys.insert(
+            "ApproximateReceiveCount".into(),
+            json!(m.delivery_count.to_string()),
+        );
+    }
+    if all("SentTimestamp") {
+        sys.insert("SentTimestamp".into(), json!(m.enqueued_at_ms.to_string()));
+    }
+    if !sys.is_empty() {
+        out["Attributes"] = Value::Object(sys);
+    }
+    let mut attributes = attributes::from_properties(&m.content.properties);
+    if base64_body {
+        attributes.insert(
+            "mqlite.body-encoding".into(),
+            Attribute {
+                data_type: "String".into(),
+                value: b"base64".to_vec(),
+            },
+        );
+    }
+    let selected = attributes::select(attributes, wanted);
+    if let Some(md5) = attributes::md5_of_attributes(&selected) {
+        out["MD5OfMessageAttributes"] = json!(md5);
+        out["MessageAttributes"] = attributes::to_json(&selected);
+    }
+    debug_assert!(m.state == MessageState::Locked || m.state == MessageState::Active);
+    out
+}
+
+/// ChangeMessageVisibility: 0 gives the message back now (Abandon); the queue's
+/// VisibilityTimeout renews the lease (Renew); other values are refused, since a lease
+/// is renewed for the queue's timeout.
+async fn change_visibility(
+    ctx: &Ctx<'_>,
+    queue: &str,
+    config: &QueueConfig,
+    input: &Input,
+) -> Result<(), SqsError> {
+    let lock = handle_of(input)?;
+    let Some(v) = input.get("VisibilityTimeout").filter(|v| !v.is_null()) else {
+        return Err(SqsError::missing("VisibilityTimeout"));
+    };
+    let v = v
+        .as_i64()
+        .ok_or_else(|| SqsError::serialization("VisibilityTimeout is an integer"))?;
+    if v == 0 {
+        ctx.engine.abandon(queue, lock, Duration::ZERO).await?;
+    } else if v as u64 == config.lock_duration.as_secs() {
+        ctx.engine.renew(queue, lock).await?;
+    } else {
+        return Err(SqsError::invalid(format!(
+            "Value {v} for parameter VisibilityTimeout is invalid. Reason: mqlite gives a \
+             message back (0) or renews its lease for the queue's VisibilityTimeout ({} s)",
+            config.lock_duration.as_secs()
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,456 @@
+//! The SQS endpoint as an AWS SDK sees it: `POST /` with `X-Amz-Target` and
+//! `application/x-amz-json-1.0`, answers and errors in SQS's shapes (the error's
+//! `__type` and its `x-amzn-query-error` code), digests as SQS computes them, receipt
+//! handles fenced by the lock token, batches with partial failures, and a long-poll
+//! woken by a send. (The boto3 and JavaScript SDK suites run against the release
+//! binary; these pin the protocol from Rust.)
+
+use serde_json::{Value, json};
+
+use mqlite_broker::AuthConfig;
+
+use crate::common::{World, world_with};
+
+/// One SQS call: (status, the query-error code or "", the JSON answer).
+async fn sqs(w: &World, action: &str, body: Value) -> (u16, String, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/", w.broker.addr()))
+        .header("X-Amz-Target", format!("AmazonSQS.{action}"))
+        .header("Content-Type", "application/x-amz-json-1.0")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("the broker answers");
+    let status = response.status().as_u16();
+    let code = response
+        .headers()
+        .get("x-amzn-query-error")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let text = response.text().await.expect("a body");
+    let json = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{action}: {e}: {text}"));
+    (status, code, json)
+}
+
+async fn ok(w: &World, action: &str, body: Value) -> Value {
+    let (status, code, json) = sqs(w, action, body).await;
+    assert_eq!(status, 200, "{action}: {code} {json}");
+    json
+}
+
+async fn open() -> (World, String) {
+    let w = world_with(AuthConfig::Off, |_| {}).await;
+    let url = ok(&w, "CreateQueue", json!({ "QueueName": "orders" })).await["QueueUrl"]
+        .as_str()
+        .expect("a url")
+        .to_owned();
+    (w, url)
+}
+
+#[tokio::test]
+async fn queues_are_created_found_listed_and_deleted() {
+    let (w, url) = open().await;
+    assert!(url.ends_with("/000000000000/orders"), "{url}");
+    assert!(
+        url.starts_with(&format!("http://{}", w.broker.addr())),
+        "{url}"
+    );
+    // The same attributes again: the same queue.
+    let again = ok(&w, "CreateQueue", json!({ "QueueName": "orders" })).await;
+    assert_eq!(again["QueueUrl"], url.as_str());
+    let (status, code, body) = sqs(
+        &w,
+        "CreateQueue",
+        json!({ "QueueName": "orders", "Attributes": { "VisibilityTimeout": "60" } }),
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (400, "QueueAlreadyExists;Sender"),
+        "{body}"
+    );
+    assert_eq!(body["__type"], "com.amazonaws.sqs#QueueNameExists");
+
+    let found = ok(&w, "GetQueueUrl", json!({ "QueueName": "orders" })).await;
+    assert_eq!(found["QueueUrl"], url.as_str());
+    let listed = ok(&w, "ListQueues", json!({ "QueueNamePrefix": "ord" })).await;
+    assert_eq!(listed["QueueUrls"], json!([url]));
+    let attributes = ok(
+        &w,
+        "GetQueueAttributes",
+        json!({ "QueueUrl": url, "AttributeNames": ["All"] }),
+    )
+    .await;
+    assert_eq!(attributes["Attributes"]["VisibilityTimeout"], "30");
+    assert_eq!(attributes["Attributes"]["MessageRetentionPeriod"], "345600");
+    assert_eq!(
+        attributes["Attributes"]["QueueArn"],
+        "arn:aws:sqs:mqlite:000000000000:orders"
+    );
+    ok(
+        &w,
+        "SetQueueAttributes",
+        json!({ "QueueUrl": url, "Attributes": { "VisibilityTimeout": "45" } }),
+    )
+    .await;
+    let (status, code, _) = sqs(
+        &w,
+        "SetQueueAttributes",
+        json!({ "QueueUrl": url, "Attributes": { "Colour": "blue" } }),
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (400, "InvalidAttributeName;Sender")
+    );
+
+    ok(&w, "DeleteQueue", json!({ "QueueUrl": url })).await;
+    let (status, code, body) = sqs(&w, "GetQueueUrl", json!({ "QueueName": "orders" })).await;
+    assert_eq!(status, 400);
+    assert_eq!(code, "AWS.SimpleQueueService.NonExistentQueue;Sender");
+    assert_eq!(body["__type"], "com.amazonaws.sqs#QueueDoesNotExist");
+    assert_eq!(body["message"], "The specified queue does not exist.");
+}
+
+/// A message with attributes: the digests SQS gives, the attributes back with their
+/// types, the receive count, and the handle that deletes it.
+#[tokio::test]
+async fn a_message_and_its_attributes_go_round_with_sqs_digests() {
+    let (w, url) = open().await;
+    let sent = ok(
+        &w,
+        "SendMessage",
+        json!({
+            "QueueUrl": url,
+            "MessageBody": "test",
+            "MessageAttributes": { "MyAttribute": { "DataType": "String", "StringValue": "foobar" } },
+        }),
+    )
+    .await;
+    assert_eq!(sent["MD5OfMessageBody"], "098f6bcd4621d373cade4e832627b4f6");
+    assert_eq!(
+        sent["MD5OfMessageAttributes"],
+        "adb59cd4678ea5a855436b949cd07ab6"
+    );
+    ok(
+        &w,
+        "SendMessage",
+        json!({
+            "QueueUrl": url,
+            "MessageBody": "second",
+            "MessageAttributes": {
+                "count": { "DataType": "Number", "StringValue": "42" },
+                "blob": { "DataType": "Binary", "BinaryValue": "AAEC" },
+            },
+        }),
+    )
+    .await;
+    let got = ok(
+        &w,
+        "ReceiveMessage",
+        json!({
+            "QueueUrl": url,
+            "MaxNumberOfMessages": 10,
+            "MessageAttributeNames": ["All"],
+            "MessageSystemAttributeNames": ["ApproximateReceiveCount"],
+        }),
+    )
+    .await;
+    let messages = got["Messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0]["Body"], "test");
+    assert_eq!(messages[0]["MD5OfBody"], "098f6bcd4621d373cade4e832627b4f6");
+    assert_eq!(
+        messages[0]["MD5OfMessageAttributes"],
+        "adb59cd4678ea5a855436b949cd07ab6"
+    );
+    assert_eq!(messages[0]["Attributes"]["ApproximateReceiveCount"], "1");
+    assert_eq!(
+        messages[1]["MessageAttributes"]["count"],
+        json!({ "DataType": "Number", "StringValue": "42" })
+    );
+    assert_eq!(
+        messages[1]["MessageAttributes"]["blob"],
+        json!({ "DataType": "Binary", "BinaryValue": "AAEC" })
+    );
+    for m in messages {
+        ok(
+            &w,
+            "DeleteMessage",
+            json!({ "QueueUrl": url, "ReceiptHandle": m["ReceiptHandle"] }),
+        )
+        .await;
+    }
+    let empty = ok(&w, "ReceiveMessage", json!({ "QueueUrl": url })).await;
+    assert!(empty.get("Messages").is_none(), "{empty}");
+}
+
+/// Visibility: 0 gives the message back at once; its old handle is then refused (the
+/// lock token fences it), a malformed handle is ReceiptHandleIsInvalid, and a lease
+/// that lapses redelivers the message with a count of 2.
+#[tokio::test]
+async fn handles_are_fenced_and_visibility_gives_messages_back() {
+    let (w, url) = open().await;
+    ok(
+        &w,
+        "SendMessage",
+        json!({ "QueueUrl": url, "MessageBody": "job" }),
+    )
+    .await;
+    let first = ok(&w, "ReceiveMessage", json!({ "QueueUrl": url })).await["Messages"][0].clone();
+    ok(
+        &w,
+        "ChangeMessageVisibility",
+        json!({ "QueueUrl": url, "ReceiptHandle": first["ReceiptHandle"], "VisibilityTimeout": 0 }),
+    )
+    .await;
+    let second = ok(
+        &w,
+        "ReceiveMessage",
+        json!({ "QueueUrl": url, "AttributeNames": ["All"] }),
+    )
+    .await["Messages"][0]
+        .clone();
+    assert_eq!(second["MessageId"], first["MessageId"]);
+    assert_eq!(second["Attributes"]["ApproximateReceiveCount"], "2");
+    let (status, code, _) = sqs(
+        &w,
+        "DeleteMessage",
+        json!({ "QueueUrl": url, "ReceiptHandle": first["ReceiptHandle"] }),
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (400, "InvalidParameterValue;Sender")
+    );
+    let (status, code, _) = sqs(
+        &w,
+        "DeleteMessage",
+        json!({ "QueueUrl": url, "ReceiptHandle": "not-a-handle" }),
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (404, "ReceiptHandleIsInvalid;Sender")
+    );
+    // The queue's own timeout renews; another is refused by name.
+    ok(
+        &w,
+        "ChangeMessageVisibility",
+        json!({ "QueueUrl": url, "ReceiptHandle": second["ReceiptHandle"], "VisibilityTimeout": 30 }),
+    )
+    .await;
+    let (status, code, body) = sqs(
+        &w,
+        "ChangeMessageVisibility",
+        json!({ "QueueUrl": url, "ReceiptHandle": second["ReceiptHandle"], "VisibilityTimeout": 7 }),
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (400, "InvalidParameterValue;Sender"),
+        "{body}"
+    );
+    // The lease lapses: the message comes back.
+    w.clock.advance(120_000);
+    // The reaper's pass (a served broker runs it in the background).
+    w.broker
+        .engine()
+        .expect("serving")
+        .run_sweeps()
+        .await
+        .expect("sweeps");
+    let third = ok(&w, "ReceiveMessage", json!({ "QueueUrl": url })).await;
+    assert_eq!(third["Messages"][0]["MessageId"], first["MessageId"]);
+}
+
+/// Batches: each entry succeeds or fails on its own; the batch's shape is checked
+/// whole.
+#[tokio::test]
+async fn batches_answer_per_entry() {
+    let (w, url) = open().await;
+    let sent = ok(
+        &w,
+        "SendMessageBatch",
+        json!({ "QueueUrl": url, "Entries": [
+            { "Id": "a", "MessageBody": "one" },
+            { "Id": "b", "MessageBody": "bad \u{1} body" },
+            { "Id": "c", "MessageBody": "three", "DelaySeconds": 5 },
+        ]}),
+    )
+    .await;
+    let ids = |list: &Value| -> Vec<String> {
+        list.as_array()
+            .expect("a list")
+            .iter()
+            .map(|e| e["Id"].as_str().expect("an id").to_owned())
+            .collect()
+    };
+    assert_eq!(ids(&sent["Successful"]), ["a", "c"]);
+    assert_eq!(ids(&sent["Failed"]), ["b"]);
+    assert_eq!(sent["Failed"][0]["Code"], "InvalidMessageContents");
+    assert_eq!(sent["Failed"][0]["SenderFault"], true);
+
+    for (entries, expected) in [
+        (json!([]), "AWS.SimpleQueueService.EmptyBatchRequest;Sender"),
+        (
+            json!([{ "Id": "x", "MessageBody": "1" }, { "Id": "x", "MessageBody": "2" }]),
+            "AWS.SimpleQueueService.BatchEntryIdsNotDistinct;Sender",
+        ),
+        (
+            json!([{ "Id": "no spaces", "MessageBody": "1" }]),
+            "AWS.SimpleQueueService.InvalidBatchEntryId;Sender",
+        ),
+        (
+            Value::Array(
+                (0..11)
+                    .map(|i| json!({ "Id": format!("m{i}"), "MessageBody": "x" }))
+                    .collect(),
+            ),
+            "AWS.SimpleQueueService.TooManyEntriesInBatchRequest;Sender",
+        ),
+    ] {
+        let (status, code, _) = sqs(
+            &w,
+            "SendMessageBatch",
+            json!({ "QueueUrl": url, "Entries": entries }),
+        )
+        .await;
+        assert_eq!((status, code.as_str()), (400, expected));
+    }
+
+    // The delayed one is not visible yet; the first is.
+    let got = ok(
+        &w,
+        "ReceiveMessage",
+        json!({ "QueueUrl": url, "MaxNumberOfMessages": 10 }),
+    )
+    .await;
+    let messages = got["Messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 1);
+    let deleted = ok(
+        &w,
+        "DeleteMessageBatch",
+        json!({ "QueueUrl": url, "Entries": [
+            { "Id": "ok", "ReceiptHandle": messages[0]["ReceiptHandle"] },
+            { "Id": "stale", "ReceiptHandle": "bm90OmE=" },
+        ]}),
+    )
+    .await;
+    assert_eq!(ids(&deleted["Successful"]), ["ok"]);
+    assert_eq!(deleted["Failed"][0]["Code"], "ReceiptHandleIsInvalid");
+}
+
+/// A long-poll parks until a send wakes it.
+#[tokio::test]
+async fn a_long_poll_is_woken_by_a_send() {
+    let (w, url) = open().await;
+    let poll = {
+        let w = &w;
+        let url = url.clone();
+        async move {
+            ok(
+                w,
+                "ReceiveMessage",
+                json!({ "QueueUrl": url, "WaitTimeSeconds": 20 }),
+            )
+            .await
+        }
+    };
+    let send = async {
+        // The poll parks first: the broker counts it.
+        let mut parked = w.broker.engine().expect("serving").long_poll_waiters();
+        parked.wait_for(|n| *n > 0).await.expect("a parked poll");
+        ok(
+            &w,
+            "SendMessage",
+            json!({ "QueueUrl": url, "MessageBody": "wake up" }),
+        )
+        .await
+    };
+    let (got, _) = tokio::join!(poll, send);
+    assert_eq!(got["Messages"][0]["Body"], "wake up");
+}
+
+/// What is refused: bad input with SQS's codes, actions not served by name, FIFO, and
+/// SDK-signed requests while the broker's auth is on.
+#[tokio::test]
+async fn refusals_carry_sqs_codes() {
+    let (w, url) = open().await;
+    for (action, body, expected) in [
+        (
+            "SendMessage",
+            json!({ "QueueUrl": url }),
+            "MissingParameter;Sender",
+        ),
+        (
+            "ReceiveMessage",
+            json!({ "QueueUrl": url, "MaxNumberOfMessages": 11 }),
+            "InvalidParameterValue;Sender",
+        ),
+        (
+            "SendMessage",
+            json!({ "QueueUrl": url, "MessageBody": "x", "DelaySeconds": 901 }),
+            "InvalidParameterValue;Sender",
+        ),
+        (
+            "SendMessage",
+            json!({ "QueueUrl": url, "MessageBody": "x", "MessageGroupId": "g" }),
+            "InvalidParameterValue;Sender",
+        ),
+        (
+            "SendMessage",
+            json!({ "QueueUrl": url, "MessageBody": "x",
+                    "MessageAttributes": { "AWS.x": { "DataType": "String", "StringValue": "v" } } }),
+            "InvalidParameterValue;Sender",
+        ),
+        (
+            "CreateQueue",
+            json!({ "QueueName": "jobs.fifo", "Attributes": { "FifoQueue": "true" } }),
+            "InvalidParameterValue;Sender",
+        ),
+        (
+            "CreateQueue",
+            json!({ "QueueName": "has space" }),
+            "InvalidParameterValue;Sender",
+        ),
+        (
+            "PurgeQueue",
+            json!({ "QueueUrl": url }),
+            "AWS.SimpleQueueService.UnsupportedOperation;Sender",
+        ),
+        ("Frobnicate", json!({}), "UnknownOperationException;Sender"),
+        (
+            "SendMessage",
+            json!({ "QueueUrl": "http://x/000000000000/none", "MessageBody": "x" }),
+            "AWS.SimpleQueueService.NonExistentQueue;Sender",
+        ),
+    ] {
+        let (status, code, body) = sqs(&w, action, body).await;
+        assert_eq!((status, code.as_str()), (400, expected), "{action}: {body}");
+        assert!(
+            body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{body}"
+        );
+    }
+
+    // Auth on: a request signed for AWS is refused until signatures are verified.
+    let guarded = crate::common::world().await;
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/", guarded.broker.addr()))
+        .header("X-Amz-Target", "AmazonSQS.ListQueues")
+        .header("Content-Type", "application/x-amz-json-1.0")
+        .header("Authorization", "AWS4-HMAC-SHA256 Credential=x/20261202/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=00")
+        .body("{}")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(response.status().as_u16(), 403);
+    assert_eq!(
+        response.headers()["x-amzn-query-error"]
+            .to_str()
+            .expect("text"),
+        "InvalidClientTokenId;Sender"
+    );
+}
