@@ -1,0 +1,104 @@
+"""The SQS endpoint through boto3 (pinned in scripts/sqs-sdks.sh): what a Python
+program holding an SQS client sees. Run by scripts/sqs-sdks.sh against a served broker
+(auth off); the endpoint is argv[1]."""
+
+import hashlib
+import sys
+import threading
+
+import boto3
+from botocore.exceptions import ClientError
+
+endpoint = sys.argv[1]
+sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1",
+                   aws_access_key_id="mqlite", aws_secret_access_key="mqlite")
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    if not cond:
+        raise SystemExit(f"boto3 suite: FAILED: {what}")
+    checks += 1
+
+
+def code(call, **kw):
+    try:
+        call(**kw)
+    except ClientError as e:
+        return e.response["Error"]["Code"]
+    raise SystemExit(f"boto3 suite: {call.__name__} {kw} succeeded, expected an error")
+
+
+# Queues: create (idempotent), get-url, list, delete.
+url = sqs.create_queue(QueueName="py-orders")["QueueUrl"]
+check(url.endswith("/py-orders"), url)
+check(sqs.create_queue(QueueName="py-orders")["QueueUrl"] == url, "create is idempotent")
+check(sqs.get_queue_url(QueueName="py-orders")["QueueUrl"] == url, "get_queue_url")
+check(url in sqs.list_queues(QueueNamePrefix="py-")["QueueUrls"], "list_queues")
+attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+check(attrs["VisibilityTimeout"] == "30", attrs)
+
+# Send and receive with attributes; the digests are SQS's.
+body = "hello from boto3"
+sent = sqs.send_message(QueueUrl=url, MessageBody=body, MessageAttributes={
+    "tenant": {"DataType": "String", "StringValue": "acme"},
+    "n": {"DataType": "Number", "StringValue": "7"},
+    "raw": {"DataType": "Binary", "BinaryValue": b"\x00\x01\xff"},
+})
+check(sent["MD5OfMessageBody"] == hashlib.md5(body.encode()).hexdigest(), sent)
+got = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["All"],
+                          MessageSystemAttributeNames=["All"])["Messages"]
+check(len(got) == 1 and got[0]["Body"] == body, got)
+m = got[0]
+check(m["MessageAttributes"]["raw"]["BinaryValue"] == b"\x00\x01\xff", m)
+check(m["MessageAttributes"]["n"] == {"DataType": "Number", "StringValue": "7"}, m)
+check(m["MD5OfMessageAttributes"] == sent["MD5OfMessageAttributes"], m)
+check(m["Attributes"]["ApproximateReceiveCount"] == "1", m)
+
+# Visibility 0 gives it back; the old handle is then refused.
+sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+again = sqs.receive_message(QueueUrl=url, AttributeNames=["All"])["Messages"][0]
+check(again["MessageId"] == m["MessageId"], again)
+check(again["Attributes"]["ApproximateReceiveCount"] == "2", again)
+check(code(sqs.delete_message, QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+      == "InvalidParameterValue", "a stale handle is refused")
+sqs.delete_message(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"])
+check("Messages" not in sqs.receive_message(QueueUrl=url), "deleted")
+
+# A batch with a partial failure.
+batch = sqs.send_message_batch(QueueUrl=url, Entries=[
+    {"Id": "a", "MessageBody": "one"},
+    {"Id": "b", "MessageBody": "bad \x01"},
+])
+check([e["Id"] for e in batch["Successful"]] == ["a"], batch)
+check(batch["Failed"][0]["Code"] == "InvalidMessageContents", batch)
+one = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+deleted = sqs.delete_message_batch(QueueUrl=url, Entries=[
+    {"Id": "x", "ReceiptHandle": one[0]["ReceiptHandle"]}])
+check([e["Id"] for e in deleted["Successful"]] == ["x"], deleted)
+
+# A long-poll woken by a send.
+result = {}
+poll = threading.Thread(target=lambda: result.update(
+    sqs.receive_message(QueueUrl=url, WaitTimeSeconds=10)))
+poll.start()
+sqs.send_message(QueueUrl=url, MessageBody="wake")
+poll.join(timeout=15)
+check(result.get("Messages", [{}])[0].get("Body") == "wake", result)
+
+# The SDK's exception classes come from the errors' shapes.
+try:
+    sqs.get_queue_url(QueueName="no-such-queue")
+    raise SystemExit("boto3 suite: a missing queue was found")
+except sqs.exceptions.QueueDoesNotExist as e:
+    check(e.response["Error"]["Code"] == "AWS.SimpleQueueService.NonExistentQueue", e.response)
+check(code(sqs.purge_queue, QueueUrl=url) == "AWS.SimpleQueueService.UnsupportedOperation",
+      "purge is refused by name")
+check(code(sqs.create_queue, QueueName="jobs.fifo", Attributes={"FifoQueue": "true"})
+      == "InvalidParameterValue", "FIFO is refused")
+
+sqs.delete_queue(QueueUrl=url)
+check(code(sqs.get_queue_url, QueueName="py-orders")
+      == "AWS.SimpleQueueService.NonExistentQueue", "deleted queue")
+print(f"boto3 {boto3.__version__}: {checks} checks passed")

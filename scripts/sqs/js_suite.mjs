@@ -1,0 +1,57 @@
+// The SQS endpoint through the AWS SDK for JavaScript v3 (pinned in
+// scripts/sqs-sdks.sh), which checks every body's MD5 itself. Run by
+// scripts/sqs-sdks.sh against a served broker (auth off); the endpoint is argv[2].
+import {
+  SQSClient, CreateQueueCommand, GetQueueUrlCommand, ListQueuesCommand,
+  DeleteQueueCommand, SendMessageCommand, SendMessageBatchCommand,
+  ReceiveMessageCommand, DeleteMessageCommand, ChangeMessageVisibilityCommand,
+} from "@aws-sdk/client-sqs";
+
+const endpoint = process.argv[2];
+const sqs = new SQSClient({
+  endpoint, region: "us-east-1",
+  credentials: { accessKeyId: "mqlite", secretAccessKey: "mqlite" },
+});
+let checks = 0;
+const check = (cond, what) => {
+  if (!cond) { console.error("js suite: FAILED:", what); process.exit(1); }
+  checks++;
+};
+const errorName = async (command) => {
+  try { await sqs.send(command); } catch (e) { return e.name; }
+  console.error("js suite: expected an error"); process.exit(1);
+};
+
+const { QueueUrl } = await sqs.send(new CreateQueueCommand({ QueueName: "js-orders" }));
+check(QueueUrl.endsWith("/js-orders"), QueueUrl);
+check((await sqs.send(new GetQueueUrlCommand({ QueueName: "js-orders" }))).QueueUrl === QueueUrl, "url");
+const listed = await sqs.send(new ListQueuesCommand({ QueueNamePrefix: "js-" }));
+check(listed.QueueUrls.includes(QueueUrl), listed);
+
+// The SDK verifies MD5OfMessageBody on send and MD5OfBody on receive.
+await sqs.send(new SendMessageCommand({
+  QueueUrl, MessageBody: "hello from javascript ✓",
+  MessageAttributes: { tenant: { DataType: "String", StringValue: "acme" } },
+}));
+const got = await sqs.send(new ReceiveMessageCommand({
+  QueueUrl, MessageAttributeNames: ["All"], MessageSystemAttributeNames: ["All"],
+}));
+check(got.Messages.length === 1 && got.Messages[0].Body === "hello from javascript ✓", got);
+const m = got.Messages[0];
+check(m.MessageAttributes.tenant.StringValue === "acme", m);
+await sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0 }));
+const again = (await sqs.send(new ReceiveMessageCommand({ QueueUrl, MessageSystemAttributeNames: ["All"] }))).Messages[0];
+check(again.Attributes.ApproximateReceiveCount === "2", again);
+check(await errorName(new DeleteMessageCommand({ QueueUrl, ReceiptHandle: m.ReceiptHandle })) === "InvalidParameterValue", "stale handle");
+await sqs.send(new DeleteMessageCommand({ QueueUrl, ReceiptHandle: again.ReceiptHandle }));
+
+const batch = await sqs.send(new SendMessageBatchCommand({ QueueUrl, Entries: [
+  { Id: "a", MessageBody: "one" }, { Id: "b", MessageBody: "two" },
+] }));
+check(batch.Successful.length === 2, batch);
+const two = await sqs.send(new ReceiveMessageCommand({ QueueUrl, MaxNumberOfMessages: 10 }));
+check(two.Messages.length === 2, two);
+
+check(await errorName(new GetQueueUrlCommand({ QueueName: "no-such-queue" })) === "QueueDoesNotExist", "missing queue");
+await sqs.send(new DeleteQueueCommand({ QueueUrl }));
+console.log(`@aws-sdk/client-sqs: ${checks} checks passed`);
