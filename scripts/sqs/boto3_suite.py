@@ -95,8 +95,35 @@ except sqs.exceptions.QueueDoesNotExist as e:
     check(e.response["Error"]["Code"] == "AWS.SimpleQueueService.NonExistentQueue", e.response)
 check(code(sqs.purge_queue, QueueUrl=url) == "AWS.SimpleQueueService.UnsupportedOperation",
       "purge is refused by name")
-check(code(sqs.create_queue, QueueName="jobs.fifo", Attributes={"FifoQueue": "true"})
-      == "InvalidParameterValue", "FIFO is refused")
+check(code(sqs.create_queue, QueueName="jobs.fifo") == "InvalidParameterValue",
+      "a .fifo name needs FifoQueue")
+
+# FIFO: order per group across groups, one in flight per group, deduplication.
+fifo = sqs.create_queue(QueueName="py-jobs.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+ids = {}
+for group, n in [("g1", 1), ("g2", 1), ("g1", 2), ("g2", 2), ("g1", 3)]:
+    body = f"{group}-{n}"
+    ids[body] = sqs.send_message(QueueUrl=fifo, MessageBody=body, MessageGroupId=group,
+                                 MessageDeduplicationId=body)["MessageId"]
+dup = sqs.send_message(QueueUrl=fifo, MessageBody="g1-1", MessageGroupId="g1",
+                       MessageDeduplicationId="g1-1")
+check(dup["MessageId"] == ids["g1-1"], "a repeat inside the window is the first message")
+order = []
+while True:
+    got = sqs.receive_message(QueueUrl=fifo, MaxNumberOfMessages=10,
+                              MessageSystemAttributeNames=["All"]).get("Messages", [])
+    if not got:
+        break
+    check(len({m["Attributes"]["MessageGroupId"] for m in got}) == len(got),
+          "one message per group in flight")
+    for m in got:
+        order.append(m["Body"])
+        sqs.delete_message(QueueUrl=fifo, ReceiptHandle=m["ReceiptHandle"])
+for group in ("g1", "g2"):
+    mine = [b for b in order if b.startswith(group)]
+    check(mine == sorted(mine), f"{group} in order: {order}")
+check(len(order) == 5, order)
+sqs.delete_queue(QueueUrl=fifo)
 
 sqs.delete_queue(QueueUrl=url)
 check(code(sqs.get_queue_url, QueueName="py-orders")

@@ -373,6 +373,110 @@ async fn a_long_poll_is_woken_by_a_send() {
     assert_eq!(got["Messages"][0]["Body"], "wake up");
 }
 
+/// A FIFO queue: order per message group across groups, one message of a group in
+/// flight at a time, the deduplication id collapsing a repeat inside the five-minute
+/// window, the group and deduplication ids required, and the FIFO system attributes.
+#[tokio::test]
+async fn fifo_queues_keep_group_order_and_deduplicate() {
+    let w = world_with(AuthConfig::Off, |_| {}).await;
+    let url = ok(
+        &w,
+        "CreateQueue",
+        json!({ "QueueName": "jobs.fifo", "Attributes": { "FifoQueue": "true" } }),
+    )
+    .await["QueueUrl"]
+        .as_str()
+        .expect("a url")
+        .to_owned();
+    let attributes = ok(
+        &w,
+        "GetQueueAttributes",
+        json!({ "QueueUrl": url, "AttributeNames": ["FifoQueue", "ContentBasedDeduplication"] }),
+    )
+    .await;
+    assert_eq!(
+        attributes["Attributes"],
+        json!({ "FifoQueue": "true", "ContentBasedDeduplication": "false" })
+    );
+    let send = |group: &str, id: &str, body: &str| {
+        json!({ "QueueUrl": url, "MessageBody": body, "MessageGroupId": group,
+                "MessageDeduplicationId": id })
+    };
+    let mut seqs = Vec::new();
+    for (group, id) in [("a", "a1"), ("b", "b1"), ("a", "a2"), ("b", "b2")] {
+        let sent = ok(&w, "SendMessage", send(group, id, id)).await;
+        assert_eq!(sent["SequenceNumber"], sent["MessageId"]);
+        seqs.push(sent["MessageId"].clone());
+    }
+    // A repeat of a deduplication id inside the window is the first message.
+    let again = ok(&w, "SendMessage", send("a", "a1", "a1")).await;
+    assert_eq!(again["MessageId"], seqs[0]);
+    // The same id with another body is a conflict mqlite reports (SQS would drop it).
+    let (status, code, _) = sqs(&w, "SendMessage", send("a", "a1", "changed")).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (400, "InvalidParameterValue;Sender")
+    );
+
+    let receive = async || {
+        ok(
+            &w,
+            "ReceiveMessage",
+            json!({ "QueueUrl": url, "MaxNumberOfMessages": 10, "AttributeNames": ["All"] }),
+        )
+        .await["Messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let heads = receive().await;
+    let bodies: Vec<&str> = heads
+        .iter()
+        .map(|m| m["Body"].as_str().expect("a body"))
+        .collect();
+    assert_eq!(bodies, ["a1", "b1"], "one message per group in flight");
+    assert_eq!(heads[0]["Attributes"]["MessageGroupId"], "a");
+    assert_eq!(heads[0]["Attributes"]["MessageDeduplicationId"], "a1");
+    assert_eq!(heads[0]["Attributes"]["SequenceNumber"], seqs[0]);
+    assert!(
+        receive().await.is_empty(),
+        "both groups are blocked behind their heads"
+    );
+    for m in &heads {
+        ok(
+            &w,
+            "DeleteMessage",
+            json!({ "QueueUrl": url, "ReceiptHandle": m["ReceiptHandle"] }),
+        )
+        .await;
+    }
+    let next = receive().await;
+    let bodies: Vec<&str> = next
+        .iter()
+        .map(|m| m["Body"].as_str().expect("a body"))
+        .collect();
+    assert_eq!(bodies, ["a2", "b2"]);
+
+    for (body, expected) in [
+        (
+            json!({ "QueueUrl": url, "MessageBody": "x", "MessageDeduplicationId": "d" }),
+            "MissingParameter;Sender",
+        ),
+        (
+            json!({ "QueueUrl": url, "MessageBody": "x", "MessageGroupId": "g" }),
+            "InvalidParameterValue;Sender",
+        ),
+        (
+            json!({ "QueueUrl": url, "MessageBody": "x", "MessageGroupId": "g",
+                    "MessageDeduplicationId": "d", "DelaySeconds": 5 }),
+            "InvalidParameterValue;Sender",
+        ),
+    ] {
+        let (status, code, answer) = sqs(&w, "SendMessage", body).await;
+        assert_eq!((status, code.as_str()), (400, expected), "{answer}");
+    }
+}
+
 /// What is refused: bad input with SQS's codes, actions not served by name, FIFO, and
 /// SDK-signed requests while the broker's auth is on.
 #[tokio::test]
@@ -407,8 +511,18 @@ async fn refusals_carry_sqs_codes() {
         ),
         (
             "CreateQueue",
-            json!({ "QueueName": "jobs.fifo", "Attributes": { "FifoQueue": "true" } }),
+            json!({ "QueueName": "jobs.fifo" }),
             "InvalidParameterValue;Sender",
+        ),
+        (
+            "CreateQueue",
+            json!({ "QueueName": "jobs", "Attributes": { "FifoQueue": "true" } }),
+            "InvalidParameterValue;Sender",
+        ),
+        (
+            "CreateQueue",
+            json!({ "QueueName": "jobs", "Attributes": { "FifoQueue": "false" } }),
+            "InvalidAttributeName;Sender",
         ),
         (
             "CreateQueue",

@@ -8,8 +8,8 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use mqlite::{
-    LockRef, LockToken, MessageState, OutMessage, Permission, QueueConfig, QueueKind, ReceiveMode,
-    ReceiveOptions, SendOptions, SeqNumber,
+    LockRef, LockToken, MessageState, OrderingMode, OutMessage, Permission, QueueConfig, QueueKind,
+    ReceiveMode, ReceiveOptions, SendOptions, SeqNumber,
 };
 
 use super::attributes::{self, Attribute};
@@ -31,6 +31,9 @@ const MAX_DELAY_SECONDS: i64 = 900;
 /// and the bounds of `MessageRetentionPeriod`.
 const DEFAULT_RETENTION_SECONDS: i64 = 345_600;
 const RETENTION_SECONDS: std::ops::RangeInclusive<i64> = 60..=1_209_600;
+
+/// SQS's deduplication window on FIFO queues.
+const FIFO_DEDUP_WINDOW: Duration = Duration::from_secs(300);
 
 /// Deliveries before dead-lettering when a queue has no redrive policy: SQS redelivers
 /// such a message until its retention ends.
@@ -294,15 +297,29 @@ async fn config_of(ctx: &Ctx<'_>, queue: &str) -> Result<QueueConfig, SqsError> 
 
 // ----- queues ------------------------------------------------------------------------
 
-fn check_queue_name(name: &str) -> Result<(), SqsError> {
-    if name.ends_with(".fifo") {
-        return Err(SqsError::invalid(
-            "FIFO queues are not served over SQS yet (mqlite's group_fifo queues are, \
-             through mqlite's own API)",
-        ));
-    }
-    let ok = (1..=80).contains(&name.len())
-        && name
+/// Whether a queue is an SQS FIFO queue: made over SQS with a `.fifo` name, so group
+/// FIFO with a deduplication window.
+fn is_fifo(name: &str, config: &QueueConfig) -> bool {
+    name.ends_with(".fifo") && config.ordering_mode == OrderingMode::GroupFifo
+}
+
+/// SQS's queue name rule: 1 to 80 letters, digits, `-` and `_`, a FIFO queue's ending in
+/// `.fifo` (counted), a standard queue's not.
+fn check_queue_name(name: &str, fifo: bool) -> Result<(), SqsError> {
+    let base = if fifo {
+        name.strip_suffix(".fifo").ok_or_else(|| {
+            SqsError::invalid(
+                "The name of a FIFO queue can only include alphanumeric characters, \
+                 hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in \
+                 length.",
+            )
+        })?
+    } else {
+        name
+    };
+    let ok = !base.is_empty()
+        && name.len() <= 80
+        && base
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if ok {
@@ -348,11 +365,54 @@ fn seconds(name: &str, value: &str, range: std::ops::RangeInclusive<i64>) -> Res
 fn apply(
     ctx: &Ctx<'_>,
     config: &mut QueueConfig,
+    fifo: bool,
     attributes: &BTreeMap<String, String>,
 ) -> Result<(), SqsError> {
     let limit = ctx.engine.options().max_message_bytes;
+    let fixed = |name: &str, value: &str, served: &str, why: &str| {
+        if value == served {
+            Ok(())
+        } else {
+            Err(SqsError::attribute_value(format!(
+                "Invalid value for the parameter {name}: {why}"
+            )))
+        }
+    };
     for (name, value) in attributes {
         match name.as_str() {
+            "FifoQueue"
+            | "ContentBasedDeduplication"
+            | "DeduplicationScope"
+            | "FifoThroughputLimit"
+                if !fifo =>
+            {
+                return Err(SqsError::attribute_name(name));
+            }
+            "FifoQueue" => fixed(
+                name,
+                value,
+                "true",
+                "Modifying queue type is not supported.",
+            )?,
+            "ContentBasedDeduplication" => fixed(
+                name,
+                value,
+                "false",
+                "content-based deduplication is not served yet: give each message a \
+                 MessageDeduplicationId",
+            )?,
+            "DeduplicationScope" => fixed(
+                name,
+                value,
+                "queue",
+                "mqlite deduplicates per queue (messageGroup is not served)",
+            )?,
+            "FifoThroughputLimit" => fixed(
+                name,
+                value,
+                "perQueue",
+                "mqlite has no per-group throughput quotas (perMessageGroupId is not served)",
+            )?,
             "VisibilityTimeout" => {
                 let n = seconds(name, value, 0..=MAX_VISIBILITY_SECONDS)?;
                 if n == 0 {
@@ -414,7 +474,9 @@ fn apply(
 
 async fn create_queue(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
     let name = required(input, "QueueName")?;
-    check_queue_name(name)?;
+    let attributes = attributes_map(input)?;
+    let fifo = attributes.get("FifoQueue").is_some_and(|v| v == "true");
+    check_queue_name(name, fifo)?;
     if input
         .get("tags")
         .is_some_and(|t| t.as_object().is_some_and(|m| !m.is_empty()))
@@ -427,7 +489,13 @@ async fn create_queue(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
         dead_letter_on_expire: false,
         ..Default::default()
     };
-    apply(ctx, &mut config, &attributes_map(input)?)?;
+    if fifo {
+        // A FIFO queue: order per message group, one group's messages in flight one at
+        // a time, and SQS's five-minute deduplication window.
+        config.ordering_mode = OrderingMode::GroupFifo;
+        config.dedup_window = FIFO_DEDUP_WINDOW;
+    }
+    apply(ctx, &mut config, fifo, &attributes)?;
     // An existing queue is answered when its attributes are the ones asked for (the
     // engine's create would update them).
     match config_of(ctx, name).await {
@@ -522,6 +590,15 @@ async fn get_queue_attributes(ctx: &Ctx<'_>, input: &Input) -> Result<Value, Sqs
         ),
         ("SqsManagedSseEnabled", "false".into()),
     ];
+    let mut all = all;
+    if is_fifo(&queue, &config) {
+        all.extend([
+            ("FifoQueue", "true".to_owned()),
+            ("ContentBasedDeduplication", "false".to_owned()),
+            ("DeduplicationScope", "queue".to_owned()),
+            ("FifoThroughputLimit", "perQueue".to_owned()),
+        ]);
+    }
     let names = strings(input, "AttributeNames")?;
     let mut out = Map::new();
     for name in &names {
@@ -559,7 +636,8 @@ async fn set_queue_attributes(ctx: &Ctx<'_>, input: &Input) -> Result<Value, Sqs
     if !input.contains_key("Attributes") {
         return Err(SqsError::missing("Attributes"));
     }
-    apply(ctx, &mut config, &attributes_map(input)?)?;
+    let fifo = is_fifo(&queue, &config);
+    apply(ctx, &mut config, fifo, &attributes_map(input)?)?;
     ctx.engine.update_queue(&queue, config).await?;
     Ok(json!({}))
 }
@@ -585,6 +663,19 @@ fn check_body(body: &str) -> Result<(), SqsError> {
     }
 }
 
+/// A FIFO group or deduplication id: 1 to 128 letters, digits and ASCII punctuation.
+fn check_fifo_id(field: &str, id: &str) -> Result<(), SqsError> {
+    let ok = (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err(SqsError::invalid(format!(
+            "Value {id} for parameter {field} is invalid. Reason: it is 1 to 128 \
+             alphanumeric or punctuation characters."
+        )))
+    }
+}
+
 /// Sends one message (`SendMessage`, or one entry of a batch).
 async fn send(
     ctx: &Ctx<'_>,
@@ -595,13 +686,33 @@ async fn send(
 ) -> Result<Value, SqsError> {
     let body = required(input, "MessageBody")?;
     check_body(body)?;
-    for field in ["MessageGroupId", "MessageDeduplicationId"] {
-        if input.get(field).is_some_and(|v| !v.is_null()) {
-            return Err(SqsError::invalid(format!(
-                "Value for parameter {field} is invalid. Reason: The request include \
-                 parameter that is not valid for this queue type (FIFO queues are not \
-                 served over SQS yet)"
-            )));
+    let fifo = is_fifo(queue, config);
+    let group = string(input, "MessageGroupId")?;
+    let dedup = string(input, "MessageDeduplicationId")?;
+    if fifo {
+        let group = group.filter(|g| !g.is_empty()).ok_or_else(|| {
+            if in_batch {
+                SqsError::invalid("The request must contain the parameter MessageGroupId.")
+            } else {
+                SqsError::missing("MessageGroupId")
+            }
+        })?;
+        check_fifo_id("MessageGroupId", group)?;
+        let dedup = dedup.ok_or_else(|| {
+            SqsError::invalid(
+                "The queue should either have ContentBasedDeduplication enabled or \
+                 MessageDeduplicationId provided explicitly",
+            )
+        })?;
+        check_fifo_id("MessageDeduplicationId", dedup)?;
+    } else {
+        for (field, given) in [("MessageGroupId", group), ("MessageDeduplicationId", dedup)] {
+            if given.is_some() {
+                return Err(SqsError::invalid(format!(
+                    "Value for parameter {field} is invalid. Reason: The request include \
+                     parameter that is not valid for this queue type (a standard queue)"
+                )));
+            }
         }
     }
     if input
@@ -619,6 +730,12 @@ async fn send(
         "Must be between 0 and 900, if provided.",
     )?
     .unwrap_or(0);
+    if fifo && delay > 0 {
+        return Err(SqsError::invalid(format!(
+            "Value {delay} for parameter DelaySeconds is invalid. Reason: The request \
+             include parameter that is not valid for this queue type."
+        )));
+    }
     let attributes = attributes::parse(input.get("MessageAttributes"))?;
     let limit = ctx.engine.options().max_message_bytes;
     if body.len() + attributes::size(&attributes) > limit {
@@ -629,6 +746,12 @@ async fn send(
     }
     let mut message = OutMessage::new(body.as_bytes().to_vec());
     message.properties = attributes::to_properties(&attributes);
+    if fifo {
+        // The deduplication id is the producer's message id: the queue's window
+        // collapses a repeat into the first one's sequence number (4.1).
+        message.group_id = group.map(str::to_owned);
+        message.message_id = dedup.map(str::to_owned);
+    }
     let options = SendOptions {
         scheduled_at_ms: (delay > 0).then(|| ctx.engine.clock().now_ms() + delay * 1000),
         ttl: (config.default_ttl > Duration::ZERO).then_some(config.default_ttl),
@@ -640,6 +763,9 @@ async fn send(
     });
     if let Some(md5) = attributes::md5_of_attributes(&attributes) {
         out["MD5OfMessageAttributes"] = json!(md5);
+    }
+    if fifo {
+        out["SequenceNumber"] = json!(seq.0.to_string());
     }
     if in_batch {
         out["Id"] = input.get("Id").cloned().unwrap_or(Value::Null);
@@ -848,6 +974,19 @@ fn message_json(m: &mqlite::Message, system: &[String], wanted: &[String]) -> Va
     }
     if all("SentTimestamp") {
         sys.insert("SentTimestamp".into(), json!(m.enqueued_at_ms.to_string()));
+    }
+    if let Some(group) = m.content.group_id.as_deref() {
+        if all("MessageGroupId") {
+            sys.insert("MessageGroupId".into(), json!(group));
+        }
+        if let Some(id) = m.content.message_id.as_deref()
+            && all("MessageDeduplicationId")
+        {
+            sys.insert("MessageDeduplicationId".into(), json!(id));
+        }
+        if all("SequenceNumber") {
+            sys.insert("SequenceNumber".into(), json!(m.seq.0.to_string()));
+        }
     }
     if !sys.is_empty() {
         out["Attributes"] = Value::Object(sys);

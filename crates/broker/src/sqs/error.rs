@@ -205,7 +205,9 @@ impl From<Error> for SqsError {
                  new one)"
             )),
             Error::InvalidArgument(m) => SqsError::invalid(m),
-            Error::MessageTooLarge { .. } => SqsError::invalid(e.to_string()),
+            Error::MessageTooLarge { .. }
+            | Error::DedupConflict { .. }
+            | Error::GroupRequired { .. } => SqsError::invalid(e.to_string()),
             Error::NameConflict { .. } => SqsError::name_exists(e.to_string()),
             Error::Closed | Error::StorageFull { .. } | Error::StoreGone { .. } => {
                 SqsError::unavailable(e.to_string())
