@@ -23,18 +23,31 @@ fi
 work="$(mktemp -d)"
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
-MQLITE_TOKENS=off MQLITE_ADDR=127.0.0.1:0 MQLITE_DB="$work/sqs.db" "$bin" serve >"$work/serve.log" 2>&1 &
-pid=$!
-addr=
-for _ in $(seq 100); do
-    addr=$(grep -o 'listening on http://[0-9.:]*' "$work/serve.log" | sed 's#.*http://##' || true)
-    [ -n "$addr" ] && break
-    kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log"; exit 1; }
-    sleep 0.1
-done
-[ -n "$addr" ] || { cat "$work/serve.log"; echo "the broker did not start"; exit 1; }
-
-PYTHONPATH="$py" python3 "$root/scripts/sqs/boto3_suite.py" "http://$addr"
 cp "$root/scripts/sqs/js_suite.mjs" "$js/js_suite.mjs"
-# (The SDK warns that its releases after January 2027 need Node.js 22.)
+
+# Serves a scratch database with MQLITE_TOKENS=$1 on a free loopback port; sets $addr.
+serve() {
+    [ -n "$pid" ] && { kill "$pid"; wait "$pid" 2>/dev/null || true; }
+    rm -f "$work"/sqs.db*
+    MQLITE_TOKENS="$1" MQLITE_ADDR=127.0.0.1:0 MQLITE_DB="$work/sqs.db" "$bin" serve >"$work/serve.log" 2>&1 &
+    pid=$!
+    addr=
+    for _ in $(seq 100); do
+        addr=$(grep -o 'listening on http://[0-9.:]*' "$work/serve.log" | sed 's#.*http://##' || true)
+        [ -n "$addr" ] && return 0
+        kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log"; exit 1; }
+        sleep 0.1
+    done
+    cat "$work/serve.log"; echo "the broker did not start"; exit 1
+}
+
+# (The JavaScript SDK warns that its releases after January 2027 need Node.js 22.)
+serve off
+PYTHONPATH="$py" python3 "$root/scripts/sqs/boto3_suite.py" "http://$addr"
 NODE_NO_WARNINGS=1 node "$js/js_suite.mjs" "http://$addr"
+
+# Auth on: every request signed (Signature Version 4) with an administrator token.
+token="sqs-suite-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+serve "$token"
+PYTHONPATH="$py" python3 "$root/scripts/sqs/boto3_suite.py" "http://$addr" "$token"
+NODE_NO_WARNINGS=1 node "$js/js_suite.mjs" "http://$addr" "$token"

@@ -1,6 +1,7 @@
 """The SQS endpoint through boto3 (pinned in scripts/sqs-sdks.sh): what a Python
-program holding an SQS client sees. Run by scripts/sqs-sdks.sh against a served broker
-(auth off); the endpoint is argv[1]."""
+program holding an SQS client sees. Run by scripts/sqs-sdks.sh against a served broker:
+argv[1] is the endpoint; argv[2], if given, an administrator token of a broker with auth
+on, which signs every request (Signature Version 4, key id `admin`)."""
 
 import hashlib
 import sys
@@ -10,8 +11,15 @@ import boto3
 from botocore.exceptions import ClientError
 
 endpoint = sys.argv[1]
-sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1",
-                   aws_access_key_id="mqlite", aws_secret_access_key="mqlite")
+token = sys.argv[2] if len(sys.argv) > 2 else None
+
+
+def client(key_id, secret):
+    return boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1",
+                        aws_access_key_id=key_id, aws_secret_access_key=secret)
+
+
+sqs = client("admin", token) if token else client("mqlite", "mqlite")
 checks = 0
 
 
@@ -128,4 +136,11 @@ sqs.delete_queue(QueueUrl=fifo)
 sqs.delete_queue(QueueUrl=url)
 check(code(sqs.get_queue_url, QueueName="py-orders")
       == "AWS.SimpleQueueService.NonExistentQueue", "deleted queue")
-print(f"boto3 {boto3.__version__}: {checks} checks passed")
+if token:
+    # A wrong secret, and a key id that cannot sign, are refused.
+    check(code(client("admin", token + "x").list_queues) == "SignatureDoesNotMatch",
+          "a bad signature is refused")
+    check(code(client("someone", token).list_queues) == "InvalidClientTokenId",
+          "an unknown key id is refused")
+mode = "signed" if token else "auth off"
+print(f"boto3 {boto3.__version__} ({mode}): {checks} checks passed")

@@ -1,6 +1,7 @@
 // The SQS endpoint through the AWS SDK for JavaScript v3 (pinned in
 // scripts/sqs-sdks.sh), which checks every body's MD5 itself. Run by
-// scripts/sqs-sdks.sh against a served broker (auth off); the endpoint is argv[2].
+// scripts/sqs-sdks.sh against a served broker: argv[2] is the endpoint; argv[3], if
+// given, an administrator token of a broker with auth on, which signs every request.
 import {
   SQSClient, CreateQueueCommand, GetQueueUrlCommand, ListQueuesCommand,
   DeleteQueueCommand, SendMessageCommand, SendMessageBatchCommand,
@@ -8,17 +9,18 @@ import {
 } from "@aws-sdk/client-sqs";
 
 const endpoint = process.argv[2];
-const sqs = new SQSClient({
-  endpoint, region: "us-east-1",
-  credentials: { accessKeyId: "mqlite", secretAccessKey: "mqlite" },
+const token = process.argv[3];
+const client = (accessKeyId, secretAccessKey) => new SQSClient({
+  endpoint, region: "us-east-1", credentials: { accessKeyId, secretAccessKey },
 });
+const sqs = token ? client("admin", token) : client("mqlite", "mqlite");
 let checks = 0;
 const check = (cond, what) => {
   if (!cond) { console.error("js suite: FAILED:", what); process.exit(1); }
   checks++;
 };
-const errorName = async (command) => {
-  try { await sqs.send(command); } catch (e) { return e.name; }
+const errorName = async (command, by = sqs) => {
+  try { await by.send(command); } catch (e) { return e.name; }
   console.error("js suite: expected an error"); process.exit(1);
 };
 
@@ -54,4 +56,7 @@ check(two.Messages.length === 2, two);
 
 check(await errorName(new GetQueueUrlCommand({ QueueName: "no-such-queue" })) === "QueueDoesNotExist", "missing queue");
 await sqs.send(new DeleteQueueCommand({ QueueUrl }));
-console.log(`@aws-sdk/client-sqs: ${checks} checks passed`);
+if (token) {
+  check(await errorName(new ListQueuesCommand({}), client("admin", token + "x")) === "SignatureDoesNotMatch", "bad signature");
+}
+console.log(`@aws-sdk/client-sqs (${token ? "signed" : "auth off"}): ${checks} checks passed`);

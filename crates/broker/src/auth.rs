@@ -88,6 +88,14 @@ impl Auth {
         self.config.is_on()
     }
 
+    /// The administrator tokens (the SQS endpoint's secrets for the key id `admin`).
+    pub(crate) fn admin_tokens(&self) -> &[String] {
+        match &self.config {
+            AuthConfig::Tokens(tokens) => tokens,
+            _ => &[],
+        }
+    }
+
     /// The caller, if it may do what `needs` names (None: any valid credential).
     pub(crate) async fn check(
         &self,

@@ -568,6 +568,7 @@ async fn read_body(
 async fn sqs_entry(
     State(s): State<BrokerState>,
     peer: Option<axum::Extension<crate::conn::Peer>>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
@@ -583,6 +584,7 @@ async fn sqs_entry(
                 engine: &s.engine,
                 auth: &s.auth,
                 headers: &headers,
+                uri: &uri,
                 draining: s.draining.clone(),
             };
             crate::sqs::serve(ctx, &bytes).await

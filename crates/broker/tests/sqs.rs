@@ -549,22 +549,48 @@ async fn refusals_carry_sqs_codes() {
         );
     }
 
-    // Auth on: a request signed for AWS is refused until signatures are verified.
+    // Auth on: a key id other than `admin` cannot sign (mqlite's keys keep no secret
+    // yet), and `admin` with a wrong secret does not match; a bad header is incomplete.
     let guarded = crate::common::world().await;
-    let response = reqwest::Client::new()
-        .post(format!("http://{}/", guarded.broker.addr()))
-        .header("X-Amz-Target", "AmazonSQS.ListQueues")
-        .header("Content-Type", "application/x-amz-json-1.0")
-        .header("Authorization", "AWS4-HMAC-SHA256 Credential=x/20261202/us-east-1/sqs/aws4_request, SignedHeaders=host, Signature=00")
-        .body("{}")
-        .send()
+    let signed = |authorization: String| {
+        reqwest::Client::new()
+            .post(format!("http://{}/", guarded.broker.addr()))
+            .header("X-Amz-Target", "AmazonSQS.ListQueues")
+            .header("Content-Type", "application/x-amz-json-1.0")
+            .header("X-Amz-Date", "20231114T221320Z")
+            .header("Authorization", authorization)
+            .body("{}")
+            .send()
+    };
+    let zeros = "0".repeat(64);
+    for (key, expected) in [
+        ("someone", (403, "InvalidClientTokenId;Sender")),
+        ("admin", (403, "SignatureDoesNotMatch;Sender")),
+    ] {
+        let response = signed(format!(
+            "AWS4-HMAC-SHA256 Credential={key}/20231114/us-east-1/sqs/aws4_request, \
+             SignedHeaders=host;x-amz-date, Signature={zeros}"
+        ))
         .await
         .expect("an answer");
-    assert_eq!(response.status().as_u16(), 403);
+        let code = response.headers()["x-amzn-query-error"]
+            .to_str()
+            .expect("text")
+            .to_owned();
+        assert_eq!(
+            (response.status().as_u16(), code.as_str()),
+            expected,
+            "{key}"
+        );
+    }
+    let response = signed("AWS4-HMAC-SHA256 Credential=admin".into())
+        .await
+        .expect("an answer");
+    assert_eq!(response.status().as_u16(), 400);
     assert_eq!(
         response.headers()["x-amzn-query-error"]
             .to_str()
             .expect("text"),
-        "InvalidClientTokenId;Sender"
+        "IncompleteSignature;Sender"
     );
 }

@@ -88,6 +88,15 @@ impl SqsError {
         )
     }
 
+    /// A refused signature: `IncompleteSignature` (400), `SignatureDoesNotMatch` (403).
+    pub(crate) fn signature(code: &'static str, status: StatusCode, message: String) -> Self {
+        let shape = match code {
+            "SignatureDoesNotMatch" => "InvalidSignatureException".to_owned(),
+            other => format!("{other}Exception"),
+        };
+        Self::coral(status, &shape, code, message)
+    }
+
     pub(crate) fn no_queue() -> Self {
         Self::modeled(
             StatusCode::BAD_REQUEST,

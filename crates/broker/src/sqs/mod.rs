@@ -8,14 +8,14 @@
 //! attributes are properties. docs/sqs.md has the mapping field by field; every request
 //! field is honoured or refused with the error an SDK expects, never ignored.
 //!
-//! This first part serves standard queues with auth off. With the broker's auth on,
-//! requests are refused until Signature Version 4 is verified (they carry no bearer
-//! token); FIFO queues, redrive policies and the dead-letter actions are refused by
-//! name.
+//! With the broker's auth on, a request is signed (Signature Version 4) with the key id
+//! `admin` and an administrator token as the secret, or carries a bearer token. Redrive
+//! policies, the dead-letter actions and PurgeQueue are refused by name.
 
 mod actions;
 mod attributes;
 mod error;
+mod sigv4;
 
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
@@ -45,6 +45,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) engine: &'a AnyEngine,
     pub(crate) auth: &'a Auth,
     pub(crate) headers: &'a HeaderMap,
+    /// The request's path and query, which a signature covers.
+    pub(crate) uri: &'a axum::http::Uri,
     /// Set when the broker shuts down: a parked long-poll answers at once.
     pub(crate) draining: watch::Receiver<bool>,
 }
@@ -91,7 +93,7 @@ async fn run(ctx: &Ctx<'_>, body: &[u8]) -> Result<Value, SqsError> {
     };
     let name = name.to_owned();
     let action = actions::Action::parse(&name)?;
-    authorize(ctx, action.needs()).await?;
+    authorize(ctx, action.needs(), body).await?;
     let input: Value = if body.is_empty() {
         Value::Object(Default::default())
     } else {
@@ -104,24 +106,52 @@ async fn run(ctx: &Ctx<'_>, body: &[u8]) -> Result<Value, SqsError> {
     actions::run(ctx, action, &input).await
 }
 
-/// With the broker's auth off, anyone; with it on, a bearer token or key with the
-/// permission (Signature Version 4, what the SDKs send, is not verified yet).
-async fn authorize(ctx: &Ctx<'_>, needs: Permission) -> Result<(), SqsError> {
+/// With the broker's auth off, anyone. With it on: a request signed with AWS Signature
+/// Version 4 under the key id `admin` with an administrator token as its secret (every
+/// action), or one carrying the broker's own `Authorization: Bearer <token>` (a key's
+/// permissions apply). mqlite's access keys do not sign SQS requests yet: only their
+/// tokens' digests are kept, and a signature needs the secret itself.
+async fn authorize(ctx: &Ctx<'_>, needs: Permission, body: &[u8]) -> Result<(), SqsError> {
     if !ctx.auth.is_on() {
         return Ok(());
     }
-    let signed = ctx
+    let header = ctx
         .headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("AWS4-HMAC-SHA256"));
-    if signed {
-        return Err(SqsError::auth(
-            "InvalidClientTokenId",
-            "this broker does not verify AWS Signature Version 4 yet: run it with auth \
-             off (MQLITE_TOKENS=off, loopback only) for SQS clients, or send \
-             Authorization: Bearer <token>",
-        ));
+        .unwrap_or("");
+    if let Some(signed) = sigv4::parse(header) {
+        let signed = signed?;
+        if signed.key_id != "admin" {
+            return Err(SqsError::auth(
+                "InvalidClientTokenId",
+                format!(
+                    "the access key id {:?} cannot sign SQS requests here: use the key id \
+                     `admin` with an administrator token (MQLITE_TOKENS) as the secret \
+                     key; mqlite's access keys sign requests once their secrets are kept \
+                     (not yet)",
+                    signed.key_id
+                ),
+            ));
+        }
+        let request = sigv4::Request {
+            method: "POST",
+            path: ctx.uri.path(),
+            query: ctx.uri.query().unwrap_or(""),
+            headers: ctx.headers,
+            body,
+        };
+        let now = ctx.engine.clock().now_ms();
+        let mut refused = None;
+        for token in ctx.auth.admin_tokens() {
+            match signed.verify(&request, token, now) {
+                Ok(()) => return Ok(()),
+                Err(e) => refused = Some(e),
+            }
+        }
+        return Err(refused.unwrap_or_else(|| {
+            SqsError::auth("InvalidClientTokenId", "no administrator token is set")
+        }));
     }
     ctx.auth
         .check(ctx.engine, ctx.headers, Some(needs))
