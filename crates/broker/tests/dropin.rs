@@ -269,8 +269,7 @@ async fn dead_letter_retention_has_defaults_and_settings() {
         assert_eq!(post(&w, Rpc::Reject, body).await.0, 200);
     }
     assert_eq!(w.stats("q").await.dead_lettered, 3);
-    let engine = w.broker.engine().expect("serving");
-    engine.run_sweeps().await.expect("sweeps");
+    w.run_sweeps().await;
     assert_eq!(
         w.stats("q").await.dead_lettered,
         2,

@@ -172,12 +172,7 @@ async fn queue_service_happy_paths() {
 
     // The abandoned message comes back once its delay passes.
     w.clock.advance(5_001);
-    w.broker
-        .engine()
-        .expect("serving")
-        .run_sweeps()
-        .await
-        .expect("sweeps");
+    w.run_sweeps().await;
     let again = w.receive("jobs", 1).await;
     assert_eq!((text(&again[0]), again[0].delivery_count), ("b".into(), 2));
 }

@@ -255,12 +255,7 @@ async fn handles_are_fenced_and_visibility_gives_messages_back() {
     // The lease lapses: the message comes back.
     w.clock.advance(120_000);
     // The reaper's pass (a served broker runs it in the background).
-    w.broker
-        .engine()
-        .expect("serving")
-        .run_sweeps()
-        .await
-        .expect("sweeps");
+    w.run_sweeps().await;
     let third = ok(&w, "ReceiveMessage", json!({ "QueueUrl": url })).await;
     assert_eq!(third["Messages"][0]["MessageId"], first["MessageId"]);
 }

@@ -93,6 +93,11 @@ pub mod access {
     pub use mqlite_contract::access::{mint_token, random_hex, token_digest};
 }
 
+/// Hexadecimal text and SHA-256 digests, as the store writes them.
+pub mod digest {
+    pub use mqlite_contract::digest::{hex, sha256_hex};
+}
+
 /// An error and its sources, `a: b: c`, each once: for a log line or a last word.
 pub use mqlite_contract::error::chain as error_chain;
 

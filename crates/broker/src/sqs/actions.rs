@@ -8,8 +8,8 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use mqlite::{
-    LockRef, LockToken, MessageState, OrderingMode, OutMessage, Permission, QueueConfig, QueueKind,
-    ReceiveMode, ReceiveOptions, SendOptions, SeqNumber,
+    LockRef, LockToken, OrderingMode, OutMessage, Permission, QueueConfig, QueueKind, ReceiveMode,
+    ReceiveOptions, SendOptions, SeqNumber,
 };
 
 use super::attributes::{self, Attribute};
@@ -172,11 +172,11 @@ pub(super) async fn run(ctx: &Ctx<'_>, action: Action, input: &Input) -> Result<
             let queue = queue_of(input)?;
             let mut out = Batch::default();
             for entry in entries(input)? {
-                let done = match handle_of(&entry) {
-                    Ok(lock) => ctx.engine.complete(&queue, lock).await.map_err(Into::into),
-                    Err(e) => Err(e),
+                let done = async {
+                    ctx.engine.complete(&queue, handle_of(&entry)?).await?;
+                    Ok(json!({}))
                 };
-                out.push(&entry, done.map(|()| json!({})));
+                out.push(&entry, done.await);
             }
             Ok(out.answer())
         }
@@ -303,8 +303,16 @@ fn is_fifo(name: &str, config: &QueueConfig) -> bool {
     name.ends_with(".fifo") && config.ordering_mode == OrderingMode::GroupFifo
 }
 
-/// SQS's queue name rule: 1 to 80 letters, digits, `-` and `_`, a FIFO queue's ending in
-/// `.fifo` (counted), a standard queue's not.
+/// SQS's rule for queue names and batch entry ids: 1 to 80 letters, digits, `-` and `_`.
+fn sqs_name(text: &str) -> bool {
+    (1..=80).contains(&text.len())
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// SQS's queue name rule ([`sqs_name`]), a FIFO queue's ending in `.fifo` (counted in
+/// the 80), a standard queue's not.
 fn check_queue_name(name: &str, fifo: bool) -> Result<(), SqsError> {
     let base = if fifo {
         name.strip_suffix(".fifo").ok_or_else(|| {
@@ -317,12 +325,7 @@ fn check_queue_name(name: &str, fifo: bool) -> Result<(), SqsError> {
     } else {
         name
     };
-    let ok = !base.is_empty()
-        && name.len() <= 80
-        && base
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if ok {
+    if sqs_name(base) && name.len() <= 80 {
         Ok(())
     } else {
         Err(SqsError::invalid(
@@ -560,7 +563,7 @@ async fn get_queue_attributes(ctx: &Ctx<'_>, input: &Input) -> Result<Value, Sqs
     let queue = queue_of(input)?;
     let config = config_of(ctx, &queue).await?;
     let stats = ctx.engine.stats(&queue).await?;
-    let all: Vec<(&str, String)> = vec![
+    let mut all: Vec<(&str, String)> = vec![
         ("ApproximateNumberOfMessages", stats.active.to_string()),
         (
             "ApproximateNumberOfMessagesNotVisible",
@@ -590,7 +593,6 @@ async fn get_queue_attributes(ctx: &Ctx<'_>, input: &Input) -> Result<Value, Sqs
         ),
         ("SqsManagedSseEnabled", "false".into()),
     ];
-    let mut all = all;
     if is_fifo(&queue, &config) {
         all.extend([
             ("FifoQueue", "true".to_owned()),
@@ -778,7 +780,8 @@ async fn send_batch(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
     let config = config_of(ctx, &queue).await?;
     // The whole batch's size is bounded as one message's is.
     let limit = ctx.engine.options().max_message_bytes;
-    let total: usize = entries(input)?
+    let entries = entries(input)?;
+    let total: usize = entries
         .iter()
         .map(|e| {
             e.get("MessageBody")
@@ -797,7 +800,7 @@ async fn send_batch(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
         ));
     }
     let mut out = Batch::default();
-    for entry in entries(input)? {
+    for entry in entries {
         let done = send(ctx, &queue, &config, &entry, true).await;
         out.push(&entry, done);
     }
@@ -837,11 +840,7 @@ fn entries(input: &Input) -> Result<Vec<Input>, SqsError> {
             .as_object()
             .ok_or_else(|| SqsError::serialization("each entry is an object"))?;
         let id = required(entry, "Id")?;
-        let valid = (1..=80).contains(&id.len())
-            && id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if !valid {
+        if !sqs_name(id) {
             return Err(SqsError::batch(
                 "InvalidBatchEntryId",
                 "AWS.SimpleQueueService.InvalidBatchEntryId",
@@ -1006,7 +1005,6 @@ fn message_json(m: &mqlite::Message, system: &[String], wanted: &[String]) -> Va
         out["MD5OfMessageAttributes"] = json!(md5);
         out["MessageAttributes"] = attributes::to_json(&selected);
     }
-    debug_assert!(m.state == MessageState::Locked || m.state == MessageState::Active);
     out
 }
 

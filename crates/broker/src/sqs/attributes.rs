@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use md5::{Digest, Md5};
+use mqlite::digest::hex;
 use serde_json::{Map, Value, json};
 
 use super::SqsError;
@@ -282,10 +283,6 @@ pub(crate) fn md5_of_attributes(attributes: &BTreeMap<String, Attribute>) -> Opt
         put(&mut md5, &a.value);
     }
     Some(hex(&md5.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -91,8 +91,7 @@ async fn run(ctx: &Ctx<'_>, body: &[u8]) -> Result<Value, SqsError> {
             "POST / is the SQS endpoint: send X-Amz-Target: AmazonSQS.<Action>",
         ));
     };
-    let name = name.to_owned();
-    let action = actions::Action::parse(&name)?;
+    let action = actions::Action::parse(name)?;
     authorize(ctx, action.needs(), body).await?;
     let input: Value = if body.is_empty() {
         Value::Object(Default::default())
@@ -141,17 +140,14 @@ async fn authorize(ctx: &Ctx<'_>, needs: Permission, body: &[u8]) -> Result<(), 
             headers: ctx.headers,
             body,
         };
-        let now = ctx.engine.clock().now_ms();
-        let mut refused = None;
-        for token in ctx.auth.admin_tokens() {
-            match signed.verify(&request, token, now) {
-                Ok(()) => return Ok(()),
-                Err(e) => refused = Some(e),
-            }
+        let tokens = ctx.auth.admin_tokens();
+        if tokens.is_empty() {
+            return Err(SqsError::auth(
+                "InvalidClientTokenId",
+                "no administrator token is set",
+            ));
         }
-        return Err(refused.unwrap_or_else(|| {
-            SqsError::auth("InvalidClientTokenId", "no administrator token is set")
-        }));
+        return signed.verify(&request, tokens, ctx.engine.clock().now_ms());
     }
     ctx.auth
         .check(ctx.engine, ctx.headers, Some(needs))

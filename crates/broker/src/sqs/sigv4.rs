@@ -7,7 +7,8 @@
 
 use axum::http::HeaderMap;
 use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256};
+use mqlite::digest::sha256_hex;
+use sha2::Sha256;
 
 use super::SqsError;
 
@@ -88,6 +89,7 @@ fn mismatch(message: impl Into<String>) -> SqsError {
 }
 
 /// The request a signature covers.
+#[derive(Clone, Copy)]
 pub(crate) struct Request<'a> {
     pub(crate) method: &'a str,
     pub(crate) path: &'a str,
@@ -97,11 +99,13 @@ pub(crate) struct Request<'a> {
 }
 
 impl Authorization {
-    /// Checks the signature with `secret` at the broker's time `now_ms`.
+    /// Checks the signature at the broker's time `now_ms` against each of `secrets`
+    /// (the canonical request and the string to sign are built once): `Ok` if one of
+    /// them signed it.
     pub(crate) fn verify(
         &self,
         request: &Request<'_>,
-        secret: &str,
+        secrets: &[String],
         now_ms: i64,
     ) -> Result<(), SqsError> {
         if self.service != "sqs" {
@@ -130,7 +134,7 @@ impl Authorization {
                  from the broker's time"
             )));
         }
-        let body_hash = hex(&Sha256::digest(request.body));
+        let body_hash = sha256_hex(request.body);
         let payload = match header(request.headers, "x-amz-content-sha256") {
             Some(declared) if declared == "UNSIGNED-PAYLOAD" => declared,
             Some(declared) if declared.eq_ignore_ascii_case(&body_hash) => declared,
@@ -148,22 +152,27 @@ impl Authorization {
         );
         let to_sign = format!(
             "AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}",
-            hex(&Sha256::digest(canonical.as_bytes()))
+            sha256_hex(canonical.as_bytes())
         );
-        let mut key = hmac(format!("AWS4{secret}").as_bytes(), self.date.as_bytes());
-        for part in [self.region.as_str(), self.service.as_str(), "aws4_request"] {
-            key = hmac(&key, part.as_bytes());
-        }
-        let mut mac = HmacSha256::new_from_slice(&key).expect("HMAC takes any key length");
-        mac.update(to_sign.as_bytes());
         let expected = unhex(&self.signature).unwrap_or_default();
-        // Constant time: the comparison does not tell where the first difference is.
-        mac.verify_slice(&expected).map_err(|_| {
-            mismatch(
+        let signed_with = |secret: &String| {
+            let mut key = hmac(format!("AWS4{secret}").as_bytes(), self.date.as_bytes());
+            for part in [self.region.as_str(), self.service.as_str(), "aws4_request"] {
+                key = hmac(&key, part.as_bytes());
+            }
+            let mut mac = HmacSha256::new_from_slice(&key).expect("HMAC takes any key length");
+            mac.update(to_sign.as_bytes());
+            // Constant time: the comparison does not tell where the first difference is.
+            mac.verify_slice(&expected).is_ok()
+        };
+        if secrets.iter().any(signed_with) {
+            Ok(())
+        } else {
+            Err(mismatch(
                 "The request signature we calculated does not match the signature you \
                  provided. Check your AWS Secret Access Key and signing method.",
-            )
-        })
+            ))
+        }
     }
 }
 
@@ -220,10 +229,6 @@ fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
     let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes any key length");
     mac.update(data);
     mac.finalize().into_bytes().to_vec()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
@@ -285,24 +290,35 @@ mod tests {
             body,
         };
         let now = epoch_ms("20261202T174700Z").expect("a date");
-        auth.verify(&request, "admin-token-for-tests", now)
+        let secret = |s: &str| vec![s.to_owned()];
+        auth.verify(&request, &secret("admin-token-for-tests"), now)
             .expect("verifies");
-        assert!(auth.verify(&request, "another-secret", now).is_err());
+        // Any of several secrets may have signed it.
+        let both = vec![
+            "another-secret".to_owned(),
+            "admin-token-for-tests".to_owned(),
+        ];
+        auth.verify(&request, &both, now)
+            .expect("the second secret signed it");
+        assert!(
+            auth.verify(&request, &secret("another-secret"), now)
+                .is_err()
+        );
         let changed = Request {
             body: br#"{"QueueNamePrefix": "b"}"#,
             ..request
         };
-        assert!(auth.verify(&changed, "admin-token-for-tests", now).is_err());
-        let request = Request {
-            method: "POST",
-            path: "/",
-            query: "",
-            headers: &headers,
-            body,
-        };
         assert!(
-            auth.verify(&request, "admin-token-for-tests", now + 16 * 60 * 1000)
+            auth.verify(&changed, &secret("admin-token-for-tests"), now)
                 .is_err()
+        );
+        assert!(
+            auth.verify(
+                &request,
+                &secret("admin-token-for-tests"),
+                now + 16 * 60 * 1000
+            )
+            .is_err()
         );
         assert!(parse("Bearer x").is_none());
         assert!(

@@ -131,6 +131,13 @@ impl World {
         r.messages
     }
 
+    /// One pass of the broker's background sweeps (the tests' brokers run none of
+    /// their own): lapsed leases back, due messages visible, retention applied.
+    pub async fn run_sweeps(&self) {
+        let engine = self.broker.engine().expect("serving");
+        engine.run_sweeps().await.expect("sweeps");
+    }
+
     pub async fn stats(&self, queue: &str) -> StatsResponse {
         self.client
             .call(
