@@ -482,7 +482,9 @@ async fn the_golden_previous_layout_migrates_and_serves() {
 async fn migrate_refuses_what_it_cannot_copy() {
     let dir = tempfile::tempdir().expect("tempdir");
     let new = dir.path().join("new.db");
-    let message = |r: Result<mqlite::MigrationReport, Error>| r.expect_err("refused").to_string();
+    // The whole chain, as the command prints it (a failed check's text is the source).
+    let message =
+        |r: Result<mqlite::MigrationReport, Error>| mqlite::error_chain(&r.expect_err("refused"));
 
     let missing = message(mqlite::migrate(&dir.path().join("none.db"), &new));
     assert!(missing.contains("is not a file"), "{missing}");
@@ -516,4 +518,13 @@ async fn migrate_refuses_what_it_cannot_copy() {
     std::fs::write(&new, b"").expect("a file in the way");
     let exists = message(mqlite::migrate(&current, &new));
     assert!(exists.contains("already exists"), "{exists}");
+
+    // A table of mqlite's the current layout has no place for is not left behind.
+    std::fs::remove_file(&new).expect("remove");
+    Connection::open(&current)
+        .and_then(|c| c.execute_batch("CREATE TABLE mqlite_extra (x)"))
+        .expect("an extra table");
+    let orphan = message(mqlite::migrate(&current, &new));
+    assert!(orphan.contains("mqlite_extra has no table"), "{orphan}");
+    assert!(!new.exists(), "the half-made file is removed");
 }

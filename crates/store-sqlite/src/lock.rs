@@ -264,8 +264,7 @@ fn lock_db_at(
         pin,
     };
 
-    let mut lock_path = canonical.as_os_str().to_owned();
-    lock_path.push(".lock");
+    let lock_path = crate::schema::sidecar(canonical, ".lock");
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)

@@ -11,7 +11,7 @@
 //! writes either meanwhile. A failed migration leaves the old file untouched and removes
 //! the new one.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -104,10 +104,22 @@ fn copy(layout: &Layout, old: &Path, new: &Path) -> Result<MigrationReport> {
     conn.execute("ATTACH DATABASE ?1 AS old", [old.to_string_lossy()])
         .map_err(db)?;
     let old_tables = table_names(&conn, "old")?;
-    if old_tables.iter().any(|t| t == "mqlite_inbox") {
+    // The side tables exist from their first use; the new file gets them if the old
+    // one has either.
+    if old_tables
+        .iter()
+        .any(|t| t == "mqlite_inbox" || t == "mqlite_relay")
+    {
         for ddl in mqlite_sql::side_tables::DDL {
             conn.execute(ddl, []).map_err(db)?;
         }
+    }
+    // Every old table has a place in the new layout: none is left behind uncounted.
+    let new_tables = table_names(&conn, "main")?;
+    if let Some(orphan) = old_tables.iter().find(|t| !new_tables.contains(t)) {
+        return Err(failed(format!(
+            "{orphan} has no table in the layout {SCHEMA_TOKEN}: its rows would be lost"
+        )));
     }
     let tx = conn.transaction().map_err(db)?;
     let mut report = MigrationReport {
@@ -115,7 +127,7 @@ fn copy(layout: &Layout, old: &Path, new: &Path) -> Result<MigrationReport> {
         to: SCHEMA_TOKEN,
         tables: Vec::new(),
     };
-    for table in table_names(&tx, "main")? {
+    for table in new_tables {
         if !old_tables.contains(&table) {
             continue;
         }
@@ -228,8 +240,6 @@ fn columns(conn: &Connection, schema: &str, table: &str) -> Result<Vec<String>> 
 /// Removes a half-made database and its sidecars.
 fn remove_database(path: &Path) {
     for suffix in ["", "-wal", "-shm"] {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        let _ = std::fs::remove_file(PathBuf::from(p));
+        let _ = std::fs::remove_file(schema::sidecar(path, suffix));
     }
 }

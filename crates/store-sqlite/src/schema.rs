@@ -8,6 +8,14 @@ use mqlite_sql::schema::{INSERT_TOKEN, SCHEMA, SCHEMA_TOKEN, SELECT_TOKEN};
 
 use crate::{Synchronous, db};
 
+/// The file SQLite (or the store) keeps beside the database at `path`: its name with
+/// `suffix` appended (`-wal`, `-shm`, `.lock`).
+pub(crate) fn sidecar(path: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
+}
+
 /// What the guard found in an existing file.
 pub(crate) enum Guard {
     /// No mqlite schema yet: it will be created.
@@ -28,11 +36,7 @@ pub(crate) fn check_guard(path: &std::path::Path) -> Result<Guard> {
     // (path, is the WAL) of the sidecars that do not exist yet.
     let sidecars: Vec<(std::path::PathBuf, bool)> = ["-wal", "-shm"]
         .iter()
-        .map(|suffix| {
-            let mut p = path.as_os_str().to_owned();
-            p.push(suffix);
-            (std::path::PathBuf::from(p), *suffix == "-wal")
-        })
+        .map(|suffix| (sidecar(path, suffix), *suffix == "-wal"))
         .filter(|(p, _)| !p.exists())
         .collect();
     let guard = Connection::open_with_flags(
