@@ -1,6 +1,6 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
--- schema token: mqlite-rs/4
+-- schema token: mqlite-rs/5
 
 -- index mqlite_attempt_expiry
 CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at);
@@ -30,16 +30,16 @@ CREATE INDEX mqlite_msg_lease ON mqlite_messages(locked_until) WHERE state = 'lo
 CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE line IS NOT NULL AND state <> 'dead_lettered';
 
 -- index mqlite_msg_line_deferred
-CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 'deferred';
+CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 'deferred' AND line IS NOT NULL;
 
 -- index mqlite_msg_line_locked
-CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE state = 'locked';
+CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE state = 'locked' AND line IS NOT NULL;
 
 -- index mqlite_msg_line_scheduled
-CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 'scheduled';
+CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 'scheduled' AND line IS NOT NULL;
 
--- index mqlite_msg_queue
-CREATE INDEX mqlite_msg_queue ON mqlite_messages(queue, id);
+-- index mqlite_msg_rest
+CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) WHERE state <> 'active' OR waiting <> 0;
 
 -- index mqlite_receipt_expiry
 CREATE INDEX mqlite_receipt_expiry ON mqlite_receipts(expires_at);
@@ -103,7 +103,7 @@ CREATE TABLE mqlite_inbox (
 -- table mqlite_messages
 CREATE TABLE mqlite_messages (
     id                      INTEGER PRIMARY KEY,
-    queue                   TEXT NOT NULL REFERENCES mqlite_queues(name) ON DELETE CASCADE,
+    queue                   TEXT NOT NULL,
     state                   TEXT NOT NULL DEFAULT 'active'
                                 CHECK (state IN ('active','locked','deferred',
                                                  'scheduled','completed','dead_lettered')),

@@ -37,14 +37,19 @@ ON CONFLICT (name) DO UPDATE SET
        dlq_max_count = excluded.dlq_max_count,
        dlq_max_bytes = excluded.dlq_max_bytes";
 
-/// Whether a queue holds a message in play (its ordering mode is then fixed).
+/// Whether a queue holds a message in play (its ordering mode is then fixed): a seek of
+/// each of the two indexes that hold a queue's rows.
 pub const QUEUE_IN_PLAY: &str = "SELECT EXISTS (SELECT 1 FROM mqlite_messages
-    WHERE queue = :queue AND state <> 'dead_lettered')";
+    WHERE queue = :queue AND state = 'active' AND waiting = 0)
+ OR EXISTS (SELECT 1 FROM mqlite_messages
+    WHERE queue = :queue AND (state <> 'active' OR waiting <> 0) AND state <> 'dead_lettered')";
 
 /// Everything a name owns, deleted with it (children first). Messages go by
-/// `mqlite_msg_queue`; a topic's subscriptions by `mqlite_sub_topic`.
+/// `mqlite_msg_active` and `mqlite_msg_rest`, which together hold each of them once; a
+/// topic's subscriptions by `mqlite_sub_topic`.
 pub const DELETE_QUEUE: &[&str] = &[
-    "DELETE FROM mqlite_messages WHERE queue = :name",
+    "DELETE FROM mqlite_messages WHERE queue = :name AND state = 'active' AND waiting = 0",
+    "DELETE FROM mqlite_messages WHERE queue = :name AND (state <> 'active' OR waiting <> 0)",
     "DELETE FROM mqlite_dedup WHERE queue = :name",
     "DELETE FROM mqlite_receipts WHERE queue = :name",
     "DELETE FROM mqlite_attempts WHERE queue = :name",
@@ -65,26 +70,42 @@ pub const CANCEL_SCHEDULED: &str = "DELETE FROM mqlite_messages
  WHERE id = :seq AND queue = :queue AND state = 'scheduled' AND delivery_count = 0
 RETURNING line, waiting";
 
-/// Browsing from a sequence number, optionally in one state (6.2): a seek of
-/// `mqlite_msg_queue`, never a walk of other queues' rows.
+/// Browsing from a sequence number, optionally in one state (6.2): the first `:max` of
+/// each of the two indexes that hold a queue's rows, merged by sequence number; never a
+/// walk of other queues' rows. A state other than active skips the claimable index.
 pub const PEEK: &str = concat!(
     "SELECT ",
     message_columns!(),
-    " FROM mqlite_messages
- WHERE queue = :queue AND id >= :from AND (:state IS NULL OR state = :state)
- ORDER BY id LIMIT :max"
+    " FROM mqlite_messages WHERE id IN (
+    SELECT id FROM (SELECT id FROM mqlite_messages
+                     WHERE queue = :queue AND state = 'active' AND waiting = 0 AND id >= :from
+                       AND (:state IS NULL OR :state = 'active')
+                     ORDER BY id LIMIT :max)
+    UNION ALL
+    SELECT id FROM (SELECT id FROM mqlite_messages
+                     WHERE queue = :queue AND (state <> 'active' OR waiting <> 0) AND id >= :from
+                       AND (:state IS NULL OR state = :state)
+                     ORDER BY id LIMIT :max)
+    ORDER BY id LIMIT :max)
+ ORDER BY id"
 );
 
 /// Stats of one queue: rows in play, locked, deferred, scheduled, dead letters, and the
-/// oldest enqueue time in play. Each count names its state as a literal so that it walks
-/// that state's partial index; active = in play - the others.
-pub const QUEUE_STATS: &str = "SELECT
-    (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state <> 'dead_lettered'),
-    (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'locked'),
-    (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'deferred'),
-    (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'scheduled'),
-    (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'dead_lettered'),
-    (SELECT min(enqueued_at) FROM mqlite_messages WHERE queue = :queue AND state <> 'dead_lettered')";
+/// oldest enqueue time in play. One walk of the queue's claimable rows and one of the
+/// rest in play; dead letters by their own index. Active = in play - the others.
+pub const QUEUE_STATS: &str =
+    "SELECT ready.n + other.n, other.locked, other.deferred, other.scheduled,
+       (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'dead_lettered'),
+       coalesce(min(ready.oldest, other.oldest), ready.oldest, other.oldest)
+  FROM (SELECT count(*) AS n, min(enqueued_at) AS oldest FROM mqlite_messages
+         WHERE queue = :queue AND state = 'active' AND waiting = 0) ready,
+       (SELECT count(*) AS n, coalesce(sum(state = 'locked'), 0) AS locked,
+               coalesce(sum(state = 'deferred'), 0) AS deferred,
+               coalesce(sum(state = 'scheduled'), 0) AS scheduled,
+               min(enqueued_at) AS oldest
+          FROM mqlite_messages
+         WHERE queue = :queue AND (state <> 'active' OR waiting <> 0)
+           AND state <> 'dead_lettered') other";
 
 /// Redrive (6.2, 5.8): each `{id, line, waiting}` of `:items` back to active in
 /// `:target`, count reset, TTL cleared, in its target line, in one statement.

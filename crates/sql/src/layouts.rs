@@ -36,9 +36,24 @@ pub const LAYOUTS: &[Layout] = &[Layout {
     columns: &[],
 }];
 
+/// The layout this build writes. A file of it migrates as a plain copy (no column
+/// changes), also before a release has frozen it.
+pub const CURRENT: Layout = Layout {
+    token: crate::SCHEMA_TOKEN,
+    release: "this build",
+    golden: include_str!("../golden/schema.sql"),
+    columns: &[],
+};
+
 /// The layout of `token`, if a release wrote it.
 pub fn layout(token: &str) -> Option<&'static Layout> {
     LAYOUTS.iter().find(|l| l.token == token)
+}
+
+/// The layout `mqlite migrate` reads a file of `token` as: a released one, or this
+/// build's own.
+pub fn readable(token: &str) -> Option<&'static Layout> {
+    layout(token).or((token == crate::SCHEMA_TOKEN).then_some(&CURRENT))
 }
 
 /// The tokens `mqlite migrate` reads, for messages.

@@ -3,7 +3,7 @@
 /// The schema guard token stored in `meta`. Open refuses any other (10.2); an
 /// incompatible layout change must change this token, never migrate in place. The
 /// golden test of the SQLite store holds the two together.
-pub const SCHEMA_TOKEN: &str = "mqlite-rs/4";
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/5";
 
 /// The eight STRICT tables and their indexes, in creation order.
 ///
@@ -43,7 +43,7 @@ pub const SCHEMA: &[&str] = &[
     "CREATE INDEX mqlite_sub_topic ON mqlite_subscriptions(topic, name)",
     "CREATE TABLE mqlite_messages (
     id                      INTEGER PRIMARY KEY,
-    queue                   TEXT NOT NULL REFERENCES mqlite_queues(name) ON DELETE CASCADE,
+    queue                   TEXT NOT NULL,
     state                   TEXT NOT NULL DEFAULT 'active'
                                 CHECK (state IN ('active','locked','deferred',
                                                  'scheduled','completed','dead_lettered')),
@@ -68,8 +68,6 @@ pub const SCHEMA: &[&str] = &[
     dead_letter_description TEXT,
     event                   TEXT
 ) STRICT",
-    // Every message of a queue by sequence number: Peek in any state, deleting a queue.
-    "CREATE INDEX mqlite_msg_queue ON mqlite_messages(queue, id)",
     // Sequence numbers never repeat (G1): deleting the largest row records it as the
     // floor the next send starts above (see rows::SELECT_QUEUE_NEXT_SEQ).
     // (Written as the libSQL client renders it, so both stores keep the same text.)
@@ -81,10 +79,14 @@ WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER);
 END",
     // The claim seeks this index: only claimable-shaped rows live in it (1.5).
     "CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) WHERE state = 'active' AND waiting = 0",
-    // One index per blocking state for the head-of-line probes (5.6).
-    "CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE state = 'locked'",
-    "CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 'deferred'",
-    "CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 'scheduled'",
+    // Every other row. The two together hold each message of a queue by sequence number
+    // exactly once (Peek, stats, deleting a queue), and a send of a claimable message
+    // writes one index entry, not two.
+    "CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) WHERE state <> 'active' OR waiting <> 0",
+    // One index per blocking state for the head-of-line probes (5.6): rows of a line only.
+    "CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE state = 'locked' AND line IS NOT NULL",
+    "CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 'deferred' AND line IS NOT NULL",
+    "CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 'scheduled' AND line IS NOT NULL",
     // Every row still in play per line: who waits behind whom.
     "CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE line IS NOT NULL AND state <> 'dead_lettered'",
     // The reaper: leases by expiry.

@@ -81,7 +81,7 @@ pub fn migrate(old: &Path, new: &Path) -> Result<MigrationReport> {
         }
         Err(e) => return Err(e),
     };
-    let layout = layouts::layout(&found).ok_or_else(|| Error::NotADatabase {
+    let layout = layouts::readable(&found).ok_or_else(|| Error::NotADatabase {
         path: old.display().to_string(),
         detail: format!(
             "its layout {found:?} is not one a release wrote ({}); open it with the build \
