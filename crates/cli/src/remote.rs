@@ -219,6 +219,10 @@ async fn update_queue(client: &Client, out: Output, a: UpdateQueueArgs) -> Resul
             dlq_max_age_ms: given.dlq_max_age_ms.or(Some(q.dlq_max_age_ms)),
             dlq_max_count: given.dlq_max_count.or(Some(q.dlq_max_count)),
             dlq_max_bytes: given.dlq_max_bytes.or(Some(q.dlq_max_bytes)),
+            dead_letter_target: given
+                .dead_letter_target
+                .or(Some(q.dead_letter_target.clone())),
+            require_message_id: given.require_message_id.or(Some(q.require_message_id)),
         },
     };
     let _: Empty = client.call(Rpc::CreateQueue, &request).await?;
@@ -249,7 +253,7 @@ fn dlq_bound(v: i64) -> String {
 
 /// A queue's configuration as `name: value` pairs.
 fn config_pairs(q: &WireQueue) -> Vec<(&'static str, String)> {
-    vec![
+    let mut pairs = vec![
         ("ordering_mode", q.ordering_mode.clone()),
         ("lock_duration_ms", q.lock_duration_ms.to_string()),
         ("max_delivery_count", q.max_delivery_count.to_string()),
@@ -259,7 +263,15 @@ fn config_pairs(q: &WireQueue) -> Vec<(&'static str, String)> {
         ("dlq_max_age_ms", q.dlq_max_age_ms.to_string()),
         ("dlq_max_count", q.dlq_max_count.to_string()),
         ("dlq_max_bytes", q.dlq_max_bytes.to_string()),
-    ]
+    ];
+    // Shown when set, so a plain queue's lines stay as they were.
+    if !q.dead_letter_target.is_empty() {
+        pairs.push(("dead_letter_target", q.dead_letter_target.clone()));
+    }
+    if q.require_message_id {
+        pairs.push(("require_message_id", "true".into()));
+    }
+    pairs
 }
 
 async fn list_queues(client: &Client, out: Output) -> Result<(), Failure> {
@@ -730,13 +742,17 @@ async fn key_create(client: &Client, out: Output, a: KeyCreateArgs) -> Result<()
     if out == Output::Json {
         return output::json(&k);
     }
-    output::pairs(&[
+    let mut pairs = vec![
         ("id", k.id.clone()),
         ("name", k.name.clone()),
         ("permissions", k.permissions.join(",")),
         ("expires_at_ms", ms_or_dash(k.expires_at_ms)),
         ("token", k.token.clone()),
-    ])?;
+    ];
+    if !k.sqs_secret_access_key.is_empty() {
+        pairs.push(("sqs_secret_access_key", k.sqs_secret_access_key.clone()));
+    }
+    output::pairs(&pairs)?;
     eprintln!("mqlite: the token is shown only this once; keep it");
     Ok(())
 }

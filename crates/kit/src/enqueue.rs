@@ -45,8 +45,8 @@ impl Timing {
     }
 }
 
-/// A group_fifo queue takes no message without a group: the whole send is refused
-/// (5.2).
+/// A group_fifo queue takes no message without a group (5.2), and a queue that
+/// requires message ids none without an id: the whole send is refused.
 pub fn require_groups(
     queue: &str,
     config: &QueueConfig,
@@ -60,6 +60,15 @@ pub fn require_groups(
         return Err(mqlite_contract::Error::GroupRequired {
             queue: queue.to_owned(),
         });
+    }
+    if config.require_message_id
+        && messages
+            .iter()
+            .any(|m| m.message_id.as_deref().is_none_or(str::is_empty) && m.event.is_none())
+    {
+        return Err(mqlite_contract::Error::invalid(format!(
+            "queue {queue:?} requires a message id on every send (require_message_id)"
+        )));
     }
     Ok(())
 }

@@ -192,6 +192,7 @@ async fn names_configs_and_limits_are_refused_with_typed_errors<S: Store>(
             mqlite::PurgeOptions {
                 older_than: Duration::MAX,
                 max: 0,
+                every_state: false,
             },
         )
         .await,

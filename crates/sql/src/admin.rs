@@ -24,8 +24,10 @@ pub const SELECT_QUEUE_KIND: &str =
 /// Create-or-update of a queue (the kind was checked first: 12.1).
 pub const UPSERT_QUEUE: &str = "INSERT INTO mqlite_queues (name, kind, lock_duration_ms,
        max_delivery_count, default_ttl_ms, dead_letter_on_expire, dedup_window_ms,
-       ordering_mode, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, created_at)
-VALUES (:name, :kind, :lock_ms, :max_dc, :ttl, :dloe, :dedup, :mode, :age, :count, :bytes, :now)
+       ordering_mode, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, dead_letter_target,
+       require_message_id, created_at)
+VALUES (:name, :kind, :lock_ms, :max_dc, :ttl, :dloe, :dedup, :mode, :age, :count, :bytes,
+        :dl_target, :require_id, :now)
 ON CONFLICT (name) DO UPDATE SET
        lock_duration_ms = excluded.lock_duration_ms,
        max_delivery_count = excluded.max_delivery_count,
@@ -35,7 +37,9 @@ ON CONFLICT (name) DO UPDATE SET
        ordering_mode = excluded.ordering_mode,
        dlq_max_age_ms = excluded.dlq_max_age_ms,
        dlq_max_count = excluded.dlq_max_count,
-       dlq_max_bytes = excluded.dlq_max_bytes";
+       dlq_max_bytes = excluded.dlq_max_bytes,
+       dead_letter_target = excluded.dead_letter_target,
+       require_message_id = excluded.require_message_id";
 
 /// Whether a queue holds a message in play (its ordering mode is then fixed): a seek of
 /// each of the two indexes that hold a queue's rows.
@@ -177,6 +181,13 @@ pub async fn upsert_queue<X: SqlExec>(
             (":age", Value::from(cfg.dlq_max_age_ms)),
             (":count", Value::from(cfg.dlq_max_count)),
             (":bytes", Value::from(cfg.dlq_max_bytes)),
+            (
+                ":dl_target",
+                cfg.dead_letter_target
+                    .as_deref()
+                    .map_or(Value::Null, Value::from),
+            ),
+            (":require_id", Value::from(cfg.require_message_id)),
             (":now", Value::from(now)),
         ],
     )
@@ -349,9 +360,20 @@ pub async fn redrive<X: SqlExec>(
     .changes)
 }
 
-/// Deletes dead letters, bounded by max and age (6.2).
+/// Deletes dead letters, bounded by max and age (6.2); with `every_state`, every
+/// message of the queue (the first two statements of [`DELETE_QUEUE`]).
 pub async fn purge<X: SqlExec>(x: &mut X, now: i64, queue: &str, o: &PurgeOptions) -> Result<u64> {
     load_queue(x, queue).await?;
+    if o.every_state {
+        let mut n = 0;
+        for text in &DELETE_QUEUE[..2] {
+            n += x
+                .execute(text, &[(":name", Value::from(queue))])
+                .await?
+                .changes;
+        }
+        return Ok(n);
+    }
     let limit = if o.max == 0 { i64::MAX } else { o.max as i64 };
     Ok(x.execute(
         PURGE,

@@ -244,7 +244,12 @@ pub(crate) fn encode_queue(kind: QueueKind, c: &QueueConfig, created_at: i64) ->
         .i(c.dlq_max_age_ms)
         .i(c.dlq_max_count)
         .i(c.dlq_max_bytes)
-        .i(created_at);
+        .i(created_at)
+        // Appended after the first layout's fields: a row written before them ends at
+        // created_at and reads as no target, no required id.
+        .i(i64::from(c.require_message_id))
+        .i(i64::from(c.dead_letter_target.is_some()))
+        .s(c.dead_letter_target.as_deref().unwrap_or(""));
     w.0
 }
 
@@ -257,7 +262,7 @@ pub(crate) fn decode_queue(buf: &[u8]) -> Result<(QueueKind, QueueConfig, i64)> 
     let dead_letter_on_expire = r.i()? != 0;
     let dedup_window_ms = r.i()?;
     let ordering_mode: OrderingMode = r.s()?.parse()?;
-    let cfg = QueueConfig {
+    let mut cfg = QueueConfig {
         lock_duration: from_millis(lock_duration_ms),
         max_delivery_count,
         default_ttl: from_millis(default_ttl_ms),
@@ -267,8 +272,17 @@ pub(crate) fn decode_queue(buf: &[u8]) -> Result<(QueueKind, QueueConfig, i64)> 
         dlq_max_age_ms: r.i()?,
         dlq_max_count: r.i()?,
         dlq_max_bytes: r.i()?,
+        dead_letter_target: None,
+        require_message_id: false,
     };
-    Ok((kind, cfg, r.i()?))
+    let created_at = r.i()?;
+    if !r.rest().is_empty() {
+        cfg.require_message_id = r.i()? != 0;
+        let has_target = r.i()? != 0;
+        let target = r.s()?;
+        cfg.dead_letter_target = has_target.then_some(target);
+    }
+    Ok((kind, cfg, created_at))
 }
 
 pub(crate) fn encode_key(k: &AccessKey) -> Vec<u8> {

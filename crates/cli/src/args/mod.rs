@@ -286,6 +286,13 @@ pub(crate) struct QueueOptions {
     /// unbounded).
     #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
     pub(crate) dlq_max_bytes: Option<i64>,
+    /// Move dead letters to this queue (an empty name: keep them in the queue).
+    #[arg(long, value_name = "QUEUE")]
+    pub(crate) dead_letter_target: Option<String>,
+    /// Refuse sends without a message id (true) or deduplicate an id-less message by
+    /// its body (false, the default).
+    #[arg(long, value_name = "BOOL")]
+    pub(crate) require_message_id: Option<bool>,
 }
 
 impl QueueOptions {
@@ -302,6 +309,8 @@ impl QueueOptions {
             dlq_max_age_ms: self.dlq_max_age_ms,
             dlq_max_count: self.dlq_max_count,
             dlq_max_bytes: self.dlq_max_bytes,
+            dead_letter_target: self.dead_letter_target.clone(),
+            require_message_id: self.require_message_id,
         }
     }
 
@@ -316,6 +325,8 @@ impl QueueOptions {
             || self.dlq_max_age_ms.is_some()
             || self.dlq_max_count.is_some()
             || self.dlq_max_bytes.is_some()
+            || self.dead_letter_target.is_some()
+            || self.require_message_id.is_some()
     }
 }
 

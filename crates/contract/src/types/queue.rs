@@ -44,6 +44,16 @@ pub struct QueueConfig {
     pub dlq_max_count: i64,
     /// Dead-letter retention by body bytes (0 inherit, > 0 bound, < 0 unbounded).
     pub dlq_max_bytes: i64,
+    /// Where this queue's dead letters go (None: they stay here, in the dead-letter
+    /// state). With a target, a dead letter is moved to that queue as an active message
+    /// (delivery count reset, as a redrive to a target does) by every sweep, and at once
+    /// by `Engine::forward_dead_letters`: the shape of
+    /// SQS's separate dead-letter queue. The target must be a queue, not this one.
+    pub dead_letter_target: Option<String>,
+    /// Refuse a send without a message id (`InvalidArgument`), for producers that must
+    /// name each message: an SQS FIFO queue without ContentBasedDeduplication. False by
+    /// default: an id-less message is deduplicated by its body's digest (4.1).
+    pub require_message_id: bool,
 }
 
 impl Default for QueueConfig {
@@ -58,6 +68,8 @@ impl Default for QueueConfig {
             dlq_max_age_ms: 0,
             dlq_max_count: 0,
             dlq_max_bytes: 0,
+            dead_letter_target: None,
+            require_message_id: false,
         }
     }
 }
@@ -79,6 +91,11 @@ impl QueueConfig {
         }
         if self.dedup_window > MAX_SPAN {
             return Err(Error::invalid("dedup_window must be at most 100 years"));
+        }
+        if self.dead_letter_target.as_deref() == Some("") {
+            return Err(Error::invalid(
+                "dead_letter_target is a queue's name (None keeps dead letters here)",
+            ));
         }
         Ok(())
     }
@@ -190,6 +207,10 @@ pub struct PurgeOptions {
     pub max: u64,
     /// Only dead letters at least this old (zero = any).
     pub older_than: Duration,
+    /// Every message of the queue in any state, not only its dead letters (SQS's
+    /// PurgeQueue): active, scheduled, deferred and locked ones too; a lock held on one
+    /// of them is lost. `max` and `older_than` must then be zero.
+    pub every_state: bool,
 }
 
 /// Engine-wide dead-letter retention defaults (promise 8.3); 0 means unbounded.

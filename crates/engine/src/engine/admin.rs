@@ -18,6 +18,7 @@ impl<S: Store> Engine<S> {
         validate_new_name(name)?;
         config.validate()?;
         let _g = self.admit().await?;
+        self.check_dead_letter_target(name, &config).await?;
         self.inner
             .store
             .upsert_queue(name.to_owned(), QueueKind::Queue, config, false)
@@ -31,10 +32,68 @@ impl<S: Store> Engine<S> {
         validate_name(name)?;
         config.validate()?;
         let _g = self.admit().await?;
+        self.check_dead_letter_target(name, &config).await?;
         self.inner
             .store
             .upsert_queue(name.to_owned(), QueueKind::Queue, config, true)
             .await
+    }
+
+    /// A dead-letter target is another queue that exists (a topic takes no dead letters).
+    async fn check_dead_letter_target(&self, name: &str, config: &QueueConfig) -> Result<()> {
+        let Some(target) = config.dead_letter_target.as_deref() else {
+            return Ok(());
+        };
+        validate_name(target)?;
+        if target == name {
+            return Err(Error::invalid(format!(
+                "queue {name:?} cannot be its own dead_letter_target: leave it unset to keep \
+                 dead letters in the queue"
+            )));
+        }
+        let queues = self.inner.store.list_queues().await?;
+        match queues.iter().find(|q| q.name == target) {
+            Some(q) if q.kind != QueueKind::Topic => Ok(()),
+            Some(_) => Err(Error::invalid(format!(
+                "dead_letter_target {target:?} is a topic: name a queue"
+            ))),
+            None => Err(Error::NotFound {
+                kind: "queue",
+                name: target.to_owned(),
+            }),
+        }
+    }
+
+    /// Moves the dead letters of `queue` to its `dead_letter_target` now, as the janitor
+    /// sweep does on every pass; 0 when the queue has no target. A target that no
+    /// longer exists is `NotFound`.
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue), err(level = "debug"))]
+    pub async fn forward_dead_letters(&self, queue: &str) -> Result<u64> {
+        validate_name(queue)?;
+        let _g = self.admit().await?;
+        let target = self
+            .inner
+            .store
+            .list_queues()
+            .await?
+            .into_iter()
+            .find(|q| q.name == queue)
+            .and_then(|q| q.config.dead_letter_target);
+        match target {
+            Some(target) => self.forward(queue, target).await,
+            None => Ok(0),
+        }
+    }
+
+    /// One forwarding move: a redrive of every dead letter to `target`.
+    pub(super) async fn forward(&self, queue: &str, target: String) -> Result<u64> {
+        let options = RedriveOptions {
+            target: Some(target),
+            ..Default::default()
+        };
+        let moved = self.inner.store.redrive(queue.to_owned(), options).await?;
+        self.woken_if(moved);
+        Ok(moved)
     }
 
     /// Every queue with its configuration.
@@ -145,12 +204,18 @@ impl<S: Store> Engine<S> {
         }
     }
 
-    /// Deletes dead letters, bounded by max and age (6.2).
+    /// Deletes dead letters, bounded by max and age (6.2); with
+    /// [`PurgeOptions::every_state`], every message of the queue in one transaction.
     #[tracing::instrument(level = "debug", skip_all, fields(queue = queue), err(level = "debug"))]
     pub async fn purge(&self, queue: &str, options: PurgeOptions) -> Result<u64> {
         validate_name(queue)?;
         if options.older_than > MAX_SPAN {
             return Err(Error::invalid("older_than must be at most 100 years"));
+        }
+        if options.every_state && (options.max != 0 || !options.older_than.is_zero()) {
+            return Err(Error::invalid(
+                "a purge of every state takes every message: max and older_than must be 0",
+            ));
         }
         let _g = self.admit().await?;
         self.inner.store.purge(queue.to_owned(), options).await

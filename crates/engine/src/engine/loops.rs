@@ -51,6 +51,8 @@ pub struct SweepReport {
     pub expired: u64,
     /// Dead letters dropped by retention.
     pub retention_dropped: u64,
+    /// Dead letters moved to their queue's `dead_letter_target`.
+    pub forwarded: u64,
     /// Receipts, attempts and dedup entries pruned.
     pub pruned: u64,
     /// Free pages given back to the file system (a local SQLite file).
@@ -82,6 +84,21 @@ impl<S: Store> Engine<S> {
             // An expired head hands its line on.
             LoopKind::Ttl => report.expired += self.recover_and_wake(RecoverTask::Ttl).await?,
             LoopKind::Janitor => {
+                // Forwarding first, so that retention bounds what stays, not what moves.
+                for q in store.list_queues().await? {
+                    let Some(target) = q.config.dead_letter_target else {
+                        continue;
+                    };
+                    match self.forward(&q.name, target.clone()).await {
+                        Ok(n) => report.forwarded += n,
+                        // A deleted target stops nothing else: the dead letters stay.
+                        Err(Error::NotFound { .. }) => tracing::warn!(
+                            queue = %q.name, target = %target,
+                            "dead_letter_target does not exist; the dead letters stay"
+                        ),
+                        Err(e) => return Err(e),
+                    }
+                }
                 let retention = RecoverTask::Retention(self.inner.options.retention);
                 report.retention_dropped += store.recover(retention).await?;
                 report.pruned += store.recover(RecoverTask::Janitor).await?;

@@ -588,6 +588,8 @@ fn wire_config(c: &QueueConfig, kind: &str) -> WireQueueConfig {
         dlq_max_age_ms: Some(c.dlq_max_age_ms),
         dlq_max_count: Some(c.dlq_max_count),
         dlq_max_bytes: Some(c.dlq_max_bytes),
+        dead_letter_target: c.dead_letter_target.clone(),
+        require_message_id: Some(c.require_message_id),
     }
 }
 
@@ -606,6 +608,8 @@ fn queue_info(q: WireQueue) -> Result<QueueInfo> {
             dlq_max_age_ms: q.dlq_max_age_ms,
             dlq_max_count: q.dlq_max_count,
             dlq_max_bytes: q.dlq_max_bytes,
+            dead_letter_target: Some(q.dead_letter_target).filter(|t| !t.is_empty()),
+            require_message_id: q.require_message_id,
         },
         name: q.name,
     })

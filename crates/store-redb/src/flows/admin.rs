@@ -112,12 +112,20 @@ fn drop_prefixed(t: &mut Tables<'_>, which: u8, prefix: &Key) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn delete_queue(t: &mut Tables<'_>, name: &str) -> Result<bool> {
+/// Deletes every message of a queue, in any state, with its index entries.
+fn drop_messages(t: &mut Tables<'_>, name: &str) -> Result<u64> {
+    let mut n = 0;
     for seq in t.seqs(Ix::Queue, &Key::new().s(name), usize::MAX)? {
         if let Some(row) = t.row(seq)? {
             t.put(seq, Some(&row), None)?;
+            n += 1;
         }
     }
+    Ok(n)
+}
+
+pub(crate) fn delete_queue(t: &mut Tables<'_>, name: &str) -> Result<bool> {
+    drop_messages(t, name)?;
     let q = Key::new().s(name);
     drop_prefixed(t, EXP_DEDUP, &q)?;
     drop_prefixed(t, EXP_RECEIPT, &q)?;
@@ -320,6 +328,9 @@ pub(crate) fn redrive(
 
 pub(crate) fn purge(t: &mut Tables<'_>, now: i64, queue: &str, o: &PurgeOptions) -> Result<u64> {
     load_queue(t, queue)?;
+    if o.every_state {
+        return drop_messages(t, queue);
+    }
     let limit = if o.max == 0 {
         usize::MAX
     } else {

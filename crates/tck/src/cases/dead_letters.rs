@@ -1,8 +1,9 @@
 //! Section 6: dead letters.
 
 use mqlite_contract::{
-    Clock, Error, ManualClock, MessageState, OutMessage, PeekOptions, PurgeOptions,
-    REASON_MAX_DELIVERY, RedriveOptions, SeqNumber, Store, clock::BoxFuture, from_millis,
+    Clock, Error, ManualClock, MessageState, OrderingMode, OutMessage, PeekOptions, PurgeOptions,
+    QueueConfig, REASON_MAX_DELIVERY, RedriveOptions, SendOptions, SeqNumber, Store,
+    clock::BoxFuture, from_millis,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -141,7 +142,7 @@ pub async fn p6_2_redrive_purge_and_peek<F: Access>(ctx: Ctx<F>) -> TckResult {
             Q,
             PurgeOptions {
                 older_than: from_millis(60_000),
-                max: 0
+                ..Default::default()
             }
         )
         .await?,
@@ -152,7 +153,7 @@ pub async fn p6_2_redrive_purge_and_peek<F: Access>(ctx: Ctx<F>) -> TckResult {
             Q,
             PurgeOptions {
                 max: 1,
-                older_than: Duration::ZERO,
+                ..Default::default()
             }
         )
         .await?,
@@ -166,6 +167,143 @@ pub async fn p6_2_redrive_purge_and_peek<F: Access>(ctx: Ctx<F>) -> TckResult {
         left.iter().map(|m| m.seq).collect::<Vec<_>>(),
         vec![seqs[0], seqs[1], live],
         "purge touched only dead letters"
+    );
+    Ok(())
+}
+
+/// 6.2 A purge of every state (SQS's PurgeQueue) deletes every message of the queue —
+/// active, scheduled, locked, waiting in a line, dead-lettered — and nothing of another
+/// queue; the lock held on a purged message no longer settles; the lines start afresh.
+pub async fn p6_2_purge_every_state_empties_the_queue<F: Access>(ctx: Ctx<F>) -> TckResult {
+    let grouped = QueueConfig {
+        ordering_mode: OrderingMode::GroupFifo,
+        ..config(30_000, 5)
+    };
+    let mq = ctx.engine_with_queue(Q, grouped).await?;
+    mq.create_queue("other", config(30_000, 5)).await?;
+    let kept = mq.send("other", OutMessage::new("kept")).await?;
+    // A dead letter, a locked head of a line with one waiting behind it, a scheduled
+    // message and a plain active one.
+    mq.send(Q, OutMessage::new("dl").with_group("d")).await?;
+    let m = receive_one(&mq, Q).await?;
+    mq.reject(Q, &m, "Test", "").await?;
+    assert_eq!(mq.stats(Q).await?.dead_lettered, 1);
+    mq.send(Q, OutMessage::new("head").with_group("g")).await?;
+    mq.send(Q, OutMessage::new("behind").with_group("g"))
+        .await?;
+    let locked = receive_one(&mq, Q).await?;
+    let later = ctx.clock.now() + 60_000;
+    mq.send_with(
+        Q,
+        OutMessage::new("later").with_group("s"),
+        SendOptions {
+            scheduled_at_ms: Some(later),
+            ..Default::default()
+        },
+    )
+    .await?;
+    mq.send(Q, OutMessage::new("plain").with_group("p")).await?;
+
+    let every = PurgeOptions {
+        every_state: true,
+        ..Default::default()
+    };
+    assert_eq!(mq.purge(Q, every.clone()).await?, 5);
+    assert!(peek_all(&mq, Q).await?.is_empty(), "nothing is left");
+    assert!(
+        mq.complete(Q, &locked).await.is_err(),
+        "a purged message's lock does not settle"
+    );
+    assert_eq!(
+        peek_all(&mq, "other")
+            .await?
+            .iter()
+            .map(|m| m.seq)
+            .collect::<Vec<_>>(),
+        vec![kept],
+        "another queue is untouched"
+    );
+    // The line of the purged head is free: a new message of its group is delivered.
+    mq.send(Q, OutMessage::new("fresh").with_group("g")).await?;
+    assert_eq!(receive_one(&mq, Q).await?.body(), b"fresh");
+    // An empty queue purges nothing; bounds are refused with every state.
+    mq.purge("other", every.clone()).await?;
+    assert_eq!(mq.purge("other", every).await?, 0);
+    let bounded = mq
+        .purge(
+            Q,
+            PurgeOptions {
+                every_state: true,
+                max: 1,
+                ..Default::default()
+            },
+        )
+        .await;
+    assert!(
+        matches!(bounded, Err(Error::InvalidArgument(_))),
+        "{bounded:?}"
+    );
+    Ok(())
+}
+
+/// 6.3 A queue with a dead-letter target: its dead letters move there as active
+/// messages (delivery count reset) on every sweep and at once on forward_dead_letters;
+/// the target must be another queue that exists; the setting reads back from the store;
+/// a deleted target leaves the dead letters where they are.
+pub async fn p6_3_dead_letter_target_forwards<F: Access>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine().await?;
+    let forwarding = QueueConfig {
+        dead_letter_target: Some("dlq".into()),
+        ..config(30_000, 5)
+    };
+    // The target must exist, and be another queue.
+    let missing = mq.create_queue(Q, forwarding.clone()).await;
+    assert!(
+        matches!(missing, Err(Error::NotFound { .. })),
+        "{missing:?}"
+    );
+    mq.create_queue("dlq", config(30_000, 5)).await?;
+    let itself = QueueConfig {
+        dead_letter_target: Some(Q.into()),
+        ..config(30_000, 5)
+    };
+    let looped = mq.create_queue(Q, itself).await;
+    assert!(
+        matches!(looped, Err(Error::InvalidArgument(_))),
+        "{looped:?}"
+    );
+    mq.create_queue(Q, forwarding).await?;
+    let listed = mq.list_queues().await?;
+    assert!(
+        listed
+            .iter()
+            .any(|q| q.name == Q && q.config.dead_letter_target.as_deref() == Some("dlq"))
+    );
+
+    // At once, on request.
+    let first = dead_letter_n(&ctx, &mq, 1).await?;
+    assert_eq!(mq.forward_dead_letters(Q).await?, 1);
+    let m = receive_one(&mq, "dlq").await?;
+    assert_eq!(
+        (m.seq, m.delivery_count, m.body()),
+        (first[0], 1, &b"dead-0"[..])
+    );
+    mq.complete("dlq", &m).await?;
+    // By the sweep.
+    let second = dead_letter_n(&ctx, &mq, 1).await?;
+    assert_eq!(mq.run_sweeps().await?.forwarded, 1);
+    assert_eq!(
+        state_of(&mq, "dlq", second[0]).await?,
+        Some(MessageState::Active)
+    );
+    assert_eq!(mq.stats(Q).await?.dead_lettered, 0);
+    // A deleted target: the sweep goes on, the dead letters stay.
+    mq.delete_queue("dlq").await?;
+    let third = dead_letter_n(&ctx, &mq, 1).await?;
+    assert_eq!(mq.run_sweeps().await?.forwarded, 0);
+    assert_eq!(
+        state_of(&mq, Q, third[0]).await?,
+        Some(MessageState::DeadLettered)
     );
     Ok(())
 }

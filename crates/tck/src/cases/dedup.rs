@@ -148,3 +148,35 @@ pub async fn p4_1_repeat_inside_one_batch_collapses<F: Access>(ctx: Ctx<F>) -> T
     );
     Ok(())
 }
+
+/// 4.5 A queue that requires message ids refuses a send with an id-less message: the
+/// whole batch, InvalidArgument, nothing stored; the setting reads back from the store.
+pub async fn p4_5_required_message_id_refuses_idless_sends<F: Access>(ctx: Ctx<F>) -> TckResult {
+    let strict = QueueConfig {
+        require_message_id: true,
+        ..windowed(60_000)
+    };
+    let mq = ctx.engine_with_queue(Q, strict).await?;
+    let listed = mq.list_queues().await?;
+    assert!(
+        listed
+            .iter()
+            .any(|q| q.name == Q && q.config.require_message_id)
+    );
+    let one = mq.send(Q, OutMessage::new("no id")).await;
+    assert!(matches!(one, Err(Error::InvalidArgument(_))), "{one:?}");
+    let batch = mq
+        .send_batch(
+            Q,
+            vec![
+                OutMessage::new("named").with_id("a"),
+                OutMessage::new("nameless"),
+            ],
+        )
+        .await;
+    assert!(matches!(batch, Err(Error::InvalidArgument(_))), "{batch:?}");
+    assert!(peek_all(&mq, Q).await?.is_empty(), "nothing stored");
+    mq.send(Q, OutMessage::new("named").with_id("a")).await?;
+    assert_eq!(peek_all(&mq, Q).await?.len(), 1);
+    Ok(())
+}

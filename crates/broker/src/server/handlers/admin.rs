@@ -16,7 +16,9 @@ pub(super) async fn create_queue(mut c: Call<'_>) -> Result<Response, ApiError> 
             || r.config.ordering_mode.is_some()
             || r.config.dlq_max_age_ms.is_some()
             || r.config.dlq_max_count.is_some()
-            || r.config.dlq_max_bytes.is_some());
+            || r.config.dlq_max_bytes.is_some()
+            || r.config.dead_letter_target.is_some()
+            || r.config.require_message_id.is_some());
     if topic_with_options {
         // A topic holds no messages: its subscriptions carry the options.
         return Err(ApiError::invalid(
@@ -214,6 +216,7 @@ pub(super) async fn purge(mut c: Call<'_>) -> Result<Response, ApiError> {
     let options = PurgeOptions {
         max: non_negative("max", r.max)?,
         older_than: span("older_than_ms", r.older_than_ms)?,
+        every_state: false,
     };
     let purged = mq.purge(&r.queue, options).await?;
     tracing::info!(target: "mqlite::audit", queue = %r.queue, purged, by = %c.principal, "dead letters purged");

@@ -265,6 +265,8 @@ fn queue_config(c: WireQueueConfig) -> Result<(QueueKind, QueueConfig), ApiError
     config.dlq_max_age_ms = c.dlq_max_age_ms.unwrap_or(0);
     config.dlq_max_count = c.dlq_max_count.unwrap_or(0);
     config.dlq_max_bytes = c.dlq_max_bytes.unwrap_or(0);
+    config.dead_letter_target = c.dead_letter_target.filter(|t| !t.is_empty());
+    config.require_message_id = c.require_message_id.unwrap_or(false);
     Ok((kind, config))
 }
 

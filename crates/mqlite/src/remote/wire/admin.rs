@@ -40,6 +40,12 @@ pub struct WireQueueConfig {
     /// Dead-letter retention by bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dlq_max_bytes: Option<i64>,
+    /// Where dead letters move (empty: they stay in the queue).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_letter_target: Option<String>,
+    /// Refuse sends without a message id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub require_message_id: Option<bool>,
 }
 
 /// CreateQueue.
@@ -191,6 +197,12 @@ pub struct WireQueue {
     pub dlq_max_count: i64,
     /// Dead-letter body bytes kept (0: the broker's default; -1: unbounded).
     pub dlq_max_bytes: i64,
+    /// Where dead letters move (empty: they stay in the queue).
+    #[serde(skip_serializing_if = "empty")]
+    pub dead_letter_target: String,
+    /// Sends without a message id are refused.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub require_message_id: bool,
 }
 
 impl From<QueueInfo> for WireQueue {
@@ -206,6 +218,8 @@ impl From<QueueInfo> for WireQueue {
             dlq_max_age_ms: q.config.dlq_max_age_ms,
             dlq_max_count: q.config.dlq_max_count,
             dlq_max_bytes: q.config.dlq_max_bytes,
+            dead_letter_target: q.config.dead_letter_target.unwrap_or_default(),
+            require_message_id: q.config.require_message_id,
             name: q.name,
         }
     }

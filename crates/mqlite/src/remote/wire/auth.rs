@@ -35,6 +35,10 @@ pub struct WireKey {
     /// The token, on CreateKey only: shown once.
     #[serde(skip_serializing_if = "empty")]
     pub token: String,
+    /// On CreateKey only, from a broker with an administrator token: the secret access
+    /// key that signs SQS requests under this key's id (docs/sqs.md), shown once.
+    #[serde(skip_serializing_if = "empty")]
+    pub sqs_secret_access_key: String,
     /// When it was created.
     pub created_at_ms: i64,
     /// When it stops working (0 = never).
@@ -55,6 +59,7 @@ impl From<AccessKey> for WireKey {
             id: k.id,
             name: k.name,
             token: String::new(),
+            sqs_secret_access_key: String::new(),
             created_at_ms: k.created_at_ms,
             expires_at_ms: k.expires_at_ms,
             revoked_at_ms: k.revoked_at_ms,

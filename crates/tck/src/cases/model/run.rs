@@ -307,6 +307,7 @@ impl<F: Access> Run<'_, F> {
                 let options = PurgeOptions {
                     max: *max,
                     older_than: from_millis(older_than),
+                    every_state: false,
                 };
                 let got = self
                     .mq
