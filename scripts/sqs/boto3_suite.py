@@ -4,8 +4,10 @@ argv[1] is the endpoint; argv[2], if given, an administrator token of a broker w
 on, which signs every request (Signature Version 4, key id `admin`)."""
 
 import hashlib
+import json
 import sys
 import threading
+import urllib.request
 
 import boto3
 from botocore.exceptions import ClientError
@@ -101,8 +103,33 @@ try:
     raise SystemExit("boto3 suite: a missing queue was found")
 except sqs.exceptions.QueueDoesNotExist as e:
     check(e.response["Error"]["Code"] == "AWS.SimpleQueueService.NonExistentQueue", e.response)
-check(code(sqs.purge_queue, QueueUrl=url) == "AWS.SimpleQueueService.UnsupportedOperation",
-      "purge is refused by name")
+
+# Purge: every message of the queue goes, at once.
+sqs.send_message(QueueUrl=url, MessageBody="to purge")
+sqs.purge_queue(QueueUrl=url)
+check("Messages" not in sqs.receive_message(QueueUrl=url), "purged")
+
+# Dead-lettering at maxReceiveCount into the redrive policy's queue, and redrive back.
+dlq = sqs.create_queue(QueueName="py-dlq")["QueueUrl"]
+dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+policy = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"})
+src = sqs.create_queue(QueueName="py-src", Attributes={"RedrivePolicy": policy})["QueueUrl"]
+check(sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [src], "dlq sources")
+sqs.send_message(QueueUrl=src, MessageBody="poison")
+for _ in range(2):
+    m = sqs.receive_message(QueueUrl=src)["Messages"][0]
+    sqs.change_message_visibility(QueueUrl=src, ReceiptHandle=m["ReceiptHandle"],
+                                  VisibilityTimeout=0)
+check("Messages" not in sqs.receive_message(QueueUrl=src), "dead-lettered at maxReceiveCount")
+dead = sqs.receive_message(QueueUrl=dlq)["Messages"][0]
+check(dead["Body"] == "poison", dead)
+sqs.change_message_visibility(QueueUrl=dlq, ReceiptHandle=dead["ReceiptHandle"],
+                              VisibilityTimeout=0)
+check(sqs.start_message_move_task(SourceArn=dlq_arn)["TaskHandle"], "a move task")
+back = sqs.receive_message(QueueUrl=src, MessageSystemAttributeNames=["All"])["Messages"][0]
+check(back["Body"] == "poison" and back["Attributes"]["ApproximateReceiveCount"] == "1", back)
+sqs.delete_queue(QueueUrl=src)
+sqs.delete_queue(QueueUrl=dlq)
 check(code(sqs.create_queue, QueueName="jobs.fifo") == "InvalidParameterValue",
       "a .fifo name needs FifoQueue")
 
@@ -133,6 +160,14 @@ for group in ("g1", "g2"):
 check(len(order) == 5, order)
 sqs.delete_queue(QueueUrl=fifo)
 
+# Content-based deduplication: the body's SHA-256 names the message.
+cbd = sqs.create_queue(QueueName="py-cbd.fifo", Attributes={
+    "FifoQueue": "true", "ContentBasedDeduplication": "true"})["QueueUrl"]
+first = sqs.send_message(QueueUrl=cbd, MessageBody="same", MessageGroupId="g")
+again = sqs.send_message(QueueUrl=cbd, MessageBody="same", MessageGroupId="g")
+check(first["MessageId"] == again["MessageId"], "a repeated body is the first message")
+sqs.delete_queue(QueueUrl=cbd)
+
 sqs.delete_queue(QueueUrl=url)
 check(code(sqs.get_queue_url, QueueName="py-orders")
       == "AWS.SimpleQueueService.NonExistentQueue", "deleted queue")
@@ -142,5 +177,35 @@ if token:
           "a bad signature is refused")
     check(code(client("someone", token).list_queues) == "InvalidClientTokenId",
           "an unknown key id is refused")
+
+    # mqlite's access keys sign with the SQS secret CreateKey answers; their
+    # permissions apply per action, and a revoked key stops at once.
+    def rpc(method, body):
+        request = urllib.request.Request(
+            f"{endpoint}/mqlite.v1.AuthService/{method}", data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request) as answer:
+            return json.load(answer)
+
+    keys = sqs.create_queue(QueueName="py-keys")["QueueUrl"]
+    listener = rpc("CreateKey", {"name": "py-listener", "permissions": ["listen"]})
+    secret = listener["sqs_secret_access_key"]
+    check(len(secret) == 64, listener)
+    reader = client(listener["id"], secret)
+    check(code(reader.send_message, QueueUrl=keys, MessageBody="x") == "AccessDenied",
+          "a listen-only key is refused on send")
+    check("Messages" not in reader.receive_message(QueueUrl=keys), "a listen-only key receives")
+    wrong = secret[:-1] + ("1" if secret[-1] == "0" else "0")
+    check(code(client(listener["id"], wrong).receive_message, QueueUrl=keys)
+          == "SignatureDoesNotMatch", "a key's wrong secret is refused")
+    sender = rpc("CreateKey", {"name": "py-sender", "permissions": ["send"]})
+    writer = client(sender["id"], sender["sqs_secret_access_key"])
+    writer.send_message(QueueUrl=keys, MessageBody="from a key")
+    check(reader.receive_message(QueueUrl=keys)["Messages"][0]["Body"] == "from a key",
+          "a send-only key sends")
+    rpc("RevokeKey", {"id": sender["id"]})
+    check(code(writer.send_message, QueueUrl=keys, MessageBody="x") == "InvalidClientTokenId",
+          "a revoked key is refused")
+    sqs.delete_queue(QueueUrl=keys)
 mode = "signed" if token else "auth off"
 print(f"boto3 {boto3.__version__} ({mode}): {checks} checks passed")

@@ -6,6 +6,8 @@ import {
   SQSClient, CreateQueueCommand, GetQueueUrlCommand, ListQueuesCommand,
   DeleteQueueCommand, SendMessageCommand, SendMessageBatchCommand,
   ReceiveMessageCommand, DeleteMessageCommand, ChangeMessageVisibilityCommand,
+  PurgeQueueCommand, GetQueueAttributesCommand, ListDeadLetterSourceQueuesCommand,
+  StartMessageMoveTaskCommand,
 } from "@aws-sdk/client-sqs";
 
 const endpoint = process.argv[2];
@@ -55,8 +57,43 @@ const two = await sqs.send(new ReceiveMessageCommand({ QueueUrl, MaxNumberOfMess
 check(two.Messages.length === 2, two);
 
 check(await errorName(new GetQueueUrlCommand({ QueueName: "no-such-queue" })) === "QueueDoesNotExist", "missing queue");
+
+// Purge: every message goes.
+await sqs.send(new PurgeQueueCommand({ QueueUrl }));
+check((await sqs.send(new ReceiveMessageCommand({ QueueUrl }))).Messages === undefined, "purged");
+
+// Dead-lettering at maxReceiveCount, and redrive back.
+const { QueueUrl: dlq } = await sqs.send(new CreateQueueCommand({ QueueName: "js-dlq" }));
+const dlqArn = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlq, AttributeNames: ["QueueArn"] }))).Attributes.QueueArn;
+const { QueueUrl: src } = await sqs.send(new CreateQueueCommand({ QueueName: "js-src", Attributes: {
+  RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount: 1 }) } }));
+const sources = await sqs.send(new ListDeadLetterSourceQueuesCommand({ QueueUrl: dlq }));
+check(sources.queueUrls.length === 1 && sources.queueUrls[0] === src, sources);
+await sqs.send(new SendMessageCommand({ QueueUrl: src, MessageBody: "poison" }));
+const once = (await sqs.send(new ReceiveMessageCommand({ QueueUrl: src }))).Messages[0];
+await sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: src, ReceiptHandle: once.ReceiptHandle, VisibilityTimeout: 0 }));
+check((await sqs.send(new ReceiveMessageCommand({ QueueUrl: src }))).Messages === undefined, "dead-lettered");
+const dead = (await sqs.send(new ReceiveMessageCommand({ QueueUrl: dlq }))).Messages[0];
+check(dead.Body === "poison", dead);
+await sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: dlq, ReceiptHandle: dead.ReceiptHandle, VisibilityTimeout: 0 }));
+check((await sqs.send(new StartMessageMoveTaskCommand({ SourceArn: dlqArn }))).TaskHandle, "move task");
+check((await sqs.send(new ReceiveMessageCommand({ QueueUrl: src }))).Messages[0].Body === "poison", "redriven back");
+await sqs.send(new DeleteQueueCommand({ QueueUrl: src }));
+await sqs.send(new DeleteQueueCommand({ QueueUrl: dlq }));
 await sqs.send(new DeleteQueueCommand({ QueueUrl }));
 if (token) {
   check(await errorName(new ListQueuesCommand({}), client("admin", token + "x")) === "SignatureDoesNotMatch", "bad signature");
+  // An mqlite access key signs with the SQS secret CreateKey answers; a listen-only
+  // key is refused on send.
+  const created = await fetch(`${endpoint}/mqlite.v1.AuthService/CreateKey`, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${token}` },
+    body: JSON.stringify({ name: "js-listener", permissions: ["listen"] }),
+  }).then((r) => r.json());
+  const reader = client(created.id, created.sqs_secret_access_key);
+  const { QueueUrl: keys } = await sqs.send(new CreateQueueCommand({ QueueName: "js-keys" }));
+  check(await errorName(new SendMessageCommand({ QueueUrl: keys, MessageBody: "x" }), reader) === "AccessDenied", "listen-only key on send");
+  check((await reader.send(new ReceiveMessageCommand({ QueueUrl: keys }))).Messages === undefined, "listen-only key receives");
+  await sqs.send(new DeleteQueueCommand({ QueueUrl: keys }));
 }
 console.log(`@aws-sdk/client-sqs (${token ? "signed" : "auth off"}): ${checks} checks passed`);

@@ -475,6 +475,266 @@ async fn fifo_queues_keep_group_order_and_deduplicate() {
 /// What is refused: bad input with SQS's codes, actions not served by name, FIFO, and
 /// SDK-signed requests while the broker's auth is on.
 #[tokio::test]
+async fn purge_deletes_every_message_and_fences_their_handles() {
+    let (w, url) = open().await;
+    for body in ["a", "b", "c"] {
+        ok(
+            &w,
+            "SendMessage",
+            json!({ "QueueUrl": url, "MessageBody": body }),
+        )
+        .await;
+    }
+    ok(
+        &w,
+        "SendMessage",
+        json!({ "QueueUrl": url, "MessageBody": "later", "DelaySeconds": 600 }),
+    )
+    .await;
+    let got = ok(&w, "ReceiveMessage", json!({ "QueueUrl": url })).await;
+    let handle = got["Messages"][0]["ReceiptHandle"].clone();
+    ok(&w, "PurgeQueue", json!({ "QueueUrl": url })).await;
+    let attrs = ok(
+        &w,
+        "GetQueueAttributes",
+        json!({ "QueueUrl": url, "AttributeNames": ["All"] }),
+    )
+    .await;
+    for name in [
+        "ApproximateNumberOfMessages",
+        "ApproximateNumberOfMessagesNotVisible",
+        "ApproximateNumberOfMessagesDelayed",
+    ] {
+        assert_eq!(attrs["Attributes"][name], "0", "{name}: {attrs}");
+    }
+    // The handle of a purged message no longer deletes it; the queue takes new sends.
+    let (status, code, _) = sqs(
+        &w,
+        "DeleteMessage",
+        json!({ "QueueUrl": url, "ReceiptHandle": handle }),
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (400, "InvalidParameterValue;Sender")
+    );
+    ok(
+        &w,
+        "SendMessage",
+        json!({ "QueueUrl": url, "MessageBody": "d" }),
+    )
+    .await;
+    let got = ok(&w, "ReceiveMessage", json!({ "QueueUrl": url })).await;
+    assert_eq!(got["Messages"][0]["Body"], "d");
+}
+
+/// A queue's URL by name (created standard, or FIFO with `.fifo` and `attributes`).
+async fn queue(w: &World, name: &str, attributes: Value) -> String {
+    ok(
+        w,
+        "CreateQueue",
+        json!({ "QueueName": name, "Attributes": attributes }),
+    )
+    .await["QueueUrl"]
+        .as_str()
+        .expect("a url")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn dead_letters_go_to_the_redrive_target_and_move_back() {
+    let w = world_with(AuthConfig::Off, |_| {}).await;
+    let dlq = queue(&w, "orders-dlq", json!({})).await;
+    let policy = json!({
+        "deadLetterTargetArn": "arn:aws:sqs:mqlite:000000000000:orders-dlq",
+        "maxReceiveCount": 2,
+    })
+    .to_string();
+    let url = queue(&w, "orders", json!({ "RedrivePolicy": policy })).await;
+    // The policy reads back; the dead-letter queue lists its source.
+    let attrs = ok(
+        &w,
+        "GetQueueAttributes",
+        json!({ "QueueUrl": url, "AttributeNames": ["RedrivePolicy"] }),
+    )
+    .await;
+    let read: Value = serde_json::from_str(
+        attrs["Attributes"]["RedrivePolicy"]
+            .as_str()
+            .expect("a policy"),
+    )
+    .expect("JSON");
+    assert_eq!(read["maxReceiveCount"], 2);
+    assert_eq!(
+        read["deadLetterTargetArn"],
+        "arn:aws:sqs:mqlite:000000000000:orders-dlq"
+    );
+    let sources = ok(&w, "ListDeadLetterSourceQueues", json!({ "QueueUrl": dlq })).await;
+    assert_eq!(sources["queueUrls"], json!([url]));
+
+    // Two receives given back, then the third finds nothing: the message went to the
+    // dead-letter queue, where a receive finds it.
+    ok(
+        &w,
+        "SendMessage",
+        json!({ "QueueUrl": url, "MessageBody": "poison" }),
+    )
+    .await;
+    for _ in 0..2 {
+        let got = ok(&w, "ReceiveMessage", json!({ "QueueUrl": url })).await;
+        let handle = got["Messages"][0]["ReceiptHandle"].clone();
+        ok(
+            &w,
+            "ChangeMessageVisibility",
+            json!({ "QueueUrl": url, "ReceiptHandle": handle, "VisibilityTimeout": 0 }),
+        )
+        .await;
+    }
+    assert_eq!(
+        ok(&w, "ReceiveMessage", json!({ "QueueUrl": url })).await,
+        json!({})
+    );
+    let attrs = ok(
+        &w,
+        "GetQueueAttributes",
+        json!({ "QueueUrl": dlq, "AttributeNames": ["ApproximateNumberOfMessages"] }),
+    )
+    .await;
+    assert_eq!(attrs["Attributes"]["ApproximateNumberOfMessages"], "1");
+    let got = ok(
+        &w,
+        "ReceiveMessage",
+        json!({ "QueueUrl": dlq, "MessageSystemAttributeNames": ["ApproximateReceiveCount"] }),
+    )
+    .await;
+    assert_eq!(got["Messages"][0]["Body"], "poison");
+    assert_eq!(
+        got["Messages"][0]["Attributes"]["ApproximateReceiveCount"],
+        "1"
+    );
+
+    // Redrive back to the source (its one source queue): the messages that are not in
+    // flight move, so the lease is given up first.
+    let handle = got["Messages"][0]["ReceiptHandle"].clone();
+    ok(
+        &w,
+        "ChangeMessageVisibility",
+        json!({ "QueueUrl": dlq, "ReceiptHandle": handle, "VisibilityTimeout": 0 }),
+    )
+    .await;
+    let moved = ok(
+        &w,
+        "StartMessageMoveTask",
+        json!({ "SourceArn": "arn:aws:sqs:mqlite:000000000000:orders-dlq" }),
+    )
+    .await;
+    assert!(moved["TaskHandle"].as_str().is_some_and(|h| !h.is_empty()));
+    let back = ok(&w, "ReceiveMessage", json!({ "QueueUrl": url })).await;
+    assert_eq!(back["Messages"][0]["Body"], "poison");
+    assert_eq!(
+        ok(&w, "ReceiveMessage", json!({ "QueueUrl": dlq })).await,
+        json!({})
+    );
+
+    // Refusals: a target that does not exist, a FIFO target for a standard queue, a
+    // count out of range, a move from a queue that is no dead-letter queue.
+    queue(&w, "jobs.fifo", json!({ "FifoQueue": "true" })).await;
+    for (target, count) in [("missing", 2), ("jobs.fifo", 2), ("orders-dlq", 1001)] {
+        let policy = json!({
+            "deadLetterTargetArn": format!("arn:aws:sqs:mqlite:000000000000:{target}"),
+            "maxReceiveCount": count,
+        })
+        .to_string();
+        let (status, code, body) = sqs(
+            &w,
+            "SetQueueAttributes",
+            json!({ "QueueUrl": url, "Attributes": { "RedrivePolicy": policy } }),
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (400, "InvalidAttributeValue;Sender"),
+            "{body}"
+        );
+    }
+    let (status, code, _) = sqs(
+        &w,
+        "StartMessageMoveTask",
+        json!({ "SourceArn": "arn:aws:sqs:mqlite:000000000000:orders" }),
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (400, "InvalidParameterValue;Sender")
+    );
+    // An empty policy removes it.
+    ok(
+        &w,
+        "SetQueueAttributes",
+        json!({ "QueueUrl": url, "Attributes": { "RedrivePolicy": "" } }),
+    )
+    .await;
+    let sources = ok(&w, "ListDeadLetterSourceQueues", json!({ "QueueUrl": dlq })).await;
+    assert_eq!(sources["queueUrls"], json!([]));
+}
+
+#[tokio::test]
+async fn content_based_deduplication_names_a_message_by_its_body() {
+    let w = world_with(AuthConfig::Off, |_| {}).await;
+    let url = queue(
+        &w,
+        "cbd.fifo",
+        json!({ "FifoQueue": "true", "ContentBasedDeduplication": "true" }),
+    )
+    .await;
+    let send = |body: &str| json!({ "QueueUrl": url, "MessageBody": body, "MessageGroupId": "g" });
+    let first = ok(&w, "SendMessage", send("same")).await;
+    let again = ok(&w, "SendMessage", send("same")).await;
+    assert_eq!(first["MessageId"], again["MessageId"]);
+    let other = ok(&w, "SendMessage", send("other")).await;
+    assert_ne!(first["MessageId"], other["MessageId"]);
+    // Turned off, a send must give MessageDeduplicationId.
+    ok(
+        &w,
+        "SetQueueAttributes",
+        json!({ "QueueUrl": url, "Attributes": { "ContentBasedDeduplication": "false" } }),
+    )
+    .await;
+    let (status, code, _) = sqs(&w, "SendMessage", send("third")).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (400, "InvalidParameterValue;Sender")
+    );
+}
+
+#[tokio::test]
+async fn a_key_without_the_permission_is_denied() {
+    let w = crate::common::world().await;
+    let listener = w.create_key("listener", &["listen"]).await;
+    let call = |action: &str, body: Value| {
+        reqwest::Client::new()
+            .post(format!("http://{}/", w.broker.addr()))
+            .header("X-Amz-Target", format!("AmazonSQS.{action}"))
+            .header("Content-Type", "application/x-amz-json-1.0")
+            .header("Authorization", format!("Bearer {}", listener.token))
+            .body(body.to_string())
+            .send()
+    };
+    let response = call("CreateQueue", json!({ "QueueName": "q" }))
+        .await
+        .expect("an answer");
+    assert_eq!(response.status().as_u16(), 403);
+    assert_eq!(
+        response.headers()["x-amzn-query-error"]
+            .to_str()
+            .expect("text"),
+        "AccessDenied;Sender"
+    );
+    // CreateKey answers the key's SQS secret when the broker has an administrator token.
+    assert_eq!(listener.sqs_secret_access_key.len(), 64);
+}
+
+#[tokio::test]
 async fn refusals_carry_sqs_codes() {
     let (w, url) = open().await;
     for (action, body, expected) in [
@@ -525,9 +785,14 @@ async fn refusals_carry_sqs_codes() {
             "InvalidParameterValue;Sender",
         ),
         (
-            "PurgeQueue",
+            "TagQueue",
             json!({ "QueueUrl": url }),
             "AWS.SimpleQueueService.UnsupportedOperation;Sender",
+        ),
+        (
+            "PurgeQueue",
+            json!({ "QueueUrl": "http://x/000000000000/none" }),
+            "AWS.SimpleQueueService.NonExistentQueue;Sender",
         ),
         ("Frobnicate", json!({}), "UnknownOperationException;Sender"),
         (

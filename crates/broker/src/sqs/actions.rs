@@ -8,8 +8,8 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use mqlite::{
-    LockRef, LockToken, OrderingMode, OutMessage, Permission, QueueConfig, QueueKind, ReceiveMode,
-    ReceiveOptions, SendOptions, SeqNumber,
+    LockRef, LockToken, OrderingMode, OutMessage, Permission, PurgeOptions, QueueConfig, QueueKind,
+    ReceiveMode, ReceiveOptions, RedriveOptions, SendOptions, SeqNumber,
 };
 
 use super::attributes::{self, Attribute};
@@ -55,31 +55,22 @@ pub(super) enum Action {
     DeleteMessageBatch,
     ChangeMessageVisibility,
     ChangeMessageVisibilityBatch,
+    PurgeQueue,
+    ListDeadLetterSourceQueues,
+    StartMessageMoveTask,
 }
 
 /// SQS actions this broker refuses by name, with the reason.
 const REFUSED: &[(&str, &str)] = &[
     (
-        "PurgeQueue",
-        "PurgeQueue is not served yet: mqlite's purge removes dead letters \
-         (mqlite purge), not a queue's live messages",
-    ),
-    (
-        "ListDeadLetterSourceQueues",
-        "dead-letter queues are not served over SQS yet: mqlite keeps a queue's dead \
-         letters in the queue itself (mqlite peek --state dead_lettered)",
-    ),
-    (
-        "StartMessageMoveTask",
-        "message move tasks are not served yet: redrive with mqlite redrive",
-    ),
-    (
         "ListMessageMoveTasks",
-        "message move tasks are not served yet",
+        "StartMessageMoveTask moves every message before it answers: there is no task \
+         left to list",
     ),
     (
         "CancelMessageMoveTask",
-        "message move tasks are not served yet",
+        "StartMessageMoveTask moves every message before it answers: there is no task \
+         left to cancel",
     ),
     ("TagQueue", "queue tags are not served"),
     ("UntagQueue", "queue tags are not served"),
@@ -111,6 +102,9 @@ impl Action {
             "DeleteMessageBatch" => DeleteMessageBatch,
             "ChangeMessageVisibility" => ChangeMessageVisibility,
             "ChangeMessageVisibilityBatch" => ChangeMessageVisibilityBatch,
+            "PurgeQueue" => PurgeQueue,
+            "ListDeadLetterSourceQueues" => ListDeadLetterSourceQueues,
+            "StartMessageMoveTask" => StartMessageMoveTask,
             other => {
                 return Err(match REFUSED.iter().find(|(n, _)| *n == other) {
                     Some((_, why)) => SqsError::unsupported(*why),
@@ -133,8 +127,10 @@ impl Action {
             | ChangeMessageVisibility
             | ChangeMessageVisibilityBatch
             | GetQueueUrl
-            | GetQueueAttributes => Permission::Listen,
-            CreateQueue | ListQueues | DeleteQueue | SetQueueAttributes => Permission::Manage,
+            | GetQueueAttributes
+            | ListDeadLetterSourceQueues => Permission::Listen,
+            CreateQueue | ListQueues | DeleteQueue | SetQueueAttributes | PurgeQueue
+            | StartMessageMoveTask => Permission::Manage,
         }
     }
 }
@@ -152,6 +148,20 @@ pub(super) async fn run(ctx: &Ctx<'_>, action: Action, input: &Input) -> Result<
             } else {
                 Err(SqsError::no_queue())
             }
+        }
+        ListDeadLetterSourceQueues => list_dead_letter_sources(ctx, input).await,
+        StartMessageMoveTask => move_messages(ctx, input).await,
+        PurgeQueue => {
+            // At once and in one transaction (SQS takes up to 60 s and refuses a second
+            // purge meanwhile; here a second one simply finds less to delete).
+            let queue = queue_of(input)?;
+            gather(ctx, &queue).await?;
+            let every = PurgeOptions {
+                every_state: true,
+                ..Default::default()
+            };
+            ctx.engine.purge(&queue, every).await?;
+            Ok(json!({}))
         }
         GetQueueAttributes => get_queue_attributes(ctx, input).await,
         SetQueueAttributes => set_queue_attributes(ctx, input).await,
@@ -286,13 +296,56 @@ fn handle_of(input: &Input) -> Result<LockRef, SqsError> {
 }
 
 async fn config_of(ctx: &Ctx<'_>, queue: &str) -> Result<QueueConfig, SqsError> {
-    ctx.engine
-        .list_queues()
-        .await?
-        .into_iter()
-        .find(|q| q.name == queue && q.kind != QueueKind::Topic)
-        .map(|q| q.config)
-        .ok_or_else(SqsError::no_queue)
+    Ok(lookup(ctx, queue).await?.0)
+}
+
+/// A queue's configuration, and the queues whose redrive policy names it (its
+/// dead-letter sources).
+async fn lookup(ctx: &Ctx<'_>, queue: &str) -> Result<(QueueConfig, Vec<String>), SqsError> {
+    let mut config = None;
+    let mut sources = Vec::new();
+    for q in ctx.engine.list_queues().await? {
+        if q.kind == QueueKind::Topic {
+            continue;
+        }
+        if q.config.dead_letter_target.as_deref() == Some(queue) {
+            sources.push(q.name.clone());
+        }
+        if q.name == queue {
+            config = Some(q.config);
+        }
+    }
+    Ok((config.ok_or_else(SqsError::no_queue)?, sources))
+}
+
+/// A queue's configuration, once the dead letters of its sources have moved into it:
+/// the janitor sweep forwards them on every pass, and a reader of a dead-letter queue
+/// (receive, attributes, purge, a move) sees them at once.
+async fn gather(ctx: &Ctx<'_>, queue: &str) -> Result<QueueConfig, SqsError> {
+    let (config, sources) = lookup(ctx, queue).await?;
+    for source in &sources {
+        ctx.engine.forward_dead_letters(source).await?;
+    }
+    Ok(config)
+}
+
+/// The ARN of a queue.
+fn arn(queue: &str) -> String {
+    format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}")
+}
+
+/// The queue an ARN of this broker names.
+fn queue_of_arn(field: &str, text: &str) -> Result<String, SqsError> {
+    let prefix = format!("arn:aws:sqs:{REGION}:{ACCOUNT}:");
+    text.strip_prefix(&prefix)
+        .filter(|name| !name.is_empty() && !name.contains(':'))
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            SqsError::invalid(format!(
+                "Value {text} for parameter {field} is invalid. Reason: a queue ARN of this \
+                 broker is {prefix}<name>"
+            ))
+        })
 }
 
 // ----- queues ------------------------------------------------------------------------
@@ -397,13 +450,18 @@ fn apply(
                 "true",
                 "Modifying queue type is not supported.",
             )?,
-            "ContentBasedDeduplication" => fixed(
-                name,
-                value,
-                "false",
-                "content-based deduplication is not served yet: give each message a \
-                 MessageDeduplicationId",
-            )?,
+            // mqlite deduplicates an id-less message by its body's SHA-256 (4.1): on,
+            // sends may leave MessageDeduplicationId out; off, each must give one.
+            "ContentBasedDeduplication" => match value.as_str() {
+                "true" => config.require_message_id = false,
+                "false" => config.require_message_id = true,
+                _ => {
+                    return Err(SqsError::attribute_value(
+                        "Invalid value for the parameter ContentBasedDeduplication: true \
+                         or false",
+                    ));
+                }
+            },
             "DeduplicationScope" => fixed(
                 name,
                 value,
@@ -448,12 +506,20 @@ fn apply(
                     )));
                 }
             }
-            "RedrivePolicy" | "RedriveAllowPolicy" => {
-                if !value.is_empty() {
-                    return Err(SqsError::attribute_value(format!(
-                        "Invalid value for the parameter {name}: dead-letter queues are \
-                         not served over SQS yet"
-                    )));
+            "RedrivePolicy" => redrive_policy(config, value)?,
+            "RedriveAllowPolicy" => {
+                let allow_all = value.is_empty()
+                    || serde_json::from_str::<Value>(value).is_ok_and(|v| {
+                        v.as_object().is_some_and(|m| {
+                            m.len() == 1 && m.get("redrivePermission") == Some(&json!("allowAll"))
+                        })
+                    });
+                if !allow_all {
+                    return Err(SqsError::attribute_value(
+                        "Invalid value for the parameter RedriveAllowPolicy: mqlite lets \
+                         any queue name this one as its dead-letter queue; only \
+                         {\"redrivePermission\":\"allowAll\"} is served",
+                    ));
                 }
             }
             "Policy" | "KmsMasterKeyId" | "KmsDataKeyReusePeriodSeconds" => {
@@ -473,6 +539,65 @@ fn apply(
         }
     }
     Ok(())
+}
+
+/// A `RedrivePolicy`: `{"deadLetterTargetArn": <ARN>, "maxReceiveCount": 1..=1000}`
+/// makes the queue's dead letters (at that many receives) move to the target; the empty
+/// string removes it (SQS then redelivers until the retention period ends).
+fn redrive_policy(config: &mut QueueConfig, value: &str) -> Result<(), SqsError> {
+    let bad = |why: &str| {
+        SqsError::attribute_value(format!(
+            "Value {value} for parameter RedrivePolicy is invalid. Reason: {why}"
+        ))
+    };
+    if value.is_empty() {
+        config.dead_letter_target = None;
+        config.max_delivery_count = UNBOUNDED_DELIVERIES;
+        return Ok(());
+    }
+    let policy: Map<String, Value> =
+        serde_json::from_str(value).map_err(|_| bad("it is a JSON object"))?;
+    if let Some(other) = policy
+        .keys()
+        .find(|k| !["deadLetterTargetArn", "maxReceiveCount"].contains(&k.as_str()))
+    {
+        return Err(bad(&format!("{other} is not a field of a redrive policy")));
+    }
+    let target = policy
+        .get("deadLetterTargetArn")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("deadLetterTargetArn is required"))?;
+    let target = queue_of_arn("RedrivePolicy", target)?;
+    let count = match policy.get("maxReceiveCount") {
+        Some(Value::Number(n)) => n.as_i64(),
+        Some(Value::String(s)) => s.parse().ok(),
+        _ => None,
+    }
+    .filter(|n| (1..=1000).contains(n))
+    .ok_or_else(|| bad("maxReceiveCount is a whole number from 1 to 1000"))?;
+    config.dead_letter_target = Some(target);
+    config.max_delivery_count = count;
+    Ok(())
+}
+
+/// A redrive policy's target exists and is of the source's type (FIFO for FIFO).
+async fn check_redrive_target(
+    ctx: &Ctx<'_>,
+    fifo: bool,
+    config: &QueueConfig,
+) -> Result<(), SqsError> {
+    let Some(target) = config.dead_letter_target.as_deref() else {
+        return Ok(());
+    };
+    let why = match config_of(ctx, target).await {
+        Ok(t) if is_fifo(target, &t) == fifo => return Ok(()),
+        Ok(_) if fifo => "the dead-letter queue of a FIFO queue must be a FIFO queue",
+        Ok(_) => "the dead-letter queue of a standard queue must be a standard queue",
+        Err(_) => "Dead letter target does not exist.",
+    };
+    Err(SqsError::attribute_value(format!(
+        "Value for parameter RedrivePolicy is invalid. Reason: {why}"
+    )))
 }
 
 async fn create_queue(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
@@ -497,8 +622,10 @@ async fn create_queue(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
         // a time, and SQS's five-minute deduplication window.
         config.ordering_mode = OrderingMode::GroupFifo;
         config.dedup_window = FIFO_DEDUP_WINDOW;
+        config.require_message_id = true;
     }
     apply(ctx, &mut config, fifo, &attributes)?;
+    check_redrive_target(ctx, fifo, &config).await?;
     // An existing queue is answered when its attributes are the ones asked for (the
     // engine's create would update them).
     match config_of(ctx, name).await {
@@ -561,7 +688,7 @@ async fn list_queues(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
 
 async fn get_queue_attributes(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
     let queue = queue_of(input)?;
-    let config = config_of(ctx, &queue).await?;
+    let config = gather(ctx, &queue).await?;
     let stats = ctx.engine.stats(&queue).await?;
     let mut all: Vec<(&str, String)> = vec![
         ("ApproximateNumberOfMessages", stats.active.to_string()),
@@ -587,16 +714,23 @@ async fn get_queue_attributes(ctx: &Ctx<'_>, input: &Input) -> Result<Value, Sqs
             "MaximumMessageSize",
             ctx.engine.options().max_message_bytes.to_string(),
         ),
-        (
-            "QueueArn",
-            format!("arn:aws:sqs:{REGION}:{ACCOUNT}:{queue}"),
-        ),
+        ("QueueArn", arn(&queue)),
         ("SqsManagedSseEnabled", "false".into()),
     ];
+    if let Some(target) = &config.dead_letter_target {
+        let policy = json!({
+            "deadLetterTargetArn": arn(target),
+            "maxReceiveCount": config.max_delivery_count,
+        });
+        all.push(("RedrivePolicy", policy.to_string()));
+    }
     if is_fifo(&queue, &config) {
         all.extend([
             ("FifoQueue", "true".to_owned()),
-            ("ContentBasedDeduplication", "false".to_owned()),
+            (
+                "ContentBasedDeduplication",
+                (!config.require_message_id).to_string(),
+            ),
             ("DeduplicationScope", "queue".to_owned()),
             ("FifoThroughputLimit", "perQueue".to_owned()),
         ]);
@@ -640,8 +774,133 @@ async fn set_queue_attributes(ctx: &Ctx<'_>, input: &Input) -> Result<Value, Sqs
     }
     let fifo = is_fifo(&queue, &config);
     apply(ctx, &mut config, fifo, &attributes_map(input)?)?;
+    check_redrive_target(ctx, fifo, &config).await?;
     ctx.engine.update_queue(&queue, config).await?;
     Ok(json!({}))
+}
+
+// ----- dead-letter queues ------------------------------------------------------------
+
+/// The queues whose redrive policy names this one, by name, a page at a time.
+async fn list_dead_letter_sources(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
+    let queue = queue_of(input)?;
+    let max = integer(
+        input,
+        "MaxResults",
+        1..=1000,
+        "Must be between 1 and 1000, if provided.",
+    )?;
+    let after = string(input, "NextToken")?.unwrap_or("");
+    let (_, mut names) = lookup(ctx, &queue).await?;
+    names.retain(|n| n.as_str() > after);
+    names.sort();
+    let limit = max.unwrap_or(1000) as usize;
+    let more = names.len() > limit;
+    names.truncate(limit);
+    let mut out = json!({
+        "queueUrls": names.iter().map(|n| ctx.queue_url(n)).collect::<Vec<_>>(),
+    });
+    if more && max.is_some() {
+        out["NextToken"] = json!(names.last());
+    }
+    Ok(out)
+}
+
+/// How many messages one round of a move takes from the dead-letter queue.
+const MOVE_ROUND: u32 = 100;
+
+/// StartMessageMoveTask: every message of a dead-letter queue goes to `DestinationArn`,
+/// or back to its one source queue, before the answer. Each round leases up to
+/// [`MOVE_ROUND`] messages, dead-letters them in the dead-letter queue and redrives
+/// exactly those to the destination in one store transaction, so a message keeps its
+/// body, attributes and group, and a move cut off midway is finished by the next one
+/// (which first redrives the dead-letter queue's own dead letters).
+async fn move_messages(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
+    let source = queue_of_arn("SourceArn", required(input, "SourceArn")?)?;
+    if input
+        .get("MaxNumberOfMessagesPerSecond")
+        .is_some_and(|v| !v.is_null())
+    {
+        return Err(SqsError::invalid(
+            "MaxNumberOfMessagesPerSecond is not served: the move runs at once",
+        ));
+    }
+    let (config, sources) = lookup(ctx, &source).await?;
+    let destination = match string(input, "DestinationArn")? {
+        Some(arn) => queue_of_arn("DestinationArn", arn)?,
+        None => match sources.as_slice() {
+            [one] => one.clone(),
+            [] => {
+                return Err(SqsError::invalid(format!(
+                    "Value {} for parameter SourceArn is invalid. Reason: {source} is not \
+                     the dead-letter queue of any queue: give DestinationArn",
+                    arn(&source)
+                )));
+            }
+            several => {
+                return Err(SqsError::invalid(format!(
+                    "Value {} for parameter SourceArn is invalid. Reason: {source} is the \
+                     dead-letter queue of {}: give DestinationArn (mqlite does not keep \
+                     each message's source queue)",
+                    arn(&source),
+                    several.join(", ")
+                )));
+            }
+        },
+    };
+    if destination == source {
+        return Err(SqsError::invalid(
+            "Value for parameter DestinationArn is invalid. Reason: it is the source queue",
+        ));
+    }
+    let target = config_of(ctx, &destination).await?;
+    if is_fifo(&destination, &target) != is_fifo(&source, &config) {
+        return Err(SqsError::invalid(
+            "Value for parameter DestinationArn is invalid. Reason: the source and the \
+             destination are not of one type (FIFO or standard)",
+        ));
+    }
+    for s in &sources {
+        ctx.engine.forward_dead_letters(s).await?;
+    }
+    let to = |seqs: Vec<SeqNumber>| RedriveOptions {
+        target: Some(destination.clone()),
+        seq_numbers: Some(seqs),
+        ..Default::default()
+    };
+    // The dead-letter queue's own dead letters: a move cut off midway.
+    let leftover = RedriveOptions {
+        target: Some(destination.clone()),
+        ..Default::default()
+    };
+    let mut moved = ctx.engine.redrive(&source, leftover).await?;
+    loop {
+        let options = ReceiveOptions {
+            max_messages: MOVE_ROUND,
+            wait: Duration::ZERO,
+            mode: ReceiveMode::PeekLock,
+            attempt_id: None,
+        };
+        let round = ctx.engine.receive(&source, options).await?;
+        if round.is_empty() {
+            break;
+        }
+        let mut seqs = Vec::with_capacity(round.len());
+        for m in &round {
+            match ctx.engine.reject(&source, m, "MovedBySqs", "").await {
+                Ok(()) => seqs.push(m.seq),
+                // Its lease lapsed meanwhile: the next round takes it again.
+                Err(mqlite::Error::LockLost { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        moved += ctx.engine.redrive(&source, to(seqs)).await?;
+    }
+    let handle = base64::engine::general_purpose::STANDARD.encode(
+        json!({ "source": arn(&source), "destination": arn(&destination), "moved": moved })
+            .to_string(),
+    );
+    Ok(json!({ "TaskHandle": handle }))
 }
 
 // ----- messages ----------------------------------------------------------------------
@@ -700,13 +959,17 @@ async fn send(
             }
         })?;
         check_fifo_id("MessageGroupId", group)?;
-        let dedup = dedup.ok_or_else(|| {
-            SqsError::invalid(
-                "The queue should either have ContentBasedDeduplication enabled or \
-                 MessageDeduplicationId provided explicitly",
-            )
-        })?;
-        check_fifo_id("MessageDeduplicationId", dedup)?;
+        match dedup {
+            Some(dedup) => check_fifo_id("MessageDeduplicationId", dedup)?,
+            // ContentBasedDeduplication: the body's SHA-256 names the message (4.1).
+            None if !config.require_message_id => {}
+            None => {
+                return Err(SqsError::invalid(
+                    "The queue should either have ContentBasedDeduplication enabled or \
+                     MessageDeduplicationId provided explicitly",
+                ));
+            }
+        }
     } else {
         for (field, given) in [("MessageGroupId", group), ("MessageDeduplicationId", dedup)] {
             if given.is_some() {
@@ -888,7 +1151,7 @@ impl Batch {
 
 async fn receive(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
     let queue = queue_of(input)?;
-    let config = config_of(ctx, &queue).await?;
+    let config = gather(ctx, &queue).await?;
     let max = integer(
         input,
         "MaxNumberOfMessages",

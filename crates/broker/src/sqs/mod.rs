@@ -9,8 +9,9 @@
 //! field is honoured or refused with the error an SDK expects, never ignored.
 //!
 //! With the broker's auth on, a request is signed (Signature Version 4) with the key id
-//! `admin` and an administrator token as the secret, or carries a bearer token. Redrive
-//! policies, the dead-letter actions and PurgeQueue are refused by name.
+//! `admin` and an administrator token as the secret, or with an access key's id and
+//! the secret derived for it, or carries a bearer token. Redrive policies and the
+//! dead-letter actions are refused by name.
 
 mod actions;
 mod attributes;
@@ -27,6 +28,7 @@ use mqlite::{AnyEngine, Permission};
 use crate::auth::Auth;
 
 pub(crate) use error::SqsError;
+pub(crate) use sigv4::key_secret;
 
 /// The media type of the protocol's requests and answers.
 pub(crate) const CONTENT_TYPE: &str = "application/x-amz-json-1.0";
@@ -106,10 +108,10 @@ async fn run(ctx: &Ctx<'_>, body: &[u8]) -> Result<Value, SqsError> {
 }
 
 /// With the broker's auth off, anyone. With it on: a request signed with AWS Signature
-/// Version 4 under the key id `admin` with an administrator token as its secret (every
-/// action), or one carrying the broker's own `Authorization: Bearer <token>` (a key's
-/// permissions apply). mqlite's access keys do not sign SQS requests yet: only their
-/// tokens' digests are kept, and a signature needs the secret itself.
+/// Version 4, under the key id `admin` with an administrator token as its secret (every
+/// action), or under an mqlite access key's id with the secret the broker derives for it
+/// ([`key_secret`], answered by CreateKey; the key's permissions apply); or one carrying
+/// the broker's own `Authorization: Bearer <token>` (a key's permissions apply).
 async fn authorize(ctx: &Ctx<'_>, needs: Permission, body: &[u8]) -> Result<(), SqsError> {
     if !ctx.auth.is_on() {
         return Ok(());
@@ -119,39 +121,69 @@ async fn authorize(ctx: &Ctx<'_>, needs: Permission, body: &[u8]) -> Result<(), 
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    if let Some(signed) = sigv4::parse(header) {
-        let signed = signed?;
-        if signed.key_id != "admin" {
-            return Err(SqsError::auth(
-                "InvalidClientTokenId",
-                format!(
-                    "the access key id {:?} cannot sign SQS requests here: use the key id \
-                     `admin` with an administrator token (MQLITE_TOKENS) as the secret \
-                     key; mqlite's access keys sign requests once their secrets are kept \
-                     (not yet)",
-                    signed.key_id
-                ),
-            ));
-        }
-        let request = sigv4::Request {
-            method: "POST",
-            path: ctx.uri.path(),
-            query: ctx.uri.query().unwrap_or(""),
-            headers: ctx.headers,
-            body,
-        };
-        let tokens = ctx.auth.admin_tokens();
-        if tokens.is_empty() {
-            return Err(SqsError::auth(
-                "InvalidClientTokenId",
-                "no administrator token is set",
-            ));
-        }
-        return signed.verify(&request, tokens, ctx.engine.clock().now_ms());
+    let Some(signed) = sigv4::parse(header) else {
+        return ctx
+            .auth
+            .check(ctx.engine, ctx.headers, Some(needs))
+            .await
+            .map(|_| ())
+            .map_err(|e| {
+                if e.status == axum::http::StatusCode::FORBIDDEN {
+                    SqsError::auth("AccessDenied", e.message)
+                } else {
+                    SqsError::auth("MissingAuthenticationToken", e.message)
+                }
+            });
+    };
+    let signed = signed?;
+    let request = sigv4::Request {
+        method: "POST",
+        path: ctx.uri.path(),
+        query: ctx.uri.query().unwrap_or(""),
+        headers: ctx.headers,
+        body,
+    };
+    let tokens = ctx.auth.admin_tokens();
+    if tokens.is_empty() {
+        return Err(SqsError::auth(
+            "InvalidClientTokenId",
+            "no administrator token is set (MQLITE_TOKENS): SQS requests are signed with \
+             one, or with a secret derived from one",
+        ));
     }
-    ctx.auth
-        .check(ctx.engine, ctx.headers, Some(needs))
+    let now = ctx.engine.clock().now_ms();
+    if signed.key_id == "admin" {
+        return signed.verify(&request, tokens, now);
+    }
+    let unknown = || {
+        SqsError::auth(
+            "InvalidClientTokenId",
+            format!(
+                "the access key id {:?} is not an mqlite access key that is live (unknown, \
+                 revoked or expired): sign with `admin` and an administrator token, or \
+                 with a key's id and the SQS secret CreateKey answered for it",
+                signed.key_id
+            ),
+        )
+    };
+    let key = ctx
+        .engine
+        .key(&signed.key_id)
         .await
-        .map(|_| ())
-        .map_err(|e| SqsError::auth("MissingAuthenticationToken", e.message))
+        .map_err(|_| unknown())?
+        .filter(|k| k.is_live(now))
+        .ok_or_else(unknown)?;
+    let secrets: Vec<String> = tokens.iter().map(|t| key_secret(t, &key.id)).collect();
+    signed.verify(&request, &secrets, now)?;
+    if key.allows(needs) {
+        Ok(())
+    } else {
+        Err(SqsError::auth(
+            "AccessDenied",
+            format!(
+                "access key {} lacks the `{needs}` permission this action needs",
+                key.id
+            ),
+        ))
+    }
 }

@@ -7,7 +7,7 @@
 
 use axum::http::HeaderMap;
 use hmac::{Hmac, Mac};
-use mqlite::digest::sha256_hex;
+use mqlite::digest::{hex, sha256_hex};
 use sha2::Sha256;
 
 use super::SqsError;
@@ -223,6 +223,18 @@ fn canonical_request(request: &Request<'_>, signed: &[String], payload: &str) ->
         query.join("&"),
         signed.join(";"),
     )
+}
+
+/// The SQS secret access key of mqlite's access key `key_id`, derived from an
+/// administrator token: HMAC-SHA256 over the key id, in hex. The store keeps only a
+/// digest of each key's token (9.3), and a signature is checked with the secret
+/// itself, so the broker derives the secret instead of storing one; it holds while the
+/// administrator token it came from is configured.
+pub(crate) fn key_secret(admin_token: &str, key_id: &str) -> String {
+    hex(&hmac(
+        admin_token.as_bytes(),
+        format!("mqlite sqs secret access key\n{key_id}").as_bytes(),
+    ))
 }
 
 fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {

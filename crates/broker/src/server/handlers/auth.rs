@@ -18,6 +18,9 @@ pub(super) async fn create_key(mut c: Call<'_>) -> Result<Response, ApiError> {
     tracing::info!(target: "mqlite::audit", id = %created.key.id, by = %c.principal, "access key created");
     let mut key = WireKey::from(created.key);
     key.token = created.token;
+    if let Some(admin) = c.s.auth.admin_tokens().first() {
+        key.sqs_secret_access_key = crate::sqs::key_secret(admin, &key.id);
+    }
     ok(key)
 }
 
