@@ -76,6 +76,15 @@ check(code(sqs.delete_message, QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
 sqs.delete_message(QueueUrl=url, ReceiptHandle=again["ReceiptHandle"])
 check("Messages" not in sqs.receive_message(QueueUrl=url), "deleted")
 
+# A lease that lapses: a long-poll is woken when the message is visible again.
+short = sqs.create_queue(QueueName="py-short", Attributes={"VisibilityTimeout": "1"})["QueueUrl"]
+sqs.send_message(QueueUrl=short, MessageBody="lapses")
+sqs.receive_message(QueueUrl=short)
+lapsed = sqs.receive_message(QueueUrl=short, WaitTimeSeconds=10,
+                             MessageSystemAttributeNames=["ApproximateReceiveCount"])["Messages"][0]
+check(lapsed["Attributes"]["ApproximateReceiveCount"] == "2", lapsed)
+sqs.delete_queue(QueueUrl=short)
+
 # A batch with a partial failure.
 batch = sqs.send_message_batch(QueueUrl=url, Entries=[
     {"Id": "a", "MessageBody": "one"},

@@ -49,12 +49,51 @@ check(again.Attributes.ApproximateReceiveCount === "2", again);
 check(await errorName(new DeleteMessageCommand({ QueueUrl, ReceiptHandle: m.ReceiptHandle })) === "InvalidParameterValue", "stale handle");
 await sqs.send(new DeleteMessageCommand({ QueueUrl, ReceiptHandle: again.ReceiptHandle }));
 
+// A batch with a partial failure.
 const batch = await sqs.send(new SendMessageBatchCommand({ QueueUrl, Entries: [
-  { Id: "a", MessageBody: "one" }, { Id: "b", MessageBody: "two" },
+  { Id: "a", MessageBody: "one" }, { Id: "b", MessageBody: "two" }, { Id: "c", MessageBody: "bad \u0001" },
 ] }));
-check(batch.Successful.length === 2, batch);
+check(batch.Successful.length === 2 && batch.Failed[0].Id === "c" && batch.Failed[0].Code === "InvalidMessageContents", batch);
 const two = await sqs.send(new ReceiveMessageCommand({ QueueUrl, MaxNumberOfMessages: 10 }));
 check(two.Messages.length === 2, two);
+
+// A long-poll woken by a send.
+const poll = sqs.send(new ReceiveMessageCommand({ QueueUrl, WaitTimeSeconds: 10 }));
+await sqs.send(new SendMessageCommand({ QueueUrl, MessageBody: "wake" }));
+check((await poll).Messages?.[0]?.Body === "wake", "woken by a send");
+
+// A lease that lapses: a long-poll is woken when the message is visible again.
+const { QueueUrl: short } = await sqs.send(new CreateQueueCommand({ QueueName: "js-short", Attributes: { VisibilityTimeout: "1" } }));
+await sqs.send(new SendMessageCommand({ QueueUrl: short, MessageBody: "lapses" }));
+await sqs.send(new ReceiveMessageCommand({ QueueUrl: short }));
+const lapsed = await sqs.send(new ReceiveMessageCommand({ QueueUrl: short, WaitTimeSeconds: 10, MessageSystemAttributeNames: ["ApproximateReceiveCount"] }));
+check(lapsed.Messages[0].Attributes.ApproximateReceiveCount === "2", lapsed);
+await sqs.send(new DeleteQueueCommand({ QueueUrl: short }));
+
+// FIFO: order per group across groups, deduplication inside the window.
+const { QueueUrl: fifo } = await sqs.send(new CreateQueueCommand({ QueueName: "js-jobs.fifo", Attributes: { FifoQueue: "true" } }));
+const ids = {};
+for (const [group, n] of [["g1", 1], ["g2", 1], ["g1", 2], ["g2", 2], ["g1", 3]]) {
+  const body = `${group}-${n}`;
+  ids[body] = (await sqs.send(new SendMessageCommand({ QueueUrl: fifo, MessageBody: body, MessageGroupId: group, MessageDeduplicationId: body }))).MessageId;
+}
+const dup = await sqs.send(new SendMessageCommand({ QueueUrl: fifo, MessageBody: "g1-1", MessageGroupId: "g1", MessageDeduplicationId: "g1-1" }));
+check(dup.MessageId === ids["g1-1"], "a repeat inside the window is the first message");
+const order = [];
+for (;;) {
+  const got = (await sqs.send(new ReceiveMessageCommand({ QueueUrl: fifo, MaxNumberOfMessages: 10 }))).Messages ?? [];
+  if (got.length === 0) break;
+  for (const m of got) {
+    order.push(m.Body);
+    await sqs.send(new DeleteMessageCommand({ QueueUrl: fifo, ReceiptHandle: m.ReceiptHandle }));
+  }
+}
+for (const group of ["g1", "g2"]) {
+  const mine = order.filter((b) => b.startsWith(group));
+  check(JSON.stringify(mine) === JSON.stringify([...mine].sort()), `${group} in order: ${order}`);
+}
+check(order.length === 5, order);
+await sqs.send(new DeleteQueueCommand({ QueueUrl: fifo }));
 
 check(await errorName(new GetQueueUrlCommand({ QueueName: "no-such-queue" })) === "QueueDoesNotExist", "missing queue");
 

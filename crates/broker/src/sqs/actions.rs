@@ -1241,9 +1241,14 @@ fn message_json(m: &mqlite::Message, system: &[String], wanted: &[String]) -> Va
         if all("MessageGroupId") {
             sys.insert("MessageGroupId".into(), json!(group));
         }
-        if let Some(id) = m.content.message_id.as_deref()
-            && all("MessageDeduplicationId")
-        {
+        if all("MessageDeduplicationId") {
+            // A message deduplicated by content is named by its body's SHA-256, as SQS
+            // answers it.
+            let id = m
+                .content
+                .message_id
+                .clone()
+                .unwrap_or_else(|| mqlite::digest::sha256_hex(&m.content.body));
             sys.insert("MessageDeduplicationId".into(), json!(id));
         }
         if all("SequenceNumber") {

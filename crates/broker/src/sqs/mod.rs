@@ -10,8 +10,9 @@
 //!
 //! With the broker's auth on, a request is signed (Signature Version 4) with the key id
 //! `admin` and an administrator token as the secret, or with an access key's id and
-//! the secret derived for it, or carries a bearer token. Redrive policies and the
-//! dead-letter actions are refused by name.
+//! the secret derived for it, or carries a bearer token. A redrive policy is the
+//! queue's `dead_letter_target`: a read of the dead-letter queue gathers its sources'
+//! dead letters first.
 
 mod actions;
 mod attributes;

@@ -91,10 +91,16 @@ impl<S: Store> Engine<S> {
                     };
                     match self.forward(&q.name, target.clone()).await {
                         Ok(n) => report.forwarded += n,
-                        // A deleted target stops nothing else: the dead letters stay.
-                        Err(Error::NotFound { .. }) => tracing::warn!(
-                            queue = %q.name, target = %target,
-                            "dead_letter_target does not exist; the dead letters stay"
+                        // A target deleted since, or one that refuses these dead letters
+                        // (a group_fifo target and messages without a group), stops
+                        // nothing else: the dead letters stay.
+                        Err(
+                            e @ (Error::NotFound { .. }
+                            | Error::GroupRequired { .. }
+                            | Error::InvalidArgument(_)),
+                        ) => tracing::warn!(
+                            queue = %q.name, target = %target, error = %e,
+                            "dead letters not forwarded; they stay in the queue"
                         ),
                         Err(e) => return Err(e),
                     }
