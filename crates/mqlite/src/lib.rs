@@ -61,8 +61,9 @@ pub use mqlite_engine::{EngineOptions, EngineTx, LeasesAtOpen, LoopKind, Queue, 
 /// The worker: handlers over long-polls with renewal, retries and a graceful stop.
 pub mod worker {
     pub use mqlite_engine::worker::{
-        HandlerError, REASON_HANDLER_FAILED, REASON_RETRIES_EXHAUSTED, RetryPolicy, Source, Worker,
-        WorkerReport,
+        HandlerError, Heartbeat, REASON_HANDLER_FAILED, REASON_MAX_RUNTIME,
+        REASON_RETRIES_EXHAUSTED, REASON_STALLED, RetryPolicy, Source, Worker, WorkerReport,
+        heartbeat,
     };
 }
 

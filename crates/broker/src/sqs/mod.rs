@@ -170,8 +170,7 @@ async fn authorize(ctx: &Ctx<'_>, needs: Permission, body: &[u8]) -> Result<(), 
     let key = ctx
         .engine
         .key(&signed.key_id)
-        .await
-        .map_err(|_| unknown())?
+        .await?
         .filter(|k| k.is_live(now))
         .ok_or_else(unknown)?;
     let secrets: Vec<String> = tokens.iter().map(|t| key_secret(t, &key.id)).collect();

@@ -20,6 +20,7 @@ pub(super) struct Job<C: Source, F> {
     pub(super) queue: String,
     pub(super) handler: Arc<F>,
     pub(super) retry: RetryPolicy,
+    pub(super) limits: Limits,
     pub(super) report: Arc<std::sync::Mutex<WorkerReport>>,
     pub(super) expired: watch::Receiver<bool>,
     pub(super) completions: mpsc::UnboundedSender<Coalesced>,
@@ -114,14 +115,27 @@ where
         let lease = (m.locked_until_ms - received_at).max(1);
         let delivery_count = m.delivery_count;
         let handler = self.handler.clone();
-        let mut handled = tokio::spawn(async move { handler(m).await });
+        let life = Heartbeat::new(clock.clone());
+        let mut handled = tokio::spawn(life.clone().scope(async move { handler(m).await }));
         let mut locked_until = lease + received_at;
         let mut expired = self.expired.clone();
+        let deadline = self
+            .limits
+            .max_runtime
+            .map_or(i64::MAX, |d| received_at.saturating_add(life::ms(d)));
         let outcome = loop {
             // Renew when two thirds of the lease have passed.
             let renew_at = locked_until - lease / 3;
             tokio::select! {
                 out = &mut handled => break out,
+                _ = clock.sleep_until(deadline), if deadline < i64::MAX => {
+                    handled.abort();
+                    tracing::warn!(queue = %self.queue, seq = lock.seq.0, "a handler ran past the worker's maximum runtime; dropped, its message given back");
+                    self.count(|r| r.timed_out += 1);
+                    let why = format!("the handler ran past the maximum runtime of {} ms", deadline - received_at);
+                    self.settle(self.failed(REASON_MAX_RUNTIME, why, delivery_count), lock).await;
+                    return;
+                }
                 () = async {
                     // The guard wait_for returns is not Send: drop it in here.
                     let _ = expired.wait_for(|e| *e).await;
@@ -134,6 +148,17 @@ where
                     return;
                 }
                 _ = clock.sleep_until(renew_at) => {
+                    if let Some(timeout) = self.limits.heartbeat_timeout
+                        && clock.now_ms() - life.last_ms() > life::ms(timeout)
+                    {
+                        // No progress within the timeout: the lease is not renewed.
+                        handled.abort();
+                        tracing::warn!(queue = %self.queue, seq = lock.seq.0, "a handler showed no progress within the heartbeat timeout; dropped, its message given back");
+                        self.count(|r| r.stalled += 1);
+                        let why = format!("the handler showed no progress for {} ms", clock.now_ms() - life.last_ms());
+                        self.settle(self.failed(REASON_STALLED, why, delivery_count), lock).await;
+                        return;
+                    }
                     match self.coalesced(&self.renewals, Op::Renew, lock).await {
                         Ok(until) => locked_until = until,
                         // The lease is gone; the handler finishes, its settlement will
@@ -202,6 +227,16 @@ where
             }),
             Ok(Err(why)) => Err(Error::backend("worker", std::io::Error::other(why))),
             Err(_) => alone().await,
+        }
+    }
+
+    /// How a handler that was dropped (`reason`) gives its message back: a retry with
+    /// the policy's backoff, or a dead letter under `reason` at the attempt bound.
+    fn failed(&self, reason: &str, why: String, delivery_count: i64) -> Settle {
+        if delivery_count >= self.retry.max_attempts {
+            Settle::DeadLetter(reason.into(), why)
+        } else {
+            Settle::Retry(self.retry.backoff(delivery_count))
         }
     }
 

@@ -19,13 +19,22 @@
 //! one batch with the others), and on shutdown the buffered messages are abandoned at
 //! once, for another consumer, without waiting for their leases.
 //!
+//! Proof of life (opt-in): with [`Worker::heartbeat_timeout`], a handler's lease is
+//! renewed only while the handler shows progress ([`heartbeat`]); with
+//! [`Worker::max_runtime`], a handler that runs too long is dropped. Either way its
+//! message goes back to the queue (a retry, dead-lettered at the attempt bound), and the
+//! event is traced and counted in the [`WorkerReport`].
+//!
 //! Every wait reads the engine's clock, so a test drives a worker with a manual clock.
 
 mod job;
+mod life;
 mod policy;
 mod source;
 
 use job::*;
+use life::Limits;
+pub use life::{Heartbeat, REASON_MAX_RUNTIME, REASON_STALLED, heartbeat};
 pub use policy::*;
 pub use source::Source;
 
@@ -54,6 +63,7 @@ pub struct Worker<C: Source, F> {
     poll_wait: Duration,
     grace: Duration,
     retry: RetryPolicy,
+    limits: Limits,
 }
 
 impl<S: Store> Engine<S> {
@@ -107,6 +117,7 @@ where
             poll_wait: Duration::from_secs(5),
             grace: Duration::from_secs(30),
             retry: RetryPolicy::default(),
+            limits: Limits::default(),
         }
     }
 }
@@ -148,6 +159,28 @@ where
     /// How failures are retried (default: [`RetryPolicy::default`]).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
+        self
+    }
+
+    /// The longest a handler may run (default: no bound). A handler still running then
+    /// is dropped and its message abandoned for a retry with the policy's backoff
+    /// (dead-lettered with [`REASON_MAX_RUNTIME`] at the attempt bound), counted in
+    /// [`WorkerReport::timed_out`]. Its lease is renewed until then as usual.
+    pub fn max_runtime(mut self, limit: Duration) -> Self {
+        self.limits.max_runtime = Some(limit);
+        self
+    }
+
+    /// Proof of life (default: off, the lease is renewed on a timer while the handler
+    /// runs). With a timeout, the worker renews a lease only if the handler showed
+    /// progress ([`heartbeat`], or [`Heartbeat::beat`]) within the timeout before the
+    /// renewal point; otherwise the handler is dropped and its message abandoned for a
+    /// retry (dead-lettered with [`REASON_STALLED`] at the attempt bound), counted in
+    /// [`WorkerReport::stalled`]. The check happens at each renewal point, two thirds
+    /// into each lease, so a stalled handler holds its message for at most a timeout and
+    /// a lease.
+    pub fn heartbeat_timeout(mut self, timeout: Duration) -> Self {
+        self.limits.heartbeat_timeout = Some(timeout);
         self
     }
 
@@ -222,6 +255,7 @@ where
                     queue: self.queue.clone(),
                     handler: self.handler.clone(),
                     retry: self.retry.clone(),
+                    limits: self.limits,
                     report: report.clone(),
                     expired: expired.clone(),
                     completions: completions.clone(),

@@ -111,6 +111,11 @@ pub struct WorkerReport {
     /// Prefetched messages never handed to a handler: abandoned at shutdown for another
     /// consumer, or whose lease was lost while they waited in the buffer.
     pub returned_unstarted: u64,
+    /// Handlers dropped at the maximum runtime (their messages given back).
+    pub timed_out: u64,
+    /// Handlers dropped for showing no progress within the heartbeat timeout (their
+    /// messages given back).
+    pub stalled: u64,
 }
 
 /// The reason a worker writes on a message whose handler failed permanently
