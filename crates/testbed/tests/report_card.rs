@@ -249,12 +249,16 @@ fn broken_stores_fail_exactly_what_they_break() {
 
     assert!(healthy.passed(), "{}", healthy.to_text());
     // No fence: every promise whose cases settle with a stale token (receive-and-delete
-    // grants none, settlement, receipts, concurrency), and the guarantees those cases
-    // evidence: exclusive claims, the fenced write, receipts, a failing call beside
-    // committed ones (G5) and the reclaiming of orphaned leases (G6).
+    // grants none, settlement, receipts, concurrency, a purged message's lock in 6.2),
+    // and the guarantees those cases evidence: exclusive claims, the fenced write,
+    // receipts, the lookups a purge of every state walks (G4, through that 6.2 case), a
+    // failing call beside committed ones (G5) and the reclaiming of orphaned leases (G6).
     assert_eq!(
         failing(&unfenced),
-        (vec![1, 2, 3, 14], vec!["G2", "G5", "G6", "F1", "F3"]),
+        (
+            vec![1, 2, 3, 6, 14],
+            vec!["G2", "G4", "G5", "G6", "F1", "F3"]
+        ),
         "{}",
         unfenced.to_text()
     );
