@@ -39,13 +39,29 @@ async fn ok(w: &World, action: &str, body: Value) -> Value {
     json
 }
 
-async fn open() -> (World, String) {
-    let w = world_with(AuthConfig::Off, |_| {}).await;
-    let url = ok(&w, "CreateQueue", json!({ "QueueName": "orders" })).await["QueueUrl"]
+/// A queue's URL by name (created standard, or FIFO with `.fifo` and `attributes`).
+async fn queue(w: &World, name: &str, attributes: Value) -> String {
+    ok(
+        w,
+        "CreateQueue",
+        json!({ "QueueName": name, "Attributes": attributes }),
+    )
+    .await["QueueUrl"]
         .as_str()
         .expect("a url")
-        .to_owned();
+        .to_owned()
+}
+
+async fn open() -> (World, String) {
+    let w = world_with(AuthConfig::Off, |_| {}).await;
+    let url = queue(&w, "orders", json!({})).await;
     (w, url)
+}
+
+/// A call that must fail with this status and query-error code.
+async fn refused(w: &World, action: &str, body: Value, expected: (u16, &str)) {
+    let (status, code, json) = sqs(w, action, body).await;
+    assert_eq!((status, code.as_str()), expected, "{action}: {json}");
 }
 
 #[tokio::test]
@@ -94,16 +110,13 @@ async fn queues_are_created_found_listed_and_deleted() {
         json!({ "QueueUrl": url, "Attributes": { "VisibilityTimeout": "45" } }),
     )
     .await;
-    let (status, code, _) = sqs(
+    refused(
         &w,
         "SetQueueAttributes",
         json!({ "QueueUrl": url, "Attributes": { "Colour": "blue" } }),
+        (400, "InvalidAttributeName;Sender"),
     )
     .await;
-    assert_eq!(
-        (status, code.as_str()),
-        (400, "InvalidAttributeName;Sender")
-    );
 
     ok(&w, "DeleteQueue", json!({ "QueueUrl": url })).await;
     let (status, code, body) = sqs(&w, "GetQueueUrl", json!({ "QueueName": "orders" })).await;
@@ -214,26 +227,20 @@ async fn handles_are_fenced_and_visibility_gives_messages_back() {
         .clone();
     assert_eq!(second["MessageId"], first["MessageId"]);
     assert_eq!(second["Attributes"]["ApproximateReceiveCount"], "2");
-    let (status, code, _) = sqs(
+    refused(
         &w,
         "DeleteMessage",
         json!({ "QueueUrl": url, "ReceiptHandle": first["ReceiptHandle"] }),
+        (400, "InvalidParameterValue;Sender"),
     )
     .await;
-    assert_eq!(
-        (status, code.as_str()),
-        (400, "InvalidParameterValue;Sender")
-    );
-    let (status, code, _) = sqs(
+    refused(
         &w,
         "DeleteMessage",
         json!({ "QueueUrl": url, "ReceiptHandle": "not-a-handle" }),
+        (404, "ReceiptHandleIsInvalid;Sender"),
     )
     .await;
-    assert_eq!(
-        (status, code.as_str()),
-        (404, "ReceiptHandleIsInvalid;Sender")
-    );
     // The queue's own timeout renews; another is refused by name.
     ok(
         &w,
@@ -306,13 +313,13 @@ async fn batches_answer_per_entry() {
             "AWS.SimpleQueueService.TooManyEntriesInBatchRequest;Sender",
         ),
     ] {
-        let (status, code, _) = sqs(
+        refused(
             &w,
             "SendMessageBatch",
             json!({ "QueueUrl": url, "Entries": entries }),
+            (400, expected),
         )
         .await;
-        assert_eq!((status, code.as_str()), (400, expected));
     }
 
     // The delayed one is not visible yet; the first is.
@@ -374,15 +381,7 @@ async fn a_long_poll_is_woken_by_a_send() {
 #[tokio::test]
 async fn fifo_queues_keep_group_order_and_deduplicate() {
     let w = world_with(AuthConfig::Off, |_| {}).await;
-    let url = ok(
-        &w,
-        "CreateQueue",
-        json!({ "QueueName": "jobs.fifo", "Attributes": { "FifoQueue": "true" } }),
-    )
-    .await["QueueUrl"]
-        .as_str()
-        .expect("a url")
-        .to_owned();
+    let url = queue(&w, "jobs.fifo", json!({ "FifoQueue": "true" })).await;
     let attributes = ok(
         &w,
         "GetQueueAttributes",
@@ -407,11 +406,13 @@ async fn fifo_queues_keep_group_order_and_deduplicate() {
     let again = ok(&w, "SendMessage", send("a", "a1", "a1")).await;
     assert_eq!(again["MessageId"], seqs[0]);
     // The same id with another body is a conflict mqlite reports (SQS would drop it).
-    let (status, code, _) = sqs(&w, "SendMessage", send("a", "a1", "changed")).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (400, "InvalidParameterValue;Sender")
-    );
+    refused(
+        &w,
+        "SendMessage",
+        send("a", "a1", "changed"),
+        (400, "InvalidParameterValue;Sender"),
+    )
+    .await;
 
     let receive = async || {
         ok(
@@ -508,16 +509,13 @@ async fn purge_deletes_every_message_and_fences_their_handles() {
         assert_eq!(attrs["Attributes"][name], "0", "{name}: {attrs}");
     }
     // The handle of a purged message no longer deletes it; the queue takes new sends.
-    let (status, code, _) = sqs(
+    refused(
         &w,
         "DeleteMessage",
         json!({ "QueueUrl": url, "ReceiptHandle": handle }),
+        (400, "InvalidParameterValue;Sender"),
     )
     .await;
-    assert_eq!(
-        (status, code.as_str()),
-        (400, "InvalidParameterValue;Sender")
-    );
     ok(
         &w,
         "SendMessage",
@@ -526,19 +524,6 @@ async fn purge_deletes_every_message_and_fences_their_handles() {
     .await;
     let got = ok(&w, "ReceiveMessage", json!({ "QueueUrl": url })).await;
     assert_eq!(got["Messages"][0]["Body"], "d");
-}
-
-/// A queue's URL by name (created standard, or FIFO with `.fifo` and `attributes`).
-async fn queue(w: &World, name: &str, attributes: Value) -> String {
-    ok(
-        w,
-        "CreateQueue",
-        json!({ "QueueName": name, "Attributes": attributes }),
-    )
-    .await["QueueUrl"]
-        .as_str()
-        .expect("a url")
-        .to_owned()
 }
 
 #[tokio::test]
@@ -657,16 +642,13 @@ async fn dead_letters_go_to_the_redrive_target_and_move_back() {
             "{body}"
         );
     }
-    let (status, code, _) = sqs(
+    refused(
         &w,
         "StartMessageMoveTask",
         json!({ "SourceArn": "arn:aws:sqs:mqlite:000000000000:orders" }),
+        (400, "InvalidParameterValue;Sender"),
     )
     .await;
-    assert_eq!(
-        (status, code.as_str()),
-        (400, "InvalidParameterValue;Sender")
-    );
     // An empty policy removes it.
     ok(
         &w,
@@ -700,11 +682,13 @@ async fn content_based_deduplication_names_a_message_by_its_body() {
         json!({ "QueueUrl": url, "Attributes": { "ContentBasedDeduplication": "false" } }),
     )
     .await;
-    let (status, code, _) = sqs(&w, "SendMessage", send("third")).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (400, "InvalidParameterValue;Sender")
-    );
+    refused(
+        &w,
+        "SendMessage",
+        send("third"),
+        (400, "InvalidParameterValue;Sender"),
+    )
+    .await;
 }
 
 #[tokio::test]

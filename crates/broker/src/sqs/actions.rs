@@ -323,10 +323,21 @@ async fn lookup(ctx: &Ctx<'_>, queue: &str) -> Result<(QueueConfig, Vec<String>)
 /// (receive, attributes, purge, a move) sees them at once.
 async fn gather(ctx: &Ctx<'_>, queue: &str) -> Result<QueueConfig, SqsError> {
     let (config, sources) = lookup(ctx, queue).await?;
-    for source in &sources {
-        ctx.engine.forward_dead_letters(source).await?;
-    }
+    gather_from(ctx, queue, &sources).await?;
     Ok(config)
+}
+
+/// Moves the dead letters of `sources` (whose target is `queue`, as [`lookup`] found)
+/// into `queue`: the forwarding move itself, without looking each source up again.
+async fn gather_from(ctx: &Ctx<'_>, queue: &str, sources: &[String]) -> Result<(), SqsError> {
+    for source in sources {
+        let forward = RedriveOptions {
+            target: Some(queue.to_owned()),
+            ..Default::default()
+        };
+        ctx.engine.redrive(source, forward).await?;
+    }
+    Ok(())
 }
 
 /// The ARN of a queue.
@@ -657,6 +668,26 @@ async fn get_queue_url(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> 
 
 async fn list_queues(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
     let prefix = string(input, "QueueNamePrefix")?.unwrap_or("");
+    let names: Vec<String> = ctx
+        .engine
+        .list_queues()
+        .await?
+        .into_iter()
+        .filter(|q| q.kind != QueueKind::Topic && q.name.starts_with(prefix))
+        .map(|q| q.name)
+        .collect();
+    url_page(ctx, input, "QueueUrls", names)
+}
+
+/// A page of queue URLs under `key`, as SQS's list actions answer: the names after
+/// `NextToken`, in order, at most `MaxResults` (1 to 1,000), with a `NextToken` when
+/// more remain and `MaxResults` was given.
+fn url_page(
+    ctx: &Ctx<'_>,
+    input: &Input,
+    key: &str,
+    mut names: Vec<String>,
+) -> Result<Value, SqsError> {
     let max = integer(
         input,
         "MaxResults",
@@ -664,26 +695,20 @@ async fn list_queues(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
         "Must be between 1 and 1000, if provided.",
     )?;
     let after = string(input, "NextToken")?.unwrap_or("");
-    let mut names: Vec<String> = ctx
-        .engine
-        .list_queues()
-        .await?
-        .into_iter()
-        .filter(|q| q.kind != QueueKind::Topic && q.name.starts_with(prefix))
-        .map(|q| q.name)
-        .filter(|n| n.as_str() > after)
-        .collect();
+    names.retain(|n| n.as_str() > after);
     names.sort();
     let limit = max.unwrap_or(1000) as usize;
     let more = names.len() > limit;
     names.truncate(limit);
-    let mut out = json!({
-        "QueueUrls": names.iter().map(|n| ctx.queue_url(n)).collect::<Vec<_>>(),
-    });
+    let mut out = Map::new();
+    out.insert(
+        key.to_owned(),
+        json!(names.iter().map(|n| ctx.queue_url(n)).collect::<Vec<_>>()),
+    );
     if more && max.is_some() {
-        out["NextToken"] = json!(names.last());
+        out.insert("NextToken".into(), json!(names.last()));
     }
-    Ok(out)
+    Ok(Value::Object(out))
 }
 
 async fn get_queue_attributes(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
@@ -784,26 +809,8 @@ async fn set_queue_attributes(ctx: &Ctx<'_>, input: &Input) -> Result<Value, Sqs
 /// The queues whose redrive policy names this one, by name, a page at a time.
 async fn list_dead_letter_sources(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> {
     let queue = queue_of(input)?;
-    let max = integer(
-        input,
-        "MaxResults",
-        1..=1000,
-        "Must be between 1 and 1000, if provided.",
-    )?;
-    let after = string(input, "NextToken")?.unwrap_or("");
-    let (_, mut names) = lookup(ctx, &queue).await?;
-    names.retain(|n| n.as_str() > after);
-    names.sort();
-    let limit = max.unwrap_or(1000) as usize;
-    let more = names.len() > limit;
-    names.truncate(limit);
-    let mut out = json!({
-        "queueUrls": names.iter().map(|n| ctx.queue_url(n)).collect::<Vec<_>>(),
-    });
-    if more && max.is_some() {
-        out["NextToken"] = json!(names.last());
-    }
-    Ok(out)
+    let (_, names) = lookup(ctx, &queue).await?;
+    url_page(ctx, input, "queueUrls", names)
 }
 
 /// How many messages one round of a move takes from the dead-letter queue.
@@ -860,9 +867,7 @@ async fn move_messages(ctx: &Ctx<'_>, input: &Input) -> Result<Value, SqsError> 
              destination are not of one type (FIFO or standard)",
         ));
     }
-    for s in &sources {
-        ctx.engine.forward_dead_letters(s).await?;
-    }
+    gather_from(ctx, &source, &sources).await?;
     let to = |seqs: Vec<SeqNumber>| RedriveOptions {
         target: Some(destination.clone()),
         seq_numbers: Some(seqs),

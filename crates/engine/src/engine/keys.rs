@@ -19,7 +19,7 @@ impl<S: Store> Engine<S> {
     ) -> Result<CreatedKey> {
         let id = match id {
             Some(id) => {
-                if id.len() != 32 || !id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                if !is_key_id(id) {
                     return Err(Error::invalid(
                         "an access key id is 32 lowercase hexadecimal characters",
                     ));
@@ -95,7 +95,7 @@ impl<S: Store> Engine<S> {
     /// or not an id: ids are 32 lowercase hex characters). One page of [`Self::list_keys`]
     /// after the id just below it, so every store answers it with one index seek.
     pub async fn key(&self, id: &str) -> Result<Option<AccessKey>> {
-        if id.len() != 32 || !id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        if !is_key_id(id) {
             return Ok(None);
         }
         let n = u128::from_str_radix(id, 16).map_err(|_| Error::invalid("an access key id"))?;
@@ -110,4 +110,9 @@ impl<S: Store> Engine<S> {
         let _g = self.admit().await?;
         self.inner.store.status().await
     }
+}
+
+/// Whether `id` has the form of an access key id: 32 lowercase hex characters.
+fn is_key_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use mqlite_contract::error::{Error, Result};
-use mqlite_contract::types::{LockRef, Message, SeqNumber};
+use mqlite_contract::types::{LockRef, Message, SeqNumber, millis};
 
 use super::*;
 
@@ -122,18 +122,15 @@ where
         let deadline = self
             .limits
             .max_runtime
-            .map_or(i64::MAX, |d| received_at.saturating_add(life::ms(d)));
+            .map_or(i64::MAX, |d| received_at.saturating_add(millis(d)));
         let outcome = loop {
             // Renew when two thirds of the lease have passed.
             let renew_at = locked_until - lease / 3;
             tokio::select! {
                 out = &mut handled => break out,
                 _ = clock.sleep_until(deadline), if deadline < i64::MAX => {
-                    handled.abort();
-                    tracing::warn!(queue = %self.queue, seq = lock.seq.0, "a handler ran past the worker's maximum runtime; dropped, its message given back");
-                    self.count(|r| r.timed_out += 1);
                     let why = format!("the handler ran past the maximum runtime of {} ms", deadline - received_at);
-                    self.settle(self.failed(REASON_MAX_RUNTIME, why, delivery_count), lock).await;
+                    self.give_back(&handled, lock, REASON_MAX_RUNTIME, why, delivery_count).await;
                     return;
                 }
                 () = async {
@@ -149,14 +146,11 @@ where
                 }
                 _ = clock.sleep_until(renew_at) => {
                     if let Some(timeout) = self.limits.heartbeat_timeout
-                        && clock.now_ms() - life.last_ms() > life::ms(timeout)
+                        && clock.now_ms() - life.last_ms() > millis(timeout)
                     {
                         // No progress within the timeout: the lease is not renewed.
-                        handled.abort();
-                        tracing::warn!(queue = %self.queue, seq = lock.seq.0, "a handler showed no progress within the heartbeat timeout; dropped, its message given back");
-                        self.count(|r| r.stalled += 1);
                         let why = format!("the handler showed no progress for {} ms", clock.now_ms() - life.last_ms());
-                        self.settle(self.failed(REASON_STALLED, why, delivery_count), lock).await;
+                        self.give_back(&handled, lock, REASON_STALLED, why, delivery_count).await;
                         return;
                     }
                     match self.coalesced(&self.renewals, Op::Renew, lock).await {
@@ -230,14 +224,30 @@ where
         }
     }
 
-    /// How a handler that was dropped (`reason`) gives its message back: a retry with
-    /// the policy's backoff, or a dead letter under `reason` at the attempt bound.
-    fn failed(&self, reason: &str, why: String, delivery_count: i64) -> Settle {
-        if delivery_count >= self.retry.max_attempts {
+    /// Drops a handler the worker gave up on (`reason`: it ran past the maximum runtime,
+    /// or showed no progress), traces and counts it, and gives its message back: a
+    /// retry with the policy's backoff, or a dead letter under `reason` at the attempt
+    /// bound.
+    async fn give_back(
+        &self,
+        handled: &tokio::task::JoinHandle<std::result::Result<(), HandlerError>>,
+        lock: LockRef,
+        reason: &str,
+        why: String,
+        delivery_count: i64,
+    ) {
+        handled.abort();
+        tracing::warn!(queue = %self.queue, seq = lock.seq.0, reason, "{why}; the handler is dropped and its message given back");
+        self.count(|r| match reason {
+            REASON_MAX_RUNTIME => r.timed_out += 1,
+            _ => r.stalled += 1,
+        });
+        let how = if delivery_count >= self.retry.max_attempts {
             Settle::DeadLetter(reason.into(), why)
         } else {
             Settle::Retry(self.retry.backoff(delivery_count))
-        }
+        };
+        self.settle(how, lock).await;
     }
 
     fn count(&self, f: impl FnOnce(&mut WorkerReport)) {

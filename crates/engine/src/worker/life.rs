@@ -86,8 +86,3 @@ pub(super) struct Limits {
     /// The longest a handler may go without a heartbeat and keep its lease.
     pub(super) heartbeat_timeout: Option<Duration>,
 }
-
-/// Milliseconds of a duration, saturating.
-pub(super) fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
