@@ -636,3 +636,75 @@ async fn status_and_metrics_show_stuck_relay_intents() {
         "{text}"
     );
 }
+
+/// SetQueueStatus (promise 19) over the wire: a paused send is 409 `queue_paused` and
+/// stores nothing; ListQueues shows the status; a long-poll parked on a queue whose
+/// receives are paused is handed the message by the resume; a topic takes no status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_resume_over_the_wire() {
+    let w = world().await;
+    w.create_queue("jobs", WireQueueConfig::default()).await;
+    w.send("jobs", &["before"]).await;
+    let set = |status: &str| SetQueueStatusRequest {
+        name: "jobs".into(),
+        status: status.into(),
+    };
+    let _: Empty = w
+        .client
+        .call(Rpc::SetQueueStatus, &set("disabled"))
+        .await
+        .expect("pause");
+    let refused = w
+        .client
+        .call::<_, SendResponse>(
+            Rpc::Send,
+            &SendRequest {
+                queue: "jobs".into(),
+                messages: vec![WireMessage::from_out(&mqlite::OutMessage::new("no"))],
+                ..Default::default()
+            },
+        )
+        .await;
+    let (status, what, message) = api_error(refused);
+    assert_eq!((status, what.as_str()), (409, "queue_paused"), "{message}");
+    assert!(message.contains("mqlite resume jobs"), "{message}");
+    let listed: QueuesResponse = w
+        .client
+        .call(Rpc::ListQueues, &Empty {})
+        .await
+        .expect("ListQueues");
+    assert_eq!(listed.queues[0].status, "disabled");
+    assert_eq!(w.stats("jobs").await.active, 1, "nothing stored");
+
+    let mut parked = w.broker.engine().expect("serving").long_poll_waiters();
+    let waiting = long_poll(&w.client, "jobs");
+    parked.wait_for(|n| *n == 1).await.expect("parked");
+    let _: Empty = w
+        .client
+        .call(Rpc::SetQueueStatus, &set("active"))
+        .await
+        .expect("resume");
+    let got = waiting.await.expect("join").expect("Receive");
+    assert_eq!(
+        got.messages.iter().map(text).collect::<Vec<_>>(),
+        ["before"]
+    );
+
+    w.create_topic("orders").await;
+    let topic = w
+        .client
+        .call::<_, Empty>(
+            Rpc::SetQueueStatus,
+            &SetQueueStatusRequest {
+                name: "orders".into(),
+                status: "receive_disabled".into(),
+            },
+        )
+        .await;
+    assert_eq!(code(topic).0, 400);
+    let unknown = w
+        .client
+        .call::<_, Empty>(Rpc::SetQueueStatus, &set("sleeping"))
+        .await;
+    assert_eq!(code(unknown).0, 400);
+}

@@ -254,6 +254,13 @@ entries! {
     Purge: PurgeRequest -> PurgeResponse,
         "Deletes dead letters, oldest first, bounded by `max` (0: all) and \
          `older_than_ms`.";
+    SetQueueStatus: SetQueueStatusRequest -> Empty,
+        "An extension: pauses or resumes a queue. `status` is `active`, \
+         `send_disabled` (sends are 409 `queue_paused` and store nothing), \
+         `receive_disabled` (receives answer no message; a long-poll waits for the \
+         resume) or `disabled` (both). Messages and held locks are untouched: they \
+         still settle and renew. A subscription takes `active` or `receive_disabled`; \
+         a topic none (400). ListQueues shows `status` when it is not `active`.";
     Status: Empty -> StatusResponse,
         "What the broker serves: version, store, size, counts, uptime, whether auth is \
          on, the relay's backlog.";
@@ -346,6 +353,11 @@ const STORY: &[(Rpc, &str)] = &[
     ),
     (Rpc::Purge, r#"{"queue":"jobs","max":0,"older_than_ms":0}"#),
     (
+        Rpc::SetQueueStatus,
+        r#"{"name":"jobs","status":"send_disabled"}"#,
+    ),
+    (Rpc::SetQueueStatus, r#"{"name":"jobs","status":"active"}"#),
+    (
         Rpc::Subscribe,
         r#"{"topic":"orders","name":"orders-eu","filter":{"expr":"properties[\"region\"] == \"eu\""}}"#,
     ),
@@ -408,6 +420,7 @@ the message says what to do, for a person.
 | 409 | `lock_lost` | a settlement whose lease expired, whose message was delivered again, or whose token was never issued |
 | 409 | `name_conflict` | a name already held by another kind (queue, topic, subscription) |
 | 409 | `key_conflict` | an access key id already in use |
+| 409 | `queue_paused` | a send to a queue whose sends are paused (status `send_disabled` or `disabled`) |
 | 413 | `message_too_large` | a message body past `--max-message-bytes`, a request past 32 MiB |
 | 415 | `invalid_argument` | a body that is not `application/json` |
 | 499 | `cancelled` | the client went away before the answer |

@@ -8,9 +8,9 @@ use mqlite_broker::wire::{
     DeleteQueueRequest, DeleteQueueResponse, Empty, FilterSpec, ListKeysRequest, ListKeysResponse,
     LockItem, MessagesResponse, OkResponse, PeekRequest, PurgeRequest, PurgeResponse, QueueRequest,
     QueuesResponse, ReceiveDeferredRequest, ReceiveRequest, RedriveRequest, RedriveResponse,
-    RevokeKeyRequest, SendRequest, SendResponse, SettleRequest, StatsResponse, StatusResponse,
-    SubscribeRequest, SubscriptionsResponse, TestFilterRequest, TestFilterResponse,
-    UnsubscribeRequest, WireKey, WireMessage, WireQueue, WireQueueConfig,
+    RevokeKeyRequest, SendRequest, SendResponse, SetQueueStatusRequest, SettleRequest,
+    StatsResponse, StatusResponse, SubscribeRequest, SubscriptionsResponse, TestFilterRequest,
+    TestFilterResponse, UnsubscribeRequest, WireKey, WireMessage, WireQueue, WireQueueConfig,
 };
 use mqlite_broker::{Client, Rpc};
 
@@ -84,6 +84,8 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
                 Output::Table => output::line(&format!("purged {} dead letters", r.purged)),
             }
         }
+        Command::Pause(a) => set_status(client, out, a.queue.clone(), a.status()).await,
+        Command::Resume(a) => set_status(client, out, a.queue, "active").await,
         Command::DeleteQueue(a) => {
             if !a.yes {
                 return Err(Failure::from(format!(
@@ -223,6 +225,7 @@ async fn update_queue(client: &Client, out: Output, a: UpdateQueueArgs) -> Resul
                 .dead_letter_target
                 .or(Some(q.dead_letter_target.clone())),
             require_message_id: given.require_message_id.or(Some(q.require_message_id)),
+            status: Some(q.status.clone()).filter(|s| !s.is_empty()),
         },
     };
     let _: Empty = client.call(Rpc::CreateQueue, &request).await?;
@@ -238,6 +241,33 @@ async fn update_queue(client: &Client, out: Output, a: UpdateQueueArgs) -> Resul
             output::line(&format!("updated queue {}", a.name))?;
             output::pairs(&config_pairs(&q))
         }
+    }
+}
+
+/// Pause or Resume: sets the queue's status and says what it now does.
+async fn set_status(
+    client: &Client,
+    out: Output,
+    name: String,
+    status: &str,
+) -> Result<(), Failure> {
+    let request = SetQueueStatusRequest {
+        name,
+        status: status.to_owned(),
+    };
+    let _: Empty = client.call(Rpc::SetQueueStatus, &request).await?;
+    match out {
+        Output::Json => output::json(&request),
+        Output::Table => output::line(&format!(
+            "{}: {}",
+            request.name,
+            match status {
+                "active" => "active: takes sends and hands out messages",
+                "send_disabled" => "send_disabled: sends are refused; receives go on",
+                "receive_disabled" => "receive_disabled: receives get nothing; sends go on",
+                _ => "disabled: sends are refused and receives get nothing",
+            }
+        )),
     }
 }
 
@@ -270,6 +300,9 @@ fn config_pairs(q: &WireQueue) -> Vec<(&'static str, String)> {
     }
     if q.require_message_id {
         pairs.push(("require_message_id", "true".into()));
+    }
+    if !q.status.is_empty() && q.status != "active" {
+        pairs.push(("status", q.status.clone()));
     }
     pairs
 }

@@ -36,6 +36,17 @@ pub enum Error {
         /// The queue that refused the message.
         queue: String,
     },
+    /// The queue's status refuses sends (promise 19.1): nothing was stored.
+    #[error(
+        "queue {queue:?} is paused for sends (status {status}): nothing was stored; resume \
+         it (`Engine::set_queue_status`; `mqlite resume {queue}`) or send later"
+    )]
+    QueuePaused {
+        /// The queue that refused the send.
+        queue: String,
+        /// Its status.
+        status: crate::types::QueueStatus,
+    },
     /// A named object does not exist.
     #[error("{kind} {name:?} not found{}", not_found_hint(kind))]
     NotFound {

@@ -45,13 +45,20 @@ impl Timing {
     }
 }
 
-/// A group_fifo queue takes no message without a group (5.2), and a queue that
-/// requires message ids none without an id: the whole send is refused.
+/// A paused queue takes no send (19.1), a group_fifo queue no message without a group
+/// (5.2), and a queue that requires message ids none without an id: the whole send is
+/// refused.
 pub fn require_groups(
     queue: &str,
     config: &QueueConfig,
     messages: &[OutMessage],
 ) -> mqlite_contract::Result<()> {
+    if !config.status.takes_sends() {
+        return Err(mqlite_contract::Error::QueuePaused {
+            queue: queue.to_owned(),
+            status: config.status,
+        });
+    }
     if config.ordering_mode == OrderingMode::GroupFifo
         && messages
             .iter()

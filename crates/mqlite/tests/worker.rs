@@ -978,7 +978,8 @@ both!(only_a_handler_showing_progress_keeps_its_lease, 1_000);
 
 /// The remote client answers with the engine's types and errors: queues listed as the
 /// engine lists them, a message peeked as sent, a lock fenced (`LockLost`), a missing
-/// queue `NotFound`, a wrong token `Error::Remote` 401, access keys, a filter test.
+/// queue `NotFound`, a wrong token `Error::Remote` 401, access keys, a filter test, a
+/// paused queue's `QueuePaused`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_remote_client_answers_with_the_engines_types() {
     let clock = ManualClock::new(1_700_000_000_000);
@@ -1038,6 +1039,23 @@ async fn the_remote_client_answers_with_the_engines_types() {
         .expect("test");
     assert!(tested.valid && tested.ran && tested.matched, "{tested:?}");
     assert!(mq.status().await.expect("status").auth);
+    // Pause and resume (19.1): the refusal comes back as the engine's error.
+    mq.set_queue_status(Q, mqlite::QueueStatus::SendDisabled)
+        .await
+        .expect("pause");
+    let listed = mq.list_queues().await.expect("list");
+    assert_eq!(listed[0].config.status, mqlite::QueueStatus::SendDisabled);
+    assert!(matches!(
+        mq.send(Q, OutMessage::new("x")).await,
+        Err(mqlite::Error::QueuePaused {
+            status: mqlite::QueueStatus::SendDisabled,
+            ..
+        })
+    ));
+    mq.set_queue_status(Q, mqlite::QueueStatus::Active)
+        .await
+        .expect("resume");
+    mq.send(Q, OutMessage::new("x")).await.expect("taken again");
     assert!(mq.delete_queue(Q).await.expect("delete"));
     broker.shutdown().await.expect("shutdown");
 }

@@ -1,6 +1,6 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
--- schema token: mqlite-rs/6
+-- schema token: mqlite-rs/7
 
 -- index mqlite_attempt_expiry
 CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at);
@@ -152,6 +152,9 @@ CREATE TABLE mqlite_queues (
     dlq_max_bytes         INTEGER NOT NULL DEFAULT 0,
     dead_letter_target    TEXT,
     require_message_id    INTEGER NOT NULL DEFAULT 0 CHECK (require_message_id IN (0,1)),
+    status                TEXT NOT NULL DEFAULT 'active'
+                              CHECK (status IN ('active','send_disabled','receive_disabled',
+                                                'disabled')),
     created_at            INTEGER NOT NULL
 ) STRICT;
 

@@ -25,9 +25,9 @@ pub const SELECT_QUEUE_KIND: &str =
 pub const UPSERT_QUEUE: &str = "INSERT INTO mqlite_queues (name, kind, lock_duration_ms,
        max_delivery_count, default_ttl_ms, dead_letter_on_expire, dedup_window_ms,
        ordering_mode, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, dead_letter_target,
-       require_message_id, created_at)
+       require_message_id, status, created_at)
 VALUES (:name, :kind, :lock_ms, :max_dc, :ttl, :dloe, :dedup, :mode, :age, :count, :bytes,
-        :dl_target, :require_id, :now)
+        :dl_target, :require_id, :status, :now)
 ON CONFLICT (name) DO UPDATE SET
        lock_duration_ms = excluded.lock_duration_ms,
        max_delivery_count = excluded.max_delivery_count,
@@ -39,7 +39,8 @@ ON CONFLICT (name) DO UPDATE SET
        dlq_max_count = excluded.dlq_max_count,
        dlq_max_bytes = excluded.dlq_max_bytes,
        dead_letter_target = excluded.dead_letter_target,
-       require_message_id = excluded.require_message_id";
+       require_message_id = excluded.require_message_id,
+       status = excluded.status";
 
 /// Whether a queue holds a message in play (its ordering mode is then fixed): a seek of
 /// each of the two indexes that hold a queue's rows.
@@ -188,6 +189,7 @@ pub async fn upsert_queue<X: SqlExec>(
                     .map_or(Value::Null, Value::from),
             ),
             (":require_id", Value::from(cfg.require_message_id)),
+            (":status", Value::from(cfg.status.as_str())),
             (":now", Value::from(now)),
         ],
     )

@@ -150,6 +150,11 @@ pub async fn claim<X: SqlExec>(
             return Ok(decode_messages(&r.blob(1)?));
         }
     }
+    // A queue paused for receives hands out nothing (19.2); a replayed attempt above
+    // answers what it was given before the pause.
+    if !cfg.status.hands_out() {
+        return Ok(Vec::new());
+    }
     let max = i64::from(spec.max_messages);
     let out = match spec.mode {
         ReceiveMode::PeekLock => {
@@ -336,6 +341,9 @@ pub async fn receive_deferred<X: SqlExec>(
     seqs: &[SeqNumber],
 ) -> Result<Vec<Message>> {
     let cfg = load_queue(x, queue).await?;
+    if !cfg.status.hands_out() {
+        return Ok(Vec::new());
+    }
     let tokens = LockToken::random_batch(seqs.len());
     let json = serde_json::Value::from_iter(seqs.iter().map(|s| serde_json::Value::from(s.0)));
     let rows = x

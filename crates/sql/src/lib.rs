@@ -31,7 +31,7 @@ macro_rules! queue_columns {
     () => {
         "kind, lock_duration_ms, max_delivery_count, default_ttl_ms, dead_letter_on_expire, \
          dedup_window_ms, ordering_mode, dlq_max_age_ms, dlq_max_count, dlq_max_bytes, \
-         dead_letter_target, require_message_id"
+         dead_letter_target, require_message_id, status"
     };
 }
 

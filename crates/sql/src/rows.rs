@@ -13,7 +13,7 @@ use crate::exec::{Row, SqlExec, Value};
 pub const MESSAGE_WIDTH: usize = 19;
 
 /// The number of columns of `queue_columns!()`, which [`queue_row`] decodes.
-pub const QUEUE_WIDTH: usize = 12;
+pub const QUEUE_WIDTH: usize = 13;
 
 /// Decodes the columns of `message_columns!` starting at `at`.
 pub fn message(r: &Row, at: usize) -> Result<Message> {
@@ -103,6 +103,7 @@ pub fn queue_row(r: &Row, at: usize) -> Result<(QueueKind, QueueConfig)> {
             dlq_max_bytes: r.int(at + 9)?,
             dead_letter_target: r.opt_text(at + 10)?,
             require_message_id: r.flag(at + 11)?,
+            status: r.text(at + 12)?.parse()?,
         },
     ))
 }

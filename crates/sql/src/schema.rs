@@ -3,7 +3,7 @@
 /// The schema guard token stored in `meta`. Open refuses any other (10.2); an
 /// incompatible layout change must change this token, never migrate in place. The
 /// golden test of the SQLite store holds the two together.
-pub const SCHEMA_TOKEN: &str = "mqlite-rs/6";
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/7";
 
 /// The eight STRICT tables and their indexes, in creation order.
 ///
@@ -33,6 +33,9 @@ pub const SCHEMA: &[&str] = &[
     dlq_max_bytes         INTEGER NOT NULL DEFAULT 0,
     dead_letter_target    TEXT,
     require_message_id    INTEGER NOT NULL DEFAULT 0 CHECK (require_message_id IN (0,1)),
+    status                TEXT NOT NULL DEFAULT 'active'
+                              CHECK (status IN ('active','send_disabled','receive_disabled',
+                                                'disabled')),
     created_at            INTEGER NOT NULL
 ) STRICT",
     "CREATE TABLE mqlite_subscriptions (

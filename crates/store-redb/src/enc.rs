@@ -2,8 +2,8 @@
 //! binary values of rows (a message row reuses the store kit's codec for the message).
 
 use mqlite_contract::{
-    AccessKey, Error, Message, MessageState, OrderingMode, QueueConfig, QueueKind, Result,
-    types::from_millis,
+    AccessKey, Error, Message, MessageState, OrderingMode, QueueConfig, QueueKind, QueueStatus,
+    Result, types::from_millis,
 };
 use mqlite_kit::codec::{decode_messages, encode_messages};
 
@@ -249,7 +249,9 @@ pub(crate) fn encode_queue(kind: QueueKind, c: &QueueConfig, created_at: i64) ->
         // created_at and reads as no target, no required id.
         .i(i64::from(c.require_message_id))
         .i(i64::from(c.dead_letter_target.is_some()))
-        .s(c.dead_letter_target.as_deref().unwrap_or(""));
+        .s(c.dead_letter_target.as_deref().unwrap_or(""))
+        // Appended after those: a row that ends before it reads as active.
+        .s(c.status.as_str());
     w.0
 }
 
@@ -274,6 +276,7 @@ pub(crate) fn decode_queue(buf: &[u8]) -> Result<(QueueKind, QueueConfig, i64)> 
         dlq_max_bytes: r.i()?,
         dead_letter_target: None,
         require_message_id: false,
+        status: QueueStatus::Active,
     };
     let created_at = r.i()?;
     if !r.rest().is_empty() {
@@ -281,6 +284,9 @@ pub(crate) fn decode_queue(buf: &[u8]) -> Result<(QueueKind, QueueConfig, i64)> 
         let has_target = r.i()? != 0;
         let target = r.s()?;
         cfg.dead_letter_target = has_target.then_some(target);
+    }
+    if !r.rest().is_empty() {
+        cfg.status = r.s()?.parse()?;
     }
     Ok((kind, cfg, created_at))
 }

@@ -43,6 +43,7 @@ impl From<Error> for ApiError {
             Error::DedupConflict { .. } => (StatusCode::CONFLICT, "already_exists"),
             Error::LockLost { .. } => (StatusCode::CONFLICT, "lock_lost"),
             Error::NameConflict { .. } => (StatusCode::CONFLICT, "name_conflict"),
+            Error::QueuePaused { .. } => (StatusCode::CONFLICT, "queue_paused"),
             Error::KeyConflict { .. } => (StatusCode::CONFLICT, "key_conflict"),
             Error::MessageTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "message_too_large"),
             Error::Cancelled => (client_closed(), "cancelled"),

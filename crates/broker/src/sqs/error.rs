@@ -216,7 +216,8 @@ impl From<Error> for SqsError {
             Error::InvalidArgument(m) => SqsError::invalid(m),
             Error::MessageTooLarge { .. }
             | Error::DedupConflict { .. }
-            | Error::GroupRequired { .. } => SqsError::invalid(e.to_string()),
+            | Error::GroupRequired { .. }
+            | Error::QueuePaused { .. } => SqsError::invalid(e.to_string()),
             Error::NameConflict { .. } => SqsError::name_exists(e.to_string()),
             Error::Closed | Error::StorageFull { .. } | Error::StoreGone { .. } => {
                 SqsError::unavailable(e.to_string())

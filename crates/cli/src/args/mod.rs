@@ -141,6 +141,11 @@ pub(crate) enum Command {
     Redrive(RedriveArgs),
     /// Delete a queue's dead letters.
     Purge(PurgeArgs),
+    /// Pause a queue: its sends are refused and its receives get nothing (or only one
+    /// side, with --sends or --receives); messages and held locks are untouched.
+    Pause(PauseArgs),
+    /// Resume a paused queue: it takes sends and hands out messages again.
+    Resume(QueueArg),
     /// Delete a queue (or a topic, or a subscription) and every message it holds;
     /// refused without --yes.
     DeleteQueue(DeleteQueueArgs),
@@ -311,6 +316,7 @@ impl QueueOptions {
             dlq_max_bytes: self.dlq_max_bytes,
             dead_letter_target: self.dead_letter_target.clone(),
             require_message_id: self.require_message_id,
+            status: None,
         }
     }
 
@@ -514,6 +520,29 @@ pub(crate) struct RedriveArgs {
     /// Only these dead letters (repeat the flag, or separate with commas).
     #[arg(long = "seq", value_name = "SEQ", value_delimiter = ',')]
     pub(crate) seq_numbers: Vec<i64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PauseArgs {
+    /// The queue (or subscription: its receives only).
+    pub(crate) queue: String,
+    /// Pause only its sends (status send_disabled).
+    #[arg(long, conflicts_with = "receives")]
+    pub(crate) sends: bool,
+    /// Pause only its receives (status receive_disabled).
+    #[arg(long)]
+    pub(crate) receives: bool,
+}
+
+impl PauseArgs {
+    /// The status asked for.
+    pub(crate) fn status(&self) -> &'static str {
+        match (self.sends, self.receives) {
+            (true, false) => "send_disabled",
+            (false, true) => "receive_disabled",
+            _ => "disabled",
+        }
+    }
 }
 
 #[derive(Debug, Args)]

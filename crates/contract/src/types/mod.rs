@@ -169,6 +169,47 @@ string_enum! {
     }
 }
 
+string_enum! {
+    /// Whether a queue takes sends and hands out messages (promise 19), as Azure
+    /// Service Bus names an entity's status. Pausing changes no message: leases held
+    /// while paused still settle and renew.
+    #[derive(Default)]
+    QueueStatus {
+        /// Takes sends and hands out messages (the default).
+        #[default]
+        Active => "active",
+        /// Sends are refused (`QueuePaused`); receives go on.
+        SendDisabled => "send_disabled",
+        /// Receives get nothing (a long-poll waits for the resume); sends go on.
+        ReceiveDisabled => "receive_disabled",
+        /// Both.
+        Disabled => "disabled",
+    }
+}
+
+impl QueueStatus {
+    /// Whether producers' sends are taken (an operator's redrive and the forwarding of
+    /// dead letters still move messages in).
+    pub fn takes_sends(self) -> bool {
+        matches!(self, QueueStatus::Active | QueueStatus::ReceiveDisabled)
+    }
+
+    /// Whether receives get messages.
+    pub fn hands_out(self) -> bool {
+        matches!(self, QueueStatus::Active | QueueStatus::SendDisabled)
+    }
+
+    /// The status with sends and receives each turned on or off.
+    pub fn of(sends: bool, receives: bool) -> Self {
+        match (sends, receives) {
+            (true, true) => QueueStatus::Active,
+            (false, true) => QueueStatus::SendDisabled,
+            (true, false) => QueueStatus::ReceiveDisabled,
+            (false, false) => QueueStatus::Disabled,
+        }
+    }
+}
+
 /// Whole milliseconds of a duration, saturating at `i64::MAX`: the unit stores record.
 pub fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)

@@ -54,6 +54,9 @@ pub struct QueueConfig {
     /// name each message: an SQS FIFO queue without ContentBasedDeduplication. False by
     /// default: an id-less message is deduplicated by its body's digest (4.1).
     pub require_message_id: bool,
+    /// Whether the queue takes sends and hands out messages (default
+    /// [`QueueStatus::Active`]); pause and resume with `Engine::set_queue_status`.
+    pub status: QueueStatus,
 }
 
 impl Default for QueueConfig {
@@ -70,6 +73,7 @@ impl Default for QueueConfig {
             dlq_max_bytes: 0,
             dead_letter_target: None,
             require_message_id: false,
+            status: QueueStatus::Active,
         }
     }
 }

@@ -6,7 +6,7 @@ use mqlite_contract::error::{Error, Result};
 use mqlite_contract::store::Store;
 use mqlite_contract::types::{
     MAX_SPAN, Message, PeekOptions, PurgeOptions, QueueConfig, QueueInfo, QueueKind, QueueStats,
-    RedriveOptions, SeqNumber,
+    QueueStatus, RedriveOptions, SeqNumber,
 };
 
 use super::{Engine, MAX_PEEK, MAX_REDRIVE_SELECTION, validate_name, validate_new_name};
@@ -19,10 +19,13 @@ impl<S: Store> Engine<S> {
         config.validate()?;
         let _g = self.admit().await?;
         self.check_dead_letter_target(name, &config).await?;
+        let resumed = config.status.hands_out();
         self.inner
             .store
             .upsert_queue(name.to_owned(), QueueKind::Queue, config, false)
-            .await
+            .await?;
+        self.woken_if(u64::from(resumed));
+        Ok(())
     }
 
     /// Updates a queue's configuration; `NotFound` if it does not exist. The ordering
@@ -33,10 +36,54 @@ impl<S: Store> Engine<S> {
         config.validate()?;
         let _g = self.admit().await?;
         self.check_dead_letter_target(name, &config).await?;
+        let resumed = config.status.hands_out();
         self.inner
             .store
             .upsert_queue(name.to_owned(), QueueKind::Queue, config, true)
-            .await
+            .await?;
+        self.woken_if(u64::from(resumed));
+        Ok(())
+    }
+
+    /// Pauses or resumes a queue (promise 19): with [`QueueStatus::SendDisabled`] or
+    /// [`QueueStatus::Disabled`] its sends are refused with `QueuePaused` and store
+    /// nothing; with [`QueueStatus::ReceiveDisabled`] or `Disabled` its receives get
+    /// nothing, and a long-poll waits until the queue hands out again (this engine's
+    /// parked receives are woken at once by the resume). Messages are not touched:
+    /// leases held across a pause still settle and renew. A subscription's receives can
+    /// be paused, not its sends (its topic's publishes fill it); a topic has no status.
+    /// The rest of the configuration is kept (the change is a read and a write of the
+    /// queue's row: an update of the queue at the same moment may win over it).
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = name, status = %status), err(level = "debug"))]
+    pub async fn set_queue_status(&self, name: &str, status: QueueStatus) -> Result<()> {
+        validate_name(name)?;
+        let _g = self.admit().await?;
+        let queues = self.inner.store.list_queues().await?;
+        let Some(q) = queues.into_iter().find(|q| q.name == name) else {
+            return Err(Error::queue_not_found(name));
+        };
+        match q.kind {
+            QueueKind::Topic => {
+                return Err(Error::invalid(format!(
+                    "{name:?} is a topic, which holds no messages: pause its subscriptions' \
+                     receives, or the producers"
+                )));
+            }
+            QueueKind::Subscription if !status.takes_sends() => {
+                return Err(Error::invalid(format!(
+                    "{name:?} is a subscription, filled by its topic's publishes: only its \
+                     receives can be paused (status receive_disabled)"
+                )));
+            }
+            _ => {}
+        }
+        let config = QueueConfig { status, ..q.config };
+        self.inner
+            .store
+            .upsert_queue(name.to_owned(), q.kind, config, true)
+            .await?;
+        self.woken_if(u64::from(status.hands_out()));
+        Ok(())
     }
 
     /// A dead-letter target is another queue that exists (a topic takes no dead letters).

@@ -121,6 +121,12 @@ impl<S: Store> Engine<S> {
         validate_name(topic)?;
         validate_new_name(name)?;
         config.validate()?;
+        if !config.status.takes_sends() {
+            return Err(Error::invalid(format!(
+                "subscription {name:?} is filled by its topic's publishes: its status can \
+                 pause receives only (receive_disabled)"
+            )));
+        }
         // Cached only once stored: a refused Subscribe leaves nothing behind.
         let compiled = match self.cached_filter(filter) {
             Some(f) => f,

@@ -15,8 +15,8 @@ use super::{ClientError, Http, Rpc};
 use crate::{
     AccessKey, BatchResult, CreatedKey, Error, FilterTest, LockLostReason, LockRef, Message,
     MessageState, OutMessage, PeekOptions, Permission, PurgeOptions, QueueConfig, QueueInfo,
-    QueueKind, QueueStats, ReceiveMode, ReceiveOptions, RedriveOptions, Result, SendOptions,
-    SeqNumber, SharedClock, Subscription, SystemClock,
+    QueueKind, QueueStats, QueueStatus, ReceiveMode, ReceiveOptions, RedriveOptions, Result,
+    SendOptions, SeqNumber, SharedClock, Subscription, SystemClock,
 };
 
 /// Where a broker is, as a DSN says it.
@@ -446,6 +446,16 @@ impl Client {
         Ok(r.purged)
     }
 
+    /// Pauses or resumes a queue (`Engine::set_queue_status`).
+    pub async fn set_queue_status(&self, name: &str, status: QueueStatus) -> Result<()> {
+        let request = SetQueueStatusRequest {
+            name: name.to_owned(),
+            status: status.as_str().to_owned(),
+        };
+        let _: Empty = self.call(Rpc::SetQueueStatus, name, &request).await?;
+        Ok(())
+    }
+
     /// Subscribes `name` to `topic` with a filter (empty: every message).
     pub async fn subscribe(&self, topic: &str, name: &str, filter: &str) -> Result<()> {
         let request = SubscribeRequest {
@@ -590,6 +600,7 @@ fn wire_config(c: &QueueConfig, kind: &str) -> WireQueueConfig {
         dlq_max_bytes: Some(c.dlq_max_bytes),
         dead_letter_target: c.dead_letter_target.clone(),
         require_message_id: Some(c.require_message_id),
+        status: Some(c.status.as_str().to_owned()),
     }
 }
 
@@ -610,6 +621,11 @@ fn queue_info(q: WireQueue) -> Result<QueueInfo> {
             dlq_max_bytes: q.dlq_max_bytes,
             dead_letter_target: Some(q.dead_letter_target).filter(|t| !t.is_empty()),
             require_message_id: q.require_message_id,
+            status: if q.status.is_empty() {
+                QueueStatus::Active
+            } else {
+                q.status.parse()?
+            },
         },
         name: q.name,
     })
@@ -654,6 +670,15 @@ fn into_error(e: ClientError, name: &str) -> Error {
         },
         "group_required" => Error::GroupRequired {
             queue: name.to_owned(),
+        },
+        "queue_paused" => Error::QueuePaused {
+            queue: name.to_owned(),
+            // The broker's message names the status: "(status send_disabled)".
+            status: message
+                .split_once("(status ")
+                .and_then(|(_, rest)| rest.split_once(')'))
+                .and_then(|(s, _)| s.parse().ok())
+                .unwrap_or(QueueStatus::Disabled),
         },
         "name_conflict" => Error::NameConflict {
             name: name.to_owned(),

@@ -74,6 +74,7 @@ rpcs! {
     ListQueues => "AdminService", Manage;
     Redrive => "AdminService", Manage;
     Purge => "AdminService", Manage;
+    SetQueueStatus => "AdminService", Manage;
     Status => "AdminService", Manage;
     CreateKey => "AuthService", Manage;
     ListKeys => "AuthService", Manage;

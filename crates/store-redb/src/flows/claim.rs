@@ -74,6 +74,11 @@ pub(crate) fn claim(
             }
         }
     }
+    // A queue paused for receives hands out nothing (19.2); a replayed attempt above
+    // answers what it was given before the pause.
+    if !cfg.status.hands_out() {
+        return Ok(Vec::new());
+    }
     let max = spec.max_messages as usize;
     let out = match spec.mode {
         ReceiveMode::PeekLock => {
@@ -190,6 +195,9 @@ pub(crate) fn receive_deferred(
     seqs: &[SeqNumber],
 ) -> Result<Vec<Message>> {
     let cfg = load_queue(t, queue)?;
+    if !cfg.status.hands_out() {
+        return Ok(Vec::new());
+    }
     let mut out = Vec::new();
     for s in seqs {
         let Some(row) = t.row(s.0)? else { continue };

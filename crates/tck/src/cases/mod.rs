@@ -25,6 +25,7 @@ pub mod recovery;
 pub mod retention;
 pub mod scheduling;
 pub mod settlement;
+pub mod status;
 pub mod storage;
 pub mod topics;
 
@@ -145,6 +146,10 @@ register! {
     inbox::p17_2_each_consumer_applies_once,
     inbox::p17_3_marker_commits_with_the_effect,
     inbox::p17_4_same_identity_other_payload_is_conflict,
+    status::p19_1_paused_sends_are_refused_and_store_nothing,
+    status::p19_2_paused_receives_get_nothing_until_resume,
+    status::p19_3_leases_held_across_a_pause_settle,
+    status::p19_4_status_survives_restart_and_fits_the_kind [Reopen],
 }
 
 /// A queue configuration with this lock duration and delivery bound.

@@ -18,7 +18,8 @@ pub(super) async fn create_queue(mut c: Call<'_>) -> Result<Response, ApiError> 
             || r.config.dlq_max_count.is_some()
             || r.config.dlq_max_bytes.is_some()
             || r.config.dead_letter_target.is_some()
-            || r.config.require_message_id.is_some());
+            || r.config.require_message_id.is_some()
+            || r.config.status.is_some());
     if topic_with_options {
         // A topic holds no messages: its subscriptions carry the options.
         return Err(ApiError::invalid(
@@ -207,6 +208,16 @@ pub(super) async fn redrive(mut c: Call<'_>) -> Result<Response, ApiError> {
     let moved = mq.redrive(&r.queue, options).await?;
     tracing::info!(target: "mqlite::audit", queue = %r.queue, moved, by = %c.principal, "dead letters redriven");
     ok(RedriveResponse { moved })
+}
+
+/// SetQueueStatus: pauses or resumes a queue (promise 19).
+pub(super) async fn set_queue_status(mut c: Call<'_>) -> Result<Response, ApiError> {
+    let mq = &c.s.engine;
+    let r: SetQueueStatusRequest = c.request()?;
+    let status: mqlite::QueueStatus = r.status.parse()?;
+    mq.set_queue_status(&r.name, status).await?;
+    tracing::info!(target: "mqlite::audit", queue = %r.name, status = %status, by = %c.principal, "queue status set");
+    ok(Empty {})
 }
 
 /// Purge: deletes a queue's dead letters, bounded by count and age.

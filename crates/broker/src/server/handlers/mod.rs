@@ -60,6 +60,7 @@ pub(super) async fn dispatch(c: Call<'_>) -> Result<Response, ApiError> {
         Rpc::ListQueues => admin::list_queues(c).await,
         Rpc::Redrive => admin::redrive(c).await,
         Rpc::Purge => admin::purge(c).await,
+        Rpc::SetQueueStatus => admin::set_queue_status(c).await,
         Rpc::Status => admin::status(c).await,
         Rpc::CreateKey => auth::create_key(c).await,
         Rpc::ListKeys => auth::list_keys(c).await,
@@ -267,6 +268,9 @@ fn queue_config(c: WireQueueConfig) -> Result<(QueueKind, QueueConfig), ApiError
     config.dlq_max_bytes = c.dlq_max_bytes.unwrap_or(0);
     config.dead_letter_target = c.dead_letter_target.filter(|t| !t.is_empty());
     config.require_message_id = c.require_message_id.unwrap_or(false);
+    if let Some(v) = c.status.as_deref().filter(|v| !v.is_empty()) {
+        config.status = v.parse()?;
+    }
     Ok((kind, config))
 }
 
@@ -300,6 +304,7 @@ names!(
     RedriveRequest => queue,
     PurgeRequest => queue,
     CreateQueueRequest => name,
+    SetQueueStatusRequest => name,
     SubscribeRequest => topic,
     UnsubscribeRequest => topic,
     DeleteQueueRequest => name,

@@ -46,6 +46,9 @@ pub struct WireQueueConfig {
     /// Refuse sends without a message id.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub require_message_id: Option<bool>,
+    /// active (the default), send_disabled, receive_disabled or disabled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
 }
 
 /// CreateQueue.
@@ -203,6 +206,14 @@ pub struct WireQueue {
     /// Sends without a message id are refused.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub require_message_id: bool,
+    /// Whether it takes sends and hands out messages: active, send_disabled,
+    /// receive_disabled or disabled (absent: active).
+    #[serde(skip_serializing_if = "is_active")]
+    pub status: String,
+}
+
+fn is_active(status: &str) -> bool {
+    status.is_empty() || status == "active"
 }
 
 impl From<QueueInfo> for WireQueue {
@@ -220,6 +231,7 @@ impl From<QueueInfo> for WireQueue {
             dlq_max_bytes: q.config.dlq_max_bytes,
             dead_letter_target: q.config.dead_letter_target.unwrap_or_default(),
             require_message_id: q.config.require_message_id,
+            status: q.config.status.as_str().to_owned(),
             name: q.name,
         }
     }
@@ -279,6 +291,16 @@ pub struct PurgeRequest {
 pub struct PurgeResponse {
     /// How many were deleted.
     pub purged: u64,
+}
+
+/// SetQueueStatus: pause or resume a queue.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SetQueueStatusRequest {
+    /// The queue (or subscription).
+    pub name: String,
+    /// active, send_disabled, receive_disabled or disabled.
+    pub status: String,
 }
 
 /// Status.
