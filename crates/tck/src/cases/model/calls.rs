@@ -48,6 +48,17 @@ impl<F: Access> Run<'_, F> {
                 .send_batch_with(QUEUES[q], messages.clone(), options)
                 .await
         };
+        let status = self.model.queues[q].cfg.status;
+        if !status.takes_sends() {
+            hit(&mut self.model.cov, "send: refused, paused");
+            prop_assert!(
+                matches!(&got, Err(Error::QueuePaused { status: s, .. }) if *s == status),
+                "{}: {:?}",
+                ctx("a paused queue refuses the whole send"),
+                got
+            );
+            return Ok(());
+        }
         if mode == OrderingMode::GroupFifo && messages.iter().any(|m| m.group_id.is_none()) {
             hit(&mut self.model.cov, "send: GroupRequired");
             prop_assert!(
@@ -211,6 +222,16 @@ impl<F: Access> Run<'_, F> {
             return Ok(());
         }
         let got = got.map_err(|e| fail(ctx(&e.to_string())))?;
+        if !self.model.queues[q].cfg.status.hands_out() {
+            hit(&mut self.model.cov, "receive: paused, nothing handed out");
+            prop_assert!(
+                got.is_empty(),
+                "{}: {:?}",
+                ctx("a paused queue hands out nothing"),
+                got
+            );
+            return Ok(());
+        }
         self.blocked_lines(q, now);
         let lines: HashMap<SeqNumber, Option<String>> = self.model.queues[q]
             .msgs

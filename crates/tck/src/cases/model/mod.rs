@@ -13,6 +13,8 @@
 //! stale, forged and wrong-queue tokens, renew, complete_batch and renew_batch mixing good
 //! and forged items, receive_deferred, cancel, redrive (same queue and another, with max and
 //! age), purge, peek with filters, update_queue (ordering mode changes only while idle),
+//! pause and resume (each status: a paused send is refused whole, a paused receive and
+//! receive_deferred answer nothing, held leases settle as ever),
 //! clock moves across lease, TTL, dedup and receipt deadlines (equality included), sweeps
 //! and reopen (orphan recovery).
 //!
@@ -47,9 +49,9 @@
 
 use mqlite_contract::{
     EnqueueSlot, Error, LockRef, LockToken, ManualClock, Message, MessageState, OrderingMode,
-    OutMessage, PeekOptions, PurgeOptions, QueueConfig, QueueStats, REASON_MAX_DELIVERY,
-    REASON_TTL_EXPIRED, RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions, RedriveOptions, SendOptions,
-    SeqNumber, from_millis,
+    OutMessage, PeekOptions, PurgeOptions, QueueConfig, QueueStats, QueueStatus,
+    REASON_MAX_DELIVERY, REASON_TTL_EXPIRED, RECEIPT_TTL_MS, ReceiveMode, ReceiveOptions,
+    RedriveOptions, SendOptions, SeqNumber, from_millis,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;

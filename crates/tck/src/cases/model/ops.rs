@@ -133,6 +133,11 @@ pub(super) enum Op {
         cfg: CfgSpec,
         mode: Option<usize>,
     },
+    /// Pause or resume (an index into [`STATUSES`]).
+    Status {
+        q: usize,
+        status: usize,
+    },
     /// Peek from a known sequence number, optionally in one state (index into
     /// [`PEEK_STATES`]), at most `max`.
     Peek {
@@ -147,6 +152,17 @@ pub(super) enum Op {
     Sweep,
     Reopen,
 }
+
+/// The statuses a step sets, active three times as often as each paused one (a queue
+/// left paused would starve the other steps of work).
+pub(super) const STATUSES: [QueueStatus; 6] = [
+    QueueStatus::Active,
+    QueueStatus::Active,
+    QueueStatus::Active,
+    QueueStatus::SendDisabled,
+    QueueStatus::ReceiveDisabled,
+    QueueStatus::Disabled,
+];
 
 pub(super) fn tamper() -> impl Strategy<Value = Tamper> {
     prop_oneof![
@@ -230,6 +246,7 @@ pub(super) fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(q, max, older)| Op::Purge { q, max, older }),
         1 => (q.clone(), cfg_spec(), proptest::option::weighted(0.3, q.clone()))
             .prop_map(|(q, cfg, mode)| Op::Update { q, cfg, mode }),
+        1 => (q.clone(), 0..STATUSES.len()).prop_map(|(q, status)| Op::Status { q, status }),
         1 => (
             q.clone(),
             proptest::option::of(any::<usize>()),

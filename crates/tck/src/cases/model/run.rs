@@ -216,6 +216,15 @@ impl<F: Access> Run<'_, F> {
                     .await
                     .map_err(|e| fail(ctx(&e.to_string())))?;
                 let queue = &mut self.model.queues[*q];
+                if !queue.cfg.status.hands_out() {
+                    hit(&mut self.model.cov, "receive_deferred: paused");
+                    prop_assert!(
+                        got.is_empty(),
+                        "{}",
+                        ctx("a paused queue hands out nothing")
+                    );
+                    return Ok(());
+                }
                 let until = now + queue.cfg.lock_ms();
                 let mut expected = Vec::new();
                 for seq in &seqs {
@@ -321,6 +330,40 @@ impl<F: Access> Run<'_, F> {
                     queue.msgs.remove(seq);
                 }
                 prop_assert_eq!(got, chosen.len() as u64, "{}", ctx("purged"));
+            }
+            Op::Status { q, status } => {
+                let status = STATUSES[*status];
+                self.mq
+                    .set_queue_status(QUEUES[*q], status)
+                    .await
+                    .map_err(|e| fail(ctx(&e.to_string())))?;
+                let queue = &mut self.model.queues[*q];
+                hit(
+                    &mut self.model.cov,
+                    if status == queue.cfg.status {
+                        "status: unchanged"
+                    } else if status == QueueStatus::Active {
+                        "status: resumed"
+                    } else {
+                        "status: paused"
+                    },
+                );
+                queue.cfg.status = status;
+                let listed = self
+                    .mq
+                    .list_queues()
+                    .await
+                    .map_err(|e| fail(ctx(&e.to_string())))?;
+                let stored = listed
+                    .iter()
+                    .find(|i| i.name == QUEUES[*q])
+                    .map(|i| &i.config);
+                prop_assert_eq!(
+                    stored,
+                    Some(&self.model.queues[*q].cfg),
+                    "{}",
+                    ctx("status")
+                );
             }
             Op::Update { q, cfg, mode } => {
                 let queue = &mut self.model.queues[*q];
