@@ -315,7 +315,7 @@
       drawSpark(sp, q.name);
       const tr = h('tr', { 'data-queue': q.name },
         h('td', { class: 'name' }, h('a', { href: qhref(q.name) }, q.name)),
-        h('td', { class: 'kind' }, q.kind),
+        h('td', { class: 'kind' }, q.status && q.status !== 'active' ? `${q.kind} · ${q.status.replace('_', ' ')}` : q.kind),
         STATES.map((k) => c[k]), c.total, c.oldest,
         h('td', { class: 'spark' }, sp));
       return { tr, c, sp };
@@ -392,7 +392,23 @@
           item('max delivery count', String(q.max_delivery_count)),
           item('default TTL', q.default_ttl_ms ? fmtDur(q.default_ttl_ms) : 'none'),
           item('dedup window', q.dedup_window_ms ? fmtDur(q.dedup_window_ms) : 'off'),
+          item('status', statusControl(q)),
         ]));
+    }
+
+    // Pause and resume (SetQueueStatus): a subscription's receives only.
+    function statusControl(q) {
+      const now = q.status || 'active';
+      if (!mg) return now;
+      const choices = q.kind === 'subscription' ? ['active', 'receive_disabled'] : ['active', 'send_disabled', 'receive_disabled', 'disabled'];
+      const sel = h('select', { id: 'status-select', 'aria-label': 'status' },
+        choices.map((v) => h('option', { value: v, selected: v === now }, v.replace('_', ' '))));
+      const set = h('button', { id: 'status-set', type: 'button' }, 'Set');
+      set.addEventListener('click', () => act(set, async () => {
+        await api('AdminService', 'SetQueueStatus', { name, status: sel.value });
+        notice(`${name}: ${sel.value.replace('_', ' ')}`);
+      }));
+      return h('span', { class: 'row' }, sel, ' ', set);
     }
 
     async function refreshCounts() {

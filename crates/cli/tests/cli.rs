@@ -1964,6 +1964,18 @@ fn every_client_subcommand_prints_json_and_the_new_rows_work() {
         .to_owned();
     json(&["complete", "jobs", &seq, &token]);
     assert_eq!(json(&["purge", "jobs"])["purged"], 0);
+    // pause and resume (19.1): a paused send fails and says how to resume.
+    json(&["pause", "jobs", "--sends"]);
+    assert_eq!(
+        json(&["list-queues"])["queues"][0]["status"],
+        "send_disabled"
+    );
+    let refused = table(&["send", "jobs", "while paused"]);
+    assert!(refused.failed(1).contains("mqlite resume jobs"));
+    let paused = table(&["pause", "jobs"]);
+    assert!(paused.ok().contains("jobs: disabled"), "{}", paused.stdout);
+    json(&["resume", "jobs"]);
+    assert!(json(&["list-queues"])["queues"][0]["status"].is_null());
     json(&[
         "create-subscription",
         "news",

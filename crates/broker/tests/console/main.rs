@@ -194,6 +194,37 @@ fn operator(w: World, s: Session) -> std::pin::Pin<Box<dyn std::future::Future<O
             "purge left dead letters".into()
         })?;
 
+        // Pause the queue's sends from its page, then resume it (promise 19).
+        let status = async |want: &str| -> Outcome {
+            s.script(
+                "const sel = document.getElementById('status-select'); sel.value = arguments[0];",
+                json!([want]),
+            )
+            .await?;
+            s.click("#status-set").await?;
+            s.wait_until(
+                "#notice",
+                Some(&format!("orders: {}", want.replace('_', " "))),
+            )
+            .await?;
+            let listed: QueuesResponse = w
+                .client
+                .call(Rpc::ListQueues, &Empty {})
+                .await
+                .map_err(|e| e.to_string())?;
+            let now = listed
+                .queues
+                .iter()
+                .find(|q| q.name == "orders")
+                .map(|q| q.status.clone());
+            let shown = if want == "active" { "" } else { want };
+            check(now.as_deref() == Some(shown), || {
+                format!("status {now:?} after {want}")
+            })
+        };
+        status("send_disabled").await?;
+        status("active").await?;
+
         // A test message from the console.
         s.type_into("#send-body", "hello from the console").await?;
         s.click("#send").await?;
@@ -225,7 +256,13 @@ fn listen_only(
             .await?;
         s.wait_until(&format!("#dead-letters tr[data-seq=\"{}\"]", dead[0]), None)
             .await?;
-        for admin_only in ["#purge", "#redrive-all", "#redrive-selected", "#nav-keys"] {
+        for admin_only in [
+            "#purge",
+            "#redrive-all",
+            "#redrive-selected",
+            "#nav-keys",
+            "#status-set",
+        ] {
             let shown = s
                 .script(
                     "const e = document.querySelector(arguments[0]); \
