@@ -435,6 +435,7 @@ async fn send(
     message.subject = a.subject.unwrap_or_default();
     message.reply_to = a.reply_to.unwrap_or_default();
     message.correlation_id = a.correlation_id.unwrap_or_default();
+    message.priority = a.priority.unwrap_or(0);
     let ttl_ms = match &a.ttl {
         Some(t) => Some(ms("--ttl", t)?),
         None => a.ttl_ms,

@@ -1995,6 +1995,12 @@ fn every_client_subcommand_prints_json_and_the_new_rows_work() {
     assert_eq!(json(&["key", "list"])["keys"][0]["id"], id.as_str());
     json(&["key", "revoke", &id]);
     assert!(json(&["version"])["version"].is_string());
+    // --priority (20.1): the higher one is received first; out of range is refused.
+    json(&["send", "jobs", "low"]);
+    json(&["send", "jobs", "high", "--priority", "9"]);
+    let first = json(&["receive", "jobs"]);
+    assert_eq!(first["messages"][0]["priority"], 9, "{first}");
+    table(&["send", "jobs", "x", "--priority", "10"]).failed(2);
     assert_eq!(json(&["delete-queue", "jobs", "--yes"])["deleted"], true);
     assert!(json(&["vacuum"])["bytes_after"].is_u64());
 }

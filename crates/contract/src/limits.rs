@@ -22,6 +22,9 @@ pub const MAX_COMPLETE_BATCH: usize = 16_384;
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 1 << 20;
 /// Longest queue name, bytes.
 pub const MAX_NAME_BYTES: usize = 256;
+/// The highest message priority (promise 20.1): priorities run 0 (the default) ..= 9,
+/// and a higher one is handed out first.
+pub const MAX_PRIORITY: u8 = 9;
 /// Largest number of messages in one send.
 pub const MAX_SEND_BATCH: usize = 1000;
 /// Largest page of access keys one list returns.

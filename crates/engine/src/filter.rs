@@ -497,6 +497,7 @@ fn full_sample() -> OutMessage {
         content_type: Some("application/json".into()),
         properties: BTreeMap::from([("sample".to_owned(), "value".to_owned())]),
         event: None,
+        priority: 0,
     }
 }
 

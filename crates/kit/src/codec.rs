@@ -93,10 +93,13 @@ pub fn encode_messages(messages: &[Message]) -> Vec<u8> {
             w.bytes(k.as_bytes());
             w.bytes(v.as_bytes());
         }
+        // One tag: bit 0 says an event identity follows, the bits above hold the
+        // priority (records written before priorities existed read as priority 0).
+        let tag = i64::from(c.event.is_some()) | (i64::from(c.priority) << 1);
+        w.int(tag);
         match &c.event {
-            None => w.int(0),
+            None => {}
             Some(e) => {
-                w.int(1);
                 w.bytes(e.source.as_bytes());
                 w.bytes(e.id.as_bytes());
                 for f in [&e.kind, &e.specversion, &e.time] {
@@ -140,7 +143,9 @@ fn decode_one(r: &mut Reader<'_>) -> Option<Message> {
         let v = String::from_utf8(r.bytes()?).ok()?;
         properties.insert(k, v);
     }
-    let event = match r.int()? {
+    let tag = r.int()?;
+    let priority = u8::try_from(tag >> 1).ok()?;
+    let event = match tag & 1 {
         0 => None,
         _ => Some(EventIdentity {
             source: String::from_utf8(r.bytes()?).ok()?,
@@ -171,6 +176,7 @@ fn decode_one(r: &mut Reader<'_>) -> Option<Message> {
             content_type,
             properties,
             event,
+            priority,
         },
     })
 }
@@ -195,4 +201,59 @@ pub fn encode_out(m: &OutMessage) -> Vec<u8> {
 /// Decodes what [`encode_out`] wrote; `None` for a damaged record.
 pub fn decode_out(buf: &[u8]) -> Option<OutMessage> {
     decode_messages(buf).pop().map(|m| m.content)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(priority: u8, event: bool) -> Message {
+        let mut content = OutMessage::new("body")
+            .with_id("m1")
+            .with_property("k", "v")
+            .with_priority(priority);
+        if event {
+            content.event = Some(EventIdentity {
+                source: "/orders".into(),
+                id: "7".into(),
+                kind: Some("order.placed".into()),
+                specversion: None,
+                time: None,
+            });
+        }
+        Message {
+            seq: SeqNumber(3),
+            delivery_count: 1,
+            lock_token: Some(LockToken::from_u128(9)),
+            state: MessageState::Locked,
+            enqueued_at_ms: 1,
+            expires_at_ms: 2,
+            visible_at_ms: 3,
+            locked_until_ms: 4,
+            dead_letter_reason: None,
+            dead_letter_description: Some("d".into()),
+            content,
+        }
+    }
+
+    #[test]
+    fn priorities_and_events_round_trip() {
+        let all: Vec<Message> = [(0, false), (9, true), (4, false), (0, true)]
+            .into_iter()
+            .map(|(p, e)| message(p, e))
+            .collect();
+        assert_eq!(decode_messages(&encode_messages(&all)), all);
+    }
+
+    /// A record written before priorities existed (its tag is 0 or 1) reads as priority
+    /// 0 with its event intact: the tag's low bit is what it always was.
+    #[test]
+    fn records_from_before_priorities_read_as_priority_zero() {
+        let old = [message(0, true), message(0, false)];
+        let bytes = encode_messages(&old);
+        let read = decode_messages(&bytes);
+        assert_eq!(read, old);
+        assert!(read.iter().all(|m| m.content.priority == 0));
+        assert!(read[0].content.event.is_some() && read[1].content.event.is_none());
+    }
 }

@@ -37,6 +37,12 @@ pub fn claimable(m: &Message, now: i64) -> bool {
         && (m.expires_at_ms == 0 || m.expires_at_ms > now)
 }
 
+/// The order claims hand messages out in (20.1): the highest priority first, then the
+/// oldest; a batch's messages come back in it.
+pub fn claim_order(m: &Message) -> (std::cmp::Reverse<u8>, mqlite_contract::SeqNumber) {
+    (std::cmp::Reverse(m.content.priority), m.seq)
+}
+
 /// What a settlement whose fence refused it finds under its sequence number.
 #[derive(Debug, Clone, Copy)]
 pub struct FoundLock {

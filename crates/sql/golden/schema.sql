@@ -1,6 +1,6 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
--- schema token: mqlite-rs/7
+-- schema token: mqlite-rs/8
 
 -- index mqlite_attempt_expiry
 CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at);
@@ -12,7 +12,7 @@ CREATE INDEX mqlite_dedup_expiry ON mqlite_dedup(expires_at);
 CREATE INDEX mqlite_inbox_applied ON mqlite_inbox(applied_at);
 
 -- index mqlite_msg_active
-CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) WHERE state = 'active' AND waiting = 0;
+CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) WHERE state = 'active' AND waiting = 0 AND priority = 0;
 
 -- index mqlite_msg_dlq
 CREATE INDEX mqlite_msg_dlq ON mqlite_messages(queue, dead_lettered_at, id) WHERE state = 'dead_lettered';
@@ -38,8 +38,11 @@ CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE st
 -- index mqlite_msg_line_scheduled
 CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 'scheduled' AND line IS NOT NULL;
 
+-- index mqlite_msg_priority
+CREATE INDEX mqlite_msg_priority ON mqlite_messages(queue, priority DESC, id) WHERE state = 'active' AND waiting = 0 AND priority > 0;
+
 -- index mqlite_msg_rest
-CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) WHERE state <> 'active' OR waiting <> 0;
+CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) WHERE state <> 'active' OR waiting <> 0 OR priority > 0;
 
 -- index mqlite_receipt_expiry
 CREATE INDEX mqlite_receipt_expiry ON mqlite_receipts(expires_at);
@@ -126,7 +129,8 @@ CREATE TABLE mqlite_messages (
     properties              TEXT,
     dead_letter_reason      TEXT,
     dead_letter_description TEXT,
-    event                   TEXT
+    event                   TEXT,
+    priority                INTEGER NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 9)
 ) STRICT;
 
 -- table mqlite_meta

@@ -45,16 +45,16 @@ ON CONFLICT (name) DO UPDATE SET
 /// Whether a queue holds a message in play (its ordering mode is then fixed): a seek of
 /// each of the two indexes that hold a queue's rows.
 pub const QUEUE_IN_PLAY: &str = "SELECT EXISTS (SELECT 1 FROM mqlite_messages
-    WHERE queue = :queue AND state = 'active' AND waiting = 0)
+    WHERE queue = :queue AND state = 'active' AND waiting = 0 AND priority = 0)
  OR EXISTS (SELECT 1 FROM mqlite_messages
-    WHERE queue = :queue AND (state <> 'active' OR waiting <> 0) AND state <> 'dead_lettered')";
+    WHERE queue = :queue AND (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'dead_lettered')";
 
 /// Everything a name owns, deleted with it (children first). Messages go by
 /// `mqlite_msg_active` and `mqlite_msg_rest`, which together hold each of them once; a
 /// topic's subscriptions by `mqlite_sub_topic`.
 pub const DELETE_QUEUE: &[&str] = &[
-    "DELETE FROM mqlite_messages WHERE queue = :name AND state = 'active' AND waiting = 0",
-    "DELETE FROM mqlite_messages WHERE queue = :name AND (state <> 'active' OR waiting <> 0)",
+    "DELETE FROM mqlite_messages WHERE queue = :name AND state = 'active' AND waiting = 0 AND priority = 0",
+    "DELETE FROM mqlite_messages WHERE queue = :name AND (state <> 'active' OR waiting <> 0 OR priority > 0)",
     "DELETE FROM mqlite_dedup WHERE queue = :name",
     "DELETE FROM mqlite_receipts WHERE queue = :name",
     "DELETE FROM mqlite_attempts WHERE queue = :name",
@@ -83,12 +83,12 @@ pub const PEEK: &str = concat!(
     message_columns!(),
     " FROM mqlite_messages WHERE id IN (
     SELECT id FROM (SELECT id FROM mqlite_messages
-                     WHERE queue = :queue AND state = 'active' AND waiting = 0 AND id >= :from
+                     WHERE queue = :queue AND state = 'active' AND waiting = 0 AND priority = 0 AND id >= :from
                        AND (:state IS NULL OR :state = 'active')
                      ORDER BY id LIMIT :max)
     UNION ALL
     SELECT id FROM (SELECT id FROM mqlite_messages
-                     WHERE queue = :queue AND (state <> 'active' OR waiting <> 0) AND id >= :from
+                     WHERE queue = :queue AND (state <> 'active' OR waiting <> 0 OR priority > 0) AND id >= :from
                        AND (:state IS NULL OR state = :state)
                      ORDER BY id LIMIT :max)
     ORDER BY id LIMIT :max)
@@ -103,13 +103,13 @@ pub const QUEUE_STATS: &str =
        (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'dead_lettered'),
        coalesce(min(ready.oldest, other.oldest), ready.oldest, other.oldest)
   FROM (SELECT count(*) AS n, min(enqueued_at) AS oldest FROM mqlite_messages
-         WHERE queue = :queue AND state = 'active' AND waiting = 0) ready,
+         WHERE queue = :queue AND state = 'active' AND waiting = 0 AND priority = 0) ready,
        (SELECT count(*) AS n, coalesce(sum(state = 'locked'), 0) AS locked,
                coalesce(sum(state = 'deferred'), 0) AS deferred,
                coalesce(sum(state = 'scheduled'), 0) AS scheduled,
                min(enqueued_at) AS oldest
           FROM mqlite_messages
-         WHERE queue = :queue AND (state <> 'active' OR waiting <> 0)
+         WHERE queue = :queue AND (state <> 'active' OR waiting <> 0 OR priority > 0)
            AND state <> 'dead_lettered') other";
 
 /// Redrive (6.2, 5.8): each `{id, line, waiting}` of `:items` back to active in

@@ -207,7 +207,7 @@ pub async fn claim<X: SqlExec>(
                 .iter()
                 .map(|r| message(r, 0))
                 .collect::<Result<Vec<_>>>()?;
-            out.sort_by_key(|m| m.seq);
+            out.sort_by_key(decide::claim_order);
             out
         }
         ReceiveMode::ReceiveAndDelete => receive_and_delete(x, now, queue, max).await?,
@@ -292,14 +292,15 @@ async fn receive_and_delete<X: SqlExec>(
             }
         }
     }
-    // The same order as claiming one at a time: always the oldest claimable front.
+    // The same order as claiming one at a time: always the first claimable front in
+    // claim order.
     let limit = usize::try_from(max).unwrap_or(usize::MAX);
     let mut taken: Vec<(Message, Option<String>)> = Vec::new();
     while taken.len() < limit {
         let Some((line, chain)) = chains
             .iter_mut()
             .filter(|(_, c)| !c.is_empty())
-            .min_by_key(|(_, c)| c[0].seq)
+            .min_by_key(|(_, c)| decide::claim_order(&c[0]))
         else {
             break;
         };

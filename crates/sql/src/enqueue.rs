@@ -29,8 +29,8 @@ pub const SHARED_PARAMS: usize = 7;
 
 /// The values of one row of [`INSERT_ROWS`], bound positionally after the shared ones:
 /// line, waiting, body, message_id, group_id, subject, correlation_id, reply_to,
-/// content_type, properties, event.
-pub const ROW_PARAMS: usize = 11;
+/// content_type, properties, event, priority.
+pub const ROW_PARAMS: usize = 12;
 
 /// The largest send fits one INSERT.
 const _: () = assert!(
@@ -50,10 +50,10 @@ pub static INSERT_ROWS: Texts = Texts::new(|| {
             format!(
                 "INSERT INTO mqlite_messages (id, queue, state, line, waiting, enqueued_at,
        visible_at, expires_at, body, message_id, group_id, subject, correlation_id,
-       reply_to, content_type, properties, event)
+       reply_to, content_type, properties, event, priority)
 SELECT ?7 + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
        coalesce(v.column4, X''), v.column5, v.column6, v.column7, v.column8, v.column9,
-       v.column10, v.column11, v.column12
+       v.column10, v.column11, v.column12, v.column13
   FROM (VALUES {}) AS v WHERE v.column1 < ?6",
                 values::rows(SHARED_PARAMS + 1, n, ROW_PARAMS, true)
             )
@@ -66,10 +66,10 @@ SELECT ?7 + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
 /// sequence number `:id` is read as in [`INSERT_ROWS`].
 pub const INSERT_ONE: &str = "INSERT INTO mqlite_messages (id, queue, state, line, waiting,
        enqueued_at, visible_at, expires_at, body, message_id, group_id, subject,
-       correlation_id, reply_to, content_type, properties, event)
+       correlation_id, reply_to, content_type, properties, event, priority)
 VALUES (:id, :queue, :state, :line, :waiting, :now, :visible_at, :expires_at,
        coalesce(:body, X''), :message_id, :group_id, :subject, :correlation_id,
-       :reply_to, :content_type, :properties, :event)";
+       :reply_to, :content_type, :properties, :event, :priority)";
 
 /// The dedup entries of the fresh rows (an expired entry for a key is replaced).
 pub const DEDUP_INSERT: &str = "INSERT OR REPLACE INTO mqlite_dedup
@@ -254,6 +254,7 @@ const ONE_ROW_NAMES: [&str; ROW_PARAMS] = [
     ":content_type",
     ":properties",
     ":event",
+    ":priority",
 ];
 
 /// One row's own values, in [`ROW_PARAMS`]' order; the body is moved, not copied.
@@ -273,6 +274,7 @@ fn row_values(m: &mut OutMessage, line: Option<&str>, waiting: bool) -> [Value; 
         m.event
             .as_ref()
             .map_or(Value::Null, |e| Value::from(encode_event(e))),
+        Value::from(i64::from(m.priority)),
     ]
 }
 

@@ -22,7 +22,8 @@ macro_rules! message_columns {
     () => {
         "id, delivery_count, lock_token, state, enqueued_at, expires_at, visible_at, \
          locked_until, dead_letter_reason, dead_letter_description, body, message_id, \
-         group_id, subject, correlation_id, reply_to, content_type, properties, event"
+         group_id, subject, correlation_id, reply_to, content_type, properties, event, \
+         priority"
     };
 }
 
@@ -52,17 +53,14 @@ macro_rules! fence {
     };
 }
 
-/// The eligible heads of a queue, oldest first, at most `:max` (1.1, 5.1–5.5): active,
-/// visible, unexpired, `waiting = 0` (so the seek of `mqlite_msg_active` never walks a
-/// blocked backlog, 5.6), and — the same rule from the other side — no older member of
-/// its line locked, deferred or parked: one EXISTS per blocking state so that each
-/// matches its own partial index. The locked probe ignores `locked_until`: an expired
-/// but unreaped lease still holds its line (5.4).
-macro_rules! pick_heads {
+/// The rule that makes an active row an eligible head (1.1, 5.1–5.5): visible,
+/// unexpired, and — the rule of `waiting` from the other side — no older member of its
+/// line locked, deferred or parked: one EXISTS per blocking state so that each matches
+/// its own partial index. The locked probe ignores `locked_until`: an expired but
+/// unreaped lease still holds its line (5.4).
+macro_rules! head_rule {
     () => {
-        "SELECT m.id FROM mqlite_messages m
-        WHERE m.queue = :queue AND m.state = 'active' AND m.waiting = 0
-          AND m.visible_at <= :now
+        "m.visible_at <= :now
           AND (m.expires_at = 0 OR m.expires_at > :now)
           AND (m.line IS NULL OR NOT (
                   EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue
@@ -70,8 +68,34 @@ macro_rules! pick_heads {
                OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue
                             AND b.line = m.line AND b.state = 'deferred' AND b.id < m.id)
                OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue
-                            AND b.line = m.line AND b.state = 'scheduled' AND b.id < m.id)))
-        ORDER BY m.id LIMIT :max"
+                            AND b.line = m.line AND b.state = 'scheduled' AND b.id < m.id)))"
+    };
+}
+
+/// The eligible heads of a queue in claim order, at most `:max`: the highest priority
+/// first, oldest first within one (20.1). Active, `waiting = 0` rows only (so the
+/// seeks never walk a blocked backlog, 5.6), from two indexes: the first `:max` of
+/// `mqlite_msg_priority` (priority above 0, highest first) and the first `:max` of
+/// `mqlite_msg_active` (priority 0, oldest first), merged.
+macro_rules! pick_heads {
+    () => {
+        concat!(
+            "SELECT id FROM (
+    SELECT id, priority FROM (SELECT m.id, m.priority FROM mqlite_messages m
+        WHERE m.queue = :queue AND m.state = 'active' AND m.waiting = 0 AND m.priority > 0
+          AND ",
+            head_rule!(),
+            "
+        ORDER BY m.priority DESC, m.id LIMIT :max)
+    UNION ALL
+    SELECT id, priority FROM (SELECT m.id, m.priority FROM mqlite_messages m
+        WHERE m.queue = :queue AND m.state = 'active' AND m.waiting = 0 AND m.priority = 0
+          AND ",
+            head_rule!(),
+            "
+        ORDER BY m.id LIMIT :max))
+ ORDER BY priority DESC, id LIMIT :max"
+        )
     };
 }
 

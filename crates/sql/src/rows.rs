@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use crate::exec::{Row, SqlExec, Value};
 
 /// How many columns [`message`] reads (`message_columns!`).
-pub const MESSAGE_WIDTH: usize = 19;
+pub const MESSAGE_WIDTH: usize = 20;
 
 /// The number of columns of `queue_columns!()`, which [`queue_row`] decodes.
 pub const QUEUE_WIDTH: usize = 13;
@@ -47,6 +47,9 @@ pub fn message(r: &Row, at: usize) -> Result<Message> {
                     .map_err(|e| Error::backend("sql", crate::exec::CorruptRow(e.to_string())))?,
             },
             event,
+            priority: u8::try_from(r.int(at + 19)?).map_err(|_| {
+                Error::backend("sql", crate::exec::CorruptRow("a priority past 255".into()))
+            })?,
         },
     })
 }

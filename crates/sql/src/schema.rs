@@ -3,7 +3,7 @@
 /// The schema guard token stored in `meta`. Open refuses any other (10.2); an
 /// incompatible layout change must change this token, never migrate in place. The
 /// golden test of the SQLite store holds the two together.
-pub const SCHEMA_TOKEN: &str = "mqlite-rs/7";
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/8";
 
 /// The eight STRICT tables and their indexes, in creation order.
 ///
@@ -71,7 +71,8 @@ pub const SCHEMA: &[&str] = &[
     properties              TEXT,
     dead_letter_reason      TEXT,
     dead_letter_description TEXT,
-    event                   TEXT
+    event                   TEXT,
+    priority                INTEGER NOT NULL DEFAULT 0 CHECK (priority BETWEEN 0 AND 9)
 ) STRICT",
     // Sequence numbers never repeat (G1): deleting the largest row records it as the
     // floor the next send starts above (see rows::SELECT_QUEUE_NEXT_SEQ).
@@ -82,12 +83,19 @@ INSERT INTO mqlite_meta(KEY, value) VALUES('seq_floor', old.id) \
 ON CONFLICT(KEY) DO UPDATE SET value = excluded.value \
 WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER);
 END",
-    // The claim seeks this index: only claimable-shaped rows live in it (1.5).
-    "CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) WHERE state = 'active' AND waiting = 0",
+    // The claim seeks this index: only claimable-shaped rows of priority 0 live in it
+    // (1.5).
+    "CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) \
+WHERE state = 'active' AND waiting = 0 AND priority = 0",
     // Every other row. The two together hold each message of a queue by sequence number
     // exactly once (Peek, stats, deleting a queue), and a send of a claimable message
-    // writes one index entry, not two.
-    "CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) WHERE state <> 'active' OR waiting <> 0",
+    // of priority 0 writes one index entry, not two.
+    "CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) \
+WHERE state <> 'active' OR waiting <> 0 OR priority > 0",
+    // The claimable-shaped rows of a priority above 0, highest first (20.1): the claim
+    // seeks it before `mqlite_msg_active`.
+    "CREATE INDEX mqlite_msg_priority ON mqlite_messages(queue, priority DESC, id) \
+WHERE state = 'active' AND waiting = 0 AND priority > 0",
     // One index per blocking state for the head-of-line probes (5.6): rows of a line only.
     "CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE state = 'locked' AND line IS NOT NULL",
     "CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 'deferred' AND line IS NOT NULL",

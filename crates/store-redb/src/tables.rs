@@ -41,7 +41,8 @@ pub(crate) const EXP_ATTEMPT: u8 = 3;
 /// The message indexes. Each maps a key ending in the sequence number to ().
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ix {
-    /// (queue, seq): active and not waiting — the line heads a claim walks (5.6).
+    /// (queue, seq), or (queue, -priority, seq) for a priority above 0: active and not
+    /// waiting — the line heads a claim walks (5.6), highest priority first (20.1).
     Ready = 0,
     /// (queue, seq): every message of a queue (peek, delete).
     Queue,
@@ -95,7 +96,14 @@ pub(crate) fn entries(seq: i64, r: &MessageRow) -> Vec<(Ix, Vec<u8>)> {
         (Ix::State, q().b(state_code(st)).i(seq).0),
     ];
     if st == MessageState::Active && !r.waiting {
-        out.push((Ix::Ready, q().i(seq).0));
+        // A priority above 0 leads with its negation, which orders before every
+        // sequence number (20.1): the claim's walk meets the highest priority first.
+        // Priority 0 keeps the key it always had.
+        let key = match r.m.content.priority {
+            0 => q().i(seq),
+            p => q().i(-i64::from(p)).i(seq),
+        };
+        out.push((Ix::Ready, key.0));
     }
     if let (Some(line), true) = (&r.line, r.in_play()) {
         out.push((Ix::Line, q().s(line).i(seq).0));

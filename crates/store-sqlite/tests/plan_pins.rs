@@ -149,7 +149,9 @@ async fn scan_detector_sees_a_full_scan() {
 
 /// The claim's plan, pinned per ordering mode: a queue of each mode holds a blocked
 /// backlog of 2,000 messages behind a locked head, `ANALYZE` gives the planner real
-/// statistics, and the claim still seeks `mqlite_msg_active` and one line index per probe.
+/// statistics, and the claim still seeks `mqlite_msg_priority` and `mqlite_msg_active`
+/// (its two arms: priorities above 0, then priority 0) and one line index per probe;
+/// the merge sorts at most twice `:max` rows.
 /// (One claim text serves every mode: the mode is written into each row's `line` at
 /// enqueue, so there is no mode-dependent branch to plan differently.)
 #[tokio::test]
@@ -194,22 +196,28 @@ async fn claim_plan_holds_for_every_ordering_mode_with_statistics() {
         assert_no_scan(&format!("CLAIM on {mode}"), &plan);
         let candidate: Vec<&String> = plan.iter().filter(|l| l.starts_with("SEARCH m ")).collect();
         assert!(
-            candidate.len() == 1 && uses_index(candidate[0], "mqlite_msg_active"),
-            "CLAIM on {mode} does not seek mqlite_msg_active; plan:\n{}",
+            candidate.len() == 2
+                && uses_index(candidate[0], "mqlite_msg_priority")
+                && uses_index(candidate[1], "mqlite_msg_active"),
+            "CLAIM on {mode} does not seek mqlite_msg_priority, then mqlite_msg_active; \
+             plan:\n{}",
             render(&plan)
         );
         let probes: Vec<&String> = plan.iter().filter(|l| l.starts_with("SEARCH b ")).collect();
-        for (probe, index) in probes.iter().zip([
-            "mqlite_msg_line_locked",
-            "mqlite_msg_line_deferred",
-            "mqlite_msg_line_scheduled",
-        ]) {
+        for (probe, index) in probes.iter().zip(
+            [
+                "mqlite_msg_line_locked",
+                "mqlite_msg_line_deferred",
+                "mqlite_msg_line_scheduled",
+            ]
+            .repeat(2),
+        ) {
             assert!(
                 uses_index(probe, index),
                 "CLAIM on {mode}: probe {probe:?} should use {index}"
             );
         }
-        assert_eq!(probes.len(), 3, "CLAIM on {mode}; plan:\n{}", render(&plan));
+        assert_eq!(probes.len(), 6, "CLAIM on {mode}; plan:\n{}", render(&plan));
         mq.close().await;
     }
 }

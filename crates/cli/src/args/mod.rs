@@ -362,6 +362,9 @@ pub(crate) struct MessageArgs {
     /// Correlates a reply with its request.
     #[arg(long, value_name = "ID")]
     pub(crate) correlation_id: Option<String>,
+    /// Priority 0 ..= 9: on a standard queue a higher one is received first.
+    #[arg(long, value_name = "0-9", value_parser = clap::value_parser!(i64).range(0..=9))]
+    pub(crate) priority: Option<i64>,
     /// Time to live, ms.
     #[arg(long, value_name = "MS", conflicts_with = "ttl")]
     pub(crate) ttl_ms: Option<i64>,

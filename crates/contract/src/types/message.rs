@@ -37,6 +37,11 @@ pub struct OutMessage {
     /// The event's CloudEvents identity, when it carries one: then `(source, id)` is its
     /// dedup key and `message_id` is derived from it (17.1, 4.1).
     pub event: Option<crate::event::EventIdentity>,
+    /// Its priority, 0 (the default) ..= [`crate::limits::MAX_PRIORITY`]: on a standard
+    /// queue a higher priority is handed out first, in sequence order within one
+    /// priority; inside an ordering line (a group, a strict_fifo queue) sequence order
+    /// rules and the line's head competes with its own priority (promise 20).
+    pub priority: u8,
 }
 
 impl OutMessage {
@@ -78,6 +83,12 @@ impl OutMessage {
     /// Gives the message an event identity (see [`crate::event`]).
     pub fn with_event(mut self, event: crate::event::EventIdentity) -> Self {
         self.event = Some(event);
+        self
+    }
+
+    /// Sets the priority (0 ..= 9; higher is handed out first on a standard queue).
+    pub fn with_priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
         self
     }
 

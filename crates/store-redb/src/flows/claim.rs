@@ -159,7 +159,7 @@ fn receive_and_delete(
         let Some((_, chain)) = chains
             .iter_mut()
             .filter(|(_, c)| !c.is_empty())
-            .min_by_key(|(_, c)| c[0].m.seq)
+            .min_by_key(|(_, c)| decide::claim_order(&c[0].m))
         else {
             break;
         };

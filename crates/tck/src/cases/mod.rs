@@ -21,6 +21,7 @@ pub mod lifecycle;
 pub mod model;
 pub mod ordering;
 pub mod outbox;
+pub mod priority;
 pub mod recovery;
 pub mod retention;
 pub mod scheduling;
@@ -150,6 +151,10 @@ register! {
     status::p19_2_paused_receives_get_nothing_until_resume,
     status::p19_3_leases_held_across_a_pause_settle,
     status::p19_4_status_survives_restart_and_fits_the_kind [Reopen],
+    priority::p20_1_higher_priority_first_oldest_within,
+    priority::p20_2_a_line_keeps_sequence_order,
+    priority::p20_3_priority_travels_and_is_bounded,
+    priority::p20_4_claim_work_is_flat_across_priorities [WorkCounter],
 }
 
 /// A queue configuration with this lock duration and delivery bound.

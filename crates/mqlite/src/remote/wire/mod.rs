@@ -59,6 +59,10 @@ pub struct WireMessage {
     /// Application properties.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub properties: BTreeMap<String, String>,
+    /// Priority 0 ..= 9, higher handed out first on a standard queue (mqlite
+    /// extension; absent: 0).
+    #[serde(skip_serializing_if = "zero")]
+    pub priority: i64,
     /// Sequence number (out).
     #[serde(skip_serializing_if = "zero")]
     pub seq_number: i64,
@@ -164,7 +168,18 @@ impl WireMessage {
     /// The message to send.
     pub fn into_out(mut self) -> Result<OutMessage> {
         let event = wire_event(&mut self)?;
+        let priority = u8::try_from(self.priority)
+            .ok()
+            .filter(|p| *p <= mqlite_contract::limits::MAX_PRIORITY)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "priority {} is out of range: 0 ..= {}",
+                    self.priority,
+                    mqlite_contract::limits::MAX_PRIORITY
+                ))
+            })?;
         Ok(OutMessage {
+            priority,
             event,
             body: self.decoded_body()?,
             message_id: some(self.message_id),
@@ -194,6 +209,7 @@ impl WireMessage {
             reply_to: c.reply_to.unwrap_or_default(),
             content_type: c.content_type.unwrap_or_default(),
             properties: c.properties,
+            priority: i64::from(c.priority),
             ..Default::default()
         }
     }

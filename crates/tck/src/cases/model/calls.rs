@@ -17,7 +17,7 @@ impl<F: Access> Run<'_, F> {
         let messages: Vec<OutMessage> = specs
             .iter()
             .map(|s| {
-                let mut m = OutMessage::new(vec![b'a' + s.body]);
+                let mut m = OutMessage::new(vec![b'a' + s.body]).with_priority(s.priority);
                 if let Some(id) = s.id {
                     m = m.with_id(format!("m{id}"));
                 }
@@ -143,6 +143,7 @@ impl<F: Access> Run<'_, F> {
                             body: m.body,
                             message_id: m.message_id,
                             group: m.group_id,
+                            priority: m.priority,
                             line,
                             enqueued_at: now,
                             visible_at,

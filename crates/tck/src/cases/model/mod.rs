@@ -13,6 +13,7 @@
 //! stale, forged and wrong-queue tokens, renew, complete_batch and renew_batch mixing good
 //! and forged items, receive_deferred, cancel, redrive (same queue and another, with max and
 //! age), purge, peek with filters, update_queue (ordering mode changes only while idle),
+//! priorities (0, 4 and 9: claims take the highest first, sequence order inside a line),
 //! pause and resume (each status: a paused send is refused whole, a paused receive and
 //! receive_deferred answer nothing, held leases settle as ever),
 //! clock moves across lease, TTL, dedup and receipt deadlines (equality included), sweeps
@@ -118,6 +119,7 @@ fn pinned() -> Vec<(&'static str, Vec<CfgSpec>, Vec<Op>)> {
             id: None,
             body: 0,
             group,
+            priority: 0,
         }],
         sched,
         ttl,

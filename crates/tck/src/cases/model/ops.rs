@@ -51,6 +51,7 @@ pub(super) struct SendSpec {
     pub(super) id: Option<u8>,
     pub(super) body: u8,
     pub(super) group: Option<u8>,
+    pub(super) priority: u8,
 }
 
 /// A settlement verb.
@@ -186,8 +187,14 @@ pub(super) fn send_spec() -> impl Strategy<Value = SendSpec> {
         proptest::option::of(0u8..4),
         0u8..3,
         proptest::option::weighted(0.75, 0u8..3),
+        prop_oneof![3 => Just(0u8), 1 => Just(4u8), 1 => Just(9u8)],
     )
-        .prop_map(|(id, body, group)| SendSpec { id, body, group })
+        .prop_map(|(id, body, group, priority)| SendSpec {
+            id,
+            body,
+            group,
+            priority,
+        })
 }
 
 pub(super) fn op() -> impl Strategy<Value = Op> {

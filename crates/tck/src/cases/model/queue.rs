@@ -31,6 +31,7 @@ pub(super) struct Msg {
     pub(super) body: Vec<u8>,
     pub(super) message_id: Option<String>,
     pub(super) group: Option<String>,
+    pub(super) priority: u8,
     pub(super) line: Option<String>,
     pub(super) enqueued_at: i64,
     pub(super) visible_at: i64,
@@ -58,6 +59,7 @@ pub(super) struct View {
     pub(super) body: Vec<u8>,
     pub(super) message_id: Option<String>,
     pub(super) group: Option<String>,
+    pub(super) priority: u8,
 }
 
 impl View {
@@ -76,6 +78,7 @@ impl View {
             body: m.content.body.clone(),
             message_id: m.content.message_id.clone(),
             group: m.content.group_id.clone(),
+            priority: m.content.priority,
         };
         if let Some(e) = like {
             if e.state.is_none() {
@@ -118,6 +121,7 @@ impl Msg {
             body: self.body.clone(),
             message_id: self.message_id.clone(),
             group: self.group.clone(),
+            priority: self.priority,
         }
     }
 
@@ -238,10 +242,12 @@ impl MQueue {
     pub(super) fn claim(&mut self, now: i64, n: u32, delete: bool) -> Vec<View> {
         let mut out = Vec::new();
         for _ in 0..n {
+            // Claim order (20.1): the highest priority first, then the oldest.
             let Some(seq) = self
                 .msgs
                 .iter()
-                .find(|(s, m)| self.claimable(**s, m, now))
+                .filter(|(s, m)| self.claimable(**s, m, now))
+                .min_by_key(|(s, m)| (std::cmp::Reverse(m.priority), **s))
                 .map(|(s, _)| *s)
             else {
                 break;
