@@ -3,7 +3,8 @@
 //! message without walking those N rows.
 //!
 //! Every registered store runs it (`mqlite-testbed`), through the typed engine:
-//! `cargo bench -p mqlite-benches --bench claim_backlog`
+//! `cargo bench -p mqlite-benches --bench claim_backlog` (one group:
+//! `-- claim_with_priorities`)
 
 use std::time::{Duration, Instant};
 
@@ -217,10 +218,71 @@ fn claim_at_backlog_on<A: Access>(c: &mut Criterion, store: &str, access: &A) {
     group.finish();
 }
 
+/// Claim latency with priorities (promise 20.4): a backlog of 1,000 and of 100,000
+/// messages spread over priorities 0 ..= 9, beside the same backlogs all of priority 0,
+/// in one run; each claim takes the oldest of the highest priority, and the refill keeps
+/// the spread. On the local stores (a remote one pays round trips, not seeks).
+fn claim_with_priorities(c: &mut Criterion) {
+    mqlite_testbed::with_each_available_store!(name, factory => if name != "libsql" {
+        claim_with_priorities_on(c, name, &Typed(factory))
+    });
+}
+
+fn claim_with_priorities_on<A: Access>(c: &mut Criterion, store: &str, access: &A) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let mut group = c.benchmark_group(format!("claim_with_priorities/{store}"));
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(3));
+    for (scenario, spread) in [("priorities_0_to_9", 10u8), ("priority_0", 1)] {
+        for backlog in [1_000usize, 100_000] {
+            let priority = move |i: usize| (i % usize::from(spread)) as u8;
+            let (dir, engine) = rt.block_on(async {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let store = access
+                    .open(dir.path(), SystemClock::shared())
+                    .await
+                    .expect("open");
+                let engine =
+                    mqlite_benches::engine_with_queue(store, Q, QueueConfig::default()).await;
+                for start in (0..backlog).step_by(1000) {
+                    let batch = (start..(start + 1000).min(backlog))
+                        .map(|i| OutMessage::new(format!("m{i}")).with_priority(priority(i)))
+                        .collect();
+                    engine.send_batch(Q, batch).await.expect("backlog");
+                }
+                (dir, engine)
+            });
+            group.bench_with_input(BenchmarkId::new(scenario, backlog), &backlog, |b, _| {
+                b.iter_custom(|iters| {
+                    rt.block_on(async {
+                        let mut spent = Duration::ZERO;
+                        for i in 0..iters {
+                            let start = Instant::now();
+                            let m = engine.receive_one(Q).await.expect("claim");
+                            spent += start.elapsed();
+                            let m = m.expect("a message");
+                            engine.complete(Q, &m).await.expect("complete");
+                            // One in for each one out, of the priority that left.
+                            let again =
+                                OutMessage::new(format!("r{i}")).with_priority(m.content.priority);
+                            engine.send(Q, again).await.expect("refill");
+                        }
+                        spent
+                    })
+                })
+            });
+            rt.block_on(engine.close());
+            drop(dir);
+        }
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     claim_behind_backlog,
     complete_head_of_deep_line,
-    claim_at_backlog
+    claim_at_backlog,
+    claim_with_priorities
 );
 criterion_main!(benches);
