@@ -177,45 +177,57 @@ fn claim_at_backlog_on<A: Access>(c: &mut Criterion, store: &str, access: &A) {
     group.sample_size(20);
     group.measurement_time(Duration::from_secs(3));
     for backlog in sizes {
-        let (dir, engine) = rt.block_on(async {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let store = access
-                .open(dir.path(), SystemClock::shared())
-                .await
-                .expect("open");
-            let engine = mqlite_benches::engine_with_queue(store, Q, QueueConfig::default()).await;
-            for start in (0..backlog).step_by(1000) {
-                let batch = (start..(start + 1000).min(backlog))
-                    .map(|i| OutMessage::new(format!("m{i}")))
-                    .collect();
-                engine.send_batch(Q, batch).await.expect("backlog");
-            }
-            (dir, engine)
-        });
-        group.bench_with_input(BenchmarkId::from_parameter(backlog), &backlog, |b, _| {
-            b.iter_custom(|iters| {
-                rt.block_on(async {
-                    let mut spent = Duration::ZERO;
-                    for i in 0..iters {
-                        let start = Instant::now();
-                        let m = engine.receive_one(Q).await.expect("claim");
-                        spent += start.elapsed();
-                        let m = m.expect("a message");
-                        engine.complete(Q, &m).await.expect("complete");
-                        // Keep the backlog at its size: one in for each one out.
-                        engine
-                            .send(Q, OutMessage::new(format!("r{i}")))
-                            .await
-                            .expect("refill");
-                    }
-                    spent
-                })
-            })
-        });
-        rt.block_on(engine.close());
-        drop(dir);
+        let id = BenchmarkId::from_parameter(backlog);
+        claim_loop(&mut group, &rt, access, id, backlog, |_| 0);
     }
     group.finish();
+}
+
+/// Fills a queue with `backlog` messages of `priority(i)`, then times claims of one
+/// (each completed and replaced by one of the priority that left, so the backlog keeps
+/// its size and spread).
+fn claim_loop<A: Access>(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    rt: &tokio::runtime::Runtime,
+    access: &A,
+    id: BenchmarkId,
+    backlog: usize,
+    priority: impl Fn(usize) -> u8,
+) {
+    let (dir, engine) = rt.block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = access
+            .open(dir.path(), SystemClock::shared())
+            .await
+            .expect("open");
+        let engine = mqlite_benches::engine_with_queue(store, Q, QueueConfig::default()).await;
+        for start in (0..backlog).step_by(1000) {
+            let batch = (start..(start + 1000).min(backlog))
+                .map(|i| OutMessage::new(format!("m{i}")).with_priority(priority(i)))
+                .collect();
+            engine.send_batch(Q, batch).await.expect("backlog");
+        }
+        (dir, engine)
+    });
+    group.bench_with_input(id, &backlog, |b, _| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let mut spent = Duration::ZERO;
+                for i in 0..iters {
+                    let start = Instant::now();
+                    let m = engine.receive_one(Q).await.expect("claim");
+                    spent += start.elapsed();
+                    let m = m.expect("a message");
+                    engine.complete(Q, &m).await.expect("complete");
+                    let again = OutMessage::new(format!("r{i}")).with_priority(m.content.priority);
+                    engine.send(Q, again).await.expect("refill");
+                }
+                spent
+            })
+        })
+    });
+    rt.block_on(engine.close());
+    drop(dir);
 }
 
 /// Claim latency with priorities (promise 20.4): a backlog of 1,000 and of 100,000
@@ -233,46 +245,10 @@ fn claim_with_priorities_on<A: Access>(c: &mut Criterion, store: &str, access: &
     let mut group = c.benchmark_group(format!("claim_with_priorities/{store}"));
     group.sample_size(20);
     group.measurement_time(Duration::from_secs(3));
-    for (scenario, spread) in [("priorities_0_to_9", 10u8), ("priority_0", 1)] {
+    for (scenario, spread) in [("priorities_0_to_9", 10usize), ("priority_0", 1)] {
         for backlog in [1_000usize, 100_000] {
-            let priority = move |i: usize| (i % usize::from(spread)) as u8;
-            let (dir, engine) = rt.block_on(async {
-                let dir = tempfile::tempdir().expect("tempdir");
-                let store = access
-                    .open(dir.path(), SystemClock::shared())
-                    .await
-                    .expect("open");
-                let engine =
-                    mqlite_benches::engine_with_queue(store, Q, QueueConfig::default()).await;
-                for start in (0..backlog).step_by(1000) {
-                    let batch = (start..(start + 1000).min(backlog))
-                        .map(|i| OutMessage::new(format!("m{i}")).with_priority(priority(i)))
-                        .collect();
-                    engine.send_batch(Q, batch).await.expect("backlog");
-                }
-                (dir, engine)
-            });
-            group.bench_with_input(BenchmarkId::new(scenario, backlog), &backlog, |b, _| {
-                b.iter_custom(|iters| {
-                    rt.block_on(async {
-                        let mut spent = Duration::ZERO;
-                        for i in 0..iters {
-                            let start = Instant::now();
-                            let m = engine.receive_one(Q).await.expect("claim");
-                            spent += start.elapsed();
-                            let m = m.expect("a message");
-                            engine.complete(Q, &m).await.expect("complete");
-                            // One in for each one out, of the priority that left.
-                            let again =
-                                OutMessage::new(format!("r{i}")).with_priority(m.content.priority);
-                            engine.send(Q, again).await.expect("refill");
-                        }
-                        spent
-                    })
-                })
-            });
-            rt.block_on(engine.close());
-            drop(dir);
+            let id = BenchmarkId::new(scenario, backlog);
+            claim_loop(&mut group, &rt, access, id, backlog, |i| (i % spread) as u8);
         }
     }
     group.finish();

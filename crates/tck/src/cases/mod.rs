@@ -157,6 +157,19 @@ register! {
     priority::p20_4_claim_work_is_flat_across_priorities [WorkCounter],
 }
 
+/// The work pins' rule: a claim visits something, and the claim over the larger
+/// backlog (`visits[1]`) at most a tenth more than over the smaller one (`visits[0]`).
+pub fn assert_flat(visits: &[u64], backlogs: &str) {
+    assert!(
+        visits[0] > 0,
+        "a claim that visits nothing: the counter reads nothing"
+    );
+    assert!(
+        visits[1] <= visits[0] + visits[0] / 10,
+        "claim work grew with the backlog: {visits:?} (visits {backlogs})"
+    );
+}
+
 /// A queue configuration with this lock duration and delivery bound.
 pub fn config(lock_ms: i64, max_delivery: i64) -> QueueConfig {
     QueueConfig {
