@@ -29,6 +29,7 @@ pub mod settlement;
 pub mod status;
 pub mod storage;
 pub mod topics;
+pub mod worker;
 
 macro_rules! register {
     ($( $module:ident :: $case:ident $([$($cap:ident),*])? ),* $(,)?) => {
@@ -147,6 +148,8 @@ register! {
     inbox::p17_2_each_consumer_applies_once,
     inbox::p17_3_marker_commits_with_the_effect,
     inbox::p17_4_same_identity_other_payload_is_conflict,
+    worker::p18_1_a_hung_handler_is_dropped_at_its_maximum_runtime,
+    worker::p18_1_only_a_handler_showing_progress_keeps_its_lease,
     status::p19_1_paused_sends_are_refused_and_store_nothing,
     status::p19_2_paused_receives_get_nothing_until_resume,
     status::p19_3_leases_held_across_a_pause_settle,
