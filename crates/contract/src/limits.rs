@@ -25,6 +25,21 @@ pub const MAX_NAME_BYTES: usize = 256;
 /// The highest message priority (promise 20.1): priorities run 0 (the default) ..= 9,
 /// and a higher one is handed out first.
 pub const MAX_PRIORITY: u8 = 9;
+/// A message priority given as `value`, checked against `0 ..= MAX_PRIORITY`
+/// (`InvalidArgument` outside it): the one check of every send path (the engine, the
+/// stores' enqueue, the wire).
+pub fn priority(value: i64) -> crate::error::Result<u8> {
+    u8::try_from(value)
+        .ok()
+        .filter(|p| *p <= MAX_PRIORITY)
+        .ok_or_else(|| {
+            crate::error::Error::invalid(format!(
+                "priority {value} is out of range: 0 ..= {MAX_PRIORITY} (higher is handed out \
+                 first)"
+            ))
+        })
+}
+
 /// Largest number of messages in one send.
 pub const MAX_SEND_BATCH: usize = 1000;
 /// Largest page of access keys one list returns.

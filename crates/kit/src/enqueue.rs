@@ -59,15 +59,8 @@ pub fn require_groups(
             status: config.status,
         });
     }
-    if let Some(m) = messages
-        .iter()
-        .find(|m| m.priority > mqlite_contract::limits::MAX_PRIORITY)
-    {
-        return Err(mqlite_contract::Error::invalid(format!(
-            "priority {} is out of range: 0 ..= {}",
-            m.priority,
-            mqlite_contract::limits::MAX_PRIORITY
-        )));
+    for m in messages {
+        mqlite_contract::limits::priority(i64::from(m.priority))?;
     }
     if config.ordering_mode == OrderingMode::GroupFifo
         && messages

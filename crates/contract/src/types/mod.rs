@@ -198,16 +198,6 @@ impl QueueStatus {
     pub fn hands_out(self) -> bool {
         matches!(self, QueueStatus::Active | QueueStatus::SendDisabled)
     }
-
-    /// The status with sends and receives each turned on or off.
-    pub fn of(sends: bool, receives: bool) -> Self {
-        match (sends, receives) {
-            (true, true) => QueueStatus::Active,
-            (false, true) => QueueStatus::SendDisabled,
-            (true, false) => QueueStatus::ReceiveDisabled,
-            (false, false) => QueueStatus::Disabled,
-        }
-    }
 }
 
 /// Whole milliseconds of a duration, saturating at `i64::MAX`: the unit stores record.

@@ -105,13 +105,7 @@ pub(super) fn validate_send(
                 validate_text(field, v)?;
             }
         }
-        if m.priority > mqlite_contract::limits::MAX_PRIORITY {
-            return Err(Error::invalid(format!(
-                "priority {} is out of range: 0 ..= {} (higher is handed out first)",
-                m.priority,
-                mqlite_contract::limits::MAX_PRIORITY
-            )));
-        }
+        mqlite_contract::limits::priority(i64::from(m.priority))?;
         if m.properties.len() > 64 {
             return Err(Error::invalid("at most 64 properties per message"));
         }

@@ -168,16 +168,7 @@ impl WireMessage {
     /// The message to send.
     pub fn into_out(mut self) -> Result<OutMessage> {
         let event = wire_event(&mut self)?;
-        let priority = u8::try_from(self.priority)
-            .ok()
-            .filter(|p| *p <= mqlite_contract::limits::MAX_PRIORITY)
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "priority {} is out of range: 0 ..= {}",
-                    self.priority,
-                    mqlite_contract::limits::MAX_PRIORITY
-                ))
-            })?;
+        let priority = mqlite_contract::limits::priority(self.priority)?;
         Ok(OutMessage {
             priority,
             event,
