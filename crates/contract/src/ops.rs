@@ -6,8 +6,8 @@
 use crate::topics::{Route, Subscription};
 use crate::types::{
     BatchResult, ClaimSpec, EnqueueSlot, LockRef, Message, OutMessage, PeekOptions, PurgeOptions,
-    QueueConfig, QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, SendOptions,
-    SeqNumber, Settlement,
+    QueueConfig, QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, Schedule,
+    ScheduleFire, ScheduleSpec, SendOptions, SeqNumber, Settlement,
 };
 use crate::{access::AccessKey, error::Result};
 
@@ -151,6 +151,35 @@ crate::dyn_store::concerns! {
         /// - Retention: oldest dead letters beyond the resolved bounds are dropped (8.1–8.3).
         /// - Janitor: expired receipts, attempts and dedup entries are deleted (3.2).
         fn recover(&self, task: RecoverTask) -> Result<u64>;
+
+        /// Creates a recurring schedule, or replaces the definition of the one of that
+        /// name (21.1), with its next tick at `next_at_ms`; returns it as stored.
+        ///
+        /// # Behavior
+        /// - The queue must exist and hold messages (`NotFound`; a topic is
+        ///   `InvalidArgument`).
+        /// - A replaced schedule keeps its creation time and fire count and gets a new
+        ///   revision, so a fire planned from the old definition changes nothing.
+        fn put_schedule(&self, spec: ScheduleSpec, next_at_ms: i64) -> Result<Schedule>;
+
+        /// Every schedule, by name.
+        fn list_schedules(&self) -> Result<Vec<Schedule>>;
+
+        /// Deletes a schedule; false if there was none. Deleting a queue deletes its
+        /// schedules.
+        fn delete_schedule(&self, name: String) -> Result<bool>;
+
+        /// Applies one planned fire in one transaction (21.2): moves the schedule from
+        /// `due_at_ms` to `next_at_ms` and enqueues its message, or does nothing.
+        ///
+        /// # Behavior
+        /// - Only a schedule still at `revision` and `due_at_ms` moves; otherwise (another
+        ///   process fired the tick, the schedule was changed or deleted) nothing changes
+        ///   and the answer is false.
+        /// - The message is enqueued as [`MessageOps::enqueue`] in the same transaction:
+        ///   an enqueue that fails (a paused queue, a queue deleted) fails the call and the
+        ///   schedule stays where it was.
+        fn fire_schedule(&self, fire: ScheduleFire) -> Result<bool>;
     }
 
     /// Access keys (9.3): stored by digest, listed, revoked, looked up.

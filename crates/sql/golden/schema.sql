@@ -1,6 +1,6 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
--- schema token: mqlite-rs/8
+-- schema token: mqlite-rs/9
 
 -- index mqlite_attempt_expiry
 CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at);
@@ -183,6 +183,22 @@ CREATE TABLE mqlite_relay (
     created_at   INTEGER NOT NULL,
     published_at INTEGER NOT NULL DEFAULT 0,
     refused_at   INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+-- table mqlite_schedules
+CREATE TABLE mqlite_schedules (
+    name       TEXT PRIMARY KEY,
+    queue      TEXT NOT NULL,
+    every_ms   INTEGER NOT NULL DEFAULT 0,
+    cron       TEXT,
+    tz         TEXT,
+    missed     TEXT NOT NULL DEFAULT 'fire_once' CHECK (missed IN ('fire_once','skip')),
+    message    BLOB NOT NULL,
+    next_at    INTEGER NOT NULL,
+    revision   INTEGER NOT NULL,
+    fired      INTEGER NOT NULL DEFAULT 0,
+    last_tick  INTEGER,
+    created_at INTEGER NOT NULL
 ) STRICT;
 
 -- table mqlite_subscriptions

@@ -59,6 +59,7 @@ pub const DELETE_QUEUE: &[&str] = &[
     "DELETE FROM mqlite_receipts WHERE queue = :name",
     "DELETE FROM mqlite_attempts WHERE queue = :name",
     "DELETE FROM mqlite_subscriptions WHERE name = :name OR topic = :name",
+    "DELETE FROM mqlite_schedules WHERE queue = :name",
     "DELETE FROM mqlite_queues WHERE name = :name",
 ];
 

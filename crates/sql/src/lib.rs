@@ -109,6 +109,7 @@ pub mod layouts;
 pub mod line;
 pub mod plan;
 pub mod rows;
+pub mod schedules;
 pub mod schema;
 pub mod settle;
 pub mod side_tables;

@@ -3,9 +3,9 @@
 /// The schema guard token stored in `meta`. Open refuses any other (10.2); an
 /// incompatible layout change must change this token, never migrate in place. The
 /// golden test of the SQLite store holds the two together.
-pub const SCHEMA_TOKEN: &str = "mqlite-rs/8";
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/9";
 
-/// The eight STRICT tables and their indexes, in creation order.
+/// The nine STRICT tables and their indexes, in creation order.
 ///
 /// `mqlite_messages.line` is a message's ordering line (see the line rule in
 /// `mqlite_contract::store`): its group id on standard and group_fifo queues, `''`
@@ -138,6 +138,23 @@ WHERE state = 'active' AND waiting = 0 AND priority > 0",
     PRIMARY KEY (queue, attempt_id)
 ) STRICT, WITHOUT ROWID",
     "CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at)",
+    // Recurring schedules (21): `every_ms` for an interval, `cron` and `tz` for a cron
+    // expression; `message` in the store kit's message codec; `next_at` is the guard a
+    // fire moves on from.
+    "CREATE TABLE mqlite_schedules (
+    name       TEXT PRIMARY KEY,
+    queue      TEXT NOT NULL,
+    every_ms   INTEGER NOT NULL DEFAULT 0,
+    cron       TEXT,
+    tz         TEXT,
+    missed     TEXT NOT NULL DEFAULT 'fire_once' CHECK (missed IN ('fire_once','skip')),
+    message    BLOB NOT NULL,
+    next_at    INTEGER NOT NULL,
+    revision   INTEGER NOT NULL,
+    fired      INTEGER NOT NULL DEFAULT 0,
+    last_tick  INTEGER,
+    created_at INTEGER NOT NULL
+) STRICT",
     "CREATE TABLE mqlite_access_keys (
     id          TEXT PRIMARY KEY,
     name        TEXT NOT NULL,

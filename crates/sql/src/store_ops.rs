@@ -125,6 +125,26 @@ macro_rules! store_ops {
             fn recover(&self, task: $crate::core::RecoverTask) -> impl ::std::future::Future<Output = $crate::core::Result<u64>> + Send {
                 self.sql_tx_sized($crate::LONG, async move |x, now| $crate::sweeps::recover(x, now, task).await)
             }
+
+            fn put_schedule(
+                &self,
+                spec: $crate::core::ScheduleSpec,
+                next_at_ms: i64,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<$crate::core::Schedule>> + Send {
+                self.sql_tx_sized(1, async move |x, now| $crate::schedules::put_schedule(x, now, &spec, next_at_ms).await)
+            }
+
+            fn list_schedules(&self) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Schedule>>> + Send {
+                self.sql_tx_sized($crate::LONG, async move |x, _| $crate::schedules::list_schedules(x).await)
+            }
+
+            fn delete_schedule(&self, name: String) -> impl ::std::future::Future<Output = $crate::core::Result<bool>> + Send {
+                self.sql_tx_sized(1, async move |x, _| $crate::schedules::delete_schedule(x, &name).await)
+            }
+
+            fn fire_schedule(&self, fire: $crate::core::ScheduleFire) -> impl ::std::future::Future<Output = $crate::core::Result<bool>> + Send {
+                self.sql_tx_growing(1, async move |x, now| $crate::schedules::fire_schedule(x, now, fire).await)
+            }
         }
 
         impl $crate::core::KeyOps for $store {

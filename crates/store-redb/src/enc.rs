@@ -2,10 +2,10 @@
 //! binary values of rows (a message row reuses the store kit's codec for the message).
 
 use mqlite_contract::{
-    AccessKey, Error, Message, MessageState, OrderingMode, QueueConfig, QueueKind, QueueStatus,
-    Result, types::from_millis,
+    AccessKey, Error, Message, MessageState, Missed, OrderingMode, QueueConfig, QueueKind,
+    QueueStatus, Recurrence, Result, Schedule, ScheduleSpec, millis, types::from_millis,
 };
-use mqlite_kit::codec::{decode_messages, encode_messages};
+use mqlite_kit::codec::{decode_messages, decode_out, encode_messages, encode_out};
 
 /// A composite key whose byte order is the order of its components: a string is its
 /// bytes with 0x00 escaped as 0x00 0xFF and a 0x00 0x01 terminator; an integer is
@@ -312,6 +312,57 @@ pub(crate) fn decode_key(id: &str, buf: &[u8]) -> Result<AccessKey> {
         created_at_ms: r.i()?,
         expires_at_ms: r.i()?,
         revoked_at_ms: r.i()?,
+    })
+}
+
+/// A schedule's value: everything but its name (the key). `last_tick` is `i64::MIN`
+/// while none fired.
+pub(crate) fn encode_schedule(s: &Schedule) -> Vec<u8> {
+    let (every_ms, cron, tz) = match &s.spec.every {
+        Recurrence::Every(d) => (millis(*d), None, None),
+        Recurrence::Cron { expr, tz } => (0, Some(expr.as_str()), Some(tz.as_str())),
+    };
+    let mut w = Encoder::default();
+    w.s(&s.spec.queue)
+        .i(every_ms)
+        .opt(cron)
+        .opt(tz)
+        .s(s.spec.missed.as_str())
+        .bytes(&encode_out(&s.spec.message))
+        .i(s.next_at_ms)
+        .i(s.revision)
+        .i(i64::try_from(s.fired).unwrap_or(i64::MAX))
+        .i(s.last_tick_ms.unwrap_or(i64::MIN))
+        .i(s.created_at_ms);
+    w.0
+}
+
+pub(crate) fn decode_schedule(name: &str, buf: &[u8]) -> Result<Schedule> {
+    let mut r = Decoder(buf);
+    let queue = r.s()?;
+    let every_ms = r.i()?;
+    let every = match (r.opt()?, r.opt()?) {
+        (Some(expr), tz) => Recurrence::Cron {
+            expr,
+            tz: tz.unwrap_or_else(|| "UTC".to_owned()),
+        },
+        (None, _) => Recurrence::Every(from_millis(every_ms)),
+    };
+    let missed = r.s()?.parse::<Missed>()?;
+    let message = decode_out(&r.bytes()?).ok_or_else(|| corrupt("a schedule's message"))?;
+    Ok(Schedule {
+        spec: ScheduleSpec {
+            name: name.to_owned(),
+            queue,
+            every,
+            message,
+            missed,
+        },
+        next_at_ms: r.i()?,
+        revision: r.i()?,
+        fired: u64::try_from(r.i()?).map_err(|_| corrupt("a schedule's fire count"))?,
+        last_tick_ms: Some(r.i()?).filter(|t| *t != i64::MIN),
+        created_at_ms: r.i()?,
     })
 }
 

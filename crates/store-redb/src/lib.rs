@@ -30,7 +30,8 @@ use std::sync::Arc;
 use mqlite_contract::{
     AccessKey, AdminOps, BatchResult, ClaimSpec, EnqueueSlot, Error, KeyOps, LockRef, Message,
     MessageOps, OutMessage, OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig,
-    QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, Result, Route, SendOptions,
+    QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, Result, Route, Schedule,
+    ScheduleFire, ScheduleSpec, SendOptions,
     SeqNumber, Settlement, SharedClock, Store, StoreKind, StoreStatus, Subscription, SystemClock,
     TopicOps, WorkStats,
 };
@@ -379,6 +380,26 @@ impl AdminOps for RedbStore {
 
     fn recover(&self, task: RecoverTask) -> impl Future<Output = Result<u64>> + Send {
         self.tx(move |t, now| flows::recover(t, now, task))
+    }
+
+    fn put_schedule(
+        &self,
+        spec: ScheduleSpec,
+        next_at_ms: i64,
+    ) -> impl Future<Output = Result<Schedule>> + Send {
+        self.tx(move |t, now| flows::put_schedule(t, now, &spec, next_at_ms))
+    }
+
+    fn list_schedules(&self) -> impl Future<Output = Result<Vec<Schedule>>> + Send {
+        self.tx(|t, _| flows::list_schedules(t))
+    }
+
+    fn delete_schedule(&self, name: String) -> impl Future<Output = Result<bool>> + Send {
+        self.tx(move |t, _| flows::delete_schedule(t, &name))
+    }
+
+    fn fire_schedule(&self, fire: ScheduleFire) -> impl Future<Output = Result<bool>> + Send {
+        self.tx(move |t, now| flows::fire_schedule(t, now, fire))
     }
 }
 

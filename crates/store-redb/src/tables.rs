@@ -32,6 +32,9 @@ pub(crate) const EXPIRING: TableDefinition<&[u8], ()> = TableDefinition::new("mq
 pub(crate) const ACCESS_KEYS: TableDefinition<&str, &[u8]> = TableDefinition::new("mq_access_keys");
 pub(crate) const KEYS_BY_DIGEST: TableDefinition<&str, &str> =
     TableDefinition::new("mq_access_keys_by_digest");
+/// Schedule name -> the schedule (21): created on first write, so a file of an older
+/// build opens and gains it.
+pub(crate) const SCHEDULES: TableDefinition<&str, &[u8]> = TableDefinition::new("mq_schedules");
 
 /// The kinds of [`EXPIRING`] entries.
 pub(crate) const EXP_DEDUP: u8 = 1;
@@ -162,6 +165,7 @@ pub(crate) struct Tables<'t> {
     pub(crate) expiring: Table<'t, &'static [u8], ()>,
     pub(crate) keys: Table<'t, &'static str, &'static [u8]>,
     pub(crate) keys_by_digest: Table<'t, &'static str, &'static str>,
+    pub(crate) schedules: Table<'t, &'static str, &'static [u8]>,
     pub(crate) work: &'t WorkCounter,
 }
 
@@ -185,6 +189,7 @@ impl<'t> Tables<'t> {
             expiring: txn.open_table(EXPIRING).map_err(db)?,
             keys: txn.open_table(ACCESS_KEYS).map_err(db)?,
             keys_by_digest: txn.open_table(KEYS_BY_DIGEST).map_err(db)?,
+            schedules: txn.open_table(SCHEDULES).map_err(db)?,
             work,
         })
     }

@@ -15,8 +15,8 @@ use std::future::Future;
 use mqlite_contract::{
     AccessKey, AdminOps, BatchResult, ClaimSpec, EnqueueSlot, Error, KeyOps, LockRef, Message,
     MessageOps, OutMessage, OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig,
-    QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, Result, Route, SendOptions,
-    SeqNumber, Settlement, SharedClock, Store, StoreKind, StoreStatus, Subscription, TopicOps,
+    QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, Result, Route, Schedule,
+    ScheduleFire, ScheduleSpec, SendOptions, SeqNumber, Settlement, SharedClock, Store, StoreKind, StoreStatus, Subscription, TopicOps,
     WorkStats,
 };
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
@@ -185,6 +185,26 @@ impl AdminOps for TemplateStore {
 
     fn recover(&self, task: RecoverTask) -> impl Future<Output = Result<u64>> + Send {
         self.inner.recover(task)
+    }
+
+    fn put_schedule(
+        &self,
+        spec: ScheduleSpec,
+        next_at_ms: i64,
+    ) -> impl Future<Output = Result<Schedule>> + Send {
+        self.inner.put_schedule(spec, next_at_ms)
+    }
+
+    fn list_schedules(&self) -> impl Future<Output = Result<Vec<Schedule>>> + Send {
+        self.inner.list_schedules()
+    }
+
+    fn delete_schedule(&self, name: String) -> impl Future<Output = Result<bool>> + Send {
+        self.inner.delete_schedule(name)
+    }
+
+    fn fire_schedule(&self, fire: ScheduleFire) -> impl Future<Output = Result<bool>> + Send {
+        self.inner.fire_schedule(fire)
     }
 }
 

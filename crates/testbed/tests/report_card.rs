@@ -10,7 +10,8 @@
 use mqlite_contract::{
     AccessKey, AdminOps, BatchResult, ClaimSpec, EnqueueSlot, Error, KeyOps, LockRef, Message,
     MessageOps, OutMessage, OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig,
-    QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, Result, Route, SendOptions,
+    QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, Result, Route, Schedule, ScheduleFire,
+    ScheduleSpec, SendOptions,
     SeqNumber, Settlement, SharedClock, Store, StoreStatus, Subscription, TopicOps, WorkStats,
 };
 use std::path::Path;
@@ -113,6 +114,10 @@ impl AdminOps for Broken {
         redrive(queue: String, options: RedriveOptions) -> u64;
         purge(queue: String, options: PurgeOptions) -> u64;
         recover(task: RecoverTask) -> u64;
+        put_schedule(spec: ScheduleSpec, next_at_ms: i64) -> Schedule;
+        list_schedules() -> Vec<Schedule>;
+        delete_schedule(name: String) -> bool;
+        fire_schedule(fire: ScheduleFire) -> bool;
     }
 }
 

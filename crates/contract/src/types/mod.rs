@@ -213,7 +213,9 @@ pub fn from_millis(ms: i64) -> Duration {
 mod message;
 mod queue;
 mod receive;
+mod schedule;
 
 pub use message::*;
 pub use queue::*;
 pub use receive::*;
+pub use schedule::*;

@@ -25,7 +25,7 @@ const LOOPS: [LoopKind; 4] = [
 pub enum LoopKind {
     /// Expired leases.
     Reaper,
-    /// Due scheduled messages.
+    /// Due scheduled messages, and the recurring schedules' ticks.
     Scheduler,
     /// TTL expiry.
     Ttl,
@@ -47,6 +47,8 @@ pub struct SweepReport {
     pub reaped: u64,
     /// Scheduled messages made active.
     pub activated: u64,
+    /// Messages sent by recurring schedules (21).
+    pub fired: u64,
     /// Messages expired by TTL.
     pub expired: u64,
     /// Dead letters dropped by retention.
@@ -79,6 +81,7 @@ impl<S: Store> Engine<S> {
         match kind {
             LoopKind::Reaper => report.reaped += self.recover_and_wake(RecoverTask::Reaper).await?,
             LoopKind::Scheduler => {
+                report.fired += self.fire_due_schedules().await?;
                 report.activated += self.recover_and_wake(RecoverTask::Scheduler).await?;
             }
             // An expired head hands its line on.

@@ -13,6 +13,7 @@ mod keys;
 mod limits;
 mod loops;
 mod receive;
+mod schedules;
 mod send;
 mod settle;
 mod topics;

@@ -126,6 +126,7 @@ fn drop_messages(t: &mut Tables<'_>, name: &str) -> Result<u64> {
 
 pub(crate) fn delete_queue(t: &mut Tables<'_>, name: &str) -> Result<bool> {
     drop_messages(t, name)?;
+    super::delete_schedules_of(t, name)?;
     let q = Key::new().s(name);
     drop_prefixed(t, EXP_DEDUP, &q)?;
     drop_prefixed(t, EXP_RECEIPT, &q)?;
