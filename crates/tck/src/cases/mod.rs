@@ -24,6 +24,7 @@ pub mod outbox;
 pub mod priority;
 pub mod recovery;
 pub mod retention;
+pub mod schedules;
 pub mod scheduling;
 pub mod settlement;
 pub mod status;
@@ -158,6 +159,11 @@ register! {
     priority::p20_2_a_line_keeps_sequence_order,
     priority::p20_3_priority_travels_and_is_bounded,
     priority::p20_4_claim_work_is_flat_across_priorities [WorkCounter],
+    schedules::p21_1_each_tick_fires_one_message_naming_it,
+    schedules::p21_2_a_tick_fires_once_from_its_guard,
+    schedules::p21_3_a_refused_tick_waits_and_missed_windows_follow_the_policy,
+    schedules::p21_4_schedules_survive_a_restart [Reopen],
+    schedules::p21_5_schedules_are_checked_and_deleted,
 }
 
 /// The work pins' rule: a claim visits something, and the claim over the larger
