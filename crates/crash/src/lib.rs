@@ -13,6 +13,7 @@
 
 pub mod check;
 pub mod harness;
+pub mod ticker;
 pub mod worker;
 
 /// The queue producers and consumers use.

@@ -94,3 +94,51 @@ fn coordinated_mode_catches_a_torn_outbox() {
         assert_eq!(totals.findings.lost_sends, 0, "{totals}");
     }
 }
+
+fn ticks() -> i64 {
+    std::env::var("MQLITE_SCHEDULE_TICKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000)
+}
+
+/// 21.2 on every local store: two ticker processes (a leader holding the database, a
+/// standby waiting for it) fire one schedule over 1,000 ticks of a shared manual clock,
+/// the leader killed with SIGKILL at random moments (racing its fire, or after it) and
+/// replaced by a new standby: every tick fired exactly once.
+#[test]
+fn a_schedule_fires_each_tick_once_across_killed_leaders() {
+    use mqlite_crash::ticker::{TickSpec, run_ticks};
+    let n = ticks();
+    for store in local_stores() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("db");
+        std::fs::create_dir(&dir).expect("db dir");
+        let spec = TickSpec {
+            store,
+            ticker: PathBuf::from(env!("CARGO_BIN_EXE_mqlite-crash-ticker")),
+            dir,
+            clock: root.path().join("clock"),
+            ticks: n,
+            seed: 0x71c0 ^ n as u64,
+        };
+        let totals = with_store!(store, factory => run_ticks(factory, &spec))
+            .expect("known store")
+            .unwrap_or_else(|e| panic!("{store}: {e}"));
+        println!("schedule {store}: {totals:?}");
+        assert!(
+            totals.missing.is_empty(),
+            "{store}: ticks never fired: {totals:?}"
+        );
+        assert!(
+            totals.repeated.is_empty(),
+            "{store}: ticks fired twice: {totals:?}"
+        );
+        assert_eq!(totals.messages, n as usize);
+        assert_eq!(totals.fired, n as u64);
+        assert!(
+            totals.kills_racing > 0 && totals.kills_after > 0,
+            "{totals:?}"
+        );
+    }
+}

@@ -112,7 +112,11 @@ pub async fn put_schedule<X: SqlExec>(
 
 /// Every schedule, by name.
 pub async fn list_schedules<X: SqlExec>(x: &mut X) -> Result<Vec<Schedule>> {
-    x.query(SCHEDULE_LIST, &[]).await?.iter().map(schedule).collect()
+    x.query(SCHEDULE_LIST, &[])
+        .await?
+        .iter()
+        .map(schedule)
+        .collect()
 }
 
 /// Deletes a schedule; false if there was none.

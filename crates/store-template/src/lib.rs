@@ -16,8 +16,8 @@ use mqlite_contract::{
     AccessKey, AdminOps, BatchResult, ClaimSpec, EnqueueSlot, Error, KeyOps, LockRef, Message,
     MessageOps, OutMessage, OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig,
     QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, Result, Route, Schedule,
-    ScheduleFire, ScheduleSpec, SendOptions, SeqNumber, Settlement, SharedClock, Store, StoreKind, StoreStatus, Subscription, TopicOps,
-    WorkStats,
+    ScheduleFire, ScheduleSpec, SendOptions, SeqNumber, Settlement, SharedClock, Store, StoreKind,
+    StoreStatus, Subscription, TopicOps, WorkStats,
 };
 use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 

@@ -10,9 +10,9 @@
 use mqlite_contract::{
     AccessKey, AdminOps, BatchResult, ClaimSpec, EnqueueSlot, Error, KeyOps, LockRef, Message,
     MessageOps, OutMessage, OutboxStore, Ownership, PeekOptions, PurgeOptions, QueueConfig,
-    QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, Result, Route, Schedule, ScheduleFire,
-    ScheduleSpec, SendOptions,
-    SeqNumber, Settlement, SharedClock, Store, StoreStatus, Subscription, TopicOps, WorkStats,
+    QueueInfo, QueueKind, QueueStats, RecoverTask, RedriveOptions, Result, Route, Schedule,
+    ScheduleFire, ScheduleSpec, SendOptions, SeqNumber, Settlement, SharedClock, Store,
+    StoreStatus, Subscription, TopicOps, WorkStats,
 };
 use std::path::Path;
 

@@ -17,8 +17,8 @@ use croner::Cron;
 use mqlite_contract::error::{Error, Result};
 use mqlite_contract::store::Store;
 use mqlite_contract::types::{
-    MIN_SCHEDULE_INTERVAL, MISSED_GRACE, Missed, Recurrence, Schedule, ScheduleFire,
-    ScheduleSpec, SendOptions, millis, tick_id,
+    MIN_SCHEDULE_INTERVAL, MISSED_GRACE, Missed, Recurrence, Schedule, ScheduleFire, ScheduleSpec,
+    SendOptions, millis, tick_id,
 };
 
 use super::limits::{validate_send, validate_text};
@@ -314,11 +314,18 @@ mod tests {
     #[test]
     fn an_on_time_tick_fires_under_either_policy() {
         for missed in [Missed::FireOnce, Missed::Skip] {
-            let f = plan(&schedule(missed, Duration::from_secs(300)), 10 * MIN + 59_000).unwrap();
+            let f = plan(
+                &schedule(missed, Duration::from_secs(300)),
+                10 * MIN + 59_000,
+            )
+            .unwrap();
             let (tick, m) = f.send.expect("fires");
             assert_eq!(tick, 10 * MIN);
             assert_eq!(m.message_id.as_deref(), Some("s@600000"));
-            assert_eq!((f.due_at_ms, f.next_at_ms, f.revision), (10 * MIN, 15 * MIN, 3));
+            assert_eq!(
+                (f.due_at_ms, f.next_at_ms, f.revision),
+                (10 * MIN, 15 * MIN, 3)
+            );
         }
     }
 
@@ -334,10 +341,18 @@ mod tests {
         assert!(skip.send.is_none());
         assert_eq!(skip.next_at_ms, 75 * MIN);
         // Many ticks passed but the latest is on time: it fires under skip too.
-        let skip = plan(&schedule(Missed::Skip, Duration::from_secs(300)), 70 * MIN + 10).unwrap();
+        let skip = plan(
+            &schedule(Missed::Skip, Duration::from_secs(300)),
+            70 * MIN + 10,
+        )
+        .unwrap();
         assert_eq!(skip.send.map(|(t, _)| t), Some(70 * MIN));
         // A short interval's grace is its interval.
-        let fast = plan(&schedule(Missed::Skip, Duration::from_secs(5)), 10 * MIN + 4_999).unwrap();
+        let fast = plan(
+            &schedule(Missed::Skip, Duration::from_secs(5)),
+            10 * MIN + 4_999,
+        )
+        .unwrap();
         assert_eq!(fast.send.map(|(t, _)| t), Some(10 * MIN));
     }
 }

@@ -95,14 +95,26 @@ pub async fn p21_2_a_tick_fires_once_from_its_guard<F: Access>(ctx: Ctx<F>) -> T
         revision,
         due_at_ms,
         next_at_ms: due + MIN,
-        send: Some((due_at_ms, OutMessage::new("x").with_id(format!("g@{due_at_ms}")))),
+        send: Some((
+            due_at_ms,
+            OutMessage::new("x").with_id(format!("g@{due_at_ms}")),
+        )),
     };
     let store = mq.store();
-    assert!(!store.fire_schedule(fire(s.revision, due - 1)).await?, "another next time");
-    assert!(!store.fire_schedule(fire(s.revision + 1, due)).await?, "another revision");
+    assert!(
+        !store.fire_schedule(fire(s.revision, due - 1)).await?,
+        "another next time"
+    );
+    assert!(
+        !store.fire_schedule(fire(s.revision + 1, due)).await?,
+        "another revision"
+    );
     assert!(ids(&mq, Q).await?.is_empty());
     assert!(store.fire_schedule(fire(s.revision, due)).await?);
-    assert!(!store.fire_schedule(fire(s.revision, due)).await?, "applied twice");
+    assert!(
+        !store.fire_schedule(fire(s.revision, due)).await?,
+        "applied twice"
+    );
     assert_eq!(ids(&mq, Q).await?, vec![format!("g@{due}")]);
     assert_eq!(schedule_of(&mq, "g").await?.next_at_ms, due + MIN);
 
@@ -116,8 +128,15 @@ pub async fn p21_2_a_tick_fires_once_from_its_guard<F: Access>(ctx: Ctx<F>) -> T
         .create_schedule(every("g", 2 * MIN as u64, Missed::Skip))
         .await?;
     assert_eq!(replaced.revision, s.revision + 1);
-    assert_eq!((replaced.fired, replaced.created_at_ms), (2, s.created_at_ms));
-    assert_eq!(replaced.next_at_ms, due + 3 * MIN, "an interval counts from now");
+    assert_eq!(
+        (replaced.fired, replaced.created_at_ms),
+        (2, s.created_at_ms)
+    );
+    assert_eq!(
+        replaced.next_at_ms,
+        due + 3 * MIN,
+        "an interval counts from now"
+    );
     assert!(
         !store
             .fire_schedule(ScheduleFire {
@@ -146,7 +165,10 @@ pub async fn p21_3_a_refused_tick_waits_and_missed_windows_follow_the_policy<F: 
     ctx.clock.set(START_MS + period);
     assert_eq!(mq.fire_schedules().await?, 0);
     assert!(ids(&mq, Q).await?.is_empty());
-    assert_eq!(schedule_of(&mq, "once").await?.next_at_ms, START_MS + period);
+    assert_eq!(
+        schedule_of(&mq, "once").await?.next_at_ms,
+        START_MS + period
+    );
     ctx.clock.advance(30_000);
     mq.set_queue_status(Q, QueueStatus::Active).await?;
     assert_eq!(mq.fire_schedules().await?, 2, "on time: both fire");
@@ -204,7 +226,11 @@ pub async fn p21_4_schedules_survive_a_restart<F: Access>(ctx: Ctx<F>) -> TckRes
     ctx.clock.set(morning + 30_000);
     let mq = ctx.engine().await?;
     assert_eq!(mq.list_schedules().await?, before);
-    assert_eq!(mq.fire_schedules().await?, 2, "once's window and the cron tick");
+    assert_eq!(
+        mq.fire_schedules().await?,
+        2,
+        "once's window and the cron tick"
+    );
     // The last ten-minute tick before now is 03:53:20Z, seven minutes late: missed.
     let latest = START_MS + (morning + 30_000 - START_MS) / period * period;
     assert_eq!(morning - latest, 6 * MIN + 40_000);
@@ -228,12 +254,14 @@ pub async fn p21_4_schedules_survive_a_restart<F: Access>(ctx: Ctx<F>) -> TckRes
 pub async fn p21_5_schedules_are_checked_and_deleted<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     mq.create_topic("t").await?;
-    let on = |queue: &str, every: Recurrence| {
-        ScheduleSpec::new("s", queue, every, OutMessage::new("x"))
-    };
+    let on =
+        |queue: &str, every: Recurrence| ScheduleSpec::new("s", queue, every, OutMessage::new("x"));
     let minute = Recurrence::Every(Duration::from_secs(60));
     let missing = mq.create_schedule(on("nope", minute.clone())).await;
-    assert!(matches!(missing, Err(Error::NotFound { .. })), "{missing:?}");
+    assert!(
+        matches!(missing, Err(Error::NotFound { .. })),
+        "{missing:?}"
+    );
     let topic = mq.create_schedule(on("t", minute.clone())).await;
     assert!(matches!(topic, Err(Error::InvalidArgument(_))), "{topic:?}");
     for bad in [
@@ -248,7 +276,10 @@ pub async fn p21_5_schedules_are_checked_and_deleted<F: Access>(ctx: Ctx<F>) -> 
         },
     ] {
         let r = mq.create_schedule(on(Q, bad.clone())).await;
-        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{bad:?}: {r:?}");
+        assert!(
+            matches!(r, Err(Error::InvalidArgument(_))),
+            "{bad:?}: {r:?}"
+        );
     }
     let too_big = ScheduleSpec::new("s", Q, minute.clone(), OutMessage::new(vec![0; 2 << 20]));
     let r = mq.create_schedule(too_big).await;
