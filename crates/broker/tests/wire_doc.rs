@@ -261,6 +261,22 @@ entries! {
          resume) or `disabled` (both). Messages and held locks are untouched: they \
          still settle and renew. A subscription takes `active` or `receive_disabled`; \
          a topic none (400). ListQueues shows `status` when it is not `active`.";
+    CreateSchedule: CreateScheduleRequest -> WireSchedule,
+        "An extension: creates a recurring schedule, or replaces the definition of the \
+         one of that `name` (its fire count and creation time stay). Each tick sends \
+         `message` to `queue`, once however many brokers and restarts there are, with \
+         `message_id` set to `<name>@<tick ms>`. Exactly one of `every_ms` (at least \
+         1,000, counted from now) and `cron` (five fields, or six with seconds first; \
+         read in `tz`, an IANA zone, UTC by default). `missed`: `fire_once` (default: \
+         one message for a window of ticks that passed with nothing running, or while \
+         the queue refused sends) or `skip` (none). A missing queue is 404; a bad \
+         interval, expression or zone is 400.";
+    ListSchedules: Empty -> SchedulesResponse,
+        "An extension: every schedule with its next tick (`next_at_ms`), how many \
+         messages it fired and the tick of the last.";
+    DeleteSchedule: DeleteScheduleRequest -> DeleteQueueResponse,
+        "An extension: deletes a schedule (the messages it sent stay); `deleted: false` \
+         when there was none. Deleting a queue deletes its schedules.";
     Status: Empty -> StatusResponse,
         "What the broker serves: version, store, size, counts, uptime, whether auth is \
          on, the relay's backlog.";
@@ -357,6 +373,12 @@ const STORY: &[(Rpc, &str)] = &[
         r#"{"name":"jobs","status":"send_disabled"}"#,
     ),
     (Rpc::SetQueueStatus, r#"{"name":"jobs","status":"active"}"#),
+    (
+        Rpc::CreateSchedule,
+        r#"{"name":"nightly-report","queue":"jobs","cron":"0 2 * * 1-5","tz":"Europe/Paris","message":{"body":"cmVwb3J0","subject":"report"}}"#,
+    ),
+    (Rpc::ListSchedules, "{}"),
+    (Rpc::DeleteSchedule, r#"{"name":"nightly-report"}"#),
     (
         Rpc::Subscribe,
         r#"{"topic":"orders","name":"orders-eu","filter":{"expr":"properties[\"region\"] == \"eu\""}}"#,

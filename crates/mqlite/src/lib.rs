@@ -55,7 +55,10 @@ pub use mqlite_contract::{
     ReceiveOptions, RedriveOptions, Result, RetentionDefaults, SendOptions, SeqNumber, SharedClock,
     Store, Subscription, SystemClock,
 };
-pub use mqlite_contract::{MessageState, OrderingMode, QueueKind, QueueStatus};
+pub use mqlite_contract::{
+    MIN_SCHEDULE_INTERVAL, MessageState, Missed, OrderingMode, QueueKind, QueueStatus, Recurrence,
+    Schedule, ScheduleSpec,
+};
 pub use mqlite_engine::{EngineOptions, EngineTx, LeasesAtOpen, LoopKind, Queue, SweepReport};
 
 /// The worker: handlers over long-polls with renewal, retries and a graceful stop.

@@ -16,7 +16,7 @@ use crate::{
     AccessKey, BatchResult, CreatedKey, Error, FilterTest, LockLostReason, LockRef, Message,
     MessageState, OutMessage, PeekOptions, Permission, PurgeOptions, QueueConfig, QueueInfo,
     QueueKind, QueueStats, QueueStatus, ReceiveMode, ReceiveOptions, RedriveOptions, Result,
-    SendOptions, SeqNumber, SharedClock, Subscription, SystemClock,
+    Schedule, ScheduleSpec, SendOptions, SeqNumber, SharedClock, Subscription, SystemClock,
 };
 
 /// Where a broker is, as a DSN says it.
@@ -454,6 +454,33 @@ impl Client {
         };
         let _: Empty = self.call(Rpc::SetQueueStatus, name, &request).await?;
         Ok(())
+    }
+
+    /// Creates a recurring schedule, or replaces its definition
+    /// (`Engine::create_schedule`).
+    pub async fn create_schedule(&self, spec: ScheduleSpec) -> Result<Schedule> {
+        let name = spec.name.clone();
+        let request = CreateScheduleRequest::from_spec(spec);
+        let r: WireSchedule = self.call(Rpc::CreateSchedule, &name, &request).await?;
+        r.into_schedule()
+    }
+
+    /// Every schedule, by name.
+    pub async fn list_schedules(&self) -> Result<Vec<Schedule>> {
+        let r: SchedulesResponse = self.call(Rpc::ListSchedules, "", &Empty {}).await?;
+        r.schedules
+            .into_iter()
+            .map(WireSchedule::into_schedule)
+            .collect()
+    }
+
+    /// Deletes a schedule; false if there was none.
+    pub async fn delete_schedule(&self, name: &str) -> Result<bool> {
+        let request = DeleteScheduleRequest {
+            name: name.to_owned(),
+        };
+        let r: DeleteQueueResponse = self.call(Rpc::DeleteSchedule, name, &request).await?;
+        Ok(r.deleted)
     }
 
     /// Subscribes `name` to `topic` with a filter (empty: every message).

@@ -75,6 +75,9 @@ rpcs! {
     Redrive => "AdminService", Manage;
     Purge => "AdminService", Manage;
     SetQueueStatus => "AdminService", Manage;
+    CreateSchedule => "AdminService", Manage;
+    ListSchedules => "AdminService", Manage;
+    DeleteSchedule => "AdminService", Manage;
     Status => "AdminService", Manage;
     CreateKey => "AuthService", Manage;
     ListKeys => "AuthService", Manage;

@@ -220,6 +220,35 @@ pub(super) async fn set_queue_status(mut c: Call<'_>) -> Result<Response, ApiErr
     ok(Empty {})
 }
 
+/// CreateSchedule: a recurring schedule, or a new definition of one (promise 21).
+pub(super) async fn create_schedule(mut c: Call<'_>) -> Result<Response, ApiError> {
+    let mq = &c.s.engine;
+    let r: CreateScheduleRequest = c.request()?;
+    let spec = r.into_spec()?;
+    let stored = mq.create_schedule(spec).await?;
+    tracing::info!(target: "mqlite::audit", schedule = %stored.spec.name, queue = %stored.spec.queue, by = %c.principal, "schedule created");
+    ok(WireSchedule::from(stored))
+}
+
+/// ListSchedules: every schedule, by name.
+pub(super) async fn list_schedules(c: Call<'_>) -> Result<Response, ApiError> {
+    let schedules = c.s.engine.list_schedules().await?;
+    ok(SchedulesResponse {
+        schedules: schedules.into_iter().map(WireSchedule::from).collect(),
+    })
+}
+
+/// DeleteSchedule: a schedule (the messages it sent stay).
+pub(super) async fn delete_schedule(mut c: Call<'_>) -> Result<Response, ApiError> {
+    let mq = &c.s.engine;
+    let r: DeleteScheduleRequest = c.request()?;
+    let deleted = mq.delete_schedule(&r.name).await?;
+    if deleted {
+        tracing::info!(target: "mqlite::audit", schedule = %r.name, by = %c.principal, "schedule deleted");
+    }
+    ok(DeleteQueueResponse { deleted })
+}
+
 /// Purge: deletes a queue's dead letters, bounded by count and age.
 pub(super) async fn purge(mut c: Call<'_>) -> Result<Response, ApiError> {
     let mq = &c.s.engine;

@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::QueueInfo;
+use std::time::Duration;
+
+use crate::{Error, Missed, QueueInfo, Recurrence, Result, Schedule, ScheduleSpec};
 
 use super::{WireMessage, empty};
 
@@ -335,4 +337,174 @@ pub struct StatusResponse {
     pub relay_pending: u64,
     /// The age of the oldest of them, ms; 0 without one (mqlite extension).
     pub relay_oldest_pending_ms: i64,
+}
+
+/// CreateSchedule (an extension, promise 21): a recurring schedule, or a new definition
+/// of the one of that name. Exactly one of `every_ms` and `cron`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CreateScheduleRequest {
+    /// The schedule's name.
+    pub name: String,
+    /// The queue each tick sends to.
+    pub queue: String,
+    /// A fixed interval, ms (at least 1000), counted from now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub every_ms: Option<i64>,
+    /// A cron expression: five fields, or six with seconds first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// The IANA time zone the cron expression is read in (UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tz: Option<String>,
+    /// fire_once (default) or skip: what a missed window fires.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missed: Option<String>,
+    /// What each tick sends (its message_id is set by the tick).
+    pub message: WireMessage,
+}
+
+impl CreateScheduleRequest {
+    /// The schedule it asks for.
+    pub fn into_spec(self) -> Result<ScheduleSpec> {
+        let every = match (self.every_ms, self.cron.filter(|c| !c.is_empty())) {
+            (Some(ms), None) => Recurrence::Every(Duration::from_millis(
+                u64::try_from(ms).map_err(|_| Error::invalid("every_ms is not negative"))?,
+            )),
+            (None, Some(expr)) => Recurrence::Cron {
+                expr,
+                tz: self
+                    .tz
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(|| "UTC".to_owned()),
+            },
+            _ => {
+                return Err(Error::invalid(
+                    "a schedule has exactly one of every_ms (an interval) and cron (an \
+                     expression, with tz)",
+                ));
+            }
+        };
+        let missed = match self.missed.as_deref() {
+            None | Some("") => Missed::default(),
+            Some(m) => m.parse()?,
+        };
+        Ok(ScheduleSpec {
+            name: self.name,
+            queue: self.queue,
+            every,
+            message: self.message.into_out()?,
+            missed,
+        })
+    }
+
+    /// The request that creates `spec`.
+    pub fn from_spec(spec: ScheduleSpec) -> Self {
+        let (every_ms, cron, tz) = recurrence(&spec.every);
+        CreateScheduleRequest {
+            name: spec.name,
+            queue: spec.queue,
+            every_ms: (cron.is_empty()).then_some(every_ms),
+            cron: (!cron.is_empty()).then_some(cron),
+            tz: (!tz.is_empty()).then_some(tz),
+            missed: Some(spec.missed.as_str().to_owned()),
+            message: WireMessage::from_content(spec.message),
+        }
+    }
+}
+
+fn recurrence(every: &Recurrence) -> (i64, String, String) {
+    match every {
+        Recurrence::Every(d) => (mqlite_contract::millis(*d), String::new(), String::new()),
+        Recurrence::Cron { expr, tz } => (0, expr.clone(), tz.clone()),
+    }
+}
+
+/// A schedule as stored (CreateSchedule, ListSchedules).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WireSchedule {
+    /// Its name.
+    pub name: String,
+    /// The queue each tick sends to.
+    pub queue: String,
+    /// The interval, ms (0 for a cron schedule).
+    pub every_ms: i64,
+    /// The cron expression ("" for an interval).
+    pub cron: String,
+    /// The cron expression's time zone ("" for an interval).
+    pub tz: String,
+    /// fire_once or skip.
+    pub missed: String,
+    /// What each tick sends.
+    pub message: WireMessage,
+    /// The next tick, epoch ms.
+    pub next_at_ms: i64,
+    /// Messages fired so far.
+    pub fired: u64,
+    /// The tick the last fire stood for, epoch ms (0: none yet).
+    pub last_tick_ms: i64,
+    /// When it was created, epoch ms.
+    pub created_at_ms: i64,
+    /// Changes with every new definition.
+    pub revision: i64,
+}
+
+impl From<Schedule> for WireSchedule {
+    fn from(s: Schedule) -> Self {
+        let (every_ms, cron, tz) = recurrence(&s.spec.every);
+        WireSchedule {
+            name: s.spec.name,
+            queue: s.spec.queue,
+            every_ms,
+            cron,
+            tz,
+            missed: s.spec.missed.as_str().to_owned(),
+            message: WireMessage::from_content(s.spec.message),
+            next_at_ms: s.next_at_ms,
+            fired: s.fired,
+            last_tick_ms: s.last_tick_ms.unwrap_or(0),
+            created_at_ms: s.created_at_ms,
+            revision: s.revision,
+        }
+    }
+}
+
+impl WireSchedule {
+    /// The schedule it describes.
+    pub fn into_schedule(self) -> Result<Schedule> {
+        let request = CreateScheduleRequest {
+            name: self.name,
+            queue: self.queue,
+            every_ms: self.cron.is_empty().then_some(self.every_ms),
+            cron: (!self.cron.is_empty()).then_some(self.cron),
+            tz: Some(self.tz),
+            missed: Some(self.missed),
+            message: self.message,
+        };
+        Ok(Schedule {
+            spec: request.into_spec()?,
+            next_at_ms: self.next_at_ms,
+            revision: self.revision,
+            fired: self.fired,
+            last_tick_ms: (self.last_tick_ms != 0).then_some(self.last_tick_ms),
+            created_at_ms: self.created_at_ms,
+        })
+    }
+}
+
+/// ListSchedules' answer: every schedule, by name.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SchedulesResponse {
+    /// The schedules.
+    pub schedules: Vec<WireSchedule>,
+}
+
+/// DeleteSchedule.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DeleteScheduleRequest {
+    /// The schedule's name.
+    pub name: String,
 }
