@@ -5,19 +5,21 @@ use std::io::Read;
 
 use mqlite_broker::wire::{
     BatchRequest, BatchResponse, CancelRequest, CreateKeyRequest, CreateQueueRequest,
-    DeleteQueueRequest, DeleteQueueResponse, Empty, FilterSpec, ListKeysRequest, ListKeysResponse,
-    LockItem, MessagesResponse, OkResponse, PeekRequest, PurgeRequest, PurgeResponse, QueueRequest,
-    QueuesResponse, ReceiveDeferredRequest, ReceiveRequest, RedriveRequest, RedriveResponse,
-    RevokeKeyRequest, SendRequest, SendResponse, SetQueueStatusRequest, SettleRequest,
-    StatsResponse, StatusResponse, SubscribeRequest, SubscriptionsResponse, TestFilterRequest,
-    TestFilterResponse, UnsubscribeRequest, WireKey, WireMessage, WireQueue, WireQueueConfig,
+    CreateScheduleRequest, DeleteQueueRequest, DeleteQueueResponse, DeleteScheduleRequest, Empty,
+    FilterSpec, ListKeysRequest, ListKeysResponse, LockItem, MessagesResponse, OkResponse,
+    PeekRequest, PurgeRequest, PurgeResponse, QueueRequest, QueuesResponse, ReceiveDeferredRequest,
+    ReceiveRequest, RedriveRequest, RedriveResponse, RevokeKeyRequest, SchedulesResponse,
+    SendRequest, SendResponse, SetQueueStatusRequest, SettleRequest, StatsResponse, StatusResponse,
+    SubscribeRequest, SubscriptionsResponse, TestFilterRequest, TestFilterResponse,
+    UnsubscribeRequest, WireKey, WireMessage, WireQueue, WireQueueConfig, WireSchedule,
 };
 use mqlite_broker::{Client, Rpc};
 
 use crate::Failure;
 use crate::args::{
     Command, CreateQueueArgs, KeyCommand, KeyCreateArgs, KeyListArgs, MessageArgs, Output,
-    PeekArgs, ReceiveArgs, SettleArgs, SubscribeArgs, TestFilterArgs, UpdateQueueArgs,
+    PeekArgs, ReceiveArgs, RecurringCommand, RecurringCreateArgs, SettleArgs, SubscribeArgs,
+    TestFilterArgs, UpdateQueueArgs,
 };
 use crate::output::{self, body, ms_or_dash, or_dash};
 
@@ -146,6 +148,21 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
         Command::Subscriptions => subscriptions(client, out).await,
         Command::TestFilter(a) => test_filter(client, out, a).await,
         Command::Status => status(client, out).await,
+        Command::Recurring(RecurringCommand::Create(a)) => recurring_create(client, out, a).await,
+        Command::Recurring(RecurringCommand::List) => recurring_list(client, out).await,
+        Command::Recurring(RecurringCommand::Delete { name }) => {
+            let request = DeleteScheduleRequest { name };
+            let r: DeleteQueueResponse = client.call(Rpc::DeleteSchedule, &request).await?;
+            match out {
+                Output::Json => output::json(&r),
+                Output::Table if r.deleted => {
+                    output::line(&format!("deleted schedule {}", request.name))
+                }
+                Output::Table => {
+                    output::line(&format!("no schedule {}: nothing deleted", request.name))
+                }
+            }
+        }
         Command::Key(KeyCommand::Create(a)) => key_create(client, out, a).await,
         Command::Key(KeyCommand::List(a)) => key_list(client, out, a).await,
         Command::Key(KeyCommand::Revoke { id }) => {
@@ -422,6 +439,110 @@ fn at_time(text: &str) -> Result<i64, Failure> {
     Ok(now_ms().saturating_add(after))
 }
 
+/// The message `a` describes, and its time to live in ms.
+fn message_of(a: &MessageArgs) -> Result<(WireMessage, Option<i64>), Failure> {
+    let mut message = WireMessage::with_body(read_body(a)?);
+    message.message_id = a.message_id.clone().unwrap_or_default();
+    message.group_id = a.group_id.clone().unwrap_or_default();
+    message.subject = a.subject.clone().unwrap_or_default();
+    message.reply_to = a.reply_to.clone().unwrap_or_default();
+    message.correlation_id = a.correlation_id.clone().unwrap_or_default();
+    message.priority = a.priority.unwrap_or(0);
+    let ttl_ms = match &a.ttl {
+        Some(t) => Some(ms("--ttl", t)?),
+        None => a.ttl_ms,
+    };
+    message.event_source = a.event_source.clone().unwrap_or_default();
+    message.event_id = a.event_id.clone().unwrap_or_default();
+    message.event_type = a.event_type.clone().unwrap_or_default();
+    Ok((message, ttl_ms))
+}
+
+async fn recurring_create(
+    client: &Client,
+    out: Output,
+    a: RecurringCreateArgs,
+) -> Result<(), Failure> {
+    let (message, ttl_ms) = message_of(&a.message)?;
+    if ttl_ms.is_some() || a.message.message_id.is_some() || a.message.event_id.is_some() {
+        return Err(Failure::from(
+            "a recurring message takes no --ttl (give the queue a default TTL) and no \
+             --message-id or --event-id (each tick's id is <name>@<tick ms>)",
+        ));
+    }
+    let request = CreateScheduleRequest {
+        name: a.name,
+        queue: a.message.queue,
+        every_ms: a.every.as_deref().map(|e| ms("--every", e)).transpose()?,
+        cron: a.cron,
+        tz: a.tz,
+        missed: Some(if a.skip_missed { "skip" } else { "fire_once" }.to_owned()),
+        message,
+    };
+    let r: WireSchedule = client.call(Rpc::CreateSchedule, &request).await?;
+    match out {
+        Output::Json => output::json(&r),
+        Output::Table => output::line(&format!(
+            "schedule {} sends to {} {}; next tick at {} (epoch ms)",
+            r.name,
+            r.queue,
+            recurrence(&r),
+            r.next_at_ms
+        )),
+    }
+}
+
+/// `every 300000 ms` or `at "0 2 * * 1-5" in Europe/Paris`.
+fn recurrence(s: &WireSchedule) -> String {
+    if s.cron.is_empty() {
+        format!("every {} ms", s.every_ms)
+    } else {
+        format!("at {:?} in {}", s.cron, s.tz)
+    }
+}
+
+async fn recurring_list(client: &Client, out: Output) -> Result<(), Failure> {
+    let r: SchedulesResponse = client.call(Rpc::ListSchedules, &Empty {}).await?;
+    if out == Output::Json {
+        return output::json(&r);
+    }
+    if r.schedules.is_empty() {
+        eprintln!("no schedules");
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = r
+        .schedules
+        .iter()
+        .map(|s| {
+            vec![
+                s.name.clone(),
+                s.queue.clone(),
+                recurrence(s),
+                s.missed.clone(),
+                s.next_at_ms.to_string(),
+                s.fired.to_string(),
+                if s.last_tick_ms == 0 {
+                    "-".to_owned()
+                } else {
+                    s.last_tick_ms.to_string()
+                },
+            ]
+        })
+        .collect();
+    output::table(
+        &[
+            "NAME",
+            "QUEUE",
+            "WHEN",
+            "MISSED",
+            "NEXT_AT_MS",
+            "FIRED",
+            "LAST_TICK_MS",
+        ],
+        &rows,
+    )
+}
+
 async fn send(
     client: &Client,
     out: Output,
@@ -429,20 +550,7 @@ async fn send(
     a: MessageArgs,
     at_ms: Option<i64>,
 ) -> Result<(), Failure> {
-    let mut message = WireMessage::with_body(read_body(&a)?);
-    message.message_id = a.message_id.unwrap_or_default();
-    message.group_id = a.group_id.unwrap_or_default();
-    message.subject = a.subject.unwrap_or_default();
-    message.reply_to = a.reply_to.unwrap_or_default();
-    message.correlation_id = a.correlation_id.unwrap_or_default();
-    message.priority = a.priority.unwrap_or(0);
-    let ttl_ms = match &a.ttl {
-        Some(t) => Some(ms("--ttl", t)?),
-        None => a.ttl_ms,
-    };
-    message.event_source = a.event_source.unwrap_or_default();
-    message.event_id = a.event_id.unwrap_or_default();
-    message.event_type = a.event_type.unwrap_or_default();
+    let (message, ttl_ms) = message_of(&a)?;
     let request = SendRequest {
         queue: a.queue,
         messages: vec![message],

@@ -1976,6 +1976,72 @@ fn every_client_subcommand_prints_json_and_the_new_rows_work() {
     assert!(paused.ok().contains("jobs: disabled"), "{}", paused.stdout);
     json(&["resume", "jobs"]);
     assert!(json(&["list-queues"])["queues"][0]["status"].is_null());
+    // recurring schedules (21): create by cron or interval, list, delete.
+    let created = json(&[
+        "recurring",
+        "create",
+        "nightly",
+        "jobs",
+        "report",
+        "--cron",
+        "0 2 * * 1-5",
+        "--tz",
+        "Europe/Paris",
+        "--subject",
+        "daily",
+    ]);
+    assert_eq!(created["cron"], "0 2 * * 1-5");
+    assert_eq!(created["missed"], "fire_once");
+    json(&[
+        "recurring",
+        "create",
+        "pulse",
+        "jobs",
+        "beat",
+        "--every",
+        "5m",
+        "--skip-missed",
+    ]);
+    let listed = table(&["schedules", "list"]);
+    let text = listed.ok();
+    assert!(
+        text.contains("nightly") && text.contains("Europe/Paris"),
+        "{text}"
+    );
+    assert!(
+        text.contains("every 300000 ms") && text.contains("skip"),
+        "{text}"
+    );
+    let bad = table(&[
+        "recurring",
+        "create",
+        "x",
+        "jobs",
+        "b",
+        "--cron",
+        "0 2 * * *",
+        "--tz",
+        "Mars",
+    ]);
+    assert!(bad.failed(1).contains("IANA"), "{}", bad.stderr);
+    let id = table(&[
+        "recurring",
+        "create",
+        "x",
+        "jobs",
+        "b",
+        "--every",
+        "1m",
+        "--message-id",
+        "m",
+    ]);
+    assert!(id.failed(1).contains("<name>@<tick ms>"), "{}", id.stderr);
+    assert_eq!(json(&["recurring", "delete", "pulse"])["deleted"], true);
+    assert!(
+        table(&["recurring", "delete", "pulse"])
+            .ok()
+            .contains("no schedule pulse")
+    );
     json(&[
         "create-subscription",
         "news",

@@ -780,7 +780,7 @@ both!(only_a_handler_showing_progress_keeps_its_lease, 1_000);
 /// The remote client answers with the engine's types and errors: queues listed as the
 /// engine lists them, a message peeked as sent, a lock fenced (`LockLost`), a missing
 /// queue `NotFound`, a wrong token `Error::Remote` 401, access keys, a filter test, a
-/// paused queue's `QueuePaused`.
+/// paused queue's `QueuePaused`, schedules.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_remote_client_answers_with_the_engines_types() {
     let clock = ManualClock::new(1_700_000_000_000);
@@ -857,6 +857,32 @@ async fn the_remote_client_answers_with_the_engines_types() {
         .await
         .expect("resume");
     mq.send(Q, OutMessage::new("x")).await.expect("taken again");
+    // Schedules (21) read back as created, cron and interval alike.
+    let mut spec = mqlite::ScheduleSpec::new(
+        "nightly",
+        Q,
+        mqlite::Recurrence::Cron {
+            expr: "0 2 * * 1-5".into(),
+            tz: "Europe/Paris".into(),
+        },
+        out.clone(),
+    );
+    spec.missed = mqlite::Missed::Skip;
+    let created = mq.create_schedule(spec.clone()).await.expect("schedule");
+    assert_eq!(created.spec, spec);
+    assert!(created.next_at_ms > clock.now());
+    assert_eq!(mq.list_schedules().await.expect("list"), vec![created]);
+    assert!(matches!(
+        mq.create_schedule(mqlite::ScheduleSpec::new(
+            "s",
+            "nope",
+            mqlite::Recurrence::Every(Duration::from_secs(60)),
+            OutMessage::new("x")
+        ))
+        .await,
+        Err(mqlite::Error::NotFound { .. })
+    ));
+    assert!(mq.delete_schedule("nightly").await.expect("delete"));
     assert!(mq.delete_queue(Q).await.expect("delete"));
     broker.shutdown().await.expect("shutdown");
 }

@@ -149,6 +149,10 @@ pub(crate) enum Command {
     /// Delete a queue (or a topic, or a subscription) and every message it holds;
     /// refused without --yes.
     DeleteQueue(DeleteQueueArgs),
+    /// Recurring schedules: a message sent to a queue at every tick of a cron
+    /// expression or an interval, once per tick however many brokers serve the data.
+    #[command(subcommand, visible_alias = "schedules")]
+    Recurring(RecurringCommand),
     /// Subscribe to a topic: a subscription (a queue of its own) receiving the messages
     /// sent to the topic that its filter accepts (every message without --filter).
     /// Again with the same name: its filter is replaced.
@@ -546,6 +550,48 @@ impl PauseArgs {
             _ => "disabled",
         }
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum RecurringCommand {
+    /// Create a recurring schedule, or replace the definition of the one of that name:
+    /// `mqlite recurring create nightly reports '{"report":"daily"}' --cron "0 2 * * 1-5"
+    /// --tz Europe/Paris`, or `--every 5m`. Each tick's message id is `<name>@<tick ms>`.
+    Create(RecurringCreateArgs),
+    /// List the schedules with their next tick and how many messages each fired.
+    List,
+    /// Delete a schedule (the messages it sent stay).
+    Delete {
+        /// The schedule's name.
+        name: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RecurringCreateArgs {
+    /// The schedule's name.
+    pub(crate) name: String,
+    #[command(flatten)]
+    pub(crate) message: MessageArgs,
+    /// Tick at this interval from now: a duration (30s, 5m, 1h) or ms; at least 1s.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        required_unless_present = "cron",
+        conflicts_with = "cron"
+    )]
+    pub(crate) every: Option<String>,
+    /// Tick at every time this cron expression names: five fields (minute hour
+    /// day-of-month month day-of-week), or six with seconds first.
+    #[arg(long, value_name = "EXPR")]
+    pub(crate) cron: Option<String>,
+    /// The IANA time zone the cron expression is read in (default UTC).
+    #[arg(long, value_name = "ZONE", requires = "cron")]
+    pub(crate) tz: Option<String>,
+    /// Send nothing for a window of ticks missed while nothing ran (or the queue was
+    /// paused); by default one message stands for the whole window.
+    #[arg(long)]
+    pub(crate) skip_missed: bool,
 }
 
 #[derive(Debug, Args)]
