@@ -781,6 +781,79 @@
     return { load };
   }
 
+  // Recurring schedules (CreateSchedule, ListSchedules, DeleteSchedule).
+  function schedulesPage(alive) {
+    if (!can('manage')) return needManage('Schedules');
+    const tbody = h('tbody');
+    const empty = h('p', { class: 'empty', hidden: true }, 'No schedules yet.');
+    const name = h('input', { id: 'sch-name', 'aria-label': 'schedule name', type: 'text', placeholder: 'name, e.g. nightly-report', autocomplete: 'off' });
+    const queue = h('input', { id: 'sch-queue', 'aria-label': 'queue', type: 'text', placeholder: 'queue', autocomplete: 'off' });
+    const kind = h('select', { id: 'sch-kind', 'aria-label': 'recurrence' },
+      h('option', { value: 'cron' }, 'cron'), h('option', { value: 'every' }, 'every (seconds)'));
+    const when = h('input', { id: 'sch-when', 'aria-label': 'cron expression or seconds', type: 'text', placeholder: '0 2 * * 1-5', autocomplete: 'off', spellcheck: 'false' });
+    const tz = h('input', { id: 'sch-tz', 'aria-label': 'time zone', type: 'text', placeholder: 'time zone, e.g. Europe/Paris (UTC)', autocomplete: 'off' });
+    const missed = h('select', { id: 'sch-missed', 'aria-label': 'missed ticks' },
+      h('option', { value: 'fire_once' }, 'missed window: fire once'), h('option', { value: 'skip' }, 'missed window: skip'));
+    const body = h('textarea', { id: 'sch-body', rows: 2, spellcheck: 'false', placeholder: 'body each tick sends' });
+    const create = h('button', { id: 'sch-create', type: 'button' }, 'Create schedule');
+    kind.addEventListener('change', () => {
+      when.placeholder = kind.value === 'cron' ? '0 2 * * 1-5' : '300';
+      tz.disabled = kind.value !== 'cron';
+    });
+    main.append(
+      h('section', { class: 'box' }, h('h3', null, 'Create a schedule'),
+        h('div', { class: 'row' }, name, queue, kind, when, tz, missed),
+        h('label', null, 'Body', body),
+        h('div', { class: 'row' }, create)),
+      h('section', null, h('h2', null, 'Schedules'),
+        h('table', { id: 'schedules', class: 'grid' },
+          h('thead', null, h('tr', null, ['Name', 'Queue', 'When', 'Missed', 'Next tick', 'Fired', 'Last tick', ''].map((t) => h('th', null, t)))),
+          tbody), empty));
+
+    create.addEventListener('click', () => act(create, async () => {
+      const req = { name: name.value.trim(), queue: queue.value.trim(), missed: missed.value, message: { body: b64enc(body.value) } };
+      if (kind.value === 'cron') {
+        req.cron = when.value.trim();
+        if (tz.value.trim()) req.tz = tz.value.trim();
+      } else {
+        const secs = Number(when.value.trim());
+        if (!Number.isFinite(secs) || secs <= 0) throw new Error('every: a number of seconds');
+        req.every_ms = Math.round(secs * 1000);
+      }
+      const r = await api('AdminService', 'CreateSchedule', req);
+      notice(`schedule ${r.name}: next tick ${iso(r.next_at_ms)}`);
+      await load();
+    }));
+
+    function row(x) {
+      const del = h('button', { type: 'button', class: 'delete small danger' }, 'Delete');
+      del.addEventListener('click', () => act(del, async () => {
+        await api('AdminService', 'DeleteSchedule', { name: x.name });
+        notice(`deleted schedule ${x.name}`);
+        await load();
+      }));
+      const what = x.cron ? `${x.cron} (${x.tz || 'UTC'})` : `every ${x.every_ms / 1000} s`;
+      return h('tr', { 'data-schedule': x.name },
+        h('td', { class: 'sname' }, x.name),
+        h('td', null, h('a', { href: qhref(x.queue) }, x.queue)),
+        h('td', { class: 'when' }, what),
+        h('td', { class: 'missed' }, x.missed.replace('_', ' ')),
+        h('td', { class: 'time next' }, iso(x.next_at_ms)),
+        h('td', { class: 'fired' }, String(x.fired || 0)),
+        h('td', { class: 'time' }, x.last_tick_ms ? iso(x.last_tick_ms) : '—'),
+        h('td', null, del));
+    }
+
+    async function load() {
+      const r = await api('AdminService', 'ListSchedules', {});
+      if (!alive()) return;
+      const list = r.schedules || [];
+      tbody.replaceChildren(...list.map(row));
+      empty.hidden = list.length > 0;
+    }
+    return { load, tick: load };
+  }
+
   function needManage(title) {
     main.append(h('section', null, h('h2', null, title), h('p', { class: 'box' }, 'This page needs the manage permission.')));
     return {};
@@ -798,6 +871,7 @@
     if (hs === '/') return { name: 'queues' };
     if (hs === '/topics') return { name: 'topics' };
     if (hs === '/keys') return { name: 'keys' };
+    if (hs === '/schedules') return { name: 'schedules' };
     const m = hs.match(/^\/queue\/(.+)$/);
     if (m) {
       try { return { name: 'queue', queue: decodeURIComponent(m[1]) }; } catch { /* bad escape */ }
@@ -814,8 +888,8 @@
     main.replaceChildren();
     const alive = () => g === gen;
     const r = parseRoute();
-    const nav = { queues: 'nav-queues', queue: 'nav-queues', topics: 'nav-topics', keys: 'nav-keys' }[r.name];
-    for (const id of ['nav-queues', 'nav-topics', 'nav-keys']) {
+    const nav = { queues: 'nav-queues', queue: 'nav-queues', topics: 'nav-topics', schedules: 'nav-schedules', keys: 'nav-keys' }[r.name];
+    for (const id of ['nav-queues', 'nav-topics', 'nav-schedules', 'nav-keys']) {
       const a = $(id);
       a.classList.toggle('active', id === nav);
       if (id === nav) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
@@ -825,7 +899,8 @@
       page = r.name === 'queues' ? queuesPage(alive)
         : r.name === 'queue' ? queuePage(r.queue, alive)
           : r.name === 'topics' ? topicsPage(alive)
-            : r.name === 'keys' ? keysPage(alive) : missingPage();
+            : r.name === 'schedules' ? schedulesPage(alive)
+              : r.name === 'keys' ? keysPage(alive) : missingPage();
     } catch (e) { page = {}; showError(e); }
     const p = page;
     Promise.resolve().then(() => p.load && p.load())
@@ -863,6 +938,7 @@
     $('whoami').textContent = `${who} · ${[...perms].join(', ') || 'no permissions'}`;
     $('whoami').setAttribute('title', me.id ? `id ${me.id}` : who);
     $('nav-topics').hidden = !perms.has('manage');
+    $('nav-schedules').hidden = !perms.has('manage');
     $('nav-keys').hidden = !perms.has('manage');
     $('login-view').hidden = true;
     $('app-view').hidden = false;

@@ -31,6 +31,7 @@ fn main() {
         ),
         browser_trial("console::listen_only_key_gets_no_purge", listen_only),
         browser_trial("console::topics_filters_and_keys", topics_and_keys),
+        browser_trial("console::schedules_created_listed_deleted", schedules),
     ];
     libtest_mimic::run(&args, trials).exit();
 }
@@ -380,6 +381,91 @@ fn topics_and_keys(
             )
             .await?;
         check(shown == json!(false), || "the token is shown again".into())?;
+        s.close().await;
+        Ok(())
+    })
+}
+
+/// The schedules page (promise 21): an operator creates a cron schedule in a time zone
+/// and an interval one from the form, sees them listed with their next tick, sees a
+/// bad zone refused with the reason, and deletes one.
+fn schedules(
+    w: World,
+    s: Session,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Outcome>>> {
+    Box::pin(async move {
+        w.create_queue("reports", WireQueueConfig::default()).await;
+        login(&s, &w, ADMIN).await?;
+        s.click("#nav-schedules").await?;
+        s.wait_until("#schedules", None).await?;
+        s.type_into("#sch-name", "nightly").await?;
+        s.type_into("#sch-queue", "reports").await?;
+        s.type_into("#sch-when", "30 9 * * *").await?;
+        s.type_into("#sch-tz", "Asia/Kolkata").await?;
+        s.type_into("#sch-body", "daily report").await?;
+        s.click("#sch-create").await?;
+        let row = "#schedules tr[data-schedule=\"nightly\"]";
+        // 09:30 in Kolkata after 2023-11-14T22:13:20Z is 04:00Z the next day.
+        s.wait_until(&format!("{row} td.next"), Some("2023-11-15T04:00:00.000Z"))
+            .await?;
+        s.wait_until(&format!("{row} td.when"), Some("30 9 * * * (Asia/Kolkata)"))
+            .await?;
+
+        // An interval schedule, skipping missed windows.
+        s.script(
+            "document.querySelector('#sch-kind').value = 'every'; \
+             document.querySelector('#sch-kind').dispatchEvent(new Event('change')); \
+             document.querySelector('#sch-missed').value = 'skip'; \
+             for (const id of ['#sch-name', '#sch-when']) document.querySelector(id).value = '';",
+            json!([]),
+        )
+        .await?;
+        s.type_into("#sch-name", "pulse").await?;
+        s.type_into("#sch-when", "300").await?;
+        s.click("#sch-create").await?;
+        let pulse = "#schedules tr[data-schedule=\"pulse\"]";
+        s.wait_until(&format!("{pulse} td.when"), Some("every 300 s"))
+            .await?;
+        s.wait_until(&format!("{pulse} td.missed"), Some("skip"))
+            .await?;
+        let listed: SchedulesResponse = w
+            .client
+            .call(Rpc::ListSchedules, &Empty {})
+            .await
+            .map_err(|e| format!("ListSchedules: {e}"))?;
+        let pulse_schedule = listed.schedules.iter().find(|x| x.name == "pulse");
+        check(
+            pulse_schedule.is_some_and(|x| x.every_ms == 300_000 && x.queue == "reports"),
+            || format!("{listed:?}"),
+        )?;
+
+        // A bad zone is refused with the reason, and nothing is stored.
+        s.script(
+            "document.querySelector('#sch-kind').value = 'cron'; \
+             document.querySelector('#sch-kind').dispatchEvent(new Event('change')); \
+             for (const id of ['#sch-name', '#sch-when', '#sch-tz']) document.querySelector(id).value = '';",
+            json!([]),
+        )
+        .await?;
+        s.type_into("#sch-name", "lost").await?;
+        s.type_into("#sch-when", "0 2 * * *").await?;
+        s.type_into("#sch-tz", "Mars/Olympus").await?;
+        s.click("#sch-create").await?;
+        s.wait_until("#error:not([hidden])", None).await?;
+        let error = s.text("#error").await?;
+        check(error.contains("IANA"), || format!("error shown: {error}"))?;
+        shoot(&s, "schedules.png").await?;
+
+        s.click(&format!("{pulse} button.delete")).await?;
+        s.wait_until("#notice", Some("deleted schedule pulse"))
+            .await?;
+        let listed: SchedulesResponse = w
+            .client
+            .call(Rpc::ListSchedules, &Empty {})
+            .await
+            .map_err(|e| format!("ListSchedules: {e}"))?;
+        let names: Vec<_> = listed.schedules.iter().map(|x| x.name.as_str()).collect();
+        check(names == ["nightly"], || format!("{names:?}"))?;
         s.close().await;
         Ok(())
     })
