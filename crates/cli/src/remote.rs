@@ -148,7 +148,7 @@ pub(crate) async fn run(client: &Client, out: Output, command: Command) -> Resul
         Command::Subscriptions => subscriptions(client, out).await,
         Command::TestFilter(a) => test_filter(client, out, a).await,
         Command::Status => status(client, out).await,
-        Command::Recurring(RecurringCommand::Create(a)) => recurring_create(client, out, a).await,
+        Command::Recurring(RecurringCommand::Create(a)) => recurring_create(client, out, *a).await,
         Command::Recurring(RecurringCommand::List) => recurring_list(client, out).await,
         Command::Recurring(RecurringCommand::Delete { name }) => {
             let request = DeleteScheduleRequest { name };

@@ -9,7 +9,11 @@
 //! - `STANDBY` — the database is held by another process; it retries;
 //! - `LEADER` — it opened the database;
 //! - `AT <fired> <next_at>` — the schedule as stored, after each pass that changed it
-//!   (read after the commit, so it is evidence).
+//!   (read after the commit, so it is evidence);
+//! - `MIDFIRE` — the torn variant (`--torn`, the harness's self-check): it sent the
+//!   due tick's message in a transaction of its own and waits, before moving the
+//!   schedule, to be killed. The next leader fires the tick again, and the check must
+//!   find the repeat.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -81,7 +85,12 @@ fn say(line: &str) {
 
 /// The ticker process: waits for the database, then fires the schedule as the clock
 /// file moves, until killed.
-pub async fn run_ticker<F: Access>(access: F, dir: &Path, clock: &Path) -> Result<(), Error> {
+pub async fn run_ticker<F: Access>(
+    access: F,
+    dir: &Path,
+    clock: &Path,
+    torn: bool,
+) -> Result<(), Error> {
     let clock: SharedClock = std::sync::Arc::new(FileClock::new(clock));
     let mut announced = false;
     let store = loop {
@@ -105,7 +114,11 @@ pub async fn run_ticker<F: Access>(access: F, dir: &Path, clock: &Path) -> Resul
     say("LEADER");
     let mut last = None;
     loop {
-        mq.fire_schedules().await?;
+        if torn {
+            tear(&mq).await?;
+        } else {
+            mq.fire_schedules().await?;
+        }
         let s = mq
             .list_schedules()
             .await?
@@ -119,6 +132,21 @@ pub async fn run_ticker<F: Access>(access: F, dir: &Path, clock: &Path) -> Resul
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+/// The torn fire: the due tick's message in one transaction, and no move of the
+/// schedule (the process waits to be killed there).
+async fn tear<S: mqlite_contract::Store>(mq: &Engine<S>) -> Result<(), Error> {
+    let now = mq.clock().now_ms();
+    for s in mq.list_schedules().await? {
+        if s.next_at_ms <= now {
+            let tick = mqlite_contract::tick_id(&s.spec.name, s.next_at_ms);
+            mq.send(TICKS, s.spec.message.clone().with_id(tick)).await?;
+            say("MIDFIRE");
+            std::future::pending::<()>().await;
+        }
+    }
+    Ok(())
 }
 
 /// One run's settings.
@@ -136,6 +164,9 @@ pub struct TickSpec {
     pub ticks: i64,
     /// Seeds the kill points.
     pub seed: u64,
+    /// The self-check: the first ticker tears its first fire (see `MIDFIRE`) and is
+    /// killed there; the check must then find that tick repeated.
+    pub torn: bool,
 }
 
 /// What a run did and found.
@@ -165,11 +196,16 @@ struct Procs {
     leader: Option<usize>,
     fired: u64,
     next_at: i64,
+    midfire: bool,
 }
 
 impl Procs {
-    fn spawn(&mut self) -> Result<(), String> {
-        let mut child = Command::new(&self.spec.ticker)
+    fn spawn(&mut self, torn: bool) -> Result<(), String> {
+        let mut command = Command::new(&self.spec.ticker);
+        if torn {
+            command.arg("--torn");
+        }
+        let mut child = command
             .arg("--store")
             .arg(self.spec.store)
             .arg("--dir")
@@ -213,7 +249,9 @@ impl Procs {
                         self.fired, self.next_at
                     )
                 })?;
-            if line == "LEADER" {
+            if line == "MIDFIRE" {
+                self.midfire = true;
+            } else if line == "LEADER" {
                 self.leader = Some(id);
                 totals.leaders += 1;
             } else if let Some(at) = line.strip_prefix("AT ") {
@@ -240,7 +278,7 @@ impl Procs {
             child.kill().map_err(|e| format!("SIGKILL: {e}"))?;
             child.wait().map_err(|e| e.to_string())?;
         }
-        self.spawn()
+        self.spawn(false)
     }
 }
 
@@ -296,26 +334,35 @@ pub fn run_ticks<F: StoreFactory>(factory: F, spec: &TickSpec) -> Result<TickTot
         leader: None,
         fired: 0,
         next_at: 0,
+        midfire: false,
     };
     let mut totals = TickTotals::default();
     let mut rng = Rng::new(spec.seed);
-    procs.spawn()?;
-    procs.spawn()?;
+    // The first ticker is the leader (the torn one, in the self-check).
+    procs.spawn(spec.torn)?;
     procs.until(0, &mut totals, |p| p.leader.is_some())?;
+    procs.spawn(false)?;
     for k in 1..=spec.ticks {
         clock
             .set(T0_MS + k * PERIOD_MS)
             .map_err(|e| e.to_string())?;
         let ticks = k as u64;
-        if rng.below(8) == 0 && procs.leader.is_some() {
+        // The torn run fires its first tick twice.
+        let bound = ticks + u64::from(spec.torn);
+        if spec.torn && k == 1 {
+            // Killed between its send and its move: the next leader fires again.
+            procs.until(bound, &mut totals, |p| p.midfire)?;
+            procs.kill_leader()?;
+            totals.kills_racing += 1;
+        } else if rng.below(8) == 0 && procs.leader.is_some() {
             // Racing the fire: before, inside or after its transaction.
             procs.kill_leader()?;
             totals.kills_racing += 1;
         }
         // The schedule has moved past tick k (its fire committed).
-        procs.until(ticks, &mut totals, |p| p.next_at > T0_MS + k * PERIOD_MS)?;
+        procs.until(bound, &mut totals, |p| p.next_at > T0_MS + k * PERIOD_MS)?;
         if rng.below(16) == 0 {
-            procs.until(ticks, &mut totals, |p| p.leader.is_some())?;
+            procs.until(bound, &mut totals, |p| p.leader.is_some())?;
             procs.kill_leader()?;
             totals.kills_after += 1;
         }

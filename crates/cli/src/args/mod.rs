@@ -557,7 +557,7 @@ pub(crate) enum RecurringCommand {
     /// Create a recurring schedule, or replace the definition of the one of that name:
     /// `mqlite recurring create nightly reports '{"report":"daily"}' --cron "0 2 * * 1-5"
     /// --tz Europe/Paris`, or `--every 5m`. Each tick's message id is `<name>@<tick ms>`.
-    Create(RecurringCreateArgs),
+    Create(Box<RecurringCreateArgs>),
     /// List the schedules with their next tick and how many messages each fired.
     List,
     /// Delete a schedule (the messages it sent stay).
