@@ -149,6 +149,20 @@ async fn tear<S: mqlite_contract::Store>(mq: &Engine<S>) -> Result<(), Error> {
     Ok(())
 }
 
+/// An engine over the store in `dir` whose sweeps run only when called.
+async fn by_hand<F: Access>(
+    access: &F,
+    dir: &Path,
+    clock: SharedClock,
+) -> Result<Engine<F::Store>, Error> {
+    let store = access.open(dir, clock).await?;
+    let options = EngineOptions {
+        background: false,
+        ..Default::default()
+    };
+    Engine::with_store(store, options).await
+}
+
 /// One run's settings.
 #[derive(Debug, Clone)]
 pub struct TickSpec {
@@ -303,15 +317,7 @@ pub fn run_ticks<F: StoreFactory>(factory: F, spec: &TickSpec) -> Result<TickTot
     let access = Typed(factory);
     let shared: SharedClock = std::sync::Arc::new(clock.clone());
     rt.block_on(async {
-        let store = access.open(&spec.dir, shared.clone()).await?;
-        let mq = Engine::with_store(
-            store,
-            EngineOptions {
-                background: false,
-                ..Default::default()
-            },
-        )
-        .await?;
+        let mq = by_hand(&access, &spec.dir, shared.clone()).await?;
         mq.create_queue(TICKS, QueueConfig::default()).await?;
         mq.create_schedule(ScheduleSpec::new(
             SCHEDULE,
@@ -370,15 +376,7 @@ pub fn run_ticks<F: StoreFactory>(factory: F, spec: &TickSpec) -> Result<TickTot
     drop(procs);
 
     rt.block_on(async {
-        let store = access.open(&spec.dir, shared).await?;
-        let mq = Engine::with_store(
-            store,
-            EngineOptions {
-                background: false,
-                ..Default::default()
-            },
-        )
-        .await?;
+        let mq = by_hand(&access, &spec.dir, shared).await?;
         let mut seen = std::collections::BTreeMap::<i64, u32>::new();
         let mut from = None;
         loop {

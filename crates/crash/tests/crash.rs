@@ -95,6 +95,30 @@ fn coordinated_mode_catches_a_torn_outbox() {
     }
 }
 
+/// One schedule run (see `mqlite_crash::ticker`) on `store` in a fresh directory.
+fn ticks_on(
+    store: &'static str,
+    ticks: i64,
+    seed: u64,
+    torn: bool,
+) -> mqlite_crash::ticker::TickTotals {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("db");
+    std::fs::create_dir(&dir).expect("db dir");
+    let spec = mqlite_crash::ticker::TickSpec {
+        store,
+        ticker: PathBuf::from(env!("CARGO_BIN_EXE_mqlite-crash-ticker")),
+        dir,
+        clock: root.path().join("clock"),
+        ticks,
+        seed,
+        torn,
+    };
+    with_store!(store, factory => mqlite_crash::ticker::run_ticks(factory, &spec))
+        .expect("known store")
+        .unwrap_or_else(|e| panic!("{store}: {e}"))
+}
+
 fn ticks() -> i64 {
     std::env::var("MQLITE_SCHEDULE_TICKS")
         .ok()
@@ -108,24 +132,9 @@ fn ticks() -> i64 {
 /// replaced by a new standby: every tick fired exactly once.
 #[test]
 fn a_schedule_fires_each_tick_once_across_killed_leaders() {
-    use mqlite_crash::ticker::{TickSpec, run_ticks};
     let n = ticks();
     for store in local_stores() {
-        let root = tempfile::tempdir().expect("tempdir");
-        let dir = root.path().join("db");
-        std::fs::create_dir(&dir).expect("db dir");
-        let spec = TickSpec {
-            store,
-            ticker: PathBuf::from(env!("CARGO_BIN_EXE_mqlite-crash-ticker")),
-            dir,
-            clock: root.path().join("clock"),
-            ticks: n,
-            seed: 0x71c0 ^ n as u64,
-            torn: false,
-        };
-        let totals = with_store!(store, factory => run_ticks(factory, &spec))
-            .expect("known store")
-            .unwrap_or_else(|e| panic!("{store}: {e}"));
+        let totals = ticks_on(store, n, 0x71c0 ^ n as u64, false);
         println!("schedule {store}: {totals:?}");
         assert!(
             totals.missing.is_empty(),
@@ -150,24 +159,10 @@ fn a_schedule_fires_each_tick_once_across_killed_leaders() {
 /// three runs each.
 #[test]
 fn a_torn_fire_is_caught_by_the_schedule_check() {
-    use mqlite_crash::ticker::{PERIOD_MS, T0_MS, TickSpec, run_ticks};
+    use mqlite_crash::ticker::{PERIOD_MS, T0_MS};
     for store in local_stores() {
         for run in 0..3u64 {
-            let root = tempfile::tempdir().expect("tempdir");
-            let dir = root.path().join("db");
-            std::fs::create_dir(&dir).expect("db dir");
-            let spec = TickSpec {
-                store,
-                ticker: PathBuf::from(env!("CARGO_BIN_EXE_mqlite-crash-ticker")),
-                dir,
-                clock: root.path().join("clock"),
-                ticks: 3,
-                seed: run,
-                torn: true,
-            };
-            let totals = with_store!(store, factory => run_ticks(factory, &spec))
-                .expect("known store")
-                .unwrap_or_else(|e| panic!("{store}: {e}"));
+            let totals = ticks_on(store, 3, run, true);
             assert_eq!(totals.repeated, [T0_MS + PERIOD_MS], "{store}: {totals:?}");
             assert!(totals.missing.is_empty(), "{store}: {totals:?}");
         }

@@ -412,14 +412,7 @@ fn schedules(
             .await?;
 
         // An interval schedule, skipping missed windows.
-        s.script(
-            "document.querySelector('#sch-kind').value = 'every'; \
-             document.querySelector('#sch-kind').dispatchEvent(new Event('change')); \
-             document.querySelector('#sch-missed').value = 'skip'; \
-             for (const id of ['#sch-name', '#sch-when']) document.querySelector(id).value = '';",
-            json!([]),
-        )
-        .await?;
+        reset_schedule_form(&s, "every", "skip").await?;
         s.type_into("#sch-name", "pulse").await?;
         s.type_into("#sch-when", "300").await?;
         s.click("#sch-create").await?;
@@ -440,13 +433,7 @@ fn schedules(
         )?;
 
         // A bad zone is refused with the reason, and nothing is stored.
-        s.script(
-            "document.querySelector('#sch-kind').value = 'cron'; \
-             document.querySelector('#sch-kind').dispatchEvent(new Event('change')); \
-             for (const id of ['#sch-name', '#sch-when', '#sch-tz']) document.querySelector(id).value = '';",
-            json!([]),
-        )
-        .await?;
+        reset_schedule_form(&s, "cron", "skip").await?;
         s.type_into("#sch-name", "lost").await?;
         s.type_into("#sch-when", "0 2 * * *").await?;
         s.type_into("#sch-tz", "Mars/Olympus").await?;
@@ -469,4 +456,18 @@ fn schedules(
         s.close().await;
         Ok(())
     })
+}
+
+/// Empties the schedule form and picks its recurrence kind and missed policy.
+async fn reset_schedule_form(s: &Session, kind: &str, missed: &str) -> Outcome {
+    s.script(
+        "const [kind, missed] = arguments; \
+         const k = document.querySelector('#sch-kind'); \
+         k.value = kind; k.dispatchEvent(new Event('change')); \
+         document.querySelector('#sch-missed').value = missed; \
+         for (const id of ['#sch-name', '#sch-when', '#sch-tz']) document.querySelector(id).value = '';",
+        json!([kind, missed]),
+    )
+    .await
+    .map(drop)
 }

@@ -37,6 +37,15 @@ async fn schedule_of<S: Store>(mq: &Engine<S>, name: &str) -> mqlite_contract::R
         .ok_or_else(|| Error::invalid(format!("no schedule {name}")))
 }
 
+/// Two schedules of `period` ms on [`Q`], `once` (fire_once) and `skip`.
+async fn once_and_skip<S: Store>(mq: &Engine<S>, period: i64) -> mqlite_contract::Result<()> {
+    for (name, missed) in [("once", Missed::FireOnce), ("skip", Missed::Skip)] {
+        mq.create_schedule(every(name, period as u64, missed))
+            .await?;
+    }
+    Ok(())
+}
+
 /// The message ids `queue` holds, by sequence number.
 async fn ids<S: Store>(mq: &Engine<S>, queue: &str) -> mqlite_contract::Result<Vec<String>> {
     Ok(peek_all(mq, queue)
@@ -157,10 +166,7 @@ pub async fn p21_3_a_refused_tick_waits_and_missed_windows_follow_the_policy<F: 
 ) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     let period = 10 * MIN;
-    mq.create_schedule(every("once", period as u64, Missed::FireOnce))
-        .await?;
-    mq.create_schedule(every("skip", period as u64, Missed::Skip))
-        .await?;
+    once_and_skip(&mq, period).await?;
     mq.set_queue_status(Q, QueueStatus::SendDisabled).await?;
     ctx.clock.set(START_MS + period);
     assert_eq!(mq.fire_schedules().await?, 0);
@@ -201,10 +207,7 @@ pub async fn p21_3_a_refused_tick_waits_and_missed_windows_follow_the_policy<F: 
 pub async fn p21_4_schedules_survive_a_restart<F: Access>(ctx: Ctx<F>) -> TckResult {
     let mq = ctx.engine_with_queue(Q, QueueConfig::default()).await?;
     let period = 10 * MIN;
-    mq.create_schedule(every("once", period as u64, Missed::FireOnce))
-        .await?;
-    mq.create_schedule(every("skip", period as u64, Missed::Skip))
-        .await?;
+    once_and_skip(&mq, period).await?;
     // 09:30 in Kolkata (UTC+05:30) is 04:00Z: the first after START_MS
     // (2023-11-14T22:13:20Z) is 2023-11-15T04:00:00Z.
     let cron = mq
