@@ -376,6 +376,35 @@ fn drain_single(c: &mut Criterion) {
             });
         });
     }
+    // The same loop with each completion folded into the next receive
+    // (`Engine::complete_and_receive`, promise 2.10): one transaction per message.
+    let (_, engine) = w.stores().into_iter().next().expect("the shipped store");
+    w.probed("drain_single", "mqlite_folded", || {
+        g.bench_function("mqlite_folded", |b| {
+            b.iter_custom(|iters| {
+                w.rt.block_on(async {
+                    let mut spent = Duration::ZERO;
+                    for _ in 0..iters {
+                        let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
+                        engine.send_batch(Q, batch).await.expect("fill");
+                        let start = Instant::now();
+                        let mut held: Vec<LockRef> = Vec::new();
+                        for _ in 0..64 {
+                            let (_, got) = engine
+                                .complete_and_receive(Q, &held, ReceiveOptions::default())
+                                .await
+                                .expect("complete and receive");
+                            held = got.iter().map(LockRef::from).collect();
+                            assert_eq!(held.len(), 1);
+                        }
+                        engine.complete_batch(Q, &held).await.expect("the last");
+                        spent += start.elapsed();
+                    }
+                    spent
+                })
+            })
+        });
+    });
     g.finish();
 }
 

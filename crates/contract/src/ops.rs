@@ -73,6 +73,22 @@ crate::dyn_store::concerns! {
         ///   batch size.
         fn complete_batch(&self, queue: String, locks: Vec<LockRef>) -> Result<Vec<BatchResult>>;
 
+        /// Completes `locks` as [`MessageOps::complete_batch`], then claims as
+        /// [`MessageOps::claim`], in ONE transaction: a consumer that finished its
+        /// messages and wants more pays one commit instead of two.
+        ///
+        /// # Behavior
+        /// - The completions' results are those `complete_batch` would give; the claim
+        ///   sees the rows the completions released (a line's next member is claimable).
+        /// - A claim that fails (a queue gone, an attempt id reused with the other mode)
+        ///   fails the call, and the completions are rolled back with it.
+        fn complete_and_claim(
+            &self,
+            queue: String,
+            locks: Vec<LockRef>,
+            spec: ClaimSpec,
+        ) -> Result<(Vec<BatchResult>, Vec<Message>)>;
+
         /// Renews leases by the queue's lock duration.
         ///
         /// # Behavior

@@ -147,6 +147,40 @@ impl Row {
     }
 }
 
+/// A flow's statements inside a larger flow: none of them is the last, so a driver never
+/// commits early on their account ([`SqlExec::query_last`] is a plain query here).
+pub struct NotLast<'a, X>(pub &'a mut X);
+
+impl<X: SqlExec> SqlExec for NotLast<'_, X> {
+    fn query(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> impl Future<Output = Result<Vec<Row>>> {
+        self.0.query(sql, params)
+    }
+
+    fn execute(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+    ) -> impl Future<Output = Result<Executed>> {
+        self.0.execute(sql, params)
+    }
+
+    fn known_queue(&self, name: &str) -> Option<(QueueKind, QueueConfig)> {
+        self.0.known_queue(name)
+    }
+
+    fn read_queue(&mut self, name: &str, row: &(QueueKind, QueueConfig)) {
+        self.0.read_queue(name, row);
+    }
+
+    fn queues_changed(&mut self) {
+        self.0.queues_changed();
+    }
+}
+
 /// Runs a `SELECT EXISTS (…)` and reads its answer.
 pub async fn exists<X: SqlExec>(x: &mut X, sql: &'static str, params: Params<'_>) -> Result<bool> {
     match x.query(sql, params).await?.first() {

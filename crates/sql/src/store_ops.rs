@@ -52,6 +52,21 @@ macro_rules! store_ops {
                 self.sql_tx_sized(locks.len(), async move |x, now| $crate::settle::complete_batch(x, now, &queue, &locks).await)
             }
 
+            fn complete_and_claim(
+                &self,
+                queue: String,
+                locks: Vec<$crate::core::LockRef>,
+                spec: $crate::core::ClaimSpec,
+            ) -> impl ::std::future::Future<Output = $crate::core::Result<(Vec<$crate::core::BatchResult>, Vec<$crate::core::Message>)>> + Send {
+                let items = locks.len() + spec.max_messages as usize;
+                self.sql_tx_sized(items, async move |x, now| {
+                    // The completions are not the flow's end: the claim follows them.
+                    let done = $crate::settle::complete_batch(&mut $crate::exec::NotLast(&mut *x), now, &queue, &locks).await?;
+                    let got = $crate::claim::claim(x, now, &queue, &spec).await?;
+                    Ok((done, got))
+                })
+            }
+
             fn renew_batch(
                 &self,
                 queue: String,

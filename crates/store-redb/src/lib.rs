@@ -309,6 +309,19 @@ impl MessageOps for RedbStore {
         self.tx(move |t, now| flows::complete_batch(t, now, &queue, &locks))
     }
 
+    fn complete_and_claim(
+        &self,
+        queue: String,
+        locks: Vec<LockRef>,
+        spec: ClaimSpec,
+    ) -> impl Future<Output = Result<(Vec<BatchResult>, Vec<Message>)>> + Send {
+        self.tx(move |t, now| {
+            let done = flows::complete_batch(t, now, &queue, &locks)?;
+            let got = flows::claim(t, now, &queue, &spec)?;
+            Ok((done, got))
+        })
+    }
+
     fn renew_batch(
         &self,
         queue: String,

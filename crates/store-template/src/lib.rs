@@ -114,6 +114,15 @@ impl MessageOps for TemplateStore {
         self.inner.complete_batch(queue, locks)
     }
 
+    fn complete_and_claim(
+        &self,
+        queue: String,
+        locks: Vec<LockRef>,
+        spec: ClaimSpec,
+    ) -> impl Future<Output = Result<(Vec<BatchResult>, Vec<Message>)>> + Send {
+        self.inner.complete_and_claim(queue, locks, spec)
+    }
+
     fn renew_batch(
         &self,
         queue: String,

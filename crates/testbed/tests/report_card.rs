@@ -76,6 +76,7 @@ impl MessageOps for Broken {
         enqueue(queue: String, messages: Vec<OutMessage>, options: SendOptions) -> Vec<EnqueueSlot>;
         claim(queue: String, spec: ClaimSpec) -> Vec<Message>;
         complete_batch(queue: String, locks: Vec<LockRef>) -> Vec<BatchResult>;
+        complete_and_claim(queue: String, locks: Vec<LockRef>, spec: ClaimSpec) -> (Vec<BatchResult>, Vec<Message>);
         renew_batch(queue: String, locks: Vec<LockRef>) -> Vec<BatchResult>;
         receive_deferred(queue: String, seqs: Vec<SeqNumber>) -> Vec<Message>;
         cancel(queue: String, seq: SeqNumber) -> bool;

@@ -12,10 +12,13 @@ use crate::meter;
 use mqlite_contract::error::{Error, Result};
 use mqlite_contract::store::Store;
 use mqlite_contract::types::{
-    ClaimSpec, Message, ReceiveMode, ReceiveOptions, RecoverTask, SeqNumber, millis,
+    BatchResult, ClaimSpec, LockRef, Message, ReceiveMode, ReceiveOptions, RecoverTask, SeqNumber,
+    millis,
 };
 
-use super::{Engine, MAX_RECEIVE_BATCH, MAX_WAIT, validate_name, validate_text};
+use super::{
+    Engine, MAX_COMPLETE_BATCH, MAX_RECEIVE_BATCH, MAX_WAIT, validate_name, validate_text,
+};
 
 impl<S: Store> Engine<S> {
     /// The wake-up of receivers parked on `queue` (made on first use).
@@ -55,13 +58,45 @@ impl<S: Store> Engine<S> {
     #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, max = options.max_messages, wait_ms = millis(options.wait)), err(level = "debug"))]
     pub async fn receive(&self, queue: &str, options: ReceiveOptions) -> Result<Vec<Message>> {
         let started = Instant::now();
-        let r = self.receive_inner(queue, options).await;
+        let r = self
+            .receive_inner(queue, options, &[])
+            .await
+            .map(|(_, got)| got);
         meter::call("receive", queue, started, &r);
         r
     }
 
-    async fn receive_inner(&self, queue: &str, options: ReceiveOptions) -> Result<Vec<Message>> {
+    /// Completes `completed` and receives, as [`Engine::complete_batch`] then
+    /// [`Engine::receive`] would, with the completions and the first claim in one
+    /// transaction (one commit where the two calls take two): the loop of a consumer
+    /// that settles what it handled and asks for more. Answers the completions' results
+    /// (empty for no lock) and the messages received. When the first claim finds
+    /// nothing, the completions are committed and the receive long-polls as usual.
+    #[tracing::instrument(level = "debug", skip_all, fields(queue = queue, n = completed.len(), max = options.max_messages), err(level = "debug"))]
+    pub async fn complete_and_receive(
+        &self,
+        queue: &str,
+        completed: &[LockRef],
+        options: ReceiveOptions,
+    ) -> Result<(Vec<BatchResult>, Vec<Message>)> {
+        let started = Instant::now();
+        let r = self.receive_inner(queue, options, completed).await;
+        meter::call("complete_and_receive", queue, started, &r);
+        r
+    }
+
+    async fn receive_inner(
+        &self,
+        queue: &str,
+        options: ReceiveOptions,
+        completing: &[LockRef],
+    ) -> Result<(Vec<BatchResult>, Vec<Message>)> {
         validate_name(queue)?;
+        if completing.len() > MAX_COMPLETE_BATCH {
+            return Err(Error::invalid(format!(
+                "a batch holds 1..={MAX_COMPLETE_BATCH} items"
+            )));
+        }
         if options.max_messages == 0 || options.max_messages > MAX_RECEIVE_BATCH {
             return Err(Error::invalid(format!(
                 "max_messages must be 1..={MAX_RECEIVE_BATCH}"
@@ -86,6 +121,7 @@ impl<S: Store> Engine<S> {
         let mut woken = self.inner.wake.subscribe();
         let notify = self.queue_notify(queue);
         let mut parked = false;
+        let mut completed = Vec::new();
         loop {
             woken.borrow_and_update();
             // Registered before the claim, so a send that lands after the claim looked
@@ -104,10 +140,18 @@ impl<S: Store> Engine<S> {
             }
             let got = {
                 let _g = self.admit().await?;
-                self.inner
-                    .store
-                    .claim(queue.to_owned(), spec.clone())
-                    .await?
+                let store = &self.inner.store;
+                if completing.is_empty() || !completed.is_empty() {
+                    store.claim(queue.to_owned(), spec.clone()).await?
+                } else {
+                    let (done, got) = store
+                        .complete_and_claim(queue.to_owned(), completing.to_vec(), spec.clone())
+                        .await?;
+                    // Completed heads hand their lines on (1.8).
+                    self.wake_queue(queue, done.iter().filter(|r| r.ok).count());
+                    completed = done;
+                    got
+                }
             };
             let now = clock.now_ms();
             if spec.mode == ReceiveMode::ReceiveAndDelete {
@@ -118,7 +162,7 @@ impl<S: Store> Engine<S> {
                 self.inner.due.note(queue, lapse);
             }
             if !got.is_empty() || now >= deadline {
-                return Ok(got);
+                return Ok((completed, got));
             }
             let mut recheck =
                 deadline.min(now + millis(self.inner.options.long_poll_recheck).max(1));

@@ -77,6 +77,7 @@ register! {
     lifecycle::p2_7_complete_batch_takes_thousands,
     settlement::p2_8_renew_batch_fences_per_item_and_caps_at_512,
     settlement::p2_9_redelivery_fences_the_previous_holder,
+    settlement::p2_10_complete_and_receive_is_one_transaction,
     recovery::p3_1_open_reclaims_orphaned_leases [Reopen],
     recovery::p3_1_open_keeps_leases_to_their_deadline_when_told [Reopen],
     idempotency::p3_2_identical_settle_replays_success,

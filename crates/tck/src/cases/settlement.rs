@@ -381,3 +381,82 @@ pub async fn p2_6_lock_lost_says_why<F: Access>(ctx: Ctx<F>) -> TckResult {
     );
     Ok(())
 }
+
+/// 2.10 CompleteAndReceive: the completions' results are CompleteBatch's (a stale item
+/// is ok = false), the claim in the same transaction sees the line a completion freed,
+/// a claim that fails rolls the completions back, and no lock is a plain receive.
+pub async fn p2_10_complete_and_receive_is_one_transaction<F: Access>(ctx: Ctx<F>) -> TckResult {
+    let mq = ctx.engine_with_queue(Q, config(30_000, 10)).await?;
+    let grouped = |body: &str| OutMessage::new(body.to_owned()).with_group("g");
+    let first = mq.send(Q, grouped("g-1")).await?;
+    let second = mq.send(Q, grouped("g-2")).await?;
+    let loose = mq.send(Q, OutMessage::new("loose")).await?;
+    let got = mq
+        .receive(
+            Q,
+            ReceiveOptions {
+                max_messages: 10,
+                ..Default::default()
+            },
+        )
+        .await?;
+    let seqs: Vec<_> = got.iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, vec![first, loose], "g-2 waits behind its line's head");
+    let stale = LockRef {
+        seq: second,
+        token: LockToken::random(),
+    };
+    let mut locks: Vec<LockRef> = got.iter().map(LockRef::from).collect();
+    locks.push(stale);
+
+    // A claim that fails (the attempt id was used with the other mode) rolls the
+    // completions back: both messages are still locked under their tokens.
+    let attempt = ReceiveOptions {
+        attempt_id: Some("a-1".into()),
+        ..Default::default()
+    };
+    mq.send(Q, OutMessage::new("taken by the attempt")).await?;
+    mq.receive(
+        Q,
+        ReceiveOptions {
+            mode: mqlite_contract::ReceiveMode::ReceiveAndDelete,
+            ..attempt.clone()
+        },
+    )
+    .await?;
+    let refused = mq.complete_and_receive(Q, &locks, attempt).await;
+    assert!(
+        matches!(refused, Err(Error::InvalidArgument(_))),
+        "{refused:?}"
+    );
+    assert_eq!(state_of(&mq, Q, first).await?, Some(MessageState::Locked));
+
+    let (done, next) = mq
+        .complete_and_receive(
+            Q,
+            &locks,
+            ReceiveOptions {
+                max_messages: 10,
+                ..Default::default()
+            },
+        )
+        .await?;
+    let oks: Vec<_> = done.iter().map(|r| (r.seq, r.ok)).collect();
+    assert_eq!(oks, vec![(first, true), (loose, true), (second, false)]);
+    assert_eq!(next.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![second]);
+    assert_eq!(state_of(&mq, Q, first).await?, None);
+    assert_eq!(state_of(&mq, Q, loose).await?, None);
+
+    // No lock: a plain receive (the queue is empty now but for g-2, locked).
+    let (none, nothing) = mq.complete_and_receive(Q, &[], Default::default()).await?;
+    assert!(none.is_empty() && nothing.is_empty());
+    let (last, empty) = mq
+        .complete_and_receive(Q, &[LockRef::from(&next[0])], Default::default())
+        .await?;
+    assert!(
+        last[0].ok && empty.is_empty(),
+        "completed while the claim found nothing"
+    );
+    assert_eq!(mq.stats(Q).await?.total, 0);
+    Ok(())
+}
