@@ -886,3 +886,51 @@ async fn the_remote_client_answers_with_the_engines_types() {
     assert!(mq.delete_queue(Q).await.expect("delete"));
     broker.shutdown().await.expect("shutdown");
 }
+
+/// A worker folds its completions into its next receive (promise 2.10): a worker of
+/// one handler without prefetch, draining 40 messages, commits about once per message
+/// (each completion with the next claim), where a receive and a complete apiece
+/// would commit twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_folds_its_completions_into_its_next_receive() {
+    const N: u64 = 40;
+    let clock = ManualClock::new(1_700_000_000_000);
+    let mq = engine(&clock, 60_000).await;
+    let batch = (0..N).map(|i| OutMessage::new(format!("m{i}"))).collect();
+    mq.send_batch(Q, batch).await.expect("send");
+    // Every commit counts, on the writer thread or the caller's.
+    let transactions = |mq: &Engine| mq.store().group_commits();
+    let before = transactions(&mq);
+    let handled = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let all = Arc::new(Notify::new());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = {
+        let (handled, all) = (handled.clone(), all.clone());
+        tokio::spawn(
+            mq.worker(Q, move |_m| {
+                let (handled, all) = (handled.clone(), all.clone());
+                async move {
+                    if handled.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == N {
+                        all.notify_one();
+                    }
+                    Ok(())
+                }
+            })
+            .concurrency(1)
+            .prefetch(0)
+            .run_until(async {
+                let _ = stopped.await;
+            }),
+        )
+    };
+    all.notified().await;
+    stop.send(()).expect("stop");
+    let report = worker.await.expect("join").expect("worker");
+    let spent = transactions(&mq) - before;
+    assert_eq!(report.completed, N, "{report:?}");
+    println!("{N} messages, {spent} transactions");
+    assert!(
+        spent <= N + N / 4,
+        "{N} messages took {spent} transactions: the completions were not folded"
+    );
+}

@@ -6,10 +6,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc, oneshot, watch};
 
 use mqlite_contract::error::{Error, Result};
-use mqlite_contract::types::{LockRef, Message, SeqNumber, millis};
+use mqlite_contract::types::{BatchResult, LockRef, Message, SeqNumber, millis};
 
 use super::*;
 
@@ -23,8 +23,11 @@ pub(super) struct Job<C: Source, F> {
     pub(super) limits: Limits,
     pub(super) report: Arc<std::sync::Mutex<WorkerReport>>,
     pub(super) expired: watch::Receiver<bool>,
-    pub(super) completions: mpsc::UnboundedSender<Coalesced>,
+    pub(super) completions: Arc<Pending>,
     pub(super) renewals: mpsc::UnboundedSender<Coalesced>,
+    /// The job's handler slot: given back when its completion is handed over (the
+    /// receive loop may then fold it into its next receive), or when the job ends.
+    pub(super) permit: std::sync::Mutex<Option<OwnedSemaphorePermit>>,
 }
 
 /// What a coalescing task does with the locks the jobs hand it.
@@ -37,22 +40,145 @@ pub(super) enum Op {
 /// A lock handed to the completer or the renewer, and where its outcome goes: the
 /// lease's new end (0 for a completion) when it took effect, None when the lock was
 /// lost, or why the call failed.
-type Coalesced = (
+pub(super) type Coalesced = (
     LockRef,
     oneshot::Sender<std::result::Result<Option<i64>, String>>,
 );
 
 /// The most locks one call of the completer or the renewer carries.
-const MAX_COALESCED: usize = 256;
+pub(super) const MAX_COALESCED: usize = 256;
 
-/// Completes (or renews) what the jobs hand over, coalescing what gathers while a call
-/// runs into the next one: one lock alone is settled as its job would settle it, several
-/// in one batch (2.7, 2.8: each item settles or reports its lost lock on its own).
-pub(super) async fn coalesced<C: Source>(
+/// Completions handed over and not yet committed. The receive loop takes them into its
+/// next receive (one transaction for both, `Engine::complete_and_receive`); whatever it
+/// does not take soon, the completer commits on its own.
+#[derive(Default)]
+pub(super) struct Pending {
+    items: std::sync::Mutex<Vec<Coalesced>>,
+    more: Notify,
+    closed: std::sync::atomic::AtomicBool,
+    /// Set while the receive loop waits for a handler slot with nothing buffered: its
+    /// next step is a receive, which takes the waiting completions with it, so the
+    /// completer leaves them.
+    folding: std::sync::atomic::AtomicBool,
+}
+
+impl Pending {
+    fn push(&self, c: Coalesced) -> std::result::Result<(), Coalesced> {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(c);
+        }
+        self.items.lock().unwrap_or_else(|e| e.into_inner()).push(c);
+        self.more.notify_one();
+        Ok(())
+    }
+
+    /// Takes up to [`MAX_COALESCED`] of the waiting completions, oldest first.
+    pub(super) fn take(&self) -> Vec<Coalesced> {
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let n = items.len().min(MAX_COALESCED);
+        items.drain(..n).collect()
+    }
+
+    /// Whether the receive loop's next step folds the waiting completions into a
+    /// receive; when it will not, the completer takes them (woken here).
+    pub(super) fn folding(&self, yes: bool) {
+        self.folding
+            .store(yes, std::sync::atomic::Ordering::Release);
+        if !yes {
+            self.more.notify_one();
+        }
+    }
+
+    /// No more completions come (every job has its answer): the completer ends once it
+    /// has committed what waits.
+    pub(super) fn close(&self) {
+        self.folding(false);
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.more.notify_one();
+    }
+}
+
+/// Commits the completions handed over that the receive loop did not fold into a
+/// receive, coalescing what gathers while a call runs into the next one.
+pub(super) async fn completer<C: Source>(engine: C, queue: String, pending: Arc<Pending>) {
+    use std::sync::atomic::Ordering::Acquire;
+    loop {
+        let waiting = !pending
+            .items
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty();
+        if !waiting && pending.closed.load(Acquire) {
+            return;
+        }
+        if !waiting || pending.folding.load(Acquire) {
+            pending.more.notified().await;
+            continue;
+        }
+        let batch = pending.take();
+        if !batch.is_empty() {
+            run_batch(&engine, &queue, batch, Op::Complete).await;
+        }
+    }
+}
+
+/// Answers each of `batch` from a batch call's per-item results: the lease's new end
+/// (0 for a completion) when it took effect, None when the lock was lost.
+pub(super) fn answer(
+    batch: Vec<Coalesced>,
+    results: std::result::Result<Vec<BatchResult>, String>,
+) {
+    match results {
+        Ok(results) => {
+            let took: HashMap<SeqNumber, i64> = results
+                .iter()
+                .filter(|r| r.ok)
+                .map(|r| (r.seq, r.locked_until_ms))
+                .collect();
+            for (lock, reply) in batch {
+                let _ = reply.send(Ok(took.get(&lock.seq).copied()));
+            }
+        }
+        Err(why) => {
+            for (_, reply) in batch {
+                let _ = reply.send(Err(why.clone()));
+            }
+        }
+    }
+}
+
+/// Settles one gathered batch: one lock alone as its job would settle it, several in
+/// one batch (2.7, 2.8: each item settles or reports its lost lock on its own).
+async fn run_batch<C: Source>(engine: &C, queue: &str, mut batch: Vec<Coalesced>, op: Op) {
+    if batch.len() == 1
+        && let Some((lock, reply)) = batch.pop()
+    {
+        let outcome = match op {
+            Op::Complete => engine.complete(queue, lock).await.map(|()| 0),
+            Op::Renew => engine.renew(queue, lock).await,
+        };
+        let _ = reply.send(match outcome {
+            Ok(until) => Ok(Some(until)),
+            Err(Error::LockLost { .. }) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        });
+        return;
+    }
+    let locks: Vec<LockRef> = batch.iter().map(|(l, _)| *l).collect();
+    let results = match op {
+        Op::Complete => engine.complete_batch(queue, &locks).await,
+        Op::Renew => engine.renew_batch(queue, &locks).await,
+    };
+    answer(batch, results.map_err(|e| e.to_string()));
+}
+
+/// Renews what the jobs hand over, coalescing what gathers while a call runs into the
+/// next one.
+pub(super) async fn renewer<C: Source>(
     engine: C,
     queue: String,
     mut gathered: mpsc::UnboundedReceiver<Coalesced>,
-    op: Op,
 ) {
     while let Some(first) = gathered.recv().await {
         let mut batch = vec![first];
@@ -62,43 +188,7 @@ pub(super) async fn coalesced<C: Source>(
                 Err(_) => break,
             }
         }
-        if batch.len() == 1
-            && let Some((lock, reply)) = batch.pop()
-        {
-            let outcome = match op {
-                Op::Complete => engine.complete(&queue, lock).await.map(|()| 0),
-                Op::Renew => engine.renew(&queue, lock).await,
-            };
-            let _ = reply.send(match outcome {
-                Ok(until) => Ok(Some(until)),
-                Err(Error::LockLost { .. }) => Ok(None),
-                Err(e) => Err(e.to_string()),
-            });
-            continue;
-        }
-        let locks: Vec<LockRef> = batch.iter().map(|(l, _)| *l).collect();
-        let results = match op {
-            Op::Complete => engine.complete_batch(&queue, &locks).await,
-            Op::Renew => engine.renew_batch(&queue, &locks).await,
-        };
-        match results {
-            Ok(results) => {
-                let took: HashMap<SeqNumber, i64> = results
-                    .iter()
-                    .filter(|r| r.ok)
-                    .map(|r| (r.seq, r.locked_until_ms))
-                    .collect();
-                for (lock, reply) in batch {
-                    let _ = reply.send(Ok(took.get(&lock.seq).copied()));
-                }
-            }
-            Err(e) => {
-                let why = e.to_string();
-                for (_, reply) in batch {
-                    let _ = reply.send(Err(why.clone()));
-                }
-            }
-        }
+        run_batch(&engine, &queue, batch, Op::Renew).await;
     }
 }
 
@@ -153,7 +243,7 @@ where
                         self.give_back(&handled, lock, REASON_STALLED, why, delivery_count).await;
                         return;
                     }
-                    match self.coalesced(&self.renewals, Op::Renew, lock).await {
+                    match self.coalesced(Op::Renew, lock).await {
                         Ok(until) => locked_until = until,
                         // The lease is gone; the handler finishes, its settlement will
                         // be refused and counted.
@@ -198,12 +288,8 @@ where
 
     /// Completes or renews through the worker's completer or renewer (coalesced with
     /// other jobs'), or alone if it is gone. The lease's new end (0 for a completion).
-    async fn coalesced(
-        &self,
-        to: &mpsc::UnboundedSender<Coalesced>,
-        op: Op,
-        lock: LockRef,
-    ) -> Result<i64> {
+    /// A completion gives the job's handler slot back as soon as it is handed over.
+    async fn coalesced(&self, op: Op, lock: LockRef) -> Result<i64> {
         let alone = || async {
             match op {
                 Op::Complete => self.engine.complete(&self.queue, lock).await.map(|()| 0),
@@ -211,8 +297,15 @@ where
             }
         };
         let (reply, outcome) = oneshot::channel();
-        if to.send((lock, reply)).is_err() {
+        let handed = match op {
+            Op::Complete => self.completions.push((lock, reply)).is_ok(),
+            Op::Renew => self.renewals.send((lock, reply)).is_ok(),
+        };
+        if !handed {
             return alone().await;
+        }
+        if let Op::Complete = op {
+            drop(self.permit.lock().unwrap_or_else(|e| e.into_inner()).take());
         }
         match outcome.await {
             Ok(Ok(Some(until))) => Ok(until),
@@ -259,10 +352,7 @@ where
     async fn settle(&self, how: Settle, lock: LockRef) {
         let q = &self.queue;
         let result = match &how {
-            Settle::Complete => self
-                .coalesced(&self.completions, Op::Complete, lock)
-                .await
-                .map(|_| ()),
+            Settle::Complete => self.coalesced(Op::Complete, lock).await.map(|_| ()),
             Settle::Retry(delay) => {
                 let delay = (*delay).min(crate::engine::MAX_ABANDON_DELAY);
                 self.engine.abandon(q, lock, delay).await

@@ -194,19 +194,17 @@ where
     ) -> Result<WorkerReport> {
         let report = Arc::new(std::sync::Mutex::new(WorkerReport::default()));
         let permits = Arc::new(Semaphore::new(self.concurrency));
-        let (completions, gathered) = mpsc::unbounded_channel();
-        let completer = tokio::spawn(coalesced(
+        let completions = Arc::new(Pending::default());
+        let completer = tokio::spawn(job::completer(
             self.engine.clone(),
             self.queue.clone(),
-            gathered,
-            Op::Complete,
+            completions.clone(),
         ));
         let (renewals, gathered) = mpsc::unbounded_channel();
-        let renewer = tokio::spawn(coalesced(
+        let renewer = tokio::spawn(job::renewer(
             self.engine.clone(),
             self.queue.clone(),
             gathered,
-            Op::Renew,
         ));
         let prefetch = self.prefetch.unwrap_or(self.concurrency);
         let max_claim =
@@ -218,7 +216,10 @@ where
         let mut tasks = JoinSet::new();
         let mut shutdown = std::pin::pin!(shutdown);
         let outcome = loop {
-            // Wait for a free slot, then take as many messages as there are slots.
+            // Wait for a free slot, then take as many messages as there are slots. With
+            // nothing buffered the next step is a receive: the completions handed over
+            // meanwhile wait for it.
+            completions.folding(buffer.is_empty());
             let first = tokio::select! {
                 _ = &mut shutdown => break Ok(()),
                 p = permits.clone().acquire_owned() => p.map_err(|_| Error::Closed),
@@ -236,10 +237,39 @@ where
                     wait: self.poll_wait,
                     ..Default::default()
                 };
-                let got = tokio::select! {
-                    _ = &mut shutdown => break Ok(()),
-                    got = self.engine.receive(&self.queue, options) => got,
-                };
+                // The completions handed over since the last receive commit with its
+                // first claim: one transaction where two calls take two.
+                let folded = completions.take();
+                let mut got = Ok(Vec::new());
+                if !folded.is_empty() {
+                    let locks: Vec<LockRef> = folded.iter().map(|(l, _)| *l).collect();
+                    let first = ReceiveOptions {
+                        wait: Duration::ZERO,
+                        ..options.clone()
+                    };
+                    got = match self
+                        .engine
+                        .complete_and_receive(&self.queue, &locks, first)
+                        .await
+                    {
+                        Ok((results, claimed)) => {
+                            job::answer(folded, Ok(results));
+                            Ok(claimed)
+                        }
+                        Err(e) => {
+                            job::answer(folded, Err(e.to_string()));
+                            Err(e)
+                        }
+                    };
+                }
+                // The completions handed over while this receive waits commit without it.
+                completions.folding(false);
+                if matches!(&got, Ok(m) if m.is_empty()) {
+                    got = tokio::select! {
+                        _ = &mut shutdown => break Ok(()),
+                        got = self.engine.receive(&self.queue, options) => got,
+                    };
+                }
                 let now = self.engine.clock().now_ms();
                 match got {
                     Ok(m) => buffer.extend(m.into_iter().map(|m| (m, now))),
@@ -260,17 +290,16 @@ where
                     expired: expired.clone(),
                     completions: completions.clone(),
                     renewals: renewals.clone(),
+                    permit: std::sync::Mutex::new(Some(permit)),
                 };
-                tasks.spawn(async move {
-                    job.run(m).await;
-                    drop(permit);
-                });
+                tasks.spawn(job.run(m));
             }
             // Reap finished tasks so the set does not grow.
             while tasks.try_join_next().is_some() {}
         };
         // Shutdown: no more receives; the buffered messages go back at once, for
         // another consumer; the running handlers get the grace period.
+        completions.folding(false);
         for (m, _) in buffer.drain(..) {
             let lock = LockRef::from(&m);
             if self
@@ -298,7 +327,7 @@ where
         let _ = expire.send(true);
         while tasks.join_next().await.is_some() {}
         // Every job has its answer; the completer and renewer end with the last sender.
-        drop(completions);
+        completions.close();
         drop(renewals);
         let _ = completer.await;
         let _ = renewer.await;

@@ -35,6 +35,14 @@ pub trait Source: Clone + Send + Sync + 'static {
         locks: &[LockRef],
     ) -> impl Future<Output = Result<Vec<BatchResult>>> + Send;
 
+    /// [`Engine::complete_and_receive`]: one transaction where the engine has it.
+    fn complete_and_receive(
+        &self,
+        queue: &str,
+        completed: &[LockRef],
+        options: ReceiveOptions,
+    ) -> impl Future<Output = Result<(Vec<BatchResult>, Vec<Message>)>> + Send;
+
     /// [`Engine::renew`]: the lease's new end.
     fn renew(&self, queue: &str, lock: LockRef) -> impl Future<Output = Result<i64>> + Send;
 
@@ -100,6 +108,20 @@ macro_rules! source_by_inherent_methods {
                 Output = $crate::__contract::Result<Vec<$crate::__contract::BatchResult>>,
             > + Send {
                 <$ty>::complete_batch(self, queue, locks)
+            }
+
+            fn complete_and_receive(
+                &self,
+                queue: &str,
+                completed: &[$crate::__contract::LockRef],
+                options: $crate::__contract::ReceiveOptions,
+            ) -> impl ::std::future::Future<
+                Output = $crate::__contract::Result<(
+                    Vec<$crate::__contract::BatchResult>,
+                    Vec<$crate::__contract::Message>,
+                )>,
+            > + Send {
+                <$ty>::complete_and_receive(self, queue, completed, options)
             }
 
             fn renew(

@@ -380,6 +380,23 @@ impl Client {
         self.batch(Rpc::CompleteBatch, queue, locks).await
     }
 
+    /// Completes `completed` (when there are any) and receives: two calls over the
+    /// wire, which has no call that does both (the engine's
+    /// `Engine::complete_and_receive` does them in one transaction).
+    pub async fn complete_and_receive(
+        &self,
+        queue: &str,
+        completed: &[LockRef],
+        options: ReceiveOptions,
+    ) -> Result<(Vec<BatchResult>, Vec<Message>)> {
+        let done = if completed.is_empty() {
+            Vec::new()
+        } else {
+            self.complete_batch(queue, completed).await?
+        };
+        Ok((done, self.receive(queue, options).await?))
+    }
+
     /// Renews many leases in one transaction.
     pub async fn renew_batch(&self, queue: &str, locks: &[LockRef]) -> Result<Vec<BatchResult>> {
         self.batch(Rpc::RenewBatch, queue, locks).await
