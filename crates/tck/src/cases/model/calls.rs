@@ -184,7 +184,6 @@ impl<F: Access> Run<'_, F> {
         attempt: Option<u8>,
         ctx: &(dyn Fn(&str) -> String + Sync),
     ) -> Result<(), TestCaseError> {
-        let now = self.clock.now();
         let mode = if delete {
             ReceiveMode::ReceiveAndDelete
         } else {
@@ -197,7 +196,23 @@ impl<F: Access> Run<'_, F> {
             mode,
             attempt_id: attempt_id.clone(),
         };
-        let got = self.mq.receive(QUEUES[q], options).await;
+        let got = self.mq.receive(QUEUES[q], options.clone()).await;
+        self.check_receive(q, options, got, ctx).await
+    }
+
+    /// Checks a receive's answer `got` against the model, which claims as it does.
+    pub(super) async fn check_receive(
+        &mut self,
+        q: usize,
+        options: ReceiveOptions,
+        got: mqlite_contract::Result<Vec<Message>>,
+        ctx: &(dyn Fn(&str) -> String + Sync),
+    ) -> Result<(), TestCaseError> {
+        let now = self.clock.now();
+        let mode = options.mode;
+        let delete = mode == ReceiveMode::ReceiveAndDelete;
+        let n = options.max_messages;
+        let attempt_id = options.attempt_id;
         let recorded = attempt_id
             .as_ref()
             .and_then(|a| self.model.queues[q].attempts.get(a))

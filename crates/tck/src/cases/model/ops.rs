@@ -103,6 +103,8 @@ pub(super) enum Op {
     },
     CompleteBatch {
         picks: Vec<(usize, bool)>,
+        /// Complete and receive up to this many in one call (2.10).
+        and_receive: Option<u32>,
     },
     RenewBatch {
         picks: Vec<(usize, bool)>,
@@ -230,8 +232,11 @@ pub(super) fn op() -> impl Strategy<Value = Op> {
         12 => (any::<usize>(), verb(), tamper())
             .prop_map(|(pick, verb, tamper)| Op::Settle { pick, verb, tamper }),
         1 => (any::<usize>(), tamper()).prop_map(|(pick, tamper)| Op::Renew { pick, tamper }),
-        1 => proptest::collection::vec((any::<usize>(), proptest::bool::weighted(0.2)), 1..=4)
-            .prop_map(|picks| Op::CompleteBatch { picks }),
+        2 => (
+            proptest::collection::vec((any::<usize>(), proptest::bool::weighted(0.2)), 1..=4),
+            proptest::option::weighted(0.5, 1u32..=3),
+        )
+            .prop_map(|(picks, and_receive)| Op::CompleteBatch { picks, and_receive }),
         1 => proptest::collection::vec((any::<usize>(), proptest::bool::weighted(0.2)), 1..=4)
             .prop_map(|picks| Op::RenewBatch { picks }),
         2 => (

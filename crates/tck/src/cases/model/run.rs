@@ -147,7 +147,7 @@ impl<F: Access> Run<'_, F> {
                     }
                 }
             }
-            Op::CompleteBatch { picks } | Op::RenewBatch { picks } => {
+            Op::CompleteBatch { picks, .. } | Op::RenewBatch { picks } => {
                 let locks: Vec<(usize, LockRef)> = picks
                     .iter()
                     .filter_map(|(p, forged)| {
@@ -160,8 +160,26 @@ impl<F: Access> Run<'_, F> {
                 };
                 let refs: Vec<LockRef> = locks.iter().map(|(_, l)| *l).collect();
                 let renewing = matches!(op, Op::RenewBatch { .. });
+                let and_receive = match op {
+                    Op::CompleteBatch { and_receive, .. } => *and_receive,
+                    _ => None,
+                };
+                let receive = and_receive.map(|n| ReceiveOptions {
+                    max_messages: n,
+                    wait: from_millis(0),
+                    ..Default::default()
+                });
+                let mut received = None;
                 let got = if renewing {
                     self.mq.renew_batch(QUEUES[q], &refs).await
+                } else if let Some(options) = &receive {
+                    self.mq
+                        .complete_and_receive(QUEUES[q], &refs, options.clone())
+                        .await
+                        .map(|(done, got)| {
+                            received = Some(got);
+                            done
+                        })
                 } else {
                     self.mq.complete_batch(QUEUES[q], &refs).await
                 }
@@ -192,6 +210,11 @@ impl<F: Access> Run<'_, F> {
                     );
                 }
                 prop_assert_eq!(got, expected, "{}", ctx("per-item results"));
+                // The claim of a complete-and-receive sees what the completions freed.
+                if let (Some(options), Some(got)) = (receive, received) {
+                    hit(&mut self.model.cov, "complete_and_receive");
+                    self.check_receive(q, options, Ok(got), ctx).await?;
+                }
             }
             Op::ReceiveDeferred { q, picks, any } => {
                 let queue = &self.model.queues[*q];
