@@ -73,6 +73,11 @@ impl World {
         [("mqlite", &self.engine), ("mqlite-writer", &self.writer)]
     }
 
+    /// `n` messages of the bench's bodies, for a batch sent outside a measurement.
+    fn batch(&self, n: usize) -> Vec<OutMessage> {
+        (0..n).map(|_| OutMessage::new(self.next())).collect()
+    }
+
     /// Runs `bench` under the lateness probe and reports it under `group/name`, with
     /// where the store's calls ran and how many commits they made.
     fn probed(&self, group: &str, name: &str, bench: impl FnOnce()) {
@@ -312,8 +317,7 @@ fn drain_64(c: &mut Criterion) {
                     w.rt.block_on(async {
                         let mut spent = Duration::ZERO;
                         for _ in 0..iters {
-                            let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
-                            engine.send_batch(Q, batch).await.expect("fill");
+                            engine.send_batch(Q, w.batch(64)).await.expect("fill");
                             let start = Instant::now();
                             let got = engine
                                 .receive(Q, ReceiveOptions::batch(64))
@@ -361,8 +365,7 @@ fn drain_single(c: &mut Criterion) {
                     w.rt.block_on(async {
                         let mut spent = Duration::ZERO;
                         for _ in 0..iters {
-                            let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
-                            engine.send_batch(Q, batch).await.expect("fill");
+                            engine.send_batch(Q, w.batch(64)).await.expect("fill");
                             let start = Instant::now();
                             for _ in 0..64 {
                                 let m = engine.receive_one(Q).await.expect("receive").expect("one");
@@ -385,8 +388,7 @@ fn drain_single(c: &mut Criterion) {
                 w.rt.block_on(async {
                     let mut spent = Duration::ZERO;
                     for _ in 0..iters {
-                        let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
-                        engine.send_batch(Q, batch).await.expect("fill");
+                        engine.send_batch(Q, w.batch(64)).await.expect("fill");
                         let start = Instant::now();
                         let mut held: Vec<LockRef> = Vec::new();
                         for _ in 0..64 {
