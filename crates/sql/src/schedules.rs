@@ -4,7 +4,7 @@
 
 use mqlite_contract::{
     Error, Missed, OutMessage, Recurrence, Result, Schedule, ScheduleFire, ScheduleSpec,
-    SendOptions, from_millis, millis,
+    SendOptions,
 };
 use mqlite_kit::codec::{decode_out, encode_out};
 
@@ -56,13 +56,7 @@ fn corrupt(what: &str) -> Error {
 }
 
 fn schedule(r: &Row) -> Result<Schedule> {
-    let every = match r.opt_text(3)? {
-        Some(expr) => Recurrence::Cron {
-            expr,
-            tz: r.opt_text(4)?.unwrap_or_else(|| "UTC".to_owned()),
-        },
-        None => Recurrence::Every(from_millis(r.int(2)?)),
-    };
+    let every = Recurrence::from_parts(r.int(2)?, r.opt_text(3)?, r.opt_text(4)?);
     Ok(Schedule {
         spec: ScheduleSpec {
             name: r.text(0)?,
@@ -87,10 +81,7 @@ pub async fn put_schedule<X: SqlExec>(
     next_at: i64,
 ) -> Result<Schedule> {
     load_queue(x, &spec.queue).await?;
-    let (every_ms, cron, tz) = match &spec.every {
-        Recurrence::Every(d) => (millis(*d), None, None),
-        Recurrence::Cron { expr, tz } => (0, Some(expr.as_str()), Some(tz.as_str())),
-    };
+    let (every_ms, cron, tz) = spec.every.parts();
     let rows = x
         .query(
             SCHEDULE_PUT,

@@ -3,7 +3,7 @@
 
 use mqlite_contract::{
     AccessKey, Error, Message, MessageState, Missed, OrderingMode, QueueConfig, QueueKind,
-    QueueStatus, Recurrence, Result, Schedule, ScheduleSpec, millis, types::from_millis,
+    QueueStatus, Recurrence, Result, Schedule, ScheduleSpec, types::from_millis,
 };
 use mqlite_kit::codec::{decode_messages, decode_out, encode_messages, encode_out};
 
@@ -318,10 +318,7 @@ pub(crate) fn decode_key(id: &str, buf: &[u8]) -> Result<AccessKey> {
 /// A schedule's value: everything but its name (the key). `last_tick` is `i64::MIN`
 /// while none fired.
 pub(crate) fn encode_schedule(s: &Schedule) -> Vec<u8> {
-    let (every_ms, cron, tz) = match &s.spec.every {
-        Recurrence::Every(d) => (millis(*d), None, None),
-        Recurrence::Cron { expr, tz } => (0, Some(expr.as_str()), Some(tz.as_str())),
-    };
+    let (every_ms, cron, tz) = s.spec.every.parts();
     let mut w = Encoder::default();
     w.s(&s.spec.queue)
         .i(every_ms)
@@ -341,13 +338,7 @@ pub(crate) fn decode_schedule(name: &str, buf: &[u8]) -> Result<Schedule> {
     let mut r = Decoder(buf);
     let queue = r.s()?;
     let every_ms = r.i()?;
-    let every = match (r.opt()?, r.opt()?) {
-        (Some(expr), tz) => Recurrence::Cron {
-            expr,
-            tz: tz.unwrap_or_else(|| "UTC".to_owned()),
-        },
-        (None, _) => Recurrence::Every(from_millis(every_ms)),
-    };
+    let every = Recurrence::from_parts(every_ms, r.opt()?, r.opt()?);
     let missed = r.s()?.parse::<Missed>()?;
     let message = decode_out(&r.bytes()?).ok_or_else(|| corrupt("a schedule's message"))?;
     Ok(Schedule {

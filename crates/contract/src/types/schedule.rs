@@ -41,6 +41,29 @@ pub enum Recurrence {
     },
 }
 
+impl Recurrence {
+    /// Its stored form: the interval in ms (0 for a cron expression), and the
+    /// expression with its zone (None for an interval).
+    pub fn parts(&self) -> (i64, Option<&str>, Option<&str>) {
+        match self {
+            Recurrence::Every(d) => (millis(*d), None, None),
+            Recurrence::Cron { expr, tz } => (0, Some(expr.as_str()), Some(tz.as_str())),
+        }
+    }
+
+    /// From its stored form ([`Recurrence::parts`]): the expression when there is one
+    /// (in UTC when no zone was stored), else the interval.
+    pub fn from_parts(every_ms: i64, cron: Option<String>, tz: Option<String>) -> Recurrence {
+        match cron {
+            Some(expr) => Recurrence::Cron {
+                expr,
+                tz: tz.unwrap_or_else(|| "UTC".to_owned()),
+            },
+            None => Recurrence::Every(from_millis(every_ms)),
+        }
+    }
+}
+
 /// The shortest interval a schedule ticks at.
 pub const MIN_SCHEDULE_INTERVAL: Duration = Duration::from_secs(1);
 

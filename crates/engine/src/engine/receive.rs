@@ -94,7 +94,7 @@ impl<S: Store> Engine<S> {
         validate_name(queue)?;
         if completing.len() > MAX_COMPLETE_BATCH {
             return Err(Error::invalid(format!(
-                "a batch holds 1..={MAX_COMPLETE_BATCH} items"
+                "complete_and_receive completes at most {MAX_COMPLETE_BATCH} messages"
             )));
         }
         if options.max_messages == 0 || options.max_messages > MAX_RECEIVE_BATCH {

@@ -83,17 +83,9 @@ impl Ticks {
         }
     }
 
-    /// The first tick after `now`: where a created or replaced schedule starts (an
-    /// interval counts from now).
-    pub(crate) fn first_after(&self, now: i64) -> Result<i64> {
-        match self {
-            Ticks::Every(d) => Ok(now.saturating_add(*d)),
-            Ticks::Cron(..) => self.next_after(now),
-        }
-    }
-
-    /// A cron expression's first tick after `t`.
-    fn next_after(&self, t: i64) -> Result<i64> {
+    /// The first tick after `t`: where a created or replaced schedule starts (an
+    /// interval counts from `t`), and a cron expression's next tick.
+    pub(crate) fn first_after(&self, t: i64) -> Result<i64> {
         match self {
             Ticks::Every(d) => Ok(t.saturating_add(*d)),
             Ticks::Cron(cron, tz) => cron
@@ -121,7 +113,7 @@ impl Ticks {
                     .unwrap_or(due);
                 Ok(Standing {
                     latest: previous.clamp(due, now),
-                    next: self.next_after(now)?,
+                    next: self.first_after(now)?,
                 })
             }
         }

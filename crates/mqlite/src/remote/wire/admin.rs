@@ -414,10 +414,12 @@ impl CreateScheduleRequest {
 }
 
 fn recurrence(every: &Recurrence) -> (i64, String, String) {
-    match every {
-        Recurrence::Every(d) => (mqlite_contract::millis(*d), String::new(), String::new()),
-        Recurrence::Cron { expr, tz } => (0, expr.clone(), tz.clone()),
-    }
+    let (every_ms, cron, tz) = every.parts();
+    (
+        every_ms,
+        cron.unwrap_or_default().to_owned(),
+        tz.unwrap_or_default().to_owned(),
+    )
 }
 
 /// A schedule as stored (CreateSchedule, ListSchedules).
