@@ -21,7 +21,7 @@ use mqlite_contract::types::{
     SendOptions, millis, tick_id,
 };
 
-use super::limits::{validate_send, validate_text};
+use super::limits::validate_send;
 use super::{Engine, validate_name, validate_new_name};
 
 /// How a recurrence finds its ticks.
@@ -156,7 +156,6 @@ impl<S: Store> Engine<S> {
     pub async fn create_schedule(&self, mut spec: ScheduleSpec) -> Result<Schedule> {
         validate_new_name(&spec.name)?;
         validate_name(&spec.queue)?;
-        validate_text("schedule name", &spec.name)?;
         let ticks = Ticks::of(&spec.every)?;
         spec.message.event = None;
         spec.message.message_id = None;
