@@ -1,6 +1,6 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
--- schema token: mqlite-rs/9
+-- schema token: mqlite-rs/10
 
 -- index mqlite_attempt_expiry
 CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at);
@@ -108,8 +108,9 @@ CREATE TABLE mqlite_messages (
     id                      INTEGER PRIMARY KEY,
     queue                   TEXT NOT NULL,
     state                   TEXT NOT NULL DEFAULT 'active'
-                                CHECK (state IN ('active','locked','deferred',
-                                                 'scheduled','completed','dead_lettered')),
+                                CHECK (state = 'active' OR state = 'locked' OR state = 'deferred'
+                                    OR state = 'scheduled' OR state = 'completed'
+                                    OR state = 'dead_lettered'),
     line                    TEXT,
     waiting                 INTEGER NOT NULL DEFAULT 0 CHECK (waiting IN (0,1)),
     enqueued_at             INTEGER NOT NULL,

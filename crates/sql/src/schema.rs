@@ -3,7 +3,7 @@
 /// The schema guard token stored in `meta`. Open refuses any other (10.2); an
 /// incompatible layout change must change this token, never migrate in place. The
 /// golden test of the SQLite store holds the two together.
-pub const SCHEMA_TOKEN: &str = "mqlite-rs/9";
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/10";
 
 /// The nine STRICT tables and their indexes, in creation order.
 ///
@@ -50,8 +50,9 @@ pub const SCHEMA: &[&str] = &[
     id                      INTEGER PRIMARY KEY,
     queue                   TEXT NOT NULL,
     state                   TEXT NOT NULL DEFAULT 'active'
-                                CHECK (state IN ('active','locked','deferred',
-                                                 'scheduled','completed','dead_lettered')),
+                                CHECK (state = 'active' OR state = 'locked' OR state = 'deferred'
+                                    OR state = 'scheduled' OR state = 'completed'
+                                    OR state = 'dead_lettered'),
     line                    TEXT,
     waiting                 INTEGER NOT NULL DEFAULT 0 CHECK (waiting IN (0,1)),
     enqueued_at             INTEGER NOT NULL,
