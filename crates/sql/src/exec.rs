@@ -3,7 +3,9 @@
 //! round trips; a local driver (rusqlite) answers at once, and its writer thread drives
 //! the flow with `mqlite_kit::blocking::block_on`.
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{Mutex, MutexGuard};
 
 use mqlite_contract::{Error, QueueConfig, QueueKind, Result};
 
@@ -243,4 +245,37 @@ pub trait SqlExec {
     /// The flow wrote queue rows (created, changed or deleted a queue): whatever the
     /// driver remembers of them is forgotten, whatever the transaction's outcome.
     fn queues_changed(&mut self) {}
+}
+
+/// A queue's row as the flows read it.
+pub type QueueRow = (QueueKind, QueueConfig);
+
+/// The rows of `mqlite_queues` a store read in committed transactions, for a driver
+/// that can vouch that nothing else changed them since ([`SqlExec::known_queue`]): the
+/// store is the database's only writer, and every write of a queue row goes through a
+/// flow that says so ([`SqlExec::queues_changed`]), which forgets them all. A flow
+/// that finds its queue here skips the read of its row: a receive or a settlement is
+/// one statement shorter.
+#[derive(Debug, Default)]
+pub struct KnownQueues(Mutex<HashMap<String, QueueRow>>);
+
+impl KnownQueues {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, QueueRow>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The row of `name`, if a committed transaction read it since the last change.
+    pub fn get(&self, name: &str) -> Option<QueueRow> {
+        self.lock().get(name).cloned()
+    }
+
+    /// Forgets every row (a flow wrote queue rows, whatever its outcome).
+    pub fn forget(&self) {
+        self.lock().clear();
+    }
+
+    /// Remembers rows read by a transaction that committed.
+    pub fn remember(&self, rows: impl IntoIterator<Item = (String, QueueRow)>) {
+        self.lock().extend(rows);
+    }
 }

@@ -118,7 +118,7 @@ pub mod sweeps;
 pub mod topics;
 pub mod values;
 
-pub use exec::{Executed, Params, Row, SqlExec, Value};
+pub use exec::{Executed, KnownQueues, Params, QueueRow, Row, SqlExec, Value};
 /// The contract, for [`store_ops!`]'s expansion.
 #[doc(hidden)]
 pub use mqlite_contract as core;
@@ -153,6 +153,7 @@ pub static STATEMENTS: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
 pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("SELECT_QUEUE", rows::SELECT_QUEUE),
     ("SELECT_QUEUE_NEXT_SEQ", rows::SELECT_QUEUE_NEXT_SEQ),
+    ("SELECT_NEXT_SEQ", rows::SELECT_NEXT_SEQ),
     ("DEDUP_LOOKUP", enqueue::DEDUP_LOOKUP),
     ("DEDUP_INSERT", enqueue::DEDUP_INSERT),
     ("INSERT_ONE", enqueue::INSERT_ONE),

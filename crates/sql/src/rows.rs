@@ -118,19 +118,32 @@ pub const SELECT_QUEUE: &str = concat!(
     " FROM mqlite_queues WHERE name = :name"
 );
 
-/// [`SELECT_QUEUE`] and the sequence number the next message takes (a send reads both
-/// in one statement): above both the largest number present and the `seq_floor` that
-/// the `mqlite_seq_floor` trigger records when the largest row is deleted, so numbers
-/// never repeat (G1) without AUTOINCREMENT's `sqlite_sequence` row rewritten on every
-/// insert. Read inside the send's own transaction, which the one writer holds.
+/// The sequence number the next message takes: above both the largest number present
+/// and the `seq_floor` that the `mqlite_seq_floor` trigger records when the largest row
+/// is deleted, so numbers never repeat (G1) without AUTOINCREMENT's `sqlite_sequence`
+/// row rewritten on every insert. Read inside the send's own transaction, which the one
+/// writer holds.
+macro_rules! next_seq {
+    () => {
+        "max(coalesce((SELECT max(id) FROM mqlite_messages), 0),
+            coalesce((SELECT CAST(value AS INTEGER) FROM mqlite_meta
+                       WHERE key = 'seq_floor'), 0)) + 1"
+    };
+}
+
+/// [`SELECT_QUEUE`] and the sequence number the next message takes, in one statement.
 pub const SELECT_QUEUE_NEXT_SEQ: &str = concat!(
     "SELECT ",
     queue_columns!(),
-    ", max(coalesce((SELECT max(id) FROM mqlite_messages), 0),
-            coalesce((SELECT CAST(value AS INTEGER) FROM mqlite_meta
-                       WHERE key = 'seq_floor'), 0)) + 1
+    ", ",
+    next_seq!(),
+    "
   FROM mqlite_queues WHERE name = :name"
 );
+
+/// The next sequence number alone, for a send whose queue row the driver knows
+/// ([`SqlExec::known_queue`]).
+pub const SELECT_NEXT_SEQ: &str = concat!("SELECT ", next_seq!());
 
 /// The row `sql` (one of the queue reads) returns for an existing name, or `NotFound`.
 async fn load_row<X: SqlExec>(x: &mut X, sql: &'static str, name: &str) -> Result<Row> {
@@ -157,8 +170,22 @@ pub async fn load_queue<X: SqlExec>(x: &mut X, name: &str) -> Result<QueueConfig
     decide::holding(name, load_any(x, name).await?)
 }
 
-/// [`load_queue`] and the next sequence number ([`SELECT_QUEUE_NEXT_SEQ`]).
+/// [`load_queue`] and the next sequence number: [`SELECT_NEXT_SEQ`] when the driver
+/// knows the queue's row, else [`SELECT_QUEUE_NEXT_SEQ`].
 pub async fn load_queue_next_seq<X: SqlExec>(x: &mut X, name: &str) -> Result<(QueueConfig, i64)> {
+    if let Some(known) = x.known_queue(name) {
+        let rows = x.query(SELECT_NEXT_SEQ, &[]).await?;
+        let seq = match rows.first() {
+            Some(r) => r.int(0)?,
+            None => {
+                return Err(Error::backend(
+                    "sql",
+                    crate::exec::CorruptRow("no next sequence number".into()),
+                ));
+            }
+        };
+        return Ok((decide::holding(name, known)?, seq));
+    }
     let row = load_row(x, SELECT_QUEUE_NEXT_SEQ, name).await?;
     let queue = queue_row(&row, 0)?;
     x.read_queue(name, &queue);

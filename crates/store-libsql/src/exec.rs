@@ -3,10 +3,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use std::collections::HashMap;
-
 use mqlite_contract::{QueueConfig, QueueKind, Result};
-use mqlite_sql::{Executed, Params, Row, SqlExec, Value};
+use mqlite_sql::{Executed, KnownQueues, Params, Row, SqlExec, Value};
 
 use crate::db;
 use crate::owner::{Lease, READ_EPOCH};
@@ -48,29 +46,20 @@ pub(crate) struct Exec<'t> {
     pub(crate) changed: bool,
 }
 
-/// The rows of `mqlite_queues` this owner read in committed transactions. Only the
-/// owner writes the database, and every write of a queue row goes through a flow that
-/// says so ([`SqlExec::queues_changed`]: creating, changing or deleting a queue or a
-/// subscription; an application's transaction has no such operation), which empties
-/// this; a takeover deposes the owner, whose every call then fails. So a flow can skip the read of the queue's row
-/// and its first statement is its work: a receive and a settlement each save a round
-/// trip.
+/// What this owner knows of the queues' rows ([`KnownQueues`]): a takeover deposes
+/// the owner, whose every call then fails, so no other writer changes them under it.
 #[derive(Debug, Default)]
-pub(crate) struct QueueCache(std::sync::Mutex<HashMap<String, (QueueKind, QueueConfig)>>);
+pub(crate) struct QueueCache(KnownQueues);
 
 impl QueueCache {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (QueueKind, QueueConfig)>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// After a flow: forget everything if it wrote queue rows (whether or not it
     /// committed: an answerless COMMIT may have landed), else remember what it read if
     /// it committed.
     pub(crate) fn settle(&self, x: &mut Exec<'_>, committed: bool) {
         if x.changed {
-            self.lock().clear();
+            self.0.forget();
         } else if committed {
-            self.lock().extend(x.read.drain(..));
+            self.0.remember(x.read.drain(..));
         }
     }
 }
@@ -294,7 +283,7 @@ pub(crate) async fn rows<N: AsRef<str> + Sync>(
 
 impl SqlExec for Exec<'_> {
     fn known_queue(&self, name: &str) -> Option<(QueueKind, QueueConfig)> {
-        self.queues?.lock().get(name).cloned()
+        self.queues?.0.get(name)
     }
 
     fn read_queue(&mut self, name: &str, row: &(QueueKind, QueueConfig)) {

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, StatementStatus};
 
-use mqlite_contract::{Error, Result, WorkStats};
-use mqlite_sql::{Executed, Params, Row, SqlExec, Value};
+use mqlite_contract::{Error, QueueConfig, QueueKind, Result, WorkStats};
+use mqlite_sql::{Executed, KnownQueues, Params, QueueRow, Row, SqlExec, Value};
 
 use crate::db;
 
@@ -40,6 +40,13 @@ impl WorkCounter {
 pub(crate) struct Exec<'c> {
     pub(crate) conn: &'c Connection,
     pub(crate) work: &'c WorkCounter,
+    /// The queue rows this store vouches for ([`KnownQueues`]: it is the file's one
+    /// writer).
+    pub(crate) known: &'c KnownQueues,
+    /// Where the queue rows this flow reads wait for its transaction's commit (the
+    /// writer's [`crate::writer::Conn`] remembers them then); None in an application's
+    /// transaction, whose commit the store does not see.
+    pub(crate) read: Option<&'c mut Vec<(String, QueueRow)>>,
 }
 
 fn bind(stmt: &mut rusqlite::Statement<'_>, sql: &str, params: Params<'_>) -> Result<()> {
@@ -119,6 +126,25 @@ impl Exec<'_> {
     reason = "driven to completion at once by block_on on the thread holding the connection (the writer thread, or a caller's for a short call); never held across a task's await"
 )]
 impl SqlExec for Exec<'_> {
+    fn known_queue(&self, name: &str) -> Option<(QueueKind, QueueConfig)> {
+        self.known.get(name)
+    }
+
+    fn read_queue(&mut self, name: &str, row: &(QueueKind, QueueConfig)) {
+        if let Some(read) = self.read.as_mut() {
+            read.push((name.to_owned(), row.clone()));
+        }
+    }
+
+    fn queues_changed(&mut self) {
+        // Forgotten at once, and so is what this transaction read before: a row read
+        // earlier may be the one that changes.
+        self.known.forget();
+        if let Some(read) = self.read.as_mut() {
+            read.clear();
+        }
+    }
+
     async fn query(&mut self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>> {
         self.query_now(sql, params)
     }

@@ -31,6 +31,7 @@ use mqlite_contract::{
     WorkStats,
 };
 use mqlite_sql as sql;
+use mqlite_sql::KnownQueues;
 
 pub use migrate::{MigrationReport, migrate};
 pub use tx::SqliteTx;
@@ -182,6 +183,8 @@ pub struct SqliteStore {
     /// The database's path as errors name it (`:memory:` for a private one).
     location: Arc<str>,
     reserve: Arc<Reserve>,
+    /// The queue rows this store vouches for (it is the file's one writer).
+    known: Arc<KnownQueues>,
     /// Set once this store is closing or dropped: an open of the same file in this
     /// process then waits for the release instead of failing with `DbLocked`.
     releasing: Arc<AtomicBool>,
@@ -232,16 +235,23 @@ impl SqliteStore {
         // writer thread, where waiting calls share one commit and its fsync.
         let inline = options.caller_thread && !sync.fsyncs();
         let file = path.clone();
-        let writer = Writer::start(options.clock.clone(), inline, file, move || {
-            // The lock comes first: nothing, not even the guard check, reads a file that
-            // another writer holds.
-            let guard = match &location {
-                DbPath::File(p) => Some(lock::lock_db(p, flag)?),
-                DbPath::Memory => None,
-            };
-            let conn = schema::open_connection(&location, sync)?;
-            Ok((conn, guard))
-        })
+        let known = Arc::new(KnownQueues::default());
+        let writer = Writer::start(
+            options.clock.clone(),
+            inline,
+            file,
+            known.clone(),
+            move || {
+                // The lock comes first: nothing, not even the guard check, reads a file that
+                // another writer holds.
+                let guard = match &location {
+                    DbPath::File(p) => Some(lock::lock_db(p, flag)?),
+                    DbPath::Memory => None,
+                };
+                let conn = schema::open_connection(&location, sync)?;
+                Ok((conn, guard))
+            },
+        )
         .await?;
         let location: Arc<str> = path
             .as_ref()
@@ -257,6 +267,7 @@ impl SqliteStore {
             clock: options.clock,
             location,
             reserve,
+            known,
             path,
             work: Arc::new(WorkCounter::default()),
             releasing,
@@ -279,14 +290,19 @@ impl SqliteStore {
     {
         let work = self.work.clone();
         let reserve = self.reserve.clone();
-        let run = self.writer.run_tx(items <= INLINE_ITEMS, move |tx, now| {
-            let mut x = Exec {
-                conn: tx,
-                work: &work,
-            };
-            // The flows' futures are ready at once: rusqlite answers synchronously.
-            block_on(None, f(&mut x, now))
-        });
+        let known = self.known.clone();
+        let run = self
+            .writer
+            .run_tx(items <= INLINE_ITEMS, move |tx, read, now| {
+                let mut x = Exec {
+                    conn: tx,
+                    work: &work,
+                    known: &known,
+                    read: Some(read),
+                };
+                // The flows' futures are ready at once: rusqlite answers synchronously.
+                block_on(None, f(&mut x, now))
+            });
         let location = self.location.clone();
         async move {
             run.await.map_err(|e| {
@@ -548,6 +564,7 @@ impl OutboxStore for SqliteStore {
         // inside the caller's runtime.
         let runtime = tokio::runtime::Handle::try_current().ok();
         let work = self.work.clone();
+        let known = self.known.clone();
         let file = self.writer.file();
         self.writer.run_app_tx(move |tx, now, gone| {
             let mut stx = SqliteTx {
@@ -555,6 +572,7 @@ impl OutboxStore for SqliteStore {
                 now,
                 gone,
                 work: &work,
+                known: &known,
             };
             let out = block_on(runtime.as_ref(), f(&mut stx))?;
             // Cancelled before commit: dropping the transaction rolls it back (13.4, 16.1).

@@ -14,6 +14,7 @@ pub struct SqliteTx<'t> {
     pub(crate) now: i64,
     pub(crate) gone: &'t dyn Fn() -> bool,
     pub(crate) work: &'t WorkCounter,
+    pub(crate) known: &'t mqlite_sql::KnownQueues,
 }
 
 impl<'t> SqliteTx<'t> {
@@ -59,6 +60,8 @@ impl SqliteTx<'_> {
         let mut x = Exec {
             conn: &self.tx,
             work: self.work,
+            known: self.known,
+            read: None,
         };
         block_on(None, op(&mut x))
     }

@@ -16,6 +16,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 use mqlite_contract::{Error, Result, SharedClock};
 use mqlite_kit::file::FileIdentity;
 use mqlite_kit::writer::{GroupCommit, WriterThread};
+use mqlite_sql::{KnownQueues, QueueRow};
 
 use crate::db;
 
@@ -50,6 +51,11 @@ pub(crate) struct Conn {
     wal_frames: i32,
     /// A checkpoint was asked of the writer thread and has not run yet.
     checkpoint_asked: bool,
+    /// The queue rows the store vouches for, shared with its application transactions.
+    known: Arc<KnownQueues>,
+    /// The queue rows the open transaction's calls read: remembered in `known` once it
+    /// commits, dropped when it rolls back or a new one begins.
+    read: Vec<(String, QueueRow)>,
 }
 
 impl Conn {
@@ -74,6 +80,8 @@ impl GroupCommit for Conn {
     const BACKEND: &'static str = crate::BACKEND;
 
     fn begin(&mut self) -> Result<()> {
+        // Reads of a transaction the database rolled back by itself are not vouched for.
+        self.read.clear();
         self.run("BEGIN IMMEDIATE")
     }
 
@@ -85,10 +93,12 @@ impl GroupCommit for Conn {
             .map_err(|e| e.at_location(&self.file.location()))?;
         self.note_commit();
         self.commits.fetch_add(1, Ordering::Relaxed);
+        self.known.remember(self.read.drain(..));
         Ok(())
     }
 
     fn rollback(&mut self) {
+        self.read.clear();
         if let Err(e) = self.run("ROLLBACK") {
             tracing::error!(error = %e, "rolling back a failed group commit failed");
         }
@@ -152,6 +162,7 @@ impl Writer {
         clock: SharedClock,
         inline: bool,
         path: Option<PathBuf>,
+        known: Arc<KnownQueues>,
         open: impl FnOnce() -> Result<(Connection, T)> + Send + 'static,
     ) -> Result<Self> {
         let commits = Arc::new(AtomicU64::new(0));
@@ -169,6 +180,8 @@ impl Writer {
                     commits: counter,
                     wal_frames: 0,
                     checkpoint_asked: false,
+                    known,
+                    read: Vec::new(),
                 },
                 guard,
             ))
@@ -209,7 +222,8 @@ impl Writer {
     }
 
     /// Runs `f` in a group commit (see the store kit's writer): its own savepoint inside
-    /// the group's IMMEDIATE transaction, answered after the commit. A `short` call
+    /// the group's IMMEDIATE transaction, answered after the commit; `f` also gets the
+    /// list where the queue rows it reads wait for that commit. A `short` call
     /// that finds the store idle runs on the caller's thread, alone in its transaction.
     /// A statement already running finishes (13.3), but work nobody will hear about is
     /// undone, never committed (13.4) — a receive-and-delete whose caller is gone must
@@ -217,10 +231,10 @@ impl Writer {
     pub(crate) fn run_tx<R: Send + 'static>(
         &self,
         short: bool,
-        f: impl FnOnce(&Connection, i64) -> Result<R> + Send + 'static,
+        f: impl FnOnce(&Connection, &mut Vec<(String, QueueRow)>, i64) -> Result<R> + Send + 'static,
     ) -> impl Future<Output = Result<R>> + Send + 'static {
         self.thread
-            .run_grouped(short, move |c, now| f(&c.conn, now))
+            .run_grouped(short, move |c, now| f(&c.conn, &mut c.read, now))
     }
 
     /// Runs an application transaction: `f` gets the transaction, the statement time and

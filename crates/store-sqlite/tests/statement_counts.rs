@@ -235,3 +235,47 @@ async fn a_complete_batch_past_the_bound_pairs_keeps_its_cost_and_its_items() {
     assert_eq!(left.locked, 3000 - 100 - 2000);
     mq.close().await;
 }
+
+/// The store is its file's one writer, so a receive or a settlement on a queue whose row
+/// a committed transaction read skips that read: one statement fewer each. A change of
+/// the queue is seen by the very next call, which reads the row again.
+#[tokio::test]
+async fn a_known_queue_is_not_read_again_until_it_changes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = engine(&dir).await;
+    mq.create_queue("q", QueueConfig::default())
+        .await
+        .expect("queue");
+    let batch = (0..4).map(|i| OutMessage::new(format!("m{i}"))).collect();
+    mq.send_batch("q", batch).await.expect("send");
+
+    let one = ReceiveOptions::batch(1);
+    let (first, got) = statements(&mq, mq.receive("q", one.clone())).await;
+    let held = got.expect("receive");
+    let (second, got) = statements(&mq, mq.receive("q", one.clone())).await;
+    let held2 = got.expect("receive");
+    assert_eq!(
+        (first, second),
+        (2, 2),
+        "the pick and the lock: the send's read of the queue's row serves them"
+    );
+    let (settle, r) = statements(&mq, mq.complete_batch("q", &[LockRef::from(&held[0])])).await;
+    assert!(r.expect("complete")[0].ok);
+    assert_eq!(settle, 2, "the completion and its receipt, no queue read");
+
+    // A longer lease: the next receive reads the row again and locks for the new time.
+    let longer = QueueConfig {
+        lock_duration: from_millis(600_000),
+        ..Default::default()
+    };
+    mq.update_queue("q", longer).await.expect("update");
+    let (after, got) = statements(&mq, mq.receive("q", one.clone())).await;
+    let m = &got.expect("receive")[0];
+    assert_eq!(after, 3, "the changed row is read again");
+    assert_eq!(
+        m.locked_until_ms - held2[0].locked_until_ms,
+        600_000 - QueueConfig::default().lock_duration.as_millis() as i64,
+        "the new lock duration holds at once"
+    );
+    mq.close().await;
+}
