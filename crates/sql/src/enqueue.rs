@@ -62,14 +62,15 @@ SELECT ?7 + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
 });
 
 /// One row from bound values: a send of one message, the common case, pays no JSON
-/// encoding, parsing or hex for its body (a third of a send's time when it did). Its
-/// sequence number `:id` is read as in [`INSERT_ROWS`].
-pub const INSERT_ONE: &str = "INSERT INTO mqlite_messages (id, queue, state, line, waiting,
-       enqueued_at, visible_at, expires_at, body, message_id, group_id, subject,
+/// encoding, parsing or hex for its body (a third of a send's time when it did). Bound by
+/// position (no name lookups): the values every row shares as in [`INSERT_ROWS`]
+/// (`?1` … `?5`), the row's sequence number `?6`, read as in [`INSERT_ROWS`], then the
+/// row's own values in [`ROW_PARAMS`]' order.
+pub const INSERT_ONE: &str = "INSERT INTO mqlite_messages (queue, state, enqueued_at, visible_at,
+       expires_at, id, line, waiting, body, message_id, group_id, subject,
        correlation_id, reply_to, content_type, properties, event, priority)
-VALUES (:id, :queue, :state, :line, :waiting, :now, :visible_at, :expires_at,
-       coalesce(:body, X''), :message_id, :group_id, :subject, :correlation_id,
-       :reply_to, :content_type, :properties, :event, :priority)";
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, X''), ?10, ?11, ?12, ?13, ?14,
+       ?15, ?16, ?17, ?18)";
 
 /// The dedup entries of the fresh rows (an expired entry for a key is replaced).
 pub const DEDUP_INSERT: &str = "INSERT OR REPLACE INTO mqlite_dedup
@@ -124,21 +125,26 @@ pub async fn enqueue<X: SqlExec>(
         .iter()
         .any(|i| matches!(plans[*i], Plan::Insert { key: Some(_) }));
     let last = alone && !keyed;
-    // What every row of this send shares, bound once per statement.
+    // What every row of this send shares, bound once per statement as `?1` … `?5`:
+    // queue, state, now, visible_at, expires_at.
     let shared = || {
-        vec![
-            (":queue", Value::from(queue)),
-            (":state", Value::from(state.as_str())),
-            (":now", Value::from(now)),
-            (":visible_at", Value::from(visible_at)),
-            (":expires_at", Value::from(expires_at)),
+        [
+            Value::from(queue),
+            Value::from(state.as_str()),
+            Value::from(now),
+            Value::from(visible_at),
+            Value::from(expires_at),
         ]
     };
     if let [i] = fresh[..] {
-        let mut row = shared();
-        row.push((":id", Value::from(next_seq)));
         let values = row_values(&mut messages[i], lines[0].as_deref(), waiting[0]);
-        row.extend(ONE_ROW_NAMES.into_iter().zip(values));
+        let row = values::bind(
+            shared()
+                .into_iter()
+                .chain([Value::from(next_seq)])
+                .chain(values),
+            SHARED_PARAMS - 1 + ROW_PARAMS,
+        );
         let done = if last {
             x.execute_last(INSERT_ONE, &row).await?
         } else {
@@ -155,8 +161,8 @@ pub async fn enqueue<X: SqlExec>(
         let mut pos = 0;
         while pos < fresh.len() {
             let n = piece_len(&messages, &fresh[pos..]);
-            let shared = shared().into_iter().map(|(_, v)| v);
-            let values = shared
+            let values = shared()
+                .into_iter()
                 .chain([Value::from(n as i64), Value::from(next_seq)])
                 .chain(fresh[pos..pos + n].iter().enumerate().flat_map(|(k, &i)| {
                     row_values(
@@ -240,22 +246,6 @@ async fn live_entries<X: SqlExec>(
     .map(|r| Ok((r.text(0)?, (SeqNumber(r.int(1)?), r.text(2)?))))
     .collect()
 }
-
-/// The named parameters of [`INSERT_ONE`] that [`row_values`] fills, in its order.
-const ONE_ROW_NAMES: [&str; ROW_PARAMS] = [
-    ":line",
-    ":waiting",
-    ":body",
-    ":message_id",
-    ":group_id",
-    ":subject",
-    ":correlation_id",
-    ":reply_to",
-    ":content_type",
-    ":properties",
-    ":event",
-    ":priority",
-];
 
 /// One row's own values, in [`ROW_PARAMS`]' order; the body is moved, not copied.
 fn row_values(m: &mut OutMessage, line: Option<&str>, waiting: bool) -> [Value; ROW_PARAMS] {

@@ -71,9 +71,26 @@ impl LockToken {
     }
 }
 
+impl LockToken {
+    /// The token's text, 32 lowercase hexadecimal digits, without the formatting
+    /// machinery: every lock and settlement binds a token as text.
+    fn hex(self) -> [u8; 32] {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 32];
+        for (i, digit) in out.iter_mut().enumerate() {
+            *digit = DIGITS[((self.0 >> (124 - 4 * i)) & 0xf) as usize];
+        }
+        out
+    }
+}
+
 impl fmt::Display for LockToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:032x}", self.0)
+        let hex = self.hex();
+        match std::str::from_utf8(&hex) {
+            Ok(text) => f.pad(text),
+            Err(_) => Err(fmt::Error),
+        }
     }
 }
 
@@ -219,3 +236,31 @@ pub use message::*;
 pub use queue::*;
 pub use receive::*;
 pub use schedule::*;
+
+#[cfg(test)]
+mod token_text {
+    use super::LockToken;
+
+    /// The token's text is its 32 lowercase hexadecimal digits, zero-padded, and reads
+    /// back as the same token.
+    #[test]
+    fn a_token_prints_as_32_hex_digits_and_reads_back() {
+        for v in [
+            0u128,
+            1,
+            0xabc,
+            u128::MAX,
+            0x0123_4567_89ab_cdef_fedc_ba98_7654_3210,
+        ] {
+            let token = LockToken(v);
+            let text = token.to_string();
+            assert_eq!(text, format!("{v:032x}"));
+            assert_eq!(text.parse::<LockToken>().expect("reads back"), token);
+        }
+        assert_eq!(
+            format!("{:>34}", LockToken(1)).len(),
+            34,
+            "width still pads"
+        );
+    }
+}
