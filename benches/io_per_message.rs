@@ -1,7 +1,9 @@
 //! What criterion does not report: bytes this process passed to write(2) per message
 //! (`wchar` of /proc/self/io), write calls per message (`syscw`), and peak RSS, for
 //! single sends and sends of 64, through the SQLite store and straight into bare SQLite
-//! (the table of docs/benchmark.md), WAL + NORMAL on both sides.
+//! (the table of docs/benchmark.md), WAL + NORMAL on both sides; and the same for a
+//! consumer that receives one message and completes it (two transactions per message
+//! on both sides: bare's claim UPDATE and its DELETE).
 //!
 //! `cargo bench -p mqlite-benches --bench io_per_message` (`MQLITE_IO_MESSAGES` sets
 //! how many messages each path writes; 4,000 by default). It also times single sends
@@ -85,6 +87,49 @@ fn store(rt: &tokio::runtime::Runtime, n: usize, batch: usize) {
     });
 }
 
+/// Bare's drain loop one message at a time over `n` rows written first (not counted).
+fn bare_claims(n: usize) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let conn = mqlite_benches::bare_sqlite(&dir.path().join("bare.db"), false);
+    mqlite_benches::bare_insert_tx(&conn, (0..n).map(|i| body(i as u64)));
+    let before = io();
+    for _ in 0..n {
+        assert_eq!(mqlite_benches::bare_drain(&conn, 1), 1);
+    }
+    report("bare, claim + delete of 1", n, before);
+}
+
+/// The store's receive of one message and its completion, over `n` messages sent first
+/// (not counted).
+fn store_claims(rt: &tokio::runtime::Runtime, n: usize) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("store.db").display().to_string();
+    rt.block_on(async {
+        let store = SqliteStore::open(
+            SqliteOptions::new(path)
+                .clock(SystemClock::shared())
+                .synchronous(Synchronous::Normal),
+        )
+        .await
+        .expect("open");
+        let mq = mqlite_benches::engine_with_queue(store, "q", QueueConfig::default()).await;
+        for chunk in (0..n).collect::<Vec<_>>().chunks(64) {
+            let messages = chunk
+                .iter()
+                .map(|i| OutMessage::new(body(*i as u64)))
+                .collect();
+            mq.send_batch("q", messages).await.expect("send");
+        }
+        let before = io();
+        for _ in 0..n {
+            let m = mq.receive_one("q").await.expect("receive").expect("one");
+            mq.complete("q", &m).await.expect("complete");
+        }
+        report("mqlite, receive 1 + complete", n, before);
+        mq.close().await;
+    });
+}
+
 /// The typed engine against the run-time (dyn) one, interleaved: each round sends once
 /// through each, so the thread wake-ups that drift between runs weigh on both alike.
 /// Prints both means and the ratio.
@@ -156,9 +201,11 @@ fn main() {
     // counter around it: `perf stat -e syscalls:sys_enter_fsync` counts the fsyncs.
     if let Ok(only) = std::env::var("MQLITE_IO_ONLY") {
         match only.split_once('-') {
+            Some(("bare", "claims")) => bare_claims(n),
+            Some(("mqlite", "claims")) => store_claims(&rt, n),
             Some(("bare", b)) => bare(n, b.parse().expect("a batch size")),
             Some(("mqlite", b)) => store(&rt, n, b.parse().expect("a batch size")),
-            _ => panic!("MQLITE_IO_ONLY is bare-<N> or mqlite-<N>"),
+            _ => panic!("MQLITE_IO_ONLY is bare-<N>, mqlite-<N>, bare-claims or mqlite-claims"),
         }
         return;
     }
@@ -166,6 +213,8 @@ fn main() {
         bare(n, batch);
         store(&rt, n, batch);
     }
+    bare_claims(n);
+    store_claims(&rt, n);
     typed_vs_dyn(&rt, n);
     println!("peak RSS of this process: {} KiB", peak_rss_kib());
 }

@@ -77,6 +77,40 @@ pub fn bare_insert_tx(conn: &rusqlite::Connection, bodies: impl IntoIterator<Ite
     tx.commit().expect("commit");
 }
 
+/// The bare drain loop: one UPDATE … IN (SELECT … LIMIT `max`) RETURNING transaction,
+/// then one DELETE transaction for what it returned; the number of rows drained.
+pub fn bare_drain(conn: &rusqlite::Connection, max: usize) -> usize {
+    let tx = conn.unchecked_transaction().expect("begin");
+    let ids: Vec<i64> = {
+        let mut stmt = tx
+            .prepare_cached(
+                "UPDATE messages SET state = 'locked', locked_until = 1, token = ?1, \
+                 delivery_count = delivery_count + 1 WHERE id IN (SELECT id FROM messages \
+                 WHERE queue = 'q' AND state = 'active' ORDER BY id LIMIT ?2) RETURNING id, body",
+            )
+            .expect("prepare");
+        stmt.query_map(rusqlite::params![vec![7u8; 16], max as i64], |r| {
+            let _: Vec<u8> = r.get(1)?;
+            r.get(0)
+        })
+        .expect("claim")
+        .collect::<rusqlite::Result<_>>()
+        .expect("rows")
+    };
+    tx.commit().expect("commit");
+    let tx = conn.unchecked_transaction().expect("begin");
+    {
+        let mut del = tx
+            .prepare_cached("DELETE FROM messages WHERE id = ?1 AND state = 'locked'")
+            .expect("prepare");
+        for id in &ids {
+            del.execute([id]).expect("delete");
+        }
+    }
+    tx.commit().expect("commit");
+    ids.len()
+}
+
 /// The executor budget's measure (docs/benchmark.md, "Where store work runs"): a thread
 /// outside the runtime ticks every millisecond and hands each tick's time to a task on
 /// the runtime; the task records how long after the tick it ran. A store call that

@@ -136,38 +136,9 @@ impl World {
         mqlite_benches::bare_insert_tx(&self.bare, (0..rows).map(|_| self.next()));
     }
 
-    /// The bare drain loop: one UPDATE … IN (SELECT … LIMIT 64) RETURNING transaction,
-    /// then one DELETE transaction for what it returned.
+    /// The bare drain loop ([`mqlite_benches::bare_drain`]).
     fn bare_drain(&self, max: usize) -> usize {
-        let tx = self.bare.unchecked_transaction().expect("begin");
-        let ids: Vec<i64> = {
-            let mut stmt = tx
-                .prepare_cached(
-                    "UPDATE messages SET state = 'locked', locked_until = 1, token = ?1, \
-                     delivery_count = delivery_count + 1 WHERE id IN (SELECT id FROM messages \
-                     WHERE queue = 'q' AND state = 'active' ORDER BY id LIMIT ?2) RETURNING id, body",
-                )
-                .expect("prepare");
-            stmt.query_map(rusqlite::params![vec![7u8; 16], max as i64], |r| {
-                let _: Vec<u8> = r.get(1)?;
-                r.get(0)
-            })
-            .expect("claim")
-            .collect::<rusqlite::Result<_>>()
-            .expect("rows")
-        };
-        tx.commit().expect("commit");
-        let tx = self.bare.unchecked_transaction().expect("begin");
-        {
-            let mut del = tx
-                .prepare_cached("DELETE FROM messages WHERE id = ?1 AND state = 'locked'")
-                .expect("prepare");
-            for id in &ids {
-                del.execute([id]).expect("delete");
-            }
-        }
-        tx.commit().expect("commit");
-        ids.len()
+        mqlite_benches::bare_drain(&self.bare, max)
     }
 }
 
