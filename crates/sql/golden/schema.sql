@@ -1,6 +1,6 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
--- schema token: mqlite-rs/10
+-- schema token: mqlite-rs/11
 
 -- index mqlite_attempt_expiry
 CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at);
@@ -43,9 +43,6 @@ CREATE INDEX mqlite_msg_priority ON mqlite_messages(queue, priority DESC, id) WH
 
 -- index mqlite_msg_rest
 CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) WHERE state <> 'active' OR waiting <> 0 OR priority > 0;
-
--- index mqlite_receipt_expiry
-CREATE INDEX mqlite_receipt_expiry ON mqlite_receipts(expires_at);
 
 -- index mqlite_relay_event
 CREATE INDEX mqlite_relay_event ON mqlite_relay(source, id);
@@ -165,13 +162,14 @@ CREATE TABLE mqlite_queues (
 
 -- table mqlite_receipts
 CREATE TABLE mqlite_receipts (
-    queue      TEXT NOT NULL,
+    bucket     INTEGER NOT NULL,
     seq        INTEGER NOT NULL,
     lock_token TEXT NOT NULL,
+    queue      TEXT NOT NULL,
     op         TEXT NOT NULL,
     args       TEXT NOT NULL,
     expires_at INTEGER NOT NULL,
-    PRIMARY KEY (queue, seq, lock_token, op, args)
+    PRIMARY KEY (bucket, seq, lock_token)
 ) STRICT, WITHOUT ROWID;
 
 -- table mqlite_relay

@@ -51,12 +51,13 @@ pub const QUEUE_IN_PLAY: &str = "SELECT EXISTS (SELECT 1 FROM mqlite_messages
 
 /// Everything a name owns, deleted with it (children first). Messages go by
 /// `mqlite_msg_active` and `mqlite_msg_rest`, which together hold each of them once; a
-/// topic's subscriptions by `mqlite_sub_topic`.
+/// topic's subscriptions by `mqlite_sub_topic`. Receipts stay until their bucket ends:
+/// they are keyed by expiry, and sequence numbers never repeat (G1), so a receipt of a
+/// deleted queue can only ever replay the settlement it recorded.
 pub const DELETE_QUEUE: &[&str] = &[
     "DELETE FROM mqlite_messages WHERE queue = :name AND state = 'active' AND waiting = 0 AND priority = 0",
     "DELETE FROM mqlite_messages WHERE queue = :name AND (state <> 'active' OR waiting <> 0 OR priority > 0)",
     "DELETE FROM mqlite_dedup WHERE queue = :name",
-    "DELETE FROM mqlite_receipts WHERE queue = :name",
     "DELETE FROM mqlite_attempts WHERE queue = :name",
     "DELETE FROM mqlite_subscriptions WHERE name = :name OR topic = :name",
     "DELETE FROM mqlite_schedules WHERE queue = :name",

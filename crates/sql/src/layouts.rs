@@ -33,7 +33,11 @@ pub const LAYOUTS: &[Layout] = &[Layout {
     token: "mqlite-rs/4",
     release: "v0.1.0",
     golden: include_str!("../layouts/mqlite-rs-4.sql"),
-    columns: &[],
+    columns: &[(
+        "mqlite_receipts",
+        "bucket",
+        concat!("expires_at / ", receipt_bucket!()),
+    )],
 }];
 
 /// The layout this build writes. A file of it migrates as a plain copy (no column

@@ -99,6 +99,15 @@ macro_rules! pick_heads {
     };
 }
 
+/// The width of a receipt's bucket in ms, as SQL text: a receipt is kept in the bucket
+/// of its expiry, `expires_at / 300000` (see the schema's `mqlite_receipts`;
+/// `settle::RECEIPT_BUCKET_MS` is the same number).
+macro_rules! receipt_bucket {
+    () => {
+        "300000"
+    };
+}
+
 pub mod admin;
 pub mod claim;
 pub mod enqueue;
@@ -194,9 +203,9 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("DELETE_QUEUE_ACTIVE", admin::DELETE_QUEUE[0]),
     ("DELETE_QUEUE_REST", admin::DELETE_QUEUE[1]),
     ("DELETE_QUEUE_DEDUP", admin::DELETE_QUEUE[2]),
-    ("DELETE_QUEUE_RECEIPTS", admin::DELETE_QUEUE[3]),
-    ("DELETE_QUEUE_ATTEMPTS", admin::DELETE_QUEUE[4]),
-    ("DELETE_QUEUE_SUBSCRIPTIONS", admin::DELETE_QUEUE[5]),
+    ("DELETE_QUEUE_ATTEMPTS", admin::DELETE_QUEUE[3]),
+    ("DELETE_QUEUE_SUBSCRIPTIONS", admin::DELETE_QUEUE[4]),
+    ("DELETE_QUEUE_SCHEDULES", admin::DELETE_QUEUE[5]),
     ("DELETE_QUEUE_ROW", admin::DELETE_QUEUE[6]),
     ("LIST_QUEUES", admin::LIST_QUEUES),
     ("CANCEL_SCHEDULED", admin::CANCEL_SCHEDULED),

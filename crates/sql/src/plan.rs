@@ -105,7 +105,6 @@ pub const INDEX_PINS: &[(&str, &str)] = &[
     ("QUEUE_STATS", "mqlite_msg_dlq"),
     ("DELETE_QUEUE_ACTIVE", "mqlite_msg_active"),
     ("DELETE_QUEUE_REST", "mqlite_msg_rest"),
-    ("JANITOR_RECEIPTS", "mqlite_receipt_expiry"),
     ("JANITOR_ATTEMPTS", "mqlite_attempt_expiry"),
     ("JANITOR_DEDUP", "mqlite_dedup_expiry"),
     ("SUB_LIST_TOPIC", "mqlite_sub_topic"),

@@ -3,7 +3,7 @@
 /// The schema guard token stored in `meta`. Open refuses any other (10.2); an
 /// incompatible layout change must change this token, never migrate in place. The
 /// golden test of the SQLite store holds the two together.
-pub const SCHEMA_TOKEN: &str = "mqlite-rs/10";
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/11";
 
 /// The nine STRICT tables and their indexes, in creation order.
 ///
@@ -120,16 +120,20 @@ WHERE state = 'active' AND waiting = 0 AND priority > 0",
     PRIMARY KEY (queue, dedup_key)
 ) STRICT, WITHOUT ROWID",
     "CREATE INDEX mqlite_dedup_expiry ON mqlite_dedup(expires_at)",
+    // Receipts (3.2), one B-tree entry each: keyed by the five minutes their expiry
+    // falls in (`bucket`, `expires_at / 300000`), then by the settled lock. A replay
+    // seeks each bucket a live receipt can be in; the janitor deletes whole buckets
+    // from the front of the key, so no second index orders them by expiry.
     "CREATE TABLE mqlite_receipts (
-    queue      TEXT NOT NULL,
+    bucket     INTEGER NOT NULL,
     seq        INTEGER NOT NULL,
     lock_token TEXT NOT NULL,
+    queue      TEXT NOT NULL,
     op         TEXT NOT NULL,
     args       TEXT NOT NULL,
     expires_at INTEGER NOT NULL,
-    PRIMARY KEY (queue, seq, lock_token, op, args)
+    PRIMARY KEY (bucket, seq, lock_token)
 ) STRICT, WITHOUT ROWID",
-    "CREATE INDEX mqlite_receipt_expiry ON mqlite_receipts(expires_at)",
     "CREATE TABLE mqlite_attempts (
     queue      TEXT NOT NULL,
     attempt_id TEXT NOT NULL,

@@ -131,20 +131,28 @@ pub static RENEW_ROWS: Texts = Texts::new(|| {
     })
 });
 
+/// [`receipt_bucket!`] as a number: the contract's grace for pruning an expired receipt.
+pub const RECEIPT_BUCKET_MS: i64 = mqlite_contract::RECEIPT_PRUNE_GRACE_MS;
+
 /// Receipts of settlements that took effect (3.2), `{seq, token}` items of one operation
 /// and its arguments, in the settlement's own transaction.
-pub const RECEIPT_INSERT: &str = "INSERT OR REPLACE INTO mqlite_receipts
-       (queue, seq, lock_token, op, args, expires_at)
-SELECT :queue, j.value ->> 'seq', j.value ->> 'token', :op, :args, :expires_at
-  FROM json_each(:items) j";
+pub const RECEIPT_INSERT: &str = concat!(
+    "INSERT OR REPLACE INTO mqlite_receipts
+       (bucket, seq, lock_token, queue, op, args, expires_at)
+SELECT :expires_at / ",
+    receipt_bucket!(),
+    ", j.value ->> 'seq', j.value ->> 'token', :queue, :op, :args, :expires_at
+  FROM json_each(:items) j"
+);
 
 /// [`RECEIPT_INSERT`] of at most [`BOUND_LOCKS`] locks: queue `?1`, op `?2`, args
 /// `?3`, expiry `?4`, then the `(seq, token)` pairs.
 pub static RECEIPT_ROWS: Texts = Texts::new(|| {
     values::build(BOUND_LOCKS, |n| {
         format!(
-            "INSERT OR REPLACE INTO mqlite_receipts (queue, seq, lock_token, op, args, expires_at)
-SELECT ?1, p.column1, p.column2, ?2, ?3, ?4 FROM (VALUES {}) AS p
+            "INSERT OR REPLACE INTO mqlite_receipts
+       (bucket, seq, lock_token, queue, op, args, expires_at)
+SELECT ?4 / {RECEIPT_BUCKET_MS}, p.column1, p.column2, ?1, ?2, ?3, ?4 FROM (VALUES {}) AS p
  WHERE p.column1 IS NOT NULL",
             values::rows(5, n, 2, false)
         )
@@ -163,17 +171,57 @@ fn bound_pairs(lead: Vec<Value>, locks: &[LockRef]) -> Vec<(&'static str, Value)
 
 /// The receipt of one settled lock, from bound values: the common one-message settlement
 /// parses no JSON.
-pub const RECEIPT_ONE: &str = "INSERT OR REPLACE INTO mqlite_receipts
-       (queue, seq, lock_token, op, args, expires_at)
-VALUES (:queue, :seq, :token, :op, :args, :expires_at)";
+pub const RECEIPT_ONE: &str = concat!(
+    "INSERT OR REPLACE INTO mqlite_receipts
+       (bucket, seq, lock_token, queue, op, args, expires_at)
+VALUES (:expires_at / ",
+    receipt_bucket!(),
+    ", :seq, :token, :queue, :op, :args, :expires_at)"
+);
+
+/// The buckets a receipt live at `:now` can be in: its expiry is after now and at most
+/// [`RECEIPT_TTL_MS`] (30 minutes, six buckets) after it, plus one bucket for a clock
+/// that stepped back by up to five minutes since the receipt was written.
+macro_rules! live_buckets {
+    () => {
+        concat!(
+            "(:now / ",
+            receipt_bucket!(),
+            ", :now / ",
+            receipt_bucket!(),
+            " + 1, ",
+            ":now / ",
+            receipt_bucket!(),
+            " + 2, :now / ",
+            receipt_bucket!(),
+            " + 3, ",
+            ":now / ",
+            receipt_bucket!(),
+            " + 4, :now / ",
+            receipt_bucket!(),
+            " + 5, ",
+            ":now / ",
+            receipt_bucket!(),
+            " + 6, :now / ",
+            receipt_bucket!(),
+            " + 7)"
+        )
+    };
+}
 
 /// Which of `:items` have a live receipt of the identical request: expiry is checked
-/// here, at statement time, not by the janitor (3.2). One primary-key seek per item.
-pub const RECEIPT_LOOKUP: &str = "SELECT r.seq, r.lock_token FROM json_each(:items) j
+/// here, at statement time, not by the janitor (3.2). One primary-key seek per item and
+/// live bucket.
+pub const RECEIPT_LOOKUP: &str = concat!(
+    "SELECT r.seq, r.lock_token FROM json_each(:items) j
   JOIN mqlite_receipts r
-    ON r.queue = :queue AND r.seq = j.value ->> 'seq' AND r.lock_token = j.value ->> 'token'
-   AND r.op = :op AND r.args = :args
- WHERE r.expires_at > :now";
+    ON r.bucket IN ",
+    live_buckets!(),
+    "
+   AND r.seq = j.value ->> 'seq' AND r.lock_token = j.value ->> 'token'
+   AND r.queue = :queue AND r.op = :op AND r.args = :args
+ WHERE r.expires_at > :now"
+);
 
 /// Why the items of `:items` found no live lease: each message's queue, state, token and
 /// lease end, by primary key (only on the failure path, once per call).
@@ -452,4 +500,13 @@ pub async fn renew_batch<X: SqlExec>(
             }
         })
         .collect())
+}
+
+#[cfg(test)]
+mod bucket_width {
+    /// The receipts' statements and the number agree on the bucket's width.
+    #[test]
+    fn the_bucket_text_is_the_bucket_number() {
+        assert_eq!(receipt_bucket!(), super::RECEIPT_BUCKET_MS.to_string());
+    }
 }

@@ -69,9 +69,15 @@ pub const DLQ_PICKED: &str =
 pub const DLQ_TOTALS: &str = "SELECT count(*), coalesce(sum(length(body)), 0) FROM mqlite_messages
  WHERE queue = :queue AND state = 'dead_lettered'";
 
-/// The janitor: expired receipts, attempts and dedup entries, each by its expiry index.
+/// The janitor: expired attempts and dedup entries, each by its expiry index; receipts
+/// by whole buckets from the front of their key, every bucket that ended before the
+/// current one began (its receipts all expired by then; a receipt past its expiry but
+/// in the current bucket is never replayed, see `settle::RECEIPT_LOOKUP`).
 pub const JANITOR: &[&str] = &[
-    "DELETE FROM mqlite_receipts WHERE expires_at <= :now",
+    concat!(
+        "DELETE FROM mqlite_receipts WHERE bucket < :now / ",
+        receipt_bucket!()
+    ),
     "DELETE FROM mqlite_attempts WHERE expires_at <= :now",
     "DELETE FROM mqlite_dedup WHERE expires_at <= :now",
 ];

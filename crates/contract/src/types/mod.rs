@@ -17,6 +17,10 @@ pub const MAX_SPAN: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 pub const DEFAULT_MAX_DELIVERY_COUNT: i64 = 10;
 /// How long a settlement receipt or a receive attempt replays (promises 3.2, 3.3).
 pub const RECEIPT_TTL_MS: i64 = 30 * 60 * 1000;
+/// How long after its expiry a store may still hold a settlement receipt before its
+/// janitor removes it (promise 3.2; it never replays it meanwhile): the SQL stores keep
+/// receipts in buckets of this width and prune whole buckets.
+pub const RECEIPT_PRUNE_GRACE_MS: i64 = 5 * 60 * 1000;
 /// The reason written on a message dead-lettered by the delivery bound (promise 6.1).
 pub const REASON_MAX_DELIVERY: &str = "MaxDeliveryCountExceeded";
 /// The reason written on a message dead-lettered by its TTL (promise 7.2).
