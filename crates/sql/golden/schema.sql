@@ -1,6 +1,6 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
--- schema token: mqlite-rs/11
+-- schema token: mqlite-rs/12
 
 -- index mqlite_attempt_expiry
 CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at);
@@ -24,7 +24,7 @@ CREATE INDEX mqlite_msg_due ON mqlite_messages(visible_at) WHERE state = 'schedu
 CREATE INDEX mqlite_msg_expiry ON mqlite_messages(expires_at) WHERE expires_at > 0 AND state <> 'dead_lettered';
 
 -- index mqlite_msg_lease
-CREATE INDEX mqlite_msg_lease ON mqlite_messages(locked_until) WHERE state = 'locked';
+CREATE INDEX mqlite_msg_lease ON mqlite_messages(queue, locked_until) WHERE state = 'locked';
 
 -- index mqlite_msg_line
 CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE line IS NOT NULL AND state <> 'dead_lettered';
@@ -42,7 +42,7 @@ CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE
 CREATE INDEX mqlite_msg_priority ON mqlite_messages(queue, priority DESC, id) WHERE state = 'active' AND waiting = 0 AND priority > 0;
 
 -- index mqlite_msg_rest
-CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) WHERE state <> 'active' OR waiting <> 0 OR priority > 0;
+CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) WHERE (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked';
 
 -- index mqlite_relay_event
 CREATE INDEX mqlite_relay_event ON mqlite_relay(source, id);

@@ -46,23 +46,30 @@ ON CONFLICT (name) DO UPDATE SET
 /// each of the two indexes that hold a queue's rows.
 pub const QUEUE_IN_PLAY: &str = "SELECT EXISTS (SELECT 1 FROM mqlite_messages
     WHERE queue = :queue AND state = 'active' AND waiting = 0 AND priority = 0)
+ OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = :queue AND state = 'locked')
  OR EXISTS (SELECT 1 FROM mqlite_messages
-    WHERE queue = :queue AND (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'dead_lettered')";
+    WHERE queue = :queue AND (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked' AND state <> 'dead_lettered')";
 
 /// Everything a name owns, deleted with it (children first). Messages go by
-/// `mqlite_msg_active` and `mqlite_msg_rest`, which together hold each of them once; a
+/// `mqlite_msg_active`, `mqlite_msg_lease` and `mqlite_msg_rest`, which together hold
+/// each of them once; a
 /// topic's subscriptions by `mqlite_sub_topic`. Receipts stay until their bucket ends:
 /// they are keyed by expiry, and sequence numbers never repeat (G1), so a receipt of a
 /// deleted queue can only ever replay the settlement it recorded.
 pub const DELETE_QUEUE: &[&str] = &[
+    // The queue's messages, one statement per index that holds them (`MESSAGE_DELETES`).
     "DELETE FROM mqlite_messages WHERE queue = :name AND state = 'active' AND waiting = 0 AND priority = 0",
-    "DELETE FROM mqlite_messages WHERE queue = :name AND (state <> 'active' OR waiting <> 0 OR priority > 0)",
+    "DELETE FROM mqlite_messages WHERE queue = :name AND state = 'locked'",
+    "DELETE FROM mqlite_messages WHERE queue = :name AND (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked'",
     "DELETE FROM mqlite_dedup WHERE queue = :name",
     "DELETE FROM mqlite_attempts WHERE queue = :name",
     "DELETE FROM mqlite_subscriptions WHERE name = :name OR topic = :name",
     "DELETE FROM mqlite_schedules WHERE queue = :name",
     "DELETE FROM mqlite_queues WHERE name = :name",
 ];
+
+/// How many of [`DELETE_QUEUE`]'s statements, first, delete the queue's messages.
+pub const MESSAGE_DELETES: usize = 3;
 
 /// Every queue, by name.
 pub const LIST_QUEUES: &str = concat!(
@@ -78,8 +85,9 @@ pub const CANCEL_SCHEDULED: &str = "DELETE FROM mqlite_messages
 RETURNING line, waiting";
 
 /// Browsing from a sequence number, optionally in one state (6.2): the first `:max` of
-/// each of the two indexes that hold a queue's rows, merged by sequence number; never a
-/// walk of other queues' rows. A state other than active skips the claimable index.
+/// each of the three indexes that hold a queue's rows, merged by sequence number; never
+/// a walk of other queues' rows. The locked rows come by lease end and are sorted (as
+/// many as the queue has in flight). A state skips the indexes that cannot hold it.
 pub const PEEK: &str = concat!(
     "SELECT ",
     message_columns!(),
@@ -90,7 +98,12 @@ pub const PEEK: &str = concat!(
                      ORDER BY id LIMIT :max)
     UNION ALL
     SELECT id FROM (SELECT id FROM mqlite_messages
-                     WHERE queue = :queue AND (state <> 'active' OR waiting <> 0 OR priority > 0) AND id >= :from
+                     WHERE queue = :queue AND state = 'locked' AND id >= :from
+                       AND (:state IS NULL OR :state = 'locked')
+                     ORDER BY id LIMIT :max)
+    UNION ALL
+    SELECT id FROM (SELECT id FROM mqlite_messages
+                     WHERE queue = :queue AND (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked' AND id >= :from
                        AND (:state IS NULL OR state = :state)
                      ORDER BY id LIMIT :max)
     ORDER BY id LIMIT :max)
@@ -98,20 +111,24 @@ pub const PEEK: &str = concat!(
 );
 
 /// Stats of one queue: rows in play, locked, deferred, scheduled, dead letters, and the
-/// oldest enqueue time in play. One walk of the queue's claimable rows and one of the
-/// rest in play; dead letters by their own index. Active = in play - the others.
+/// oldest enqueue time in play. One walk each of the queue's claimable rows, its locked
+/// rows and the rest in play; dead letters by their own index. Active = in play - the
+/// others.
 pub const QUEUE_STATS: &str =
-    "SELECT ready.n + other.n, other.locked, other.deferred, other.scheduled,
+    "SELECT ready.n + held.n + other.n, held.n, other.deferred, other.scheduled,
        (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'dead_lettered'),
-       coalesce(min(ready.oldest, other.oldest), ready.oldest, other.oldest)
+       min(coalesce(ready.oldest, held.oldest, other.oldest),
+           coalesce(held.oldest, other.oldest, ready.oldest),
+           coalesce(other.oldest, ready.oldest, held.oldest))
   FROM (SELECT count(*) AS n, min(enqueued_at) AS oldest FROM mqlite_messages
          WHERE queue = :queue AND state = 'active' AND waiting = 0 AND priority = 0) ready,
-       (SELECT count(*) AS n, coalesce(sum(state = 'locked'), 0) AS locked,
-               coalesce(sum(state = 'deferred'), 0) AS deferred,
+       (SELECT count(*) AS n, min(enqueued_at) AS oldest FROM mqlite_messages
+         WHERE queue = :queue AND state = 'locked') held,
+       (SELECT count(*) AS n, coalesce(sum(state = 'deferred'), 0) AS deferred,
                coalesce(sum(state = 'scheduled'), 0) AS scheduled,
                min(enqueued_at) AS oldest
           FROM mqlite_messages
-         WHERE queue = :queue AND (state <> 'active' OR waiting <> 0 OR priority > 0)
+         WHERE queue = :queue AND (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked'
            AND state <> 'dead_lettered') other";
 
 /// Redrive (6.2, 5.8): each `{id, line, waiting}` of `:items` back to active in
@@ -365,12 +382,12 @@ pub async fn redrive<X: SqlExec>(
 }
 
 /// Deletes dead letters, bounded by max and age (6.2); with `every_state`, every
-/// message of the queue (the first two statements of [`DELETE_QUEUE`]).
+/// message of the queue (the first [`MESSAGE_DELETES`] statements of [`DELETE_QUEUE`]).
 pub async fn purge<X: SqlExec>(x: &mut X, now: i64, queue: &str, o: &PurgeOptions) -> Result<u64> {
     load_queue(x, queue).await?;
     if o.every_state {
         let mut n = 0;
-        for text in &DELETE_QUEUE[..2] {
+        for text in &DELETE_QUEUE[..MESSAGE_DELETES] {
             n += x
                 .execute(text, &[(":name", Value::from(queue))])
                 .await?

@@ -3,7 +3,7 @@
 /// The schema guard token stored in `meta`. Open refuses any other (10.2); an
 /// incompatible layout change must change this token, never migrate in place. The
 /// golden test of the SQLite store holds the two together.
-pub const SCHEMA_TOKEN: &str = "mqlite-rs/11";
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/12";
 
 /// The nine STRICT tables and their indexes, in creation order.
 ///
@@ -88,11 +88,12 @@ END",
     // (1.5).
     "CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) \
 WHERE state = 'active' AND waiting = 0 AND priority = 0",
-    // Every other row. The two together hold each message of a queue by sequence number
-    // exactly once (Peek, stats, deleting a queue), and a send of a claimable message
-    // of priority 0 writes one index entry, not two.
+    // Every other row but the locked ones (`mqlite_msg_lease`). The three together hold
+    // each message of a queue exactly once (Peek, stats, deleting a queue), a send of a
+    // claimable message of priority 0 writes one index entry, not two, and a lock and
+    // its completion each touch one index, not two.
     "CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) \
-WHERE state <> 'active' OR waiting <> 0 OR priority > 0",
+WHERE (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked'",
     // The claimable-shaped rows of a priority above 0, highest first (20.1): the claim
     // seeks it before `mqlite_msg_active`.
     "CREATE INDEX mqlite_msg_priority ON mqlite_messages(queue, priority DESC, id) \
@@ -103,8 +104,9 @@ WHERE state = 'active' AND waiting = 0 AND priority > 0",
     "CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 'scheduled' AND line IS NOT NULL",
     // Every row still in play per line: who waits behind whom.
     "CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE line IS NOT NULL AND state <> 'dead_lettered'",
-    // The reaper: leases by expiry.
-    "CREATE INDEX mqlite_msg_lease ON mqlite_messages(locked_until) WHERE state = 'locked'",
+    // The locked rows of each queue by lease end: the reaper seeks each queue's expired
+    // leases; Peek, stats and deleting a queue find its locked rows here.
+    "CREATE INDEX mqlite_msg_lease ON mqlite_messages(queue, locked_until) WHERE state = 'locked'",
     // The scheduler: scheduled rows by due time.
     "CREATE INDEX mqlite_msg_due ON mqlite_messages(visible_at) WHERE state = 'scheduled'",
     // The TTL sweep: deadlines of rows not yet dead-lettered.

@@ -10,19 +10,19 @@ use crate::line::Departed;
 /// The reaper and the orphan sweep, first half (1.4, 3.1): expired leases at the
 /// delivery bound are dead-lettered. `:cutoff` is `now` for the reaper (equality at the
 /// deadline is already expired) and the largest integer at open, where every lock is an
-/// orphan. Found by `mqlite_msg_lease`.
+/// orphan. Found by `mqlite_msg_lease`, one seek per queue.
 pub const REAP_TO_DLQ: &str = "UPDATE mqlite_messages
    SET state = 'dead_lettered', dead_letter_reason = 'MaxDeliveryCountExceeded',
        dead_letter_description = 'the lease expired on the final allowed delivery',
        dead_lettered_at = :now, lock_token = NULL, locked_until = 0
- WHERE state = 'locked' AND locked_until <= :cutoff
+ WHERE queue IN (SELECT name FROM mqlite_queues) AND state = 'locked' AND locked_until <= :cutoff
    AND delivery_count >= (SELECT q.max_delivery_count FROM mqlite_queues q WHERE q.name = mqlite_messages.queue)
 RETURNING queue, line, waiting";
 
 /// The reaper, second half: the remaining expired leases go back to active.
 pub const REAP_TO_ACTIVE: &str = "UPDATE mqlite_messages
    SET state = 'active', lock_token = NULL, locked_until = 0
- WHERE state = 'locked' AND locked_until <= :cutoff";
+ WHERE queue IN (SELECT name FROM mqlite_queues) AND state = 'locked' AND locked_until <= :cutoff";
 
 /// The scheduler (7.1): due rows, found by `mqlite_msg_due`, become active.
 pub const ACTIVATE_DUE: &str = "UPDATE mqlite_messages SET state = 'active'
