@@ -60,6 +60,22 @@ RETURNING ",
     message_columns!()
 );
 
+/// A peek-lock receive of one message, the common case, in ONE statement: the pick
+/// ([`CLAIM`] with `:max` 1) as a scalar subquery, evaluated once, and the lock of the
+/// row it names under `:token`, returning it (one statement fewer than pick-then-lock).
+pub const CLAIM_ONE: &str = concat!(
+    "UPDATE mqlite_messages
+   SET state = 'locked',
+       locked_until = :now + :lock_ms,
+       lock_token = :token,
+       delivery_count = delivery_count + 1
+ WHERE id = (",
+    pick_heads!(),
+    ") AND state = 'active'
+RETURNING ",
+    message_columns!()
+);
+
 /// Receive-and-delete, first step: the eligible heads themselves, with their lines.
 pub const PICK_HEADS: &str = concat!(
     "SELECT ",
@@ -157,6 +173,25 @@ pub async fn claim<X: SqlExec>(
     }
     let max = i64::from(spec.max_messages);
     let out = match spec.mode {
+        ReceiveMode::PeekLock if max == 1 => {
+            let token = LockToken::random_batch(1)[0];
+            let params = [
+                (":queue", Value::from(queue)),
+                (":now", Value::from(now)),
+                (":max", Value::from(max)),
+                (":lock_ms", Value::from(cfg.lock_ms())),
+                (":token", Value::from(token.to_string())),
+            ];
+            // Without a receive attempt to record, the claim is the flow's last statement.
+            let rows = if spec.attempt_id.is_none() {
+                x.query_last(CLAIM_ONE, &params).await?
+            } else {
+                x.query(CLAIM_ONE, &params).await?
+            };
+            rows.iter()
+                .map(|r| message(r, 0))
+                .collect::<Result<Vec<_>>>()?
+        }
         ReceiveMode::PeekLock => {
             let picked = x
                 .query(

@@ -38,14 +38,16 @@ macro_rules! queue_columns {
 
 /// The settlement fence (2.6): the row is locked, in this queue, under a live lease at
 /// statement time (equality at the deadline is already expired). The token is matched
-/// next to it, per statement.
+/// next to it, per statement. `+queue` keeps the planner on the rows' ids: the terms
+/// would otherwise match `mqlite_msg_lease (queue, locked_until)` and walk every live
+/// lease of the queue.
 macro_rules! fence {
     () => {
         fence!(":queue", ":now")
     };
     ($queue:literal, $now:literal) => {
         concat!(
-            "queue = ",
+            "+queue = ",
             $queue,
             " AND state = 'locked' AND locked_until > ",
             $now
@@ -170,6 +172,7 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("RELEASE_LINES", line::RELEASE_LINES),
     ("CLAIM", claim::CLAIM),
     ("LOCK_ONE", claim::LOCK_ONE),
+    ("CLAIM_ONE", claim::CLAIM_ONE),
     ("PICK_HEADS", claim::PICK_HEADS),
     ("LINE_SUCCESSORS", claim::LINE_SUCCESSORS),
     ("DELETE_IDS", claim::DELETE_IDS),
