@@ -6,6 +6,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use mqlite_contract::{EnqueueSlot, Error, OutMessage, Result, SendOptions, SeqNumber};
+use mqlite_kit::decide;
 use mqlite_kit::enqueue::{
     Fresh, Plan, Timing, dedup_keys, plan, require_groups, slots, waiting_flags,
 };
@@ -64,13 +65,20 @@ SELECT ?7 + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
 /// One row from bound values: a send of one message, the common case, pays no JSON
 /// encoding, parsing or hex for its body (a third of a send's time when it did). Bound by
 /// position (no name lookups): the values every row shares as in [`INSERT_ROWS`]
-/// (`?1` … `?5`), the row's sequence number `?6`, read as in [`INSERT_ROWS`], then the
-/// row's own values in [`ROW_PARAMS`]' order.
-pub const INSERT_ONE: &str = "INSERT INTO mqlite_messages (queue, state, enqueued_at, visible_at,
+/// (`?1` … `?5`), the row's sequence number `?6`, then the row's own values in
+/// [`ROW_PARAMS`]' order. A NULL `?6` takes the next number here (as
+/// [`crate::rows::SELECT_NEXT_SEQ`] reads it): a send to a queue the driver knows is this
+/// one statement. Returns the number.
+pub const INSERT_ONE: &str = concat!(
+    "INSERT INTO mqlite_messages (queue, state, enqueued_at, visible_at,
        expires_at, id, line, waiting, body, message_id, group_id, subject,
        correlation_id, reply_to, content_type, properties, event, priority)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, coalesce(?9, X''), ?10, ?11, ?12, ?13, ?14,
-       ?15, ?16, ?17, ?18)";
+VALUES (?1, ?2, ?3, ?4, ?5, coalesce(?6, (SELECT ",
+    next_seq!(),
+    ")), ?7, ?8, coalesce(?9, X''), ?10, ?11, ?12, ?13, ?14,
+       ?15, ?16, ?17, ?18)
+RETURNING id"
+);
 
 /// The dedup entries of the fresh rows (an expired entry for a key is replaced).
 pub const DEDUP_INSERT: &str = "INSERT OR REPLACE INTO mqlite_dedup
@@ -96,7 +104,15 @@ pub async fn enqueue<X: SqlExec>(
     options: SendOptions,
     alone: bool,
 ) -> Result<Vec<EnqueueSlot>> {
-    let (cfg, mut next_seq) = load_queue_next_seq(x, queue).await?;
+    // A single message to a queue the driver knows reads nothing first: its insert takes
+    // the next number itself.
+    let (cfg, next_seq) = match x.known_queue(queue) {
+        Some(known) if messages.len() == 1 => (decide::holding(queue, known)?, None),
+        _ => {
+            let (cfg, seq) = load_queue_next_seq(x, queue).await?;
+            (cfg, Some(seq))
+        }
+    };
     require_groups(queue, &cfg, &messages)?;
     let Timing {
         state,
@@ -141,23 +157,37 @@ pub async fn enqueue<X: SqlExec>(
         let row = values::bind(
             shared()
                 .into_iter()
-                .chain([Value::from(next_seq)])
+                .chain([next_seq.map_or(Value::Null, Value::from)])
                 .chain(values),
             SHARED_PARAMS - 1 + ROW_PARAMS,
         );
         let done = if last {
-            x.execute_last(INSERT_ONE, &row).await?
+            x.query_last(INSERT_ONE, &row).await?
         } else {
-            x.execute(INSERT_ONE, &row).await?
+            x.query(INSERT_ONE, &row).await?
         };
-        if done.changes != 1 {
-            return Err(Error::backend(
-                "sql",
-                crate::exec::CorruptRow(format!("inserted {} rows of 1", done.changes)),
-            ));
-        }
-        seqs.insert(i, SeqNumber(next_seq));
+        let seq = match &done[..] {
+            [r] => r.int(0)?,
+            _ => {
+                return Err(Error::backend(
+                    "sql",
+                    crate::exec::CorruptRow(format!("inserted {} rows of 1", done.len())),
+                ));
+            }
+        };
+        seqs.insert(i, SeqNumber(seq));
     } else {
+        // None fresh, or several: then the number was read with the queue.
+        let mut next_seq = match next_seq {
+            Some(seq) => seq,
+            None if fresh.is_empty() => 0,
+            None => {
+                return Err(Error::backend(
+                    "sql",
+                    crate::exec::CorruptRow("a batch without its next sequence number".into()),
+                ));
+            }
+        };
         let mut pos = 0;
         while pos < fresh.len() {
             let n = piece_len(&messages, &fresh[pos..]);

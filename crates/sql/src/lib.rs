@@ -101,6 +101,19 @@ macro_rules! pick_heads {
     };
 }
 
+/// The sequence number the next message takes: above both the largest number present
+/// and the `seq_floor` that the `mqlite_seq_floor` trigger records when the largest row
+/// is deleted, so numbers never repeat (G1) without AUTOINCREMENT's `sqlite_sequence`
+/// row rewritten on every insert. Read inside the send's own transaction, which the one
+/// writer holds.
+macro_rules! next_seq {
+    () => {
+        "max(coalesce((SELECT max(id) FROM mqlite_messages), 0),
+            coalesce((SELECT CAST(value AS INTEGER) FROM mqlite_meta
+                       WHERE key = 'seq_floor'), 0)) + 1"
+    };
+}
+
 /// The width of a receipt's bucket in ms, as SQL text: a receipt is kept in the bucket
 /// of its expiry, `expires_at / 300000` (see the schema's `mqlite_receipts`;
 /// `settle::RECEIPT_BUCKET_MS` is the same number).

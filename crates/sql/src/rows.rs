@@ -118,19 +118,6 @@ pub const SELECT_QUEUE: &str = concat!(
     " FROM mqlite_queues WHERE name = :name"
 );
 
-/// The sequence number the next message takes: above both the largest number present
-/// and the `seq_floor` that the `mqlite_seq_floor` trigger records when the largest row
-/// is deleted, so numbers never repeat (G1) without AUTOINCREMENT's `sqlite_sequence`
-/// row rewritten on every insert. Read inside the send's own transaction, which the one
-/// writer holds.
-macro_rules! next_seq {
-    () => {
-        "max(coalesce((SELECT max(id) FROM mqlite_messages), 0),
-            coalesce((SELECT CAST(value AS INTEGER) FROM mqlite_meta
-                       WHERE key = 'seq_floor'), 0)) + 1"
-    };
-}
-
 /// [`SELECT_QUEUE`] and the sequence number the next message takes, in one statement.
 pub const SELECT_QUEUE_NEXT_SEQ: &str = concat!(
     "SELECT ",

@@ -248,8 +248,14 @@ async fn a_known_queue_is_not_read_again_until_it_changes() {
     mq.create_queue("q", QueueConfig::default())
         .await
         .expect("queue");
-    let batch = (0..4).map(|i| OutMessage::new(format!("m{i}"))).collect();
+    let batch = (0..3).map(|i| OutMessage::new(format!("m{i}"))).collect();
     mq.send_batch("q", batch).await.expect("send");
+    let (send, seq) = statements(&mq, mq.send("q", OutMessage::new("m3"))).await;
+    assert_eq!(
+        send, 1,
+        "a single send to a known queue: the insert takes its own number"
+    );
+    assert!(seq.expect("send").0 > 3, "after the batch's numbers");
 
     let one = ReceiveOptions::batch(1);
     let (first, got) = statements(&mq, mq.receive("q", one.clone())).await;
