@@ -305,7 +305,7 @@ async fn a_settlement_does_not_walk_the_leases_in_flight() {
         mq.send_batch("q", batch).await.expect("send");
     }
     let one = ReceiveOptions::batch(1);
-    let mut settle_one = async || {
+    let settle_one = async || {
         let got = mq.receive("q", one.clone()).await.expect("receive");
         let lock = [LockRef::from(&got[0])];
         let ((_, renew), r) = work(&mq, mq.renew_batch("q", &lock)).await;
