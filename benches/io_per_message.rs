@@ -62,18 +62,23 @@ fn bare(n: usize, batch: usize) {
     report(&format!("bare, transactions of {batch}"), n, before);
 }
 
+/// The SQLite store in `dir` (WAL + NORMAL) with the queue `q`.
+async fn engine(dir: &tempfile::TempDir) -> mqlite_engine::Engine<SqliteStore> {
+    let path = dir.path().join("store.db").display().to_string();
+    let store = SqliteStore::open(
+        SqliteOptions::new(path)
+            .clock(SystemClock::shared())
+            .synchronous(Synchronous::Normal),
+    )
+    .await
+    .expect("open");
+    mqlite_benches::engine_with_queue(store, "q", QueueConfig::default()).await
+}
+
 fn store(rt: &tokio::runtime::Runtime, n: usize, batch: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("store.db").display().to_string();
     rt.block_on(async {
-        let store = SqliteStore::open(
-            SqliteOptions::new(path)
-                .clock(SystemClock::shared())
-                .synchronous(Synchronous::Normal),
-        )
-        .await
-        .expect("open");
-        let mq = mqlite_benches::engine_with_queue(store, "q", QueueConfig::default()).await;
+        let mq = engine(&dir).await;
         let before = io();
         for chunk in (0..n).collect::<Vec<_>>().chunks(batch) {
             let messages = chunk
@@ -103,16 +108,8 @@ fn bare_claims(n: usize) {
 /// (not counted).
 fn store_claims(rt: &tokio::runtime::Runtime, n: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("store.db").display().to_string();
     rt.block_on(async {
-        let store = SqliteStore::open(
-            SqliteOptions::new(path)
-                .clock(SystemClock::shared())
-                .synchronous(Synchronous::Normal),
-        )
-        .await
-        .expect("open");
-        let mq = mqlite_benches::engine_with_queue(store, "q", QueueConfig::default()).await;
+        let mq = engine(&dir).await;
         for chunk in (0..n).collect::<Vec<_>>().chunks(64) {
             let messages = chunk
                 .iter()

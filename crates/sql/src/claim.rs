@@ -47,15 +47,24 @@ RETURNING {}",
     })
 });
 
-/// The claim's second step for one picked row, from bound values: the common
-/// one-message receive parses no JSON.
-pub const LOCK_ONE: &str = concat!(
-    "UPDATE mqlite_messages
+/// The lock of one row under `:token` for `:lock_ms` from `:now`, counting the delivery:
+/// the head of [`LOCK_ONE`] and [`CLAIM_ONE`], which name the row.
+macro_rules! lock_one_row {
+    () => {
+        "UPDATE mqlite_messages
    SET state = 'locked',
        locked_until = :now + :lock_ms,
        lock_token = :token,
        delivery_count = delivery_count + 1
- WHERE id = :id AND state = 'active'
+ WHERE id = "
+    };
+}
+
+/// The claim's second step for one picked row, from bound values: the common
+/// one-message receive parses no JSON.
+pub const LOCK_ONE: &str = concat!(
+    lock_one_row!(),
+    ":id AND state = 'active'
 RETURNING ",
     message_columns!()
 );
@@ -64,12 +73,8 @@ RETURNING ",
 /// ([`CLAIM`] with `:max` 1) as a scalar subquery, evaluated once, and the lock of the
 /// row it names under `:token`, returning it (one statement fewer than pick-then-lock).
 pub const CLAIM_ONE: &str = concat!(
-    "UPDATE mqlite_messages
-   SET state = 'locked',
-       locked_until = :now + :lock_ms,
-       lock_token = :token,
-       delivery_count = delivery_count + 1
- WHERE id = (",
+    lock_one_row!(),
+    "(",
     pick_heads!(),
     ") AND state = 'active'
 RETURNING ",
