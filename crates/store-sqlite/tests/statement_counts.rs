@@ -331,3 +331,38 @@ async fn a_settlement_does_not_walk_the_leases_in_flight() {
     );
     mq.close().await;
 }
+
+/// A WAL commit writes every page it dirtied, so pages per operation are its cost on
+/// disk: a receive of one message dirties the row's page, the claimable index and the
+/// lease index; its completion the row's page, the lease index and the receipt's page.
+/// Fifty of each, counted as frames appended to the WAL (4 KiB pages, a 24-byte header
+/// each), stay within eight frames per message (6.5 now; 8.5 with a locked row also in
+/// `mqlite_msg_rest`, as before `mqlite-rs/12`). The count is an upper bound: a
+/// checkpoint in between would only make it smaller.
+#[tokio::test]
+async fn a_receive_and_its_completion_dirty_a_handful_of_pages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = engine(&dir).await;
+    mq.create_queue("q", QueueConfig::default())
+        .await
+        .expect("queue");
+    let batch = (0..60)
+        .map(|i| OutMessage::new(vec![i as u8; 256]))
+        .collect();
+    mq.send_batch("q", batch).await.expect("send");
+    let wal = dir.path().join("mq.db-wal");
+    let size = || std::fs::metadata(&wal).map_or(0, |m| m.len());
+    let before = size();
+    const ROUNDS: u64 = 50;
+    for _ in 0..ROUNDS {
+        let m = mq.receive_one("q").await.expect("receive").expect("one");
+        mq.complete("q", &m).await.expect("complete");
+    }
+    let frames = (size() - before) / (4096 + 24);
+    println!("{frames} WAL frames for {ROUNDS} receives and completions");
+    assert!(
+        frames <= 8 * ROUNDS,
+        "{frames} WAL frames for {ROUNDS} receives and completions: more pages per message"
+    );
+    mq.close().await;
+}
