@@ -43,12 +43,16 @@ ON CONFLICT (name) DO UPDATE SET
        status = excluded.status";
 
 /// Whether a queue holds a message in play (its ordering mode is then fixed): a seek of
-/// each of the two indexes that hold a queue's rows.
-pub const QUEUE_IN_PLAY: &str = "SELECT EXISTS (SELECT 1 FROM mqlite_messages
-    WHERE queue = :queue AND state = 'active' AND waiting = 0 AND priority = 0)
+/// each of the three indexes that hold a queue's rows.
+pub const QUEUE_IN_PLAY: &str = concat!(
+    "SELECT EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = :queue AND ",
+    active_rows!(),
+    ")
  OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = :queue AND state = 'locked')
- OR EXISTS (SELECT 1 FROM mqlite_messages
-    WHERE queue = :queue AND (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked' AND state <> 'dead_lettered')";
+ OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = :queue AND ",
+    rest_rows!(),
+    " AND state <> 'dead_lettered')"
+);
 
 /// Everything a name owns, deleted with it (children first). Messages go by
 /// `mqlite_msg_active`, `mqlite_msg_lease` and `mqlite_msg_rest`, which together hold
@@ -58,9 +62,15 @@ pub const QUEUE_IN_PLAY: &str = "SELECT EXISTS (SELECT 1 FROM mqlite_messages
 /// deleted queue can only ever replay the settlement it recorded.
 pub const DELETE_QUEUE: &[&str] = &[
     // The queue's messages, one statement per index that holds them (`MESSAGE_DELETES`).
-    "DELETE FROM mqlite_messages WHERE queue = :name AND state = 'active' AND waiting = 0 AND priority = 0",
+    concat!(
+        "DELETE FROM mqlite_messages WHERE queue = :name AND ",
+        active_rows!()
+    ),
     "DELETE FROM mqlite_messages WHERE queue = :name AND state = 'locked'",
-    "DELETE FROM mqlite_messages WHERE queue = :name AND (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked'",
+    concat!(
+        "DELETE FROM mqlite_messages WHERE queue = :name AND ",
+        rest_rows!()
+    ),
     "DELETE FROM mqlite_dedup WHERE queue = :name",
     "DELETE FROM mqlite_attempts WHERE queue = :name",
     "DELETE FROM mqlite_subscriptions WHERE name = :name OR topic = :name",
@@ -93,7 +103,9 @@ pub const PEEK: &str = concat!(
     message_columns!(),
     " FROM mqlite_messages WHERE id IN (
     SELECT id FROM (SELECT id FROM mqlite_messages
-                     WHERE queue = :queue AND state = 'active' AND waiting = 0 AND priority = 0 AND id >= :from
+                     WHERE queue = :queue AND ",
+    active_rows!(),
+    " AND id >= :from
                        AND (:state IS NULL OR :state = 'active')
                      ORDER BY id LIMIT :max)
     UNION ALL
@@ -103,7 +115,9 @@ pub const PEEK: &str = concat!(
                      ORDER BY id LIMIT :max)
     UNION ALL
     SELECT id FROM (SELECT id FROM mqlite_messages
-                     WHERE queue = :queue AND (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked' AND id >= :from
+                     WHERE queue = :queue AND ",
+    rest_rows!(),
+    " AND id >= :from
                        AND (:state IS NULL OR state = :state)
                      ORDER BY id LIMIT :max)
     ORDER BY id LIMIT :max)
@@ -114,22 +128,27 @@ pub const PEEK: &str = concat!(
 /// oldest enqueue time in play. One walk each of the queue's claimable rows, its locked
 /// rows and the rest in play; dead letters by their own index. Active = in play - the
 /// others.
-pub const QUEUE_STATS: &str =
+pub const QUEUE_STATS: &str = concat!(
     "SELECT ready.n + held.n + other.n, held.n, other.deferred, other.scheduled,
        (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'dead_lettered'),
        min(coalesce(ready.oldest, held.oldest, other.oldest),
            coalesce(held.oldest, other.oldest, ready.oldest),
            coalesce(other.oldest, ready.oldest, held.oldest))
   FROM (SELECT count(*) AS n, min(enqueued_at) AS oldest FROM mqlite_messages
-         WHERE queue = :queue AND state = 'active' AND waiting = 0 AND priority = 0) ready,
+         WHERE queue = :queue AND ",
+    active_rows!(),
+    ") ready,
        (SELECT count(*) AS n, min(enqueued_at) AS oldest FROM mqlite_messages
          WHERE queue = :queue AND state = 'locked') held,
        (SELECT count(*) AS n, coalesce(sum(state = 'deferred'), 0) AS deferred,
                coalesce(sum(state = 'scheduled'), 0) AS scheduled,
                min(enqueued_at) AS oldest
           FROM mqlite_messages
-         WHERE queue = :queue AND (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked'
-           AND state <> 'dead_lettered') other";
+         WHERE queue = :queue AND ",
+    rest_rows!(),
+    "
+           AND state <> 'dead_lettered') other"
+);
 
 /// Redrive (6.2, 5.8): each `{id, line, waiting}` of `:items` back to active in
 /// `:target`, count reset, TTL cleared, in its target line, in one statement.

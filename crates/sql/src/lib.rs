@@ -101,6 +101,24 @@ macro_rules! pick_heads {
     };
 }
 
+/// The predicates of `mqlite_msg_active` and `mqlite_msg_rest`, which with
+/// `mqlite_msg_lease` (`state = 'locked'`) hold each message of a queue once: written
+/// once for the schema and for every statement that walks a queue's rows (Peek, stats,
+/// the in-play check, deleting a queue), since SQLite uses a partial index only for a
+/// query whose terms imply its predicate.
+macro_rules! active_rows {
+    () => {
+        "state = 'active' AND waiting = 0 AND priority = 0"
+    };
+}
+
+/// See [`active_rows!`].
+macro_rules! rest_rows {
+    () => {
+        "(state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked'"
+    };
+}
+
 /// The sequence number the next message takes: above both the largest number present
 /// and the `seq_floor` that the `mqlite_seq_floor` trigger records when the largest row
 /// is deleted, so numbers never repeat (G1) without AUTOINCREMENT's `sqlite_sequence`

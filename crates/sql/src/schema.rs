@@ -86,14 +86,18 @@ WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER);
 END",
     // The claim seeks this index: only claimable-shaped rows of priority 0 live in it
     // (1.5).
-    "CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) \
-WHERE state = 'active' AND waiting = 0 AND priority = 0",
+    concat!(
+        "CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) WHERE ",
+        active_rows!()
+    ),
     // Every other row but the locked ones (`mqlite_msg_lease`). The three together hold
     // each message of a queue exactly once (Peek, stats, deleting a queue), a send of a
     // claimable message of priority 0 writes one index entry, not two, and a lock and
     // its completion each touch one index, not two.
-    "CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) \
-WHERE (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked'",
+    concat!(
+        "CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) WHERE ",
+        rest_rows!()
+    ),
     // The claimable-shaped rows of a priority above 0, highest first (20.1): the claim
     // seeks it before `mqlite_msg_active`.
     "CREATE INDEX mqlite_msg_priority ON mqlite_messages(queue, priority DESC, id) \
