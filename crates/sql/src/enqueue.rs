@@ -6,7 +6,6 @@
 use std::collections::{BTreeSet, HashMap};
 
 use mqlite_contract::{EnqueueSlot, Error, OutMessage, Result, SendOptions, SeqNumber};
-use mqlite_kit::decide;
 use mqlite_kit::enqueue::{
     Fresh, Plan, Timing, dedup_keys, plan, require_groups, slots, waiting_flags,
 };
@@ -106,13 +105,7 @@ pub async fn enqueue<X: SqlExec>(
 ) -> Result<Vec<EnqueueSlot>> {
     // A single message to a queue the driver knows reads nothing first: its insert takes
     // the next number itself.
-    let (cfg, next_seq) = match x.known_queue(queue) {
-        Some(known) if messages.len() == 1 => (decide::holding(queue, known)?, None),
-        _ => {
-            let (cfg, seq) = load_queue_next_seq(x, queue).await?;
-            (cfg, Some(seq))
-        }
-    };
+    let (cfg, next_seq) = load_queue_next_seq(x, queue, messages.len() == 1).await?;
     require_groups(queue, &cfg, &messages)?;
     let Timing {
         state,

@@ -157,24 +157,31 @@ pub async fn load_queue<X: SqlExec>(x: &mut X, name: &str) -> Result<QueueConfig
     decide::holding(name, load_any(x, name).await?)
 }
 
-/// [`load_queue`] and the next sequence number: [`SELECT_NEXT_SEQ`] when the driver
-/// knows the queue's row, else [`SELECT_QUEUE_NEXT_SEQ`].
-pub async fn load_queue_next_seq<X: SqlExec>(x: &mut X, name: &str) -> Result<(QueueConfig, i64)> {
+/// [`load_queue`] and the next sequence number for a send: [`SELECT_QUEUE_NEXT_SEQ`]
+/// when the driver does not know the queue's row; when it does, [`SELECT_NEXT_SEQ`], or
+/// nothing at all for a send of `one` message (None: its insert takes the number itself,
+/// see `enqueue::INSERT_ONE`).
+pub async fn load_queue_next_seq<X: SqlExec>(
+    x: &mut X,
+    name: &str,
+    one: bool,
+) -> Result<(QueueConfig, Option<i64>)> {
     if let Some(known) = x.known_queue(name) {
+        let cfg = decide::holding(name, known)?;
+        if one {
+            return Ok((cfg, None));
+        }
         let rows = x.query(SELECT_NEXT_SEQ, &[]).await?;
-        let seq = match rows.first() {
-            Some(r) => r.int(0)?,
-            None => {
-                return Err(Error::backend(
-                    "sql",
-                    crate::exec::CorruptRow("no next sequence number".into()),
-                ));
-            }
+        return match rows.first() {
+            Some(r) => Ok((cfg, Some(r.int(0)?))),
+            None => Err(Error::backend(
+                "sql",
+                crate::exec::CorruptRow("no next sequence number".into()),
+            )),
         };
-        return Ok((decide::holding(name, known)?, seq));
     }
     let row = load_row(x, SELECT_QUEUE_NEXT_SEQ, name).await?;
     let queue = queue_row(&row, 0)?;
     x.read_queue(name, &queue);
-    Ok((decide::holding(name, queue)?, row.int(QUEUE_WIDTH)?))
+    Ok((decide::holding(name, queue)?, Some(row.int(QUEUE_WIDTH)?)))
 }

@@ -179,49 +179,18 @@ VALUES (:expires_at / ",
     ", :seq, :token, :queue, :op, :args, :expires_at)"
 );
 
-/// The buckets a receipt live at `:now` can be in: its expiry is after now and at most
-/// [`RECEIPT_TTL_MS`] (30 minutes, six buckets) after it, plus one bucket for a clock
-/// that stepped back by up to five minutes since the receipt was written.
-macro_rules! live_buckets {
-    () => {
-        concat!(
-            "(:now / ",
-            receipt_bucket!(),
-            ", :now / ",
-            receipt_bucket!(),
-            " + 1, ",
-            ":now / ",
-            receipt_bucket!(),
-            " + 2, :now / ",
-            receipt_bucket!(),
-            " + 3, ",
-            ":now / ",
-            receipt_bucket!(),
-            " + 4, :now / ",
-            receipt_bucket!(),
-            " + 5, ",
-            ":now / ",
-            receipt_bucket!(),
-            " + 6, :now / ",
-            receipt_bucket!(),
-            " + 7)"
-        )
-    };
-}
-
 /// Which of `:items` have a live receipt of the identical request: expiry is checked
 /// here, at statement time, not by the janitor (3.2). One primary-key seek per item and
-/// live bucket.
-pub const RECEIPT_LOOKUP: &str = concat!(
-    "SELECT r.seq, r.lock_token FROM json_each(:items) j
+/// bucket a receipt live at now can be in: from `:bucket` (now's), its expiry at most
+/// [`RECEIPT_TTL_MS`] (six buckets) later, and one bucket more for a clock that stepped
+/// back by up to five minutes since the receipt was written.
+pub const RECEIPT_LOOKUP: &str = "SELECT r.seq, r.lock_token FROM json_each(:items) j
   JOIN mqlite_receipts r
-    ON r.bucket IN ",
-    live_buckets!(),
-    "
+    ON r.bucket IN (:bucket, :bucket + 1, :bucket + 2, :bucket + 3, :bucket + 4,
+                    :bucket + 5, :bucket + 6, :bucket + 7)
    AND r.seq = j.value ->> 'seq' AND r.lock_token = j.value ->> 'token'
    AND r.queue = :queue AND r.op = :op AND r.args = :args
- WHERE r.expires_at > :now"
-);
+ WHERE r.expires_at > :now";
 
 /// Why the items of `:items` found no live lease: each message's queue, state, token and
 /// lease end, by primary key (only on the failure path, once per call).
@@ -343,6 +312,7 @@ async fn replays<X: SqlExec>(
                 (":op", Value::from(settlement.op())),
                 (":args", Value::from(settlement.receipt_args())),
                 (":now", Value::from(now)),
+                (":bucket", Value::from(now / RECEIPT_BUCKET_MS)),
                 (":items", Value::from(items_json(missed))),
             ],
         )
