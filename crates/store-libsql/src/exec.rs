@@ -7,7 +7,7 @@ use mqlite_contract::{QueueConfig, QueueKind, Result};
 use mqlite_sql::{Executed, KnownQueues, Params, Row, SqlExec, Value};
 
 use crate::db;
-use crate::owner::{Lease, READ_EPOCH};
+use crate::owner::{GUARD_REFUSED, Lease, READ_EPOCH};
 
 /// Statements sent since open (the store's work counter: the client reports no rows
 /// read, so `visits` stays 0 and the TCK's visit pins are skipped on this store).
@@ -104,6 +104,16 @@ where
     }
 }
 
+/// Whether a request failed before it reached the server: the connection could not be
+/// made (hyper says "error trying to connect"), so nothing of it ran.
+fn never_sent(e: &libsql::Error) -> bool {
+    match e {
+        libsql::Error::ConnectionFailed(_) => true,
+        libsql::Error::Hrana(inner) => inner.to_string().contains("error trying to connect"),
+        _ => false,
+    }
+}
+
 impl Exec<'_> {
     /// Whether the transaction was opened (a flow may finish without a statement).
     pub(crate) fn opened(&self) -> bool {
@@ -151,16 +161,16 @@ impl Exec<'_> {
 
     /// Sends the flow's last statement with COMMIT in one request (COMMIT runs only if
     /// the statement succeeded). Its rows, and for a write what it changed (read by a
-    /// step between the two). Before the epoch check has been answered the commit
-    /// cannot go with it: then the statement opens the transaction as usual.
+    /// step between the two). A flow of one statement sends it alone
+    /// ([`Self::send_alone`]).
     async fn send_last(
         &mut self,
         sql: &str,
         params: Params<'_>,
         write: bool,
     ) -> Result<(Vec<Row>, Executed)> {
-        if self.opening.is_some() {
-            return self.send(sql, params).await;
+        if let Some(lease) = self.opening {
+            return self.send_alone(lease, sql, params, write).await;
         }
         self.not_committed()?;
         let counts = if write {
@@ -176,6 +186,82 @@ impl Exec<'_> {
             Err(e) => return Err(crate::unknown_if_transient(db(e))),
         };
         self.committed = true;
+        let rows = match batch.next_stmt_row() {
+            Some(Some(r)) => collect(r).await?,
+            _ => Vec::new(),
+        };
+        let mut done = Executed::default();
+        if write
+            && let Some(Some(r)) = batch.next_stmt_row()
+            && let Some(row) = collect(r).await?.first()
+        {
+            done = Executed {
+                changes: u64::try_from(row.int(0)?).unwrap_or(0),
+                last_insert_rowid: row.int(1)?,
+            };
+        }
+        Ok((rows, done))
+    }
+
+    /// The flow's first statement is also its last: the whole operation goes out in ONE
+    /// request, a transactional batch (BEGIN, the owner's epoch guard, the statement,
+    /// COMMIT; each step runs only if the one before it succeeded, else ROLLBACK). The
+    /// guard fails inside the batch when another owner took over ([`Lease::guard`]), so
+    /// a deposed owner's statement never runs. The request carries COMMIT, so a failure
+    /// without an answer is `OutcomeUnknown` (10.3); only a request that never reached
+    /// the server (the connection could not be made) is sent again, as an opening is.
+    async fn send_alone(
+        &mut self,
+        lease: &Lease,
+        sql: &str,
+        params: Params<'_>,
+        write: bool,
+    ) -> Result<(Vec<Row>, Executed)> {
+        let counts = if write {
+            "; SELECT changes(), last_insert_rowid()"
+        } else {
+            ""
+        };
+        let text = format!("{}; {}{counts}", lease.guard(), inline(sql, params)?);
+        // No statement may follow, whatever the answer.
+        self.opening = None;
+        self.committed = true;
+        let mut pause = FIRST_PAUSE;
+        let mut attempt = 0;
+        let answer = loop {
+            self.sent.add();
+            match self.conn.execute_transactional_batch(&text).await {
+                Err(e) if never_sent(&e) && attempt < OPEN_RETRIES => {
+                    attempt += 1;
+                    if let Some(r) = self.retries {
+                        r.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tracing::debug!(attempt, error = %e, "the server is out of reach; retrying");
+                    self.conn.reset().await;
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                answer => break answer,
+            }
+        };
+        let mut batch = match answer {
+            Ok(batch) => batch,
+            Err(e) => {
+                let refused = e.to_string().contains(GUARD_REFUSED);
+                let e = db(e);
+                if e.is_transient() {
+                    self.conn.reset().await;
+                    return Err(crate::unknown_if_transient(e));
+                }
+                if refused {
+                    // Read the epoch to be sure (and to remember the deposition).
+                    self.sent.add();
+                    lease.verify(&rows(self.conn, READ_EPOCH, NO_PARAMS).await?)?;
+                }
+                return Err(e);
+            }
+        };
+        let _guard = batch.next_stmt_row();
         let rows = match batch.next_stmt_row() {
             Some(Some(r)) => collect(r).await?,
             _ => Vec::new(),

@@ -29,6 +29,9 @@ const WRITE_LEASE: &str = "INSERT INTO mqlite_meta (key, value)
 /// The epoch now in force.
 pub(crate) const READ_EPOCH: &str = "SELECT value FROM mqlite_meta WHERE key = 'owner_epoch'";
 
+/// What the server answers when [`Lease::guard`] refused a transaction.
+pub(crate) const GUARD_REFUSED: &str = "NOT NULL constraint failed: mqlite_meta.value";
+
 /// Moves the expiry, only while `:epoch` is still in force.
 const MOVE_UNTIL: &str = "UPDATE mqlite_meta SET value = :until
  WHERE key = 'owner_until'
@@ -187,6 +190,19 @@ impl Lease {
 
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// A statement that fails once another owner took over: it inserts a NULL value,
+    /// which `mqlite_meta`'s NOT NULL refuses (before any other check), whenever the
+    /// epoch in force is not this owner's. In a batch whose steps run only while the
+    /// previous one succeeded, nothing after it runs and the transaction rolls back.
+    pub(crate) fn guard(&self) -> String {
+        format!(
+            "INSERT INTO mqlite_meta (key, value) SELECT 'owner_epoch', NULL \
+             WHERE NOT EXISTS (SELECT 1 FROM mqlite_meta \
+             WHERE key = 'owner_epoch' AND value = '{}')",
+            self.epoch()
+        )
     }
 
     fn deposed(&self) -> Error {

@@ -136,12 +136,14 @@ fn deposed_owner(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output 
             .receive_one(Q)
             .await?
             .ok_or("the takeover recovered the first owner's lease")?;
+        // The send comes first: it is one request (its epoch guard inside the batch
+        // refuses it on the server); after it the owner knows it was deposed.
         for (what, result) in [
-            ("complete", first.complete(Q, &held).await.map(drop)),
             (
                 "send",
                 first.send(Q, OutMessage::new("late")).await.map(drop),
             ),
+            ("complete", first.complete(Q, &held).await.map(drop)),
             (
                 "create_queue",
                 first.create_queue("other", QueueConfig::default()).await,
