@@ -25,12 +25,19 @@ impl Sent {
 }
 
 /// Runs the shared flows' statements in one transaction on `conn`'s stream. While
-/// `opening` holds the lease, the transaction is not open yet: BEGIN IMMEDIATE and the
-/// owner's epoch check go out in one request with the flow's first statement, which
-/// saves two round trips per operation (an epoch that moved rolls the whole
-/// transaction back).
+/// `opening` holds the lease, the transaction is not open yet: the owner's epoch guard
+/// ([`Lease::guard`], a write, so it also takes the write lock) goes out in one request
+/// with the flow's first statement, after a BEGIN unless the stream is parked; a moved
+/// epoch fails the guard, and nothing after it runs.
 pub(crate) struct Exec<'t> {
     pub(crate) conn: &'t libsql::Connection,
+    /// Whether the stream waits in a deferred transaction that has run nothing
+    /// ([`crate::transaction::Conn`]): the opening then sends no BEGIN. After the flow:
+    /// whether its last request left the stream parked again.
+    pub(crate) parked: bool,
+    /// Whether this flow may park the stream at its end (an operation's own
+    /// transaction; not an application's, which ends it itself).
+    pub(crate) parks: bool,
     pub(crate) sent: &'t Sent,
     pub(crate) opening: Option<&'t Lease>,
     /// Counts the retries of the opening request.
@@ -104,6 +111,42 @@ where
     }
 }
 
+/// The step that reads what a write changed, when it is one.
+fn counts(write: bool) -> &'static str {
+    if write {
+        "; SELECT changes(), last_insert_rowid()"
+    } else {
+        ""
+    }
+}
+
+/// `Deposed` when the owner's epoch guard refused the request ([`Lease::guard`]; the
+/// epoch is read again to be sure, inside the still open transaction); else `e`.
+async fn refused(
+    e: mqlite_contract::Error,
+    lease: &Lease,
+    conn: &libsql::Connection,
+    sent: &Sent,
+) -> mqlite_contract::Error {
+    let guard = match &e {
+        mqlite_contract::Error::Backend { source, .. } => {
+            source.to_string().contains(GUARD_REFUSED)
+                || source
+                    .source()
+                    .is_some_and(|s| s.to_string().contains(GUARD_REFUSED))
+        }
+        _ => false,
+    };
+    if !guard {
+        return e;
+    }
+    sent.add();
+    match rows(conn, READ_EPOCH, NO_PARAMS).await {
+        Ok(found) => lease.verify(&found).err().unwrap_or(e),
+        Err(_) => e,
+    }
+}
+
 /// Whether a request failed before it reached the server: the connection could not be
 /// made (hyper says "error trying to connect"), so nothing of it ran.
 fn never_sent(e: &libsql::Error) -> bool {
@@ -129,18 +172,28 @@ impl Exec<'_> {
             let rows = rows(self.conn, sql, params).await?;
             return Ok((rows, self.executed()));
         };
-        let text = format!("BEGIN IMMEDIATE; {READ_EPOCH}; {}", inline(sql, params)?);
-        let mut batch = opening(self.conn, self.sent, self.retries, || {
-            self.conn.execute_batch(&text)
+        let guard = lease.guard();
+        let statement = inline(sql, params)?;
+        // A retry starts on a fresh stream, so with BEGIN.
+        let (conn, mut parked) = (self.conn, self.parked);
+        let mut begun = false;
+        let answer = opening(conn, self.sent, self.retries, || {
+            begun = !parked;
+            parked = false;
+            let text = format!("{}{guard}; {statement}", if begun { "BEGIN; " } else { "" });
+            async move { conn.execute_batch(&text).await }
         })
-        .await?;
+        .await;
         self.opening = None;
-        let _begin = batch.next_stmt_row();
-        let epoch = match batch.next_stmt_row() {
-            Some(Some(r)) => collect(r).await?,
-            _ => Vec::new(),
+        self.parked = false;
+        let mut batch = match answer {
+            Ok(batch) => batch,
+            Err(e) => return Err(refused(e, lease, conn, self.sent).await),
         };
-        lease.verify(&epoch)?;
+        if begun {
+            let _begin = batch.next_stmt_row();
+        }
+        let _guard = batch.next_stmt_row();
         let rows = match batch.next_stmt_row() {
             Some(Some(r)) => collect(r).await?,
             _ => Vec::new(),
@@ -173,12 +226,12 @@ impl Exec<'_> {
             return self.send_alone(lease, sql, params, write).await;
         }
         self.not_committed()?;
-        let counts = if write {
-            "; SELECT changes(), last_insert_rowid()"
-        } else {
-            ""
-        };
-        let text = format!("{}{counts}; COMMIT", inline(sql, params)?);
+        let text = format!(
+            "{}{}{}",
+            inline(sql, params)?,
+            counts(write),
+            self.commit_text()
+        );
         self.sent.add();
         let mut batch = match self.conn.execute_batch(&text).await {
             Ok(batch) => batch,
@@ -186,6 +239,7 @@ impl Exec<'_> {
             Err(e) => return Err(crate::unknown_if_transient(db(e))),
         };
         self.committed = true;
+        self.parked = self.parks;
         let rows = match batch.next_stmt_row() {
             Some(Some(r)) => collect(r).await?,
             _ => Vec::new(),
@@ -204,12 +258,14 @@ impl Exec<'_> {
     }
 
     /// The flow's first statement is also its last: the whole operation goes out in ONE
-    /// request, a transactional batch (BEGIN, the owner's epoch guard, the statement,
-    /// COMMIT; each step runs only if the one before it succeeded, else ROLLBACK). The
-    /// guard fails inside the batch when another owner took over ([`Lease::guard`]), so
-    /// a deposed owner's statement never runs. The request carries COMMIT, so a failure
-    /// without an answer is `OutcomeUnknown` (10.3); only a request that never reached
-    /// the server (the connection could not be made) is sent again, as an opening is.
+    /// request (BEGIN unless the stream is parked, the owner's epoch guard, the
+    /// statement, COMMIT, and BEGIN again to park the stream; each step runs only if the
+    /// one before it succeeded). The guard fails inside the request when another owner
+    /// took over ([`Lease::guard`]), so a deposed owner's statement never runs, and the
+    /// flow's failure rolls the transaction back. The request carries COMMIT, so a
+    /// failure without an answer is `OutcomeUnknown` (10.3); only a request that never
+    /// reached the server (the connection could not be made) is sent again, as an
+    /// opening is.
     async fn send_alone(
         &mut self,
         lease: &Lease,
@@ -217,20 +273,28 @@ impl Exec<'_> {
         params: Params<'_>,
         write: bool,
     ) -> Result<(Vec<Row>, Executed)> {
-        let counts = if write {
-            "; SELECT changes(), last_insert_rowid()"
-        } else {
-            ""
-        };
-        let text = format!("{}; {}{counts}", lease.guard(), inline(sql, params)?);
+        let body = format!(
+            "{}; {}{}{}",
+            lease.guard(),
+            inline(sql, params)?,
+            counts(write),
+            self.commit_text()
+        );
         // No statement may follow, whatever the answer.
         self.opening = None;
         self.committed = true;
         let mut pause = FIRST_PAUSE;
         let mut attempt = 0;
-        let answer = loop {
+        let (answer, begun) = loop {
+            let begun = !self.parked;
+            self.parked = false;
+            let text = if begun {
+                format!("BEGIN; {body}")
+            } else {
+                body.clone()
+            };
             self.sent.add();
-            match self.conn.execute_transactional_batch(&text).await {
+            match self.conn.execute_batch(&text).await {
                 Err(e) if never_sent(&e) && attempt < OPEN_RETRIES => {
                     attempt += 1;
                     if let Some(r) = self.retries {
@@ -241,26 +305,21 @@ impl Exec<'_> {
                     tokio::time::sleep(pause).await;
                     pause *= 2;
                 }
-                answer => break answer,
+                answer => break (answer, begun),
             }
         };
-        let mut batch = match answer {
+        let mut batch = match answer.map_err(db) {
             Ok(batch) => batch,
-            Err(e) => {
-                let refused = e.to_string().contains(GUARD_REFUSED);
-                let e = db(e);
-                if e.is_transient() {
-                    self.conn.reset().await;
-                    return Err(crate::unknown_if_transient(e));
-                }
-                if refused {
-                    // Read the epoch to be sure (and to remember the deposition).
-                    self.sent.add();
-                    lease.verify(&rows(self.conn, READ_EPOCH, NO_PARAMS).await?)?;
-                }
-                return Err(e);
+            Err(e) if e.is_transient() => {
+                self.conn.reset().await;
+                return Err(crate::unknown_if_transient(e));
             }
+            Err(e) => return Err(refused(e, lease, self.conn, self.sent).await),
         };
+        self.parked = self.parks;
+        if begun {
+            let _begin = batch.next_stmt_row();
+        }
         let _guard = batch.next_stmt_row();
         let rows = match batch.next_stmt_row() {
             Some(Some(r)) => collect(r).await?,
@@ -277,6 +336,16 @@ impl Exec<'_> {
             };
         }
         Ok((rows, done))
+    }
+
+    /// How the flow's last request ends: COMMIT, and BEGIN again when the stream is
+    /// to be parked for the next operation.
+    fn commit_text(&self) -> &'static str {
+        if self.parks {
+            "; COMMIT; BEGIN"
+        } else {
+            "; COMMIT"
+        }
     }
 
     /// What the last statement changed (the stream keeps the last step's counts).

@@ -158,7 +158,7 @@ pub struct LibsqlStore {
 
 pub(crate) struct Inner {
     /// One operation at a time: this store is the owner's one writer.
-    conn: tokio::sync::Mutex<libsql::Connection>,
+    conn: tokio::sync::Mutex<transaction::Conn>,
     clock: SharedClock,
     location: String,
     lease: Lease,
@@ -207,7 +207,7 @@ impl LibsqlStore {
         owner::ensure_schema(&conn, &location).await?;
         let lease = Lease::take(&conn, &options.clock, options.lease, &location).await?;
         let inner = Arc::new(Inner {
-            conn: tokio::sync::Mutex::new(conn),
+            conn: tokio::sync::Mutex::new(transaction::Conn::new(conn)),
             clock: options.clock,
             location,
             lease,
@@ -270,12 +270,16 @@ impl LibsqlStore {
             .into_iter()
             .map(|n| (n, bind(n)))
             .collect();
-        let conn = self.inner.conn.lock().await;
-        exec::rows(&conn, &format!("EXPLAIN QUERY PLAN {sql}"), &params)
-            .await?
-            .iter()
-            .map(|r| r.text(3))
-            .collect()
+        let mut conn = self.inner.conn.lock().await;
+        exec::rows(
+            conn.unparked().await,
+            &format!("EXPLAIN QUERY PLAN {sql}"),
+            &params,
+        )
+        .await?
+        .iter()
+        .map(|r| r.text(3))
+        .collect()
     }
 
     /// The owner epoch this store holds.
@@ -381,8 +385,11 @@ impl Store for LibsqlStore {
             if inner.closed.swap(true, Ordering::AcqRel) {
                 return;
             }
-            let conn = inner.conn.lock().await;
-            inner.lease.release(&conn, &inner.sent).await;
+            let mut conn = inner.conn.lock().await;
+            inner
+                .lease
+                .release(conn.unparked().await, &inner.sent)
+                .await;
         }
     }
 }

@@ -303,8 +303,12 @@ pub(crate) fn spawn_renewal(inner: Weak<Inner>) {
             if i.closed.load(Ordering::Acquire) {
                 return;
             }
-            let conn = i.conn.lock().await;
-            match i.lease.renew(&conn, i.clock.now_ms(), &i.sent).await {
+            let mut conn = i.conn.lock().await;
+            match i
+                .lease
+                .renew(conn.unparked().await, i.clock.now_ms(), &i.sent)
+                .await
+            {
                 Ok(true) => {}
                 Ok(false) => {
                     tracing::warn!(location = %i.location, "deposed: another owner took over");

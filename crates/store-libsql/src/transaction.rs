@@ -4,10 +4,62 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use mqlite_contract::{Error, Result};
 
 use crate::{BACKEND, Inner, db, exec::Exec};
+
+/// The owner's connection, and whether its stream is parked: left inside a deferred
+/// transaction that has run nothing, so that the next operation's first request needs
+/// no BEGIN and reaches the same connection on the server. sqld opens a connection (and
+/// reads the schema, and prepares every statement afresh) for each new stream, and the
+/// client closes its stream whenever a transaction ends in autocommit: that was two
+/// thirds of a one-request send's time on loopback (docs/libsql.md). A deferred BEGIN
+/// takes no lock and no snapshot until its first statement, so a parked stream holds
+/// nothing the server or another connection could wait for.
+pub(crate) struct Conn {
+    conn: libsql::Connection,
+    parked_at: Option<Instant>,
+}
+
+/// How long a parked stream is used again: well inside the time after which the server
+/// expires an idle stream. An older one is ended and the operation opens a new stream.
+const PARK_FRESH: Duration = Duration::from_secs(2);
+
+impl Conn {
+    pub(crate) fn new(conn: libsql::Connection) -> Self {
+        Conn {
+            conn,
+            parked_at: None,
+        }
+    }
+
+    /// The connection for an operation's flow, and whether its stream is parked (fresh).
+    async fn for_flow(&mut self) -> (&libsql::Connection, bool) {
+        let fresh = self.parked_at.is_some_and(|at| at.elapsed() < PARK_FRESH);
+        if !fresh {
+            self.unpark().await;
+        }
+        self.parked_at = None;
+        (&self.conn, fresh)
+    }
+
+    /// The connection for anything but an operation's flow (an application's
+    /// transaction, the lease, a plan), its stream not parked.
+    pub(crate) async fn unparked(&mut self) -> &libsql::Connection {
+        self.unpark().await;
+        &self.conn
+    }
+
+    /// Ends the parked transaction (it ran nothing); a stream the server no longer
+    /// knows is dropped.
+    async fn unpark(&mut self) {
+        if self.parked_at.take().is_some() && self.conn.execute("COMMIT", ()).await.is_err() {
+            self.conn.reset().await;
+        }
+    }
+}
 
 /// Commits; a failure whose outcome the client cannot know (the request was sent but
 /// no answer came) is `OutcomeUnknown`, never success or plain failure (10.3).
@@ -71,11 +123,12 @@ pub(crate) async fn transaction<R, E: From<Error>>(
     body: impl AsyncFnOnce(&libsql::Transaction, i64) -> Result<R, E>,
 ) -> Result<R, E> {
     inner.check_open()?;
-    let conn = inner.conn.lock().await;
+    let mut conn = inner.conn.lock().await;
     if gone.load(Ordering::Acquire) {
         return Err(Error::Cancelled.into());
     }
-    let tx = crate::exec::opening(&conn, &inner.sent, Some(&inner.retries), || {
+    let conn = conn.unparked().await;
+    let tx = crate::exec::opening(conn, &inner.sent, Some(&inner.retries), || {
         conn.transaction_with_behavior(libsql::TransactionBehavior::Immediate)
     })
     .await?;
@@ -111,14 +164,17 @@ where
     F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R>,
 {
     inner.check_open()?;
-    let conn = inner.conn.lock().await;
+    let mut stream = inner.conn.lock().await;
     if gone.load(Ordering::Acquire) {
         return Err(Error::Cancelled);
     }
     inner.lease.still_owner()?;
+    let (conn, parked) = stream.for_flow().await;
     let now = inner.clock.now_ms();
     let mut x = Exec {
-        conn: &conn,
+        conn,
+        parked,
+        parks: true,
         sent: &inner.sent,
         opening: Some(&inner.lease),
         retries: Some(&inner.retries),
@@ -129,11 +185,15 @@ where
     };
     let out = CatchUnwind(Box::pin(f(&mut x, now))).await;
     let (opened, committed) = (x.opened(), x.committed);
-    match out {
+    // A flow that sent nothing leaves a parked stream parked.
+    let mut parked = x.parked;
+    let out = match out {
         Ok(Ok(out)) => {
             let done = if opened && !committed {
                 inner.sent.add();
-                commit_stream(&conn).await
+                let done = commit_stream(conn, true).await;
+                parked = done.is_ok();
+                done
             } else {
                 Ok(())
             };
@@ -142,21 +202,35 @@ where
         }
         Ok(Err(e)) => {
             inner.queues.settle(&mut x, false);
-            abandon_stream(&conn).await;
+            if opened {
+                parked = false;
+                abandon_stream(conn).await;
+            }
             Err(e)
         }
         Err(panic) => {
             inner.queues.settle(&mut x, false);
-            abandon_stream(&conn).await;
+            abandon_stream(conn).await;
+            stream.parked_at = None;
             std::panic::resume_unwind(panic)
         }
+    };
+    if parked {
+        stream.parked_at = Some(Instant::now());
     }
+    out
 }
 
-/// COMMIT on the connection's stream; an answerless failure is `OutcomeUnknown`.
-pub(crate) async fn commit_stream(conn: &libsql::Connection) -> Result<()> {
-    match conn.execute("COMMIT", ()).await {
-        Ok(_) => Ok(()),
+/// COMMIT on the connection's stream (and BEGIN to park it, with `park`); an
+/// answerless failure is `OutcomeUnknown`.
+pub(crate) async fn commit_stream(conn: &libsql::Connection, park: bool) -> Result<()> {
+    let done = if park {
+        conn.execute_batch("COMMIT; BEGIN").await.map(drop)
+    } else {
+        conn.execute("COMMIT", ()).await.map(drop)
+    };
+    match done {
+        Ok(()) => Ok(()),
         Err(e) => {
             conn.reset().await;
             Err(unknown_if_transient(db(e)))

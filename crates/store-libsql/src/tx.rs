@@ -59,6 +59,8 @@ impl LibsqlTx<'_> {
         self.check_cancelled()?;
         let mut x = Exec {
             conn: self.tx,
+            parked: false,
+            parks: false,
             sent: self.sent,
             opening: None,
             retries: None,
