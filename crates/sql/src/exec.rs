@@ -183,6 +183,15 @@ impl<X: SqlExec> SqlExec for NotLast<'_, X> {
     }
 }
 
+/// A step of [`SqlExec::last_at_once`] that refuses unless the statement before it
+/// changed `:expected` rows: it inserts a NULL key into `mqlite_meta`, which the
+/// table refuses with [`STEP_REFUSED`], so nothing after it runs.
+pub const REFUSE_UNLESS_CHANGED: &str =
+    "INSERT INTO mqlite_meta (key, value) SELECT NULL, '' WHERE changes() <> :expected";
+
+/// What the database answers when [`REFUSE_UNLESS_CHANGED`] refuses.
+pub const STEP_REFUSED: &str = "NOT NULL constraint failed: mqlite_meta.key";
+
 /// Runs a `SELECT EXISTS (…)` and reads its answer.
 pub async fn exists<X: SqlExec>(x: &mut X, sql: &'static str, params: Params<'_>) -> Result<bool> {
     match x.query(sql, params).await?.first() {
@@ -228,6 +237,20 @@ pub trait SqlExec {
         params: Params<'_>,
     ) -> impl Future<Output = Result<Executed>> {
         self.execute(sql, params)
+    }
+
+    /// Runs `steps` in order as the flow's last statements, in ONE request with the
+    /// commit, for a driver whose every request is a round trip; the rows of each step
+    /// once committed. The steps are all or nothing: a step that refuses (fails with
+    /// [`STEP_REFUSED`], as [`REFUSE_UNLESS_CHANGED`] does) undoes them all and leaves
+    /// the transaction open, and the answer is `None`, as it always is from a driver that
+    /// does not send statements together (the default, which runs nothing): the flow
+    /// then goes its usual way.
+    fn last_at_once(
+        &mut self,
+        _steps: &[(&'static str, Params<'_>)],
+    ) -> impl Future<Output = Result<Option<Vec<Vec<Row>>>>> {
+        std::future::ready(Ok(None))
     }
 
     /// A queue's kind and configuration as the driver knows them without asking the

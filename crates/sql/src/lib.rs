@@ -160,7 +160,10 @@ pub mod sweeps;
 pub mod topics;
 pub mod values;
 
-pub use exec::{Executed, KnownQueues, Params, QueueRow, Row, SqlExec, Value};
+pub use exec::{
+    Executed, KnownQueues, Params, QueueRow, REFUSE_UNLESS_CHANGED, Row, STEP_REFUSED, SqlExec,
+    Value,
+};
 /// The contract, for [`store_ops!`]'s expansion.
 #[doc(hidden)]
 pub use mqlite_contract as core;
@@ -181,6 +184,7 @@ pub static STATEMENTS: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
             ("COMPLETE_ROWS", &settle::COMPLETE_ROWS),
             ("RENEW_ROWS", &settle::RENEW_ROWS),
             ("RECEIPT_ROWS", &settle::RECEIPT_ROWS),
+            ("COMPLETE_RECEIPT_ROWS", &settle::COMPLETE_RECEIPT_ROWS),
         ];
         let rows = sized.into_iter().flat_map(|(name, texts)| {
             texts.all().map(move |(n, text)| {
@@ -219,6 +223,7 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("RECEIPT_ONE", settle::RECEIPT_ONE),
     ("RECEIPT_LOOKUP", settle::RECEIPT_LOOKUP),
     ("LOCK_STATE", settle::LOCK_STATE),
+    ("REFUSE_UNLESS_CHANGED", exec::REFUSE_UNLESS_CHANGED),
     ("REAP_TO_DLQ", sweeps::REAP_TO_DLQ),
     ("REAP_TO_ACTIVE", sweeps::REAP_TO_ACTIVE),
     ("ACTIVATE_DUE", sweeps::ACTIVATE_DUE),

@@ -159,6 +159,25 @@ SELECT ?4 / {RECEIPT_BUCKET_MS}, p.column1, p.column2, ?1, ?2, ?3, ?4 FROM (VALU
     })
 });
 
+/// The receipts of a CompleteBatch written before its delete, for the locks of the
+/// bound pairs whose fence holds and whose message is in no line, bound as
+/// [`COMPLETE_ROWS`] is: with [`REFUSE_UNLESS_CHANGED`] after it, the delete runs only
+/// when every lock of the batch completes and no line needs its next head, so a remote
+/// store sends the whole completion in one request ([`SqlExec::last_at_once`]).
+pub static COMPLETE_RECEIPT_ROWS: Texts = Texts::new(|| {
+    values::build(BOUND_LOCKS, |n| {
+        format!(
+            "{}INSERT OR REPLACE INTO mqlite_receipts
+       (bucket, seq, lock_token, queue, op, args, expires_at)
+SELECT (?2 + {RECEIPT_TTL_MS}) / {RECEIPT_BUCKET_MS}, id, lock_token, ?1, 'complete', '',
+       ?2 + {RECEIPT_TTL_MS}
+  FROM mqlite_messages WHERE {PRESENTED_PAIRS} AND {} AND line IS NULL",
+            with_pairs(n),
+            fence!("?1", "?2")
+        )
+    })
+});
+
 /// `lead` then each lock's `(seq, token)`, bound by position and padded to the size of
 /// the text for `locks` (see [`crate::values`]).
 fn bound_pairs(lead: Vec<Value>, locks: &[LockRef]) -> Vec<(&'static str, Value)> {
@@ -391,6 +410,28 @@ pub async fn complete_batch<X: SqlExec>(
     let mut params = vec![(":queue", Value::from(queue)), (":now", Value::from(now))];
     let text = if locks.len() <= BOUND_LOCKS {
         params = bound_pairs(params.into_iter().map(|(_, v)| v).collect(), locks);
+        // Every lock completing, none in a line: the receipts, the check and the delete
+        // in one request where the driver sends them so (the usual batch).
+        let expected = [(
+            ":expected",
+            Value::Int(i64::try_from(locks.len()).unwrap_or(i64::MAX)),
+        )];
+        let steps = [
+            (COMPLETE_RECEIPT_ROWS.get(locks.len()), &params[..]),
+            (crate::exec::REFUSE_UNLESS_CHANGED, &expected[..]),
+            (COMPLETE_ROWS.get(locks.len()), &params[..]),
+        ];
+        if x.last_at_once(&steps).await?.is_some() {
+            return Ok(locks
+                .iter()
+                .map(|l| BatchResult {
+                    seq: l.seq,
+                    ok: true,
+                    locked_until_ms: 0,
+                    lost: None,
+                })
+                .collect());
+        }
         COMPLETE_ROWS.get(locks.len())
     } else {
         params.push((":items", Value::from(items_json(locks))));

@@ -128,22 +128,26 @@ async fn refused(
     conn: &libsql::Connection,
     sent: &Sent,
 ) -> mqlite_contract::Error {
-    let guard = match &e {
-        mqlite_contract::Error::Backend { source, .. } => {
-            source.to_string().contains(GUARD_REFUSED)
-                || source
-                    .source()
-                    .is_some_and(|s| s.to_string().contains(GUARD_REFUSED))
-        }
-        _ => false,
-    };
-    if !guard {
+    if !says(&e, GUARD_REFUSED) {
         return e;
     }
     sent.add();
     match rows(conn, READ_EPOCH, NO_PARAMS).await {
         Ok(found) => lease.verify(&found).err().unwrap_or(e),
         Err(_) => e,
+    }
+}
+
+/// Whether the server's answer to a failed request says `what`.
+fn says(e: &mqlite_contract::Error, what: &str) -> bool {
+    match e {
+        mqlite_contract::Error::Backend { source, .. } => {
+            source.to_string().contains(what)
+                || source
+                    .source()
+                    .is_some_and(|s| s.to_string().contains(what))
+        }
+        _ => false,
     }
 }
 
@@ -214,32 +218,16 @@ impl Exec<'_> {
 
     /// Sends the flow's last statement with COMMIT in one request (COMMIT runs only if
     /// the statement succeeded). Its rows, and for a write what it changed (read by a
-    /// step between the two). A flow of one statement sends it alone
-    /// ([`Self::send_alone`]).
+    /// step between the two). A flow of one statement is one request
+    /// ([`Self::send_ending`]).
     async fn send_last(
         &mut self,
         sql: &str,
         params: Params<'_>,
         write: bool,
     ) -> Result<(Vec<Row>, Executed)> {
-        if let Some(lease) = self.opening {
-            return self.send_alone(lease, sql, params, write).await;
-        }
-        self.not_committed()?;
-        let text = format!(
-            "{}{}{}",
-            inline(sql, params)?,
-            counts(write),
-            self.commit_text()
-        );
-        self.sent.add();
-        let mut batch = match self.conn.execute_batch(&text).await {
-            Ok(batch) => batch,
-            // No answer: the COMMIT may have landed (10.3).
-            Err(e) => return Err(crate::unknown_if_transient(db(e))),
-        };
-        self.committed = true;
-        self.parked = self.parks;
+        let body = format!("{}{}", inline(sql, params)?, counts(write));
+        let mut batch = self.send_ending(&body).await?;
         let rows = match batch.next_stmt_row() {
             Some(Some(r)) => collect(r).await?,
             _ => Vec::new(),
@@ -257,45 +245,36 @@ impl Exec<'_> {
         Ok((rows, done))
     }
 
-    /// The flow's first statement is also its last: the whole operation goes out in ONE
-    /// request (BEGIN unless the stream is parked, the owner's epoch guard, the
-    /// statement, COMMIT, and BEGIN again to park the stream; each step runs only if the
-    /// one before it succeeded). The guard fails inside the request when another owner
-    /// took over ([`Lease::guard`]), so a deposed owner's statement never runs, and the
-    /// flow's failure rolls the transaction back. The request carries COMMIT, so a
-    /// failure without an answer is `OutcomeUnknown` (10.3); only a request that never
-    /// reached the server (the connection could not be made) is sent again, as an
-    /// opening is.
-    async fn send_alone(
-        &mut self,
-        lease: &Lease,
-        sql: &str,
-        params: Params<'_>,
-        write: bool,
-    ) -> Result<(Vec<Row>, Executed)> {
-        let body = format!(
-            "{}; {}{}{}",
-            lease.guard(),
-            inline(sql, params)?,
-            counts(write),
-            self.commit_text()
-        );
+    /// Sends `body` (statements) as the request that ends the transaction, with COMMIT
+    /// (and BEGIN again to park the stream); the answer's steps from `body`'s first on.
+    /// When the flow has sent nothing yet, the whole operation is this ONE request: BEGIN
+    /// unless the stream is parked, the owner's epoch guard ([`Lease::guard`]; it fails
+    /// inside the request once another owner took over, so nothing after it runs), then
+    /// `body`. Each step runs only if the one before it succeeded; a failed step leaves
+    /// the transaction open for the flow's failure to roll back. The request carries
+    /// COMMIT, so a failure without an answer is `OutcomeUnknown` (10.3); only an opening
+    /// request that never reached the server (the connection could not be made) is sent
+    /// again.
+    async fn send_ending(&mut self, body: &str) -> Result<libsql::BatchRows> {
+        self.not_committed()?;
+        let lease = self.opening.take();
+        let body = format!("{body}{}", self.commit_text());
+        let guard = lease.map(|l| format!("{}; ", l.guard()));
         // No statement may follow, whatever the answer.
-        self.opening = None;
         self.committed = true;
         let mut pause = FIRST_PAUSE;
         let mut attempt = 0;
         let (answer, begun) = loop {
-            let begun = !self.parked;
+            let begun = guard.is_some() && !self.parked;
             self.parked = false;
-            let text = if begun {
-                format!("BEGIN; {body}")
-            } else {
-                body.clone()
-            };
+            let text = format!(
+                "{}{}{body}",
+                if begun { "BEGIN; " } else { "" },
+                guard.as_deref().unwrap_or("")
+            );
             self.sent.add();
             match self.conn.execute_batch(&text).await {
-                Err(e) if never_sent(&e) && attempt < OPEN_RETRIES => {
+                Err(e) if guard.is_some() && never_sent(&e) && attempt < OPEN_RETRIES => {
                     attempt += 1;
                     if let Some(r) = self.retries {
                         r.fetch_add(1, Ordering::Relaxed);
@@ -310,32 +289,26 @@ impl Exec<'_> {
         };
         let mut batch = match answer.map_err(db) {
             Ok(batch) => batch,
+            // No answer: the COMMIT may have landed (10.3).
             Err(e) if e.is_transient() => {
                 self.conn.reset().await;
                 return Err(crate::unknown_if_transient(e));
             }
-            Err(e) => return Err(refused(e, lease, self.conn, self.sent).await),
+            Err(e) => {
+                return Err(match lease {
+                    Some(lease) => refused(e, lease, self.conn, self.sent).await,
+                    None => e,
+                });
+            }
         };
         self.parked = self.parks;
         if begun {
             let _begin = batch.next_stmt_row();
         }
-        let _guard = batch.next_stmt_row();
-        let rows = match batch.next_stmt_row() {
-            Some(Some(r)) => collect(r).await?,
-            _ => Vec::new(),
-        };
-        let mut done = Executed::default();
-        if write
-            && let Some(Some(r)) = batch.next_stmt_row()
-            && let Some(row) = collect(r).await?.first()
-        {
-            done = Executed {
-                changes: u64::try_from(row.int(0)?).unwrap_or(0),
-                last_insert_rowid: row.int(1)?,
-            };
+        if guard.is_some() {
+            let _guard = batch.next_stmt_row();
         }
-        Ok((rows, done))
+        Ok(batch)
     }
 
     /// How the flow's last request ends: COMMIT, and BEGIN again when the stream is
@@ -472,6 +445,48 @@ impl SqlExec for Exec<'_> {
         self.send_last(sql, params, false)
             .await
             .map(|(rows, _)| rows)
+    }
+
+    /// The steps inside a savepoint, after the opening when the flow sent nothing yet,
+    /// and with COMMIT: one request. A refusing step leaves the transaction open; the
+    /// savepoint is rolled back (one more request) and the flow goes its usual way.
+    /// Inside an application's transaction, which commits itself, nothing is sent.
+    async fn last_at_once(
+        &mut self,
+        steps: &[(&'static str, Params<'_>)],
+    ) -> Result<Option<Vec<Vec<Row>>>> {
+        if !self.parks {
+            return Ok(None);
+        }
+        let mut body = String::from("SAVEPOINT at_once");
+        for (sql, params) in steps {
+            body.push_str("; ");
+            body.push_str(&inline(sql, params)?);
+        }
+        body.push_str("; RELEASE at_once");
+        match self.send_ending(&body).await {
+            Ok(mut batch) => {
+                let _savepoint = batch.next_stmt_row();
+                let mut out = Vec::with_capacity(steps.len());
+                for _ in steps {
+                    out.push(match batch.next_stmt_row() {
+                        Some(Some(r)) => collect(r).await?,
+                        _ => Vec::new(),
+                    });
+                }
+                Ok(Some(out))
+            }
+            Err(e) if says(&e, mqlite_sql::STEP_REFUSED) => {
+                self.sent.add();
+                self.conn
+                    .execute_batch("ROLLBACK TO at_once; RELEASE at_once")
+                    .await
+                    .map_err(db)?;
+                self.committed = false;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     async fn execute_last(&mut self, sql: &'static str, params: Params<'_>) -> Result<Executed> {
