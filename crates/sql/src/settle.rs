@@ -348,6 +348,12 @@ pub async fn settle<X: SqlExec>(
     settlement: &Settlement,
 ) -> Result<()> {
     let cfg = load_queue(x, queue).await?;
+    if matches!(settlement, Settlement::Complete) {
+        let pair = bound_pairs(vec![Value::from(queue), Value::from(now)], &[lock]);
+        if complete_at_once(x, 1, &pair).await? {
+            return Ok(());
+        }
+    }
     let mut params = vec![
         (":seq", Value::from(lock.seq.0)),
         (":queue", Value::from(queue)),
@@ -398,6 +404,27 @@ pub async fn settle<X: SqlExec>(
     }
 }
 
+/// Every one of `n` locks (bound as [`COMPLETE_ROWS`] binds them) completing, none in a
+/// line: the receipts, the check and the delete in one request where the driver sends
+/// them so ([`SqlExec::last_at_once`]); false when it does not, or when the check
+/// refused (nothing of it remains, and the caller goes its usual way).
+async fn complete_at_once<X: SqlExec>(
+    x: &mut X,
+    n: usize,
+    params: &[(&'static str, Value)],
+) -> Result<bool> {
+    let expected = [(
+        ":expected",
+        Value::Int(i64::try_from(n).unwrap_or(i64::MAX)),
+    )];
+    let steps = [
+        (COMPLETE_RECEIPT_ROWS.get(n), params),
+        (crate::exec::REFUSE_UNLESS_CHANGED, &expected[..]),
+        (COMPLETE_ROWS.get(n), params),
+    ];
+    Ok(x.last_at_once(&steps).await?.is_some())
+}
+
 /// Completes each item under its own fence, in a fixed number of statements; a stale
 /// item is ok = false and never fails the batch (2.7).
 pub async fn complete_batch<X: SqlExec>(
@@ -410,18 +437,7 @@ pub async fn complete_batch<X: SqlExec>(
     let mut params = vec![(":queue", Value::from(queue)), (":now", Value::from(now))];
     let text = if locks.len() <= BOUND_LOCKS {
         params = bound_pairs(params.into_iter().map(|(_, v)| v).collect(), locks);
-        // Every lock completing, none in a line: the receipts, the check and the delete
-        // in one request where the driver sends them so (the usual batch).
-        let expected = [(
-            ":expected",
-            Value::Int(i64::try_from(locks.len()).unwrap_or(i64::MAX)),
-        )];
-        let steps = [
-            (COMPLETE_RECEIPT_ROWS.get(locks.len()), &params[..]),
-            (crate::exec::REFUSE_UNLESS_CHANGED, &expected[..]),
-            (COMPLETE_ROWS.get(locks.len()), &params[..]),
-        ];
-        if x.last_at_once(&steps).await?.is_some() {
+        if complete_at_once(x, locks.len(), &params).await? {
             return Ok(locks
                 .iter()
                 .map(|l| BatchResult {

@@ -106,6 +106,15 @@ async fn flat(dir: tempfile::TempDir) -> Outcome {
         return Err("a complete of the batch failed".into());
     }
     check("complete_batch", (one, many), (1, 1))?;
+    // A single completion takes the same way.
+    mq.send_batch("q", batch("e", 1)).await?;
+    let m = mq
+        .receive_one("q")
+        .await?
+        .ok_or("a message to complete")?;
+    let (single, done) = sent(&mq, mq.complete("q", &m)).await;
+    done?;
+    check("complete", (single, single), (1, 1))?;
     // A batch with a lock that no longer holds goes the usual way after the refused
     // check, in the same transaction: the request, the savepoint's rollback, the
     // delete, the receipts and the look for replays and reasons.
