@@ -3,7 +3,8 @@
 //! a retried identical request.
 
 use mqlite_contract::{
-    BatchResult, Error, LockLostReason, LockRef, RECEIPT_TTL_MS, Result, Settlement, types::millis,
+    BatchResult, Error, LockLostReason, LockRef, OrderingMode, QueueConfig, RECEIPT_TTL_MS, Result,
+    Settlement, types::millis,
 };
 use mqlite_kit::decide;
 use std::collections::{HashMap, HashSet};
@@ -348,7 +349,7 @@ pub async fn settle<X: SqlExec>(
     settlement: &Settlement,
 ) -> Result<()> {
     let cfg = load_queue(x, queue).await?;
-    if matches!(settlement, Settlement::Complete) {
+    if matches!(settlement, Settlement::Complete) && lines_are_rare(&cfg) {
         let pair = bound_pairs(vec![Value::from(queue), Value::from(now)], &[lock]);
         if complete_at_once(x, 1, &pair).await? {
             return Ok(());
@@ -404,6 +405,13 @@ pub async fn settle<X: SqlExec>(
     }
 }
 
+/// Whether a queue's messages are mostly in no line, so that a completion in one request
+/// ([`complete_at_once`]) is worth trying: on a FIFO queue every message is in a line,
+/// and the check would refuse every time.
+fn lines_are_rare(cfg: &QueueConfig) -> bool {
+    cfg.ordering_mode == OrderingMode::Standard
+}
+
 /// Every one of `n` locks (bound as [`COMPLETE_ROWS`] binds them) completing, none in a
 /// line: the receipts, the check and the delete in one request where the driver sends
 /// them so ([`SqlExec::last_at_once`]); false when it does not, or when the check
@@ -433,11 +441,11 @@ pub async fn complete_batch<X: SqlExec>(
     queue: &str,
     locks: &[LockRef],
 ) -> Result<Vec<BatchResult>> {
-    load_queue(x, queue).await?;
+    let cfg = load_queue(x, queue).await?;
     let mut params = vec![(":queue", Value::from(queue)), (":now", Value::from(now))];
     let text = if locks.len() <= BOUND_LOCKS {
         params = bound_pairs(params.into_iter().map(|(_, v)| v).collect(), locks);
-        if complete_at_once(x, locks.len(), &params).await? {
+        if lines_are_rare(&cfg) && complete_at_once(x, locks.len(), &params).await? {
             return Ok(locks
                 .iter()
                 .map(|l| BatchResult {

@@ -108,10 +108,7 @@ async fn flat(dir: tempfile::TempDir) -> Outcome {
     check("complete_batch", (one, many), (1, 1))?;
     // A single completion takes the same way.
     mq.send_batch("q", batch("e", 1)).await?;
-    let m = mq
-        .receive_one("q")
-        .await?
-        .ok_or("a message to complete")?;
+    let m = mq.receive_one("q").await?.ok_or("a message to complete")?;
     let (single, done) = sent(&mq, mq.complete("q", &m)).await;
     done?;
     check("complete", (single, single), (1, 1))?;
@@ -132,6 +129,18 @@ async fn flat(dir: tempfile::TempDir) -> Outcome {
     if mixed > 6 {
         return Err(format!("{mixed} round trips for a batch going the usual way").into());
     }
+
+    // On a FIFO queue every message is in a line: a completion goes the usual way at
+    // once (the opening with the delete, the release of the line's next head, the
+    // receipt with COMMIT), without first trying the one-request form.
+    mq.send_batch("line", batch("k", 1)).await?;
+    let m = mq
+        .receive_one("line")
+        .await?
+        .ok_or("a message of the line")?;
+    let (fifo, done) = sent(&mq, mq.complete("line", &m)).await;
+    done?;
+    check("complete on a FIFO queue", (fifo, fifo), (3, 3))?;
 
     mq.send_batch("line", batch("l", 65)).await?;
     let delete = |n: u32| ReceiveOptions {
