@@ -1,6 +1,7 @@
-//! Transactions on the server: one per operation (BEGIN IMMEDIATE, the owner's epoch
-//! check, the work, COMMIT or ROLLBACK), off the executor, with a commit whose outcome
-//! the client cannot know reported as unknown (10.3).
+//! Transactions on the server: one per operation (the owner's epoch check, the work,
+//! COMMIT or ROLLBACK) on the owner's stream, parked between operations ([`Conn`]), off
+//! the executor, with a commit whose outcome the client cannot know reported as unknown
+//! (10.3).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -154,11 +155,12 @@ pub(crate) async fn transaction<R, E: From<Error>>(
     }
 }
 
-/// One shared flow in one transaction: BEGIN IMMEDIATE and the owner's epoch check go
-/// out with the flow's first statement ([`Exec`]); then its other statements; then
-/// COMMIT, or ROLLBACK when the flow fails or panics (the panic then goes on). A flow
-/// that sent nothing commits nothing. A call whose caller left while it waited for the
-/// connection does nothing (13.2).
+/// One shared flow in one transaction on the owner's stream: the owner's epoch guard
+/// goes out with the flow's first statement (after a BEGIN unless the stream is
+/// parked; [`Exec`]); then its other statements; then COMMIT with the last one (and
+/// BEGIN, parking the stream again), or ROLLBACK when the flow fails or panics (the
+/// panic then goes on). A flow that sent nothing commits nothing. A call whose caller
+/// left while it waited for the connection does nothing (13.2).
 pub(crate) async fn flow_transaction<R, F>(inner: &Inner, gone: &AtomicBool, f: F) -> Result<R>
 where
     F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R>,

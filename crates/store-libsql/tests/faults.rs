@@ -84,7 +84,8 @@ fn killed_server(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output 
                 Err(e) => return Err(format!("an untyped outage error: {e:?}").into()),
             }
         }
-        // 10.3: each call retried its BEGIN (nothing had run) before giving up.
+        // 10.3: each call sent its opening request again (its connection could not be
+        // made, so nothing had run) before giving up.
         let retries = mq.store().retries() - retried;
         if retries != 5 * 3 {
             return Err(format!("{retries} retries for 5 failed calls (3 each expected)").into());
