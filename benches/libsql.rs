@@ -74,9 +74,14 @@ impl World {
 
     /// Round trips (statements) the store sent for `op`.
     fn trips<T>(&self, op: impl Future<Output = T>) -> u64 {
+        self.trips_of(op).0
+    }
+
+    /// Round trips the store sent for `op`, and what it answered.
+    fn trips_of<T>(&self, op: impl Future<Output = T>) -> (u64, T) {
         let before = self.engine.store().statements_sent();
-        self.rt.block_on(op);
-        self.engine.store().statements_sent() - before
+        let out = self.rt.block_on(op);
+        (self.engine.store().statements_sent() - before, out)
     }
 
     /// One autocommit INSERT: one round trip.
@@ -134,30 +139,11 @@ fn libsql_paths(c: &mut Criterion) {
     let one = w.trips(w.engine.send(Q, OutMessage::new(w.next())));
     let batch: Vec<OutMessage> = (0..64).map(|_| OutMessage::new(w.next())).collect();
     let sixty_four = w.trips(w.engine.send_batch(Q, batch));
-    let cycle = w.trips(async {
-        let m = w
-            .engine
-            .receive_one(Q)
-            .await
-            .expect("receive")
-            .expect("one");
-        w.engine.complete(Q, &m).await.expect("complete");
-    });
-    let (r1, c1) = w.rt.block_on(async {
-        let before = w.engine.store().statements_sent();
-        let m = w
-            .engine
-            .receive_one(Q)
-            .await
-            .expect("receive")
-            .expect("one");
-        let mid = w.engine.store().statements_sent();
-        w.engine
-            .complete_batch(Q, &[LockRef::from(&m)])
-            .await
-            .expect("complete");
-        (mid - before, w.engine.store().statements_sent() - mid)
-    });
+    let (r1, m) = w.trips_of(w.engine.receive_one(Q));
+    let m = m.expect("receive").expect("one");
+    let (c1, done) = w.trips_of(w.engine.complete_batch(Q, &[LockRef::from(&m)]));
+    done.expect("complete");
+    let cycle = r1 + c1;
     println!(
         "libsql round trips: send 1: mqlite {one}, bare 1; send 64: mqlite {sixty_four}, \
          bare 66; receive + complete: mqlite {cycle}, bare 2 (receive_one {r1} + \
