@@ -94,9 +94,15 @@ where
     let mut attempt = 0;
     loop {
         sent.add();
-        match send().await.map_err(db) {
+        let (e, unknown_stream) = match send().await {
             Ok(out) => return Ok(out),
-            Err(e) if e.is_transient() && attempt < OPEN_RETRIES => {
+            Err(raw) => {
+                let unknown_stream = stream_unknown(&raw);
+                (db(raw), unknown_stream)
+            }
+        };
+        match e {
+            e if (e.is_transient() || unknown_stream) && attempt < OPEN_RETRIES => {
                 attempt += 1;
                 if let Some(r) = retries {
                     r.fetch_add(1, Ordering::Relaxed);
@@ -106,9 +112,20 @@ where
                 tokio::time::sleep(pause).await;
                 pause *= 2;
             }
-            Err(e) => return Err(e),
+            e => return Err(e),
         }
     }
+}
+
+/// Whether the server answered that it does not know the stream a request went out on
+/// (restarted, or the stream expired): it ran nothing of it, and the request may be sent
+/// again on a new stream. sqld says "Received an invalid baton", "The stream has
+/// expired due to inactivity" (`STREAM_EXPIRED`), or that the baton was used or closed.
+fn stream_unknown(e: &libsql::Error) -> bool {
+    let text = e.to_string().to_ascii_lowercase();
+    ["baton", "expired due to inactivity", "stream_expired"]
+        .iter()
+        .any(|w| text.contains(w))
 }
 
 /// The step that reads what a write changed, when it is one.
@@ -274,7 +291,13 @@ impl Exec<'_> {
             );
             self.sent.add();
             match self.conn.execute_batch(&text).await {
-                Err(e) if guard.is_some() && never_sent(&e) && attempt < OPEN_RETRIES => {
+                // Sent again only if nothing of it ran: its connection could not be
+                // made, or it went out on a parked stream the server no longer knows.
+                Err(e)
+                    if guard.is_some()
+                        && (never_sent(&e) || (!begun && stream_unknown(&e)))
+                        && attempt < OPEN_RETRIES =>
+                {
                     attempt += 1;
                     if let Some(r) = self.retries {
                         r.fetch_add(1, Ordering::Relaxed);
@@ -289,10 +312,11 @@ impl Exec<'_> {
         };
         let mut batch = match answer.map_err(db) {
             Ok(batch) => batch,
-            // No answer: the COMMIT may have landed (10.3).
-            Err(e) if e.is_transient() => {
+            // No answer, or an HTTP status in place of the batch's answer (a proxy's
+            // 502, say): the COMMIT may have landed (10.3).
+            Err(e) if e.is_transient() || says(&e, "status=") => {
                 self.conn.reset().await;
-                return Err(crate::unknown_if_transient(e));
+                return Err(crate::unknown(e));
             }
             Err(e) => {
                 return Err(match lease {

@@ -36,10 +36,11 @@ impl Conn {
         }
     }
 
-    /// The connection for an operation's flow, and whether its stream is parked (fresh).
-    async fn for_flow(&mut self) -> (&libsql::Connection, bool) {
-        let fresh = self.parked_at.is_some_and(|at| at.elapsed() < PARK_FRESH);
-        if !fresh {
+    /// The connection for an operation's flow, and since when its stream is parked
+    /// (when it is, and fresh).
+    async fn for_flow(&mut self) -> (&libsql::Connection, Option<Instant>) {
+        let fresh = self.parked_at.filter(|at| at.elapsed() < PARK_FRESH);
+        if fresh.is_none() {
             self.unpark().await;
         }
         self.parked_at = None;
@@ -171,11 +172,11 @@ where
         return Err(Error::Cancelled);
     }
     inner.lease.still_owner()?;
-    let (conn, parked) = stream.for_flow().await;
+    let (conn, parked_since) = stream.for_flow().await;
     let now = inner.clock.now_ms();
     let mut x = Exec {
         conn,
-        parked,
+        parked: parked_since.is_some(),
         parks: true,
         sent: &inner.sent,
         opening: Some(&inner.lease),
@@ -187,7 +188,9 @@ where
     };
     let out = CatchUnwind(Box::pin(f(&mut x, now))).await;
     let (opened, committed) = (x.opened(), x.committed);
-    // A flow that sent nothing leaves a parked stream parked.
+    // A flow that sent nothing leaves a parked stream parked since when it was: the
+    // server heard nothing, and its idle expiry runs on.
+    let since = if opened { None } else { parked_since };
     let mut parked = x.parked;
     let out = match out {
         Ok(Ok(out)) => {
@@ -218,7 +221,7 @@ where
         }
     };
     if parked {
-        stream.parked_at = Some(Instant::now());
+        stream.parked_at = Some(since.unwrap_or_else(Instant::now));
     }
     out
 }
@@ -243,8 +246,22 @@ pub(crate) async fn commit_stream(conn: &libsql::Connection, park: bool) -> Resu
 /// Ends whatever transaction the stream holds, and starts the next operation on a
 /// fresh stream when the server cannot be told.
 pub(crate) async fn abandon_stream(conn: &libsql::Connection) {
-    if !conn.is_autocommit() && conn.execute("ROLLBACK", ()).await.is_err() {
+    // Not judged by the client's autocommit flag, which a failed request leaves as it
+    // was: a transaction left open would swallow the next autocommit statement.
+    if conn.execute("ROLLBACK", ()).await.is_err() {
         conn.reset().await;
+    }
+}
+
+/// A failure of a request carrying COMMIT whose outcome the client cannot know is
+/// `OutcomeUnknown` (10.3).
+pub(crate) fn unknown(e: Error) -> Error {
+    match e {
+        Error::Backend { source, .. } => Error::OutcomeUnknown {
+            backend: BACKEND,
+            source,
+        },
+        other => other,
     }
 }
 
