@@ -509,7 +509,21 @@ pub async fn renew_batch<X: SqlExec>(
     // The lease is bound after the pairs (`?3 + 2n`, n the text's row count).
     let mut params = bound_pairs(vec![Value::from(queue), Value::from(now)], locks);
     params.push((values::name(params.len() + 1), Value::from(cfg.lock_ms())));
-    let rows = x.query(RENEW_ROWS.get(locks.len()), &params).await?;
+    let text = RENEW_ROWS.get(locks.len());
+    // Every lock renewed: the renewal, the check and the commit in one request where the
+    // driver sends them so ([`SqlExec::last_at_once`]); else the usual way.
+    let expected = [(
+        ":expected",
+        Value::Int(i64::try_from(locks.len()).unwrap_or(i64::MAX)),
+    )];
+    let steps = [
+        (text, &params[..]),
+        (crate::exec::REFUSE_UNLESS_CHANGED, &expected[..]),
+    ];
+    let rows = match x.last_at_once(&steps).await? {
+        Some(mut answers) if !answers.is_empty() => answers.swap_remove(0),
+        _ => x.query(text, &params).await?,
+    };
     // Keyed by (seq, token): an item with the right number and a wrong token is not ok,
     // even when another item of the batch renewed that message (2.8).
     let renewed: HashMap<(i64, String), i64> = rows
