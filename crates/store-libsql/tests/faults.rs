@@ -10,7 +10,8 @@ use std::time::Duration;
 use libtest_mimic::Arguments;
 
 use mqlite_contract::{
-    Error, LockRef, ManualClock, OutMessage, PeekOptions, QueueConfig, SeqNumber, SystemClock,
+    Error, LockRef, ManualClock, Message, OutMessage, PeekOptions, QueueConfig, SeqNumber,
+    SystemClock,
 };
 use mqlite_engine::Engine;
 use mqlite_store_libsql::LibsqlStore;
@@ -117,17 +118,25 @@ fn killed_server(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output 
     })
 }
 
+/// sqld, a manual clock, and a first owner holding the lock of the one message it sent.
+async fn first_owner_holding_a_lock(
+    dir: &tempfile::TempDir,
+) -> Result<(Sqld, ManualClock, Engine<LibsqlStore>, Message), Box<dyn std::error::Error>> {
+    let server = Sqld::start(&dir.path().join("sqld"))?;
+    let clock = ManualClock::new(1_700_000_000_000);
+    let first = engine(server.url(), clock.shared()).await?;
+    first.create_queue(Q, QueueConfig::default()).await?;
+    first.send(Q, OutMessage::new("work")).await?;
+    let held = first.receive_one(Q).await?.ok_or("a message")?;
+    Ok((server, clock, first, held))
+}
+
 /// A second engine takes over once the first one's lease lapses (by the store clock):
 /// it recovers the first one's leases, and from then on the first one's writes fail
 /// with Deposed and change nothing, so two engines never both settle one message.
 fn deposed_owner(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output = Outcome>>> {
     Box::pin(async move {
-        let server = Sqld::start(&dir.path().join("sqld"))?;
-        let clock = ManualClock::new(1_700_000_000_000);
-        let first = engine(server.url(), clock.shared()).await?;
-        first.create_queue(Q, QueueConfig::default()).await?;
-        first.send(Q, OutMessage::new("work")).await?;
-        let held = first.receive_one(Q).await?.ok_or("a message")?;
+        let (server, clock, first, held) = first_owner_holding_a_lock(&dir).await?;
         match engine(server.url(), clock.shared()).await {
             Err(Error::DbLocked { .. }) => {}
             Err(e) => {
@@ -226,12 +235,7 @@ fn restart_between_operations(
 /// the message to the new owner.
 fn deposed_complete(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output = Outcome>>> {
     Box::pin(async move {
-        let server = Sqld::start(&dir.path().join("sqld"))?;
-        let clock = ManualClock::new(1_700_000_000_000);
-        let first = engine(server.url(), clock.shared()).await?;
-        first.create_queue(Q, QueueConfig::default()).await?;
-        first.send(Q, OutMessage::new("work")).await?;
-        let held = first.receive_one(Q).await?.ok_or("a message")?;
+        let (server, clock, first, held) = first_owner_holding_a_lock(&dir).await?;
         clock.advance(61_000);
         let second = engine(server.url(), clock.shared()).await?;
         for (what, result) in [
