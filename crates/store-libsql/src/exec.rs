@@ -7,6 +7,7 @@ use mqlite_contract::{QueueConfig, QueueKind, Result};
 use mqlite_sql::{Executed, KnownQueues, Params, Row, SqlExec, Value};
 
 use crate::db;
+use crate::group::{Slot, Went};
 use crate::owner::{GUARD_REFUSED, Lease, READ_EPOCH};
 
 /// Statements sent since open (the store's work counter: the client reports no rows
@@ -51,6 +52,9 @@ pub(crate) struct Exec<'t> {
     pub(crate) read: Vec<(String, (QueueKind, QueueConfig))>,
     /// Whether this flow wrote queue rows.
     pub(crate) changed: bool,
+    /// Its place in a group of operations sharing a request ([`crate::group`]); None
+    /// outside one (an application's transaction, the leader's own request).
+    pub(crate) seat: Option<&'t Slot>,
 }
 
 /// What this owner knows of the queues' rows ([`KnownQueues`]): a takeover deposes
@@ -179,6 +183,39 @@ fn never_sent(e: &libsql::Error) -> bool {
 }
 
 impl Exec<'_> {
+    /// In a gathering group ([`crate::group`]), the flow's last statement waits to go
+    /// out with its neighbours': its answer once the shared request is answered
+    /// (committed), or the group's failure. None when the flow sends it itself (outside
+    /// a group, or sent back to run alone).
+    async fn in_group(&mut self, body: &str, write: bool) -> Option<Result<(Vec<Row>, Executed)>> {
+        let slot = self.seat?;
+        match slot.wait(Some((body, write))).await {
+            Went::Alone { parked } => {
+                self.parked = parked;
+                self.seat = None;
+                None
+            }
+            Went::Shared(answer) => {
+                // Sent and committed (or failed) with the group: nothing may follow.
+                self.opening = None;
+                self.committed = true;
+                self.seat = None;
+                Some(answer)
+            }
+        }
+    }
+
+    /// In a gathering group, a flow whose next statement is not its last waits for its
+    /// turn to run alone on the stream.
+    async fn alone(&mut self) {
+        let Some(slot) = self.seat.take() else {
+            return;
+        };
+        if let Went::Alone { parked } = slot.wait(None).await {
+            self.parked = parked;
+        }
+    }
+
     /// Whether the transaction was opened (a flow may finish without a statement).
     pub(crate) fn opened(&self) -> bool {
         self.opening.is_none()
@@ -188,6 +225,7 @@ impl Exec<'_> {
     /// open yet; its rows, and what it changed.
     async fn send(&mut self, sql: &str, params: Params<'_>) -> Result<(Vec<Row>, Executed)> {
         self.not_committed()?;
+        self.alone().await;
         let Some(lease) = self.opening else {
             self.sent.add();
             let rows = rows(self.conn, sql, params).await?;
@@ -243,23 +281,13 @@ impl Exec<'_> {
         params: Params<'_>,
         write: bool,
     ) -> Result<(Vec<Row>, Executed)> {
+        self.not_committed()?;
         let body = format!("{}{}", inline(sql, params)?, counts(write));
-        let mut batch = self.send_ending(&body).await?;
-        let rows = match batch.next_stmt_row() {
-            Some(Some(r)) => collect(r).await?,
-            _ => Vec::new(),
-        };
-        let mut done = Executed::default();
-        if write
-            && let Some(Some(r)) = batch.next_stmt_row()
-            && let Some(row) = collect(r).await?.first()
-        {
-            done = Executed {
-                changes: u64::try_from(row.int(0)?).unwrap_or(0),
-                last_insert_rowid: row.int(1)?,
-            };
+        if let Some(shared) = self.in_group(&body, write).await {
+            return shared;
         }
-        Ok((rows, done))
+        let mut batch = self.send_ending(&body).await?;
+        step_answer(&mut batch, write).await
     }
 
     /// Sends `body` (statements) as the request that ends the transaction, with COMMIT
@@ -272,7 +300,7 @@ impl Exec<'_> {
     /// COMMIT, so a failure without an answer is `OutcomeUnknown` (10.3); only an opening
     /// request that never reached the server (the connection could not be made) is sent
     /// again.
-    async fn send_ending(&mut self, body: &str) -> Result<libsql::BatchRows> {
+    pub(crate) async fn send_ending(&mut self, body: &str) -> Result<libsql::BatchRows> {
         self.not_committed()?;
         let lease = self.opening.take();
         let body = format!("{body}{}", self.commit_text());
@@ -413,6 +441,29 @@ pub(crate) async fn collect(mut rows: libsql::Rows) -> Result<Vec<Row>> {
     Ok(out)
 }
 
+/// The answer of a statement sent with [`counts`]: its rows, then for a write what it
+/// changed (the counts step's row); the next steps of `batch`.
+pub(crate) async fn step_answer(
+    batch: &mut libsql::BatchRows,
+    write: bool,
+) -> Result<(Vec<Row>, Executed)> {
+    let rows = match batch.next_stmt_row() {
+        Some(Some(r)) => collect(r).await?,
+        _ => Vec::new(),
+    };
+    let mut done = Executed::default();
+    if write
+        && let Some(Some(r)) = batch.next_stmt_row()
+        && let Some(row) = collect(r).await?.first()
+    {
+        done = Executed {
+            changes: u64::try_from(row.int(0)?).unwrap_or(0),
+            last_insert_rowid: row.int(1)?,
+        };
+    }
+    Ok((rows, done))
+}
+
 /// No parameters.
 pub(crate) const NO_PARAMS: Params<'static> = &[];
 
@@ -482,6 +533,7 @@ impl SqlExec for Exec<'_> {
         if !self.parks {
             return Ok(None);
         }
+        self.alone().await;
         let mut body = String::from("SAVEPOINT at_once");
         for (sql, params) in steps {
             body.push_str("; ");

@@ -15,6 +15,7 @@
 //! an application transaction (`Engine::tx`) must finish well inside that.
 
 mod exec;
+mod group;
 mod owner;
 mod transaction;
 mod tx;
@@ -167,6 +168,8 @@ pub(crate) struct Inner {
     closed: AtomicBool,
     /// The queues' rows this owner knows ([`exec::QueueCache`]).
     queues: exec::QueueCache,
+    /// Operations waiting for the stream, run in groups ([`group`]).
+    pending: group::Pending,
 }
 
 impl std::fmt::Debug for LibsqlStore {
@@ -215,6 +218,7 @@ impl LibsqlStore {
             retries: std::sync::atomic::AtomicU64::new(0),
             closed: AtomicBool::new(false),
             queues: exec::QueueCache::default(),
+            pending: group::Pending::default(),
         });
         owner::spawn_renewal(Arc::downgrade(&inner));
         Ok(LibsqlStore { inner })
@@ -248,15 +252,16 @@ impl LibsqlStore {
         self.sql_tx(f)
     }
 
-    /// Runs a shared flow in one transaction (see [`flow_transaction`]), off the
-    /// executor.
+    /// Runs a shared flow as one operation, off the executor: in a transaction of its
+    /// own, or sharing one (and, for a flow of one statement, one request) with the
+    /// operations waiting beside it ([`group`]).
     fn sql_tx<R, F>(&self, f: F) -> impl Future<Output = Result<R>> + Send + 'static
     where
         R: Send + 'static,
         F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R> + Send + 'static,
     {
         let inner = self.inner.clone();
-        off_executor(move |gone| async move { flow_transaction(&inner, &gone, f).await })
+        off_executor(move |gone| async move { group::run(&inner, gone, f).await })
     }
 
     /// Runs `EXPLAIN QUERY PLAN` for `sql` on the server (plan pins), each named
@@ -290,6 +295,17 @@ impl LibsqlStore {
     /// Statements sent to the server since open (BEGIN and COMMIT included).
     pub fn statements_sent(&self) -> u64 {
         self.inner.sent.get()
+    }
+
+    /// Operations whose statement went out in a request shared with other operations
+    /// (group commit over the network), since open.
+    pub fn shared_requests(&self) -> u64 {
+        self.inner.pending.shared()
+    }
+
+    /// Operations waiting for the stream right now (the next group's).
+    pub fn waiting(&self) -> usize {
+        self.inner.pending.waiting()
     }
 
     /// How many times a BEGIN was retried after a transient failure since open.

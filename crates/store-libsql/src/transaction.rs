@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use mqlite_contract::{Error, Result};
 
-use crate::{BACKEND, Inner, db, exec::Exec};
+use crate::{BACKEND, Inner, db};
 
 /// The owner's connection, and whether its stream is parked: left inside a deferred
 /// transaction that has run nothing, so that the next operation's first request needs
@@ -36,15 +36,9 @@ impl Conn {
         }
     }
 
-    /// The connection for an operation's flow, and since when its stream is parked
-    /// (when it is, and fresh).
-    async fn for_flow(&mut self) -> (&libsql::Connection, Option<Instant>) {
-        let fresh = self.parked_at.filter(|at| at.elapsed() < PARK_FRESH);
-        if fresh.is_none() {
-            self.unpark().await;
-        }
-        self.parked_at = None;
-        (&self.conn, fresh)
+    /// The connection, and since when its stream is parked (None: not parked), apart.
+    pub(crate) fn parts(&mut self) -> (&libsql::Connection, &mut Option<Instant>) {
+        (&self.conn, &mut self.parked_at)
     }
 
     /// The connection for anything but an operation's flow (an application's
@@ -54,13 +48,32 @@ impl Conn {
         &self.conn
     }
 
-    /// Ends the parked transaction (it ran nothing); a stream the server no longer
-    /// knows is dropped.
     async fn unpark(&mut self) {
-        if self.parked_at.take().is_some() && self.conn.execute("COMMIT", ()).await.is_err() {
-            self.conn.reset().await;
-        }
+        unpark(&self.conn, &mut self.parked_at).await;
     }
+}
+
+/// Ends the parked transaction (it ran nothing); a stream the server no longer knows is
+/// dropped.
+async fn unpark(conn: &libsql::Connection, parked_at: &mut Option<Instant>) {
+    if parked_at.take().is_some() && conn.execute("COMMIT", ()).await.is_err() {
+        conn.reset().await;
+    }
+}
+
+/// Readies the stream for an operation: since when it is parked, when it is and fresh
+/// (the operation's first request then needs no BEGIN); an older park is ended first.
+/// The stream counts as not parked until the operation says how it left it.
+pub(crate) async fn fresh_park(
+    conn: &libsql::Connection,
+    parked_at: &mut Option<Instant>,
+) -> Option<Instant> {
+    let fresh = parked_at.filter(|at| at.elapsed() < PARK_FRESH);
+    if fresh.is_none() {
+        unpark(conn, parked_at).await;
+    }
+    *parked_at = None;
+    fresh
 }
 
 /// Commits; a failure whose outcome the client cannot know (the request was sent but
@@ -156,76 +169,6 @@ pub(crate) async fn transaction<R, E: From<Error>>(
     }
 }
 
-/// One shared flow in one transaction on the owner's stream: the owner's epoch guard
-/// goes out with the flow's first statement (after a BEGIN unless the stream is
-/// parked; [`Exec`]); then its other statements; then COMMIT with the last one (and
-/// BEGIN, parking the stream again), or ROLLBACK when the flow fails or panics (the
-/// panic then goes on). A flow that sent nothing commits nothing. A call whose caller
-/// left while it waited for the connection does nothing (13.2).
-pub(crate) async fn flow_transaction<R, F>(inner: &Inner, gone: &AtomicBool, f: F) -> Result<R>
-where
-    F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R>,
-{
-    inner.check_open()?;
-    let mut stream = inner.conn.lock().await;
-    if gone.load(Ordering::Acquire) {
-        return Err(Error::Cancelled);
-    }
-    inner.lease.still_owner()?;
-    let (conn, parked_since) = stream.for_flow().await;
-    let now = inner.clock.now_ms();
-    let mut x = Exec {
-        conn,
-        parked: parked_since.is_some(),
-        parks: true,
-        sent: &inner.sent,
-        opening: Some(&inner.lease),
-        retries: Some(&inner.retries),
-        committed: false,
-        queues: Some(&inner.queues),
-        read: Vec::new(),
-        changed: false,
-    };
-    let out = CatchUnwind(Box::pin(f(&mut x, now))).await;
-    let (opened, committed) = (x.opened(), x.committed);
-    // A flow that sent nothing leaves a parked stream parked since when it was: the
-    // server heard nothing, and its idle expiry runs on.
-    let since = if opened { None } else { parked_since };
-    let mut parked = x.parked;
-    let out = match out {
-        Ok(Ok(out)) => {
-            let done = if opened && !committed {
-                inner.sent.add();
-                let done = commit_stream(conn, true).await;
-                parked = done.is_ok();
-                done
-            } else {
-                Ok(())
-            };
-            inner.queues.settle(&mut x, done.is_ok());
-            done.map(|()| out)
-        }
-        Ok(Err(e)) => {
-            inner.queues.settle(&mut x, false);
-            if opened {
-                parked = false;
-                abandon_stream(conn).await;
-            }
-            Err(e)
-        }
-        Err(panic) => {
-            inner.queues.settle(&mut x, false);
-            abandon_stream(conn).await;
-            stream.parked_at = None;
-            std::panic::resume_unwind(panic)
-        }
-    };
-    if parked {
-        stream.parked_at = Some(since.unwrap_or_else(Instant::now));
-    }
-    out
-}
-
 /// COMMIT on the connection's stream (and BEGIN to park it, with `park`); an
 /// answerless failure is `OutcomeUnknown`.
 pub(crate) async fn commit_stream(conn: &libsql::Connection, park: bool) -> Result<()> {
@@ -282,7 +225,7 @@ pub(crate) fn unknown_if_transient(e: Error) -> Error {
 
 /// A future whose panic is caught and returned, so the transaction is rolled back
 /// before the panic goes on.
-pub(crate) struct CatchUnwind<F>(std::pin::Pin<Box<F>>);
+pub(crate) struct CatchUnwind<F>(pub(crate) std::pin::Pin<Box<F>>);
 
 impl<F: Future> Future for CatchUnwind<F> {
     type Output = std::thread::Result<F::Output>;

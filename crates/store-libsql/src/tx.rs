@@ -68,6 +68,7 @@ impl LibsqlTx<'_> {
             queues: None,
             read: Vec::new(),
             changed: false,
+            seat: None,
         };
         op(&mut x).await
     }

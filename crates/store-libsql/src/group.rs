@@ -1,0 +1,458 @@
+//! Group commit over the network: operations that wait for the owner's stream share one
+//! transaction, and those whose whole flow is one statement share one request.
+//!
+//! Every operation joins a queue ([`Pending`]) and then waits for the stream. The caller
+//! that gets the stream leads: it takes every operation queued so far (its own among
+//! them) and runs them as one group. Alone in its group, an operation runs exactly as it
+//! would without grouping. Among others, each flow runs until its first statement:
+//!
+//! - a flow that finishes without one (answered from what the owner knows) is done;
+//! - a flow whose first statement is its last (a send of one message to a known queue, a
+//!   receive of one, a renewal) hands that statement to the leader and waits;
+//! - any other flow waits to run alone after the group, as it always has.
+//!
+//! The leader sends the handed statements in ONE request: BEGIN unless the stream is
+//! parked, the owner's epoch guard once, each statement (and its counts), COMMIT and
+//! BEGIN again. Each waiting flow then reads its own step's rows. 14.6 holds: no call
+//! is answered before the COMMIT that holds it; a request whose COMMIT went unanswered
+//! fails every call it held with `OutcomeUnknown` (10.3), a deposed owner's with
+//! `Deposed`; and when the server refuses one of the statements (the request's steps
+//! stop there and nothing commits), the leader rolls the transaction back and every
+//! flow of the request runs alone, so the failing call fails by itself and its
+//! neighbours commit. A caller that left before its group started is answered
+//! `Cancelled` and runs nothing (13.2).
+
+use std::cell::{Cell, RefCell};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use mqlite_contract::{Error, Result};
+use mqlite_sql::{Executed, Row};
+
+use crate::exec::{Exec, step_answer};
+use crate::transaction::{CatchUnwind, Conn, abandon_stream, commit_stream, fresh_park};
+use crate::{BACKEND, Inner};
+
+/// The most operations one group takes; the rest wait for the next.
+pub(crate) const MAX_GROUP: usize = 64;
+
+/// A flow in a group, type-erased: it answers its caller itself.
+type Member<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+/// What a leader hands a waiting operation to run on the stream.
+pub(crate) struct Seat<'a> {
+    inner: &'a Inner,
+    conn: &'a libsql::Connection,
+    slot: &'a Slot,
+    now: i64,
+    /// Answer this instead of running (the caller left, the owner was deposed).
+    refuse: Option<Error>,
+}
+
+/// An operation waiting for a leader.
+trait Start: Send {
+    fn start<'a>(self: Box<Self>, seat: Seat<'a>) -> Member<'a>;
+}
+
+/// An operation: its flow and where its answer goes.
+struct Op<R, F> {
+    flow: F,
+    reply: tokio::sync::oneshot::Sender<std::thread::Result<Result<R>>>,
+}
+
+impl<R, F> Start for Op<R, F>
+where
+    R: Send + 'static,
+    F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R> + Send + 'static,
+{
+    fn start<'a>(self: Box<Self>, seat: Seat<'a>) -> Member<'a> {
+        let Op { flow, reply } = *self;
+        Box::pin(async move {
+            let _ = reply.send(member(seat, flow).await);
+        })
+    }
+}
+
+struct Job {
+    gone: Arc<AtomicBool>,
+    op: Box<dyn Start>,
+}
+
+/// The operations waiting for the stream, in arrival order, and how many ran in a
+/// request they shared.
+#[derive(Default)]
+pub(crate) struct Pending {
+    jobs: std::sync::Mutex<Vec<Job>>,
+    shared: AtomicU64,
+}
+
+impl Pending {
+    fn push(&self, job: Job) {
+        self.jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(job);
+    }
+
+    fn take(&self) -> Vec<Job> {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        let n = jobs.len().min(MAX_GROUP);
+        jobs.drain(..n).collect()
+    }
+
+    pub(crate) fn waiting(&self) -> usize {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Operations whose statement went out in a request shared with others, since open.
+    pub(crate) fn shared(&self) -> u64 {
+        self.shared.load(Ordering::Relaxed)
+    }
+}
+
+/// Where a flow of a group stands.
+#[derive(Default)]
+enum State {
+    /// Not started, or done with the group.
+    #[default]
+    Idle,
+    /// The leader gathers: the flow's first statement waits.
+    Gather,
+    /// The flow's one statement, waiting for the shared request.
+    Queued { body: String, write: bool },
+    /// The flow's first statement is not its last: it waits to run alone.
+    WantsAlone,
+    /// Its turn to run alone on the stream, parked or not.
+    Turn { parked: bool },
+    /// The shared request's answer for its statement (committed), or the group's
+    /// failure.
+    Shared(Result<(Vec<Row>, Executed)>),
+}
+
+/// How a flow's statement goes.
+pub(crate) enum Went {
+    /// The flow sends it (and what follows) itself; the stream is parked or not.
+    Alone { parked: bool },
+    /// It went with the group: its rows and counts, committed; or the group's failure.
+    Shared(Result<(Vec<Row>, Executed)>),
+}
+
+/// One flow's place in its group (polled on the leader's thread only).
+#[derive(Default)]
+pub(crate) struct Slot {
+    state: RefCell<State>,
+    /// Set once its statement went with the shared request: whether it committed.
+    shared: Cell<Option<bool>>,
+    /// After a turn alone: whether the flow opened a transaction, and whether the
+    /// stream is parked after it.
+    report: Cell<(bool, bool)>,
+}
+
+impl Slot {
+    /// The flow's first statement: `last` when it is also its last (text and whether it
+    /// writes). Waits while the leader gathers.
+    pub(crate) async fn wait(&self, last: Option<(&str, bool)>) -> Went {
+        {
+            let mut state = self.state.borrow_mut();
+            match std::mem::take(&mut *state) {
+                State::Turn { parked } => return Went::Alone { parked },
+                State::Gather => {
+                    *state = match last {
+                        Some((body, write)) => State::Queued {
+                            body: body.to_owned(),
+                            write,
+                        },
+                        None => State::WantsAlone,
+                    };
+                }
+                // Not in a group (cannot happen: the leader sets a state first).
+                _ => return Went::Alone { parked: false },
+            }
+        }
+        std::future::poll_fn(|_| {
+            let mut state = self.state.borrow_mut();
+            match std::mem::take(&mut *state) {
+                State::Turn { parked } => Poll::Ready(Went::Alone { parked }),
+                State::Shared(answer) => Poll::Ready(Went::Shared(answer)),
+                // The leader polls again once it changed the state.
+                other => {
+                    *state = other;
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+
+    fn queued(&self) -> Option<(String, bool)> {
+        match &*self.state.borrow() {
+            State::Queued { body, write } => Some((body.clone(), *write)),
+            _ => None,
+        }
+    }
+
+    fn answer(&self, answer: Result<(Vec<Row>, Executed)>) {
+        self.shared.set(Some(answer.is_ok()));
+        *self.state.borrow_mut() = State::Shared(answer);
+    }
+}
+
+/// Runs `flow` as one operation on the owner's stream: queued, then run by whichever
+/// caller leads the group it falls in (this one, or another). Its answer, or its panic
+/// to resume.
+pub(crate) async fn run<R, F>(inner: &Inner, gone: Arc<AtomicBool>, flow: F) -> Result<R>
+where
+    R: Send + 'static,
+    F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R> + Send + 'static,
+{
+    inner.check_open()?;
+    let (reply, mut answer) = tokio::sync::oneshot::channel();
+    inner.pending.push(Job {
+        gone,
+        op: Box::new(Op { flow, reply }),
+    });
+    loop {
+        let mut locking = std::pin::pin!(inner.conn.lock());
+        let next = std::future::poll_fn(|cx| {
+            if let Poll::Ready(out) = Pin::new(&mut answer).poll(cx) {
+                return Poll::Ready(Err(out));
+            }
+            locking.as_mut().poll(cx).map(Ok)
+        })
+        .await;
+        match next {
+            Ok(mut stream) => lead(inner, &mut stream).await,
+            Err(Ok(Ok(out))) => return out,
+            Err(Ok(Err(panic))) => std::panic::resume_unwind(panic),
+            // Every leader answers what it took.
+            Err(Err(_)) => {
+                return Err(Error::backend(
+                    BACKEND,
+                    std::io::Error::other("an operation's group ended without answering it"),
+                ));
+            }
+        }
+    }
+}
+
+/// One flow of a group, in its own [`Exec`]; then what a transaction of its own does
+/// after it when it ran alone (COMMIT unless its last request carried it, ROLLBACK on a
+/// failure or a panic), and what the owner remembers of the queues.
+async fn member<R, F>(seat: Seat<'_>, flow: F) -> std::thread::Result<Result<R>>
+where
+    F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R>,
+{
+    if let Some(e) = seat.refuse {
+        return Ok(Err(e));
+    }
+    let Seat {
+        inner, conn, slot, ..
+    } = seat;
+    let mut x = Exec {
+        conn,
+        parked: false,
+        parks: true,
+        sent: &inner.sent,
+        opening: Some(&inner.lease),
+        retries: Some(&inner.retries),
+        committed: false,
+        queues: Some(&inner.queues),
+        read: Vec::new(),
+        changed: false,
+        seat: Some(slot),
+    };
+    let out = CatchUnwind(Box::pin(flow(&mut x, seat.now))).await;
+    if let Some(committed) = slot.shared.get() {
+        inner.queues.settle(&mut x, committed);
+        return out;
+    }
+    let (opened, committed) = (x.opened(), x.committed);
+    let mut parked = x.parked;
+    let out = match out {
+        Ok(Ok(out)) => {
+            let done = if opened && !committed {
+                inner.sent.add();
+                let done = commit_stream(conn, true).await;
+                parked = done.is_ok();
+                done
+            } else {
+                Ok(())
+            };
+            inner.queues.settle(&mut x, done.is_ok());
+            Ok(done.map(|()| out))
+        }
+        Ok(Err(e)) => {
+            inner.queues.settle(&mut x, false);
+            if opened {
+                parked = false;
+                abandon_stream(conn).await;
+            }
+            Ok(Err(e))
+        }
+        Err(panic) => {
+            inner.queues.settle(&mut x, false);
+            if opened {
+                parked = false;
+                abandon_stream(conn).await;
+            }
+            Err(panic)
+        }
+    };
+    slot.report.set((opened, parked));
+    out
+}
+
+/// Leads one group: takes the waiting operations and runs them on the stream.
+async fn lead(inner: &Inner, stream: &mut Conn) {
+    let jobs = inner.pending.take();
+    if jobs.is_empty() {
+        return;
+    }
+    let (conn, parked_at) = stream.parts();
+    let now = inner.clock.now_ms();
+    let gather = jobs.len() > 1;
+    let slots: Vec<Slot> = jobs.iter().map(|_| Slot::default()).collect();
+    let mut members: Vec<Option<Member<'_>>> = jobs
+        .into_iter()
+        .zip(&slots)
+        .map(|(job, slot)| {
+            let refuse = if job.gone.load(Ordering::Acquire) {
+                Some(Error::Cancelled)
+            } else {
+                inner.lease.still_owner().err()
+            };
+            if gather {
+                *slot.state.borrow_mut() = State::Gather;
+            }
+            Some(job.op.start(Seat {
+                inner,
+                conn,
+                slot,
+                now,
+                refuse,
+            }))
+        })
+        .collect();
+    if gather {
+        // Each flow runs to its first statement: nothing is sent while gathering.
+        let mut cx = Context::from_waker(Waker::noop());
+        for m in &mut members {
+            if m.as_mut()
+                .is_some_and(|f| f.as_mut().poll(&mut cx).is_ready())
+            {
+                *m = None;
+            }
+        }
+        let queued: Vec<(usize, String, bool)> = slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.queued().map(|(body, write)| (i, body, write)))
+            .collect();
+        if !queued.is_empty() {
+            shared_request(inner, conn, parked_at, &slots, &queued).await;
+            for (i, ..) in &queued {
+                if slots[*i].shared.get().is_some()
+                    && let Some(m) = members[*i].take()
+                {
+                    m.await;
+                }
+            }
+        }
+    }
+    // The rest, one at a time, each in a transaction of its own.
+    for (m, slot) in members.iter_mut().zip(&slots) {
+        let Some(m) = m.take() else { continue };
+        let since = fresh_park(conn, parked_at).await;
+        *slot.state.borrow_mut() = State::Turn {
+            parked: since.is_some(),
+        };
+        m.await;
+        let (opened, parked) = slot.report.get();
+        // A flow that sent nothing left the stream as it was, parked since then.
+        *parked_at = match (opened, parked) {
+            (false, _) => since,
+            (true, true) => Some(Instant::now()),
+            (true, false) => None,
+        };
+    }
+}
+
+/// Sends the queued statements of a group in one request ending with COMMIT, and hands
+/// each flow its answer; a refused statement leaves every flow of it to run alone.
+async fn shared_request(
+    inner: &Inner,
+    conn: &libsql::Connection,
+    parked_at: &mut Option<Instant>,
+    slots: &[Slot],
+    queued: &[(usize, String, bool)],
+) {
+    let since = fresh_park(conn, parked_at).await;
+    let mut x = Exec {
+        conn,
+        parked: since.is_some(),
+        parks: true,
+        sent: &inner.sent,
+        opening: Some(&inner.lease),
+        retries: Some(&inner.retries),
+        committed: false,
+        queues: None,
+        read: Vec::new(),
+        changed: false,
+        seat: None,
+    };
+    let body = queued
+        .iter()
+        .map(|(_, body, _)| body.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    match x.send_ending(&body).await {
+        Ok(mut batch) => {
+            *parked_at = x.parked.then(Instant::now);
+            inner
+                .pending
+                .shared
+                .fetch_add(queued.len() as u64, Ordering::Relaxed);
+            for (i, _, write) in queued {
+                // Each statement's steps, in order; a step that cannot be read fails
+                // its own call (its COMMIT has run).
+                slots[*i].answer(step_answer(&mut batch, *write).await);
+            }
+        }
+        Err(e) => {
+            *parked_at = None;
+            let each: Option<Box<dyn Fn() -> Error>> = match &e {
+                // The COMMIT may have landed: so may every call it held (10.3).
+                Error::OutcomeUnknown { .. } => {
+                    let text = mqlite_contract::error::chain(&e);
+                    Some(Box::new(move || Error::OutcomeUnknown {
+                        backend: BACKEND,
+                        source: text.clone().into(),
+                    }))
+                }
+                Error::Deposed { epoch } => {
+                    let epoch = *epoch;
+                    Some(Box::new(move || Error::Deposed { epoch }))
+                }
+                _ => None,
+            };
+            if !matches!(e, Error::OutcomeUnknown { .. }) {
+                abandon_stream(conn).await;
+            }
+            match each {
+                Some(each) => {
+                    for (i, ..) in queued {
+                        slots[*i].answer(Err(each()));
+                    }
+                }
+                // The server refused a statement: nothing committed; each flow runs
+                // alone, and the failing one fails by itself.
+                None => {
+                    tracing::debug!(error = %e, "a shared request was refused; its calls run alone")
+                }
+            }
+        }
+    }
+}

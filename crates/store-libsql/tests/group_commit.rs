@@ -1,0 +1,325 @@
+//! Group commit over the network (promise 14.6 on the libSQL store): operations that
+//! wait for the owner's stream share one transaction, and those of one statement share
+//! one request. Each trial holds the stream with an application transaction, queues
+//! calls behind it, and lets them go at once, so the group is exactly those calls.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use libtest_mimic::Arguments;
+
+use mqlite_contract::{
+    Error, LockRef, LockToken, OutMessage, PeekOptions, QueueConfig, SystemClock,
+};
+use mqlite_engine::Engine;
+use mqlite_store_libsql::LibsqlStore;
+use mqlite_testbed::libsql::Sqld;
+use support::{Outcome, trial};
+
+fn main() {
+    let args = Arguments::from_args();
+    let trials = vec![
+        trial(
+            "group_commit::calls_waiting_for_the_stream_share_one_request",
+            |d| Box::pin(shared(d)),
+        ),
+        trial(
+            "group_commit::a_refused_statement_fails_alone_and_its_neighbours_commit",
+            |d| Box::pin(refused(d)),
+        ),
+        trial(
+            "group_commit::a_lost_request_fails_every_call_it_held",
+            |d| Box::pin(lost(d)),
+        ),
+    ];
+    libtest_mimic::run(&args, trials).exit();
+}
+
+const Q: &str = "q";
+
+type Mq = Engine<LibsqlStore>;
+type Call = tokio::task::JoinHandle<Result<&'static str, Error>>;
+
+async fn engine(server: &Sqld) -> Result<Mq, Error> {
+    let mq = support::engine(server.url(), SystemClock::shared(), Duration::from_secs(60)).await?;
+    mq.create_queue(Q, QueueConfig::default()).await?;
+    // The queue's row is known from here on: a send of one is one statement.
+    mq.send(Q, OutMessage::new("first")).await?;
+    Ok(mq)
+}
+
+/// An application transaction that holds the owner's stream until `release` is sent.
+async fn hold(
+    mq: &Mq,
+) -> Result<
+    (
+        std::sync::mpsc::Sender<()>,
+        tokio::task::JoinHandle<Result<(), Error>>,
+    ),
+    Box<dyn std::error::Error>,
+> {
+    let (inside_tx, inside) = tokio::sync::oneshot::channel::<()>();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let mq = mq.clone();
+    let held = tokio::spawn(async move {
+        mq.tx(async move |_tx| {
+            let _ = inside_tx.send(());
+            // The body runs off the executor: a blocking wait is its own business.
+            let _ = released.recv();
+            Ok::<_, Error>(())
+        })
+        .await
+    });
+    inside.await?;
+    Ok((release, held))
+}
+
+/// Waits until `n` operations are queued behind the held stream.
+async fn queued(mq: &Mq, n: usize) {
+    while mq.store().waiting() < n {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Sixteen concurrent sends, a receive, a forged completion and a send to a missing
+/// queue, queued together: the sends and the receive go out in ONE request; the two
+/// calls whose flows are more than one statement (or fail before sending) run alone
+/// after it. Every send is acknowledged with its own number and stored once.
+async fn shared(dir: tempfile::TempDir) -> Outcome {
+    let server = Sqld::start(&dir.path().join("sqld"))?;
+    let mq = engine(&server).await?;
+    // What holding the stream costs alone, to tell the group's requests apart.
+    let before = mq.store().statements_sent();
+    let (release, held) = hold(&mq).await?;
+    release.send(())?;
+    held.await??;
+    let hold_cost = mq.store().statements_sent() - before;
+
+    let before = (mq.store().statements_sent(), mq.store().shared_requests());
+    let (release, held) = hold(&mq).await?;
+    let mut calls: Vec<Call> = (0..16)
+        .map(|i| {
+            let mq = mq.clone();
+            tokio::spawn(async move {
+                mq.send(Q, OutMessage::new(format!("m{i}")))
+                    .await
+                    .map(|_| "sent")
+            })
+        })
+        .collect();
+    queued(&mq, 16).await;
+    {
+        let mq = mq.clone();
+        calls.push(tokio::spawn(async move {
+            match mq.receive_one(Q).await? {
+                Some(m) => {
+                    if m.content.body != b"first" {
+                        return Err(Error::invalid("the receive took a message of its group"));
+                    }
+                    Ok("received")
+                }
+                None => Ok("nothing received"),
+            }
+        }));
+    }
+    queued(&mq, 17).await;
+    release.send(())?;
+    held.await??;
+    let mut seqs = BTreeSet::new();
+    let mut answers = Vec::new();
+    for call in calls {
+        answers.push(call.await??);
+    }
+    let sent = mq.store().statements_sent() - before.0 - hold_cost;
+    let shared = mq.store().shared_requests() - before.1;
+    println!("17 calls: {sent} requests, {shared} in a shared one");
+    if answers.iter().filter(|a| **a == "sent").count() != 16 || answers[16] != "received" {
+        return Err(format!("answers: {answers:?}").into());
+    }
+    if shared != 17 || sent != 1 {
+        return Err(format!("17 one-statement calls took {sent} requests, {shared} shared").into());
+    }
+
+    // A group whose calls are not all of one statement: the others run alone after it.
+    let (release, held) = hold(&mq).await?;
+    let before = mq.store().shared_requests();
+    let mut calls: Vec<Call> = (0..4)
+        .map(|i| {
+            let mq = mq.clone();
+            tokio::spawn(async move {
+                mq.send(Q, OutMessage::new(format!("n{i}")))
+                    .await
+                    .map(|_| "sent")
+            })
+        })
+        .collect();
+    queued(&mq, 4).await;
+    {
+        let mq = mq.clone();
+        calls.push(tokio::spawn(async move {
+            mq.send("missing", OutMessage::new("nowhere"))
+                .await
+                .map(|_| "sent to missing")
+        }));
+    }
+    {
+        let mq = mq.clone();
+        calls.push(tokio::spawn(async move {
+            let forged = LockRef {
+                seq: mqlite_contract::SeqNumber(1),
+                token: LockToken::random(),
+            };
+            mq.complete(Q, forged).await.map(|()| "forged complete")
+        }));
+    }
+    queued(&mq, 6).await;
+    release.send(())?;
+    held.await??;
+    for call in calls {
+        match call.await? {
+            Ok("sent") => {}
+            Ok(other) => return Err(format!("{other} succeeded").into()),
+            Err(Error::NotFound { .. } | Error::LockLost { .. }) => {}
+            Err(e) => return Err(format!("unexpected error: {e}").into()),
+        }
+    }
+    if mq.store().shared_requests() - before != 4 {
+        return Err("the four sends did not share their request".into());
+    }
+    for m in mq
+        .peek(
+            Q,
+            PeekOptions {
+                max: 100,
+                ..Default::default()
+            },
+        )
+        .await?
+    {
+        if !seqs.insert(m.seq) {
+            return Err(format!("{:?} twice", m.seq).into());
+        }
+    }
+    if seqs.len() != 21 {
+        return Err(format!("{} messages stored, 21 expected", seqs.len()).into());
+    }
+    mq.close().await;
+    Ok(())
+}
+
+/// A statement the server refuses inside a shared request (a trigger refuses one body):
+/// nothing of the request commits, every call of it runs alone, and the refused send
+/// fails by itself while its fifteen neighbours are stored, each once.
+async fn refused(dir: tempfile::TempDir) -> Outcome {
+    let server = Sqld::start(&dir.path().join("sqld"))?;
+    let mq = engine(&server).await?;
+    let side = libsql::Builder::new_remote(server.url().to_owned(), String::new())
+        .build()
+        .await?
+        .connect()?;
+    side.execute(
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON mqlite_messages \
+         WHEN NEW.body = CAST('poison' AS BLOB) BEGIN SELECT RAISE(ABORT, 'poisoned'); END",
+        (),
+    )
+    .await?;
+    let (release, held) = hold(&mq).await?;
+    let before = mq.store().shared_requests();
+    let calls: Vec<Call> = (0..16)
+        .map(|i| {
+            let mq = mq.clone();
+            let body = if i == 7 {
+                "poison".to_owned()
+            } else {
+                format!("m{i}")
+            };
+            tokio::spawn(async move { mq.send(Q, OutMessage::new(body)).await.map(|_| "sent") })
+        })
+        .collect();
+    queued(&mq, 16).await;
+    release.send(())?;
+    held.await??;
+    let mut failed = Vec::new();
+    for (i, call) in calls.into_iter().enumerate() {
+        if let Err(e) = call.await? {
+            failed.push((i, e.to_string()));
+        }
+    }
+    if failed.len() != 1 || failed[0].0 != 7 {
+        return Err(format!("failed calls: {failed:?}").into());
+    }
+    if mq.store().shared_requests() != before {
+        return Err("a refused shared request was counted as shared".into());
+    }
+    let mut bodies: Vec<Vec<u8>> = mq
+        .peek(
+            Q,
+            PeekOptions {
+                max: 100,
+                ..Default::default()
+            },
+        )
+        .await?
+        .into_iter()
+        .map(|m| m.content.body)
+        .collect();
+    bodies.sort();
+    let mut expected: Vec<Vec<u8>> = (0..16)
+        .filter(|i| *i != 7)
+        .map(|i| format!("m{i}").into_bytes())
+        .chain([b"first".to_vec()])
+        .collect();
+    expected.sort();
+    if bodies != expected {
+        return Err(format!("stored {} bodies, not the 16 expected", bodies.len()).into());
+    }
+    mq.close().await;
+    Ok(())
+}
+
+/// The server dies while a group waits: the request that would hold all of them gets
+/// no answer, and every call of the group fails with a typed error (none is answered
+/// Ok); after a restart nothing of theirs is stored.
+async fn lost(dir: tempfile::TempDir) -> Outcome {
+    let mut server = Sqld::start(&dir.path().join("sqld"))?;
+    let mq = engine(&server).await?;
+    let (release, held) = hold(&mq).await?;
+    let calls: Vec<Call> = (0..8)
+        .map(|i| {
+            let mq = mq.clone();
+            tokio::spawn(async move {
+                mq.send(Q, OutMessage::new(format!("lost-{i}")))
+                    .await
+                    .map(|_| "sent")
+            })
+        })
+        .collect();
+    queued(&mq, 8).await;
+    server.kill();
+    release.send(())?;
+    // The holding transaction's COMMIT went out to a dead server: not a success.
+    if held.await?.is_ok() {
+        return Err("a commit to a dead server succeeded".into());
+    }
+    for call in calls {
+        match call.await? {
+            Ok(_) => return Err("a call of a lost request was answered Ok".into()),
+            Err(e) if e.is_transient() || matches!(e, Error::OutcomeUnknown { .. }) => {}
+            Err(e) => return Err(format!("an untyped error: {e:?}").into()),
+        }
+    }
+    server.restart()?;
+    let stored: Vec<Vec<u8>> = mq
+        .peek(Q, PeekOptions::default())
+        .await?
+        .into_iter()
+        .map(|m| m.content.body)
+        .collect();
+    if stored != [b"first".to_vec()] {
+        return Err(format!("{} messages stored after the outage", stored.len()).into());
+    }
+    mq.close().await;
+    Ok(())
+}
