@@ -6,7 +6,8 @@
 //!
 //! `cargo bench -p mqlite-benches --bench libsql` (quick: add `-- --quick`). Groups:
 //! send_single, send_batch_64, receive_complete, and producers_16 (16 concurrent
-//! producers against one, the store alone).
+//! producers of 8 single sends each against one producer's 8, the store alone; the
+//! run prints how many sends went in a request shared with others).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -224,9 +225,14 @@ fn libsql_paths(c: &mut Criterion) {
     // 16 producers sending single messages at once, against one producer: the target
     // is 8 × one (calls sharing a transaction over the network). Each round sends 16
     // messages in all.
+    // Each producer sends PER_PRODUCER messages one at a time: 16 producers keep 16
+    // calls waiting for the stream, which share requests (group commit), against one
+    // producer's calls one after the other.
+    const PER_PRODUCER: usize = 8;
     let mut g = c.benchmark_group("libsql/producers_16");
-    g.throughput(Throughput::Elements(16));
+    let (sent, shared) = (w.engine.store().statements_sent(), w.engine.store().shared_requests());
     for producers in [1usize, 16] {
+        g.throughput(Throughput::Elements((producers * PER_PRODUCER) as u64));
         g.bench_function(format!("mqlite/{producers}"), |b| {
             b.iter(|| {
                 w.rt.block_on(async {
@@ -234,7 +240,7 @@ fn libsql_paths(c: &mut Criterion) {
                         .map(|_| {
                             let (e, n) = (w.engine.clone(), w.n.clone());
                             tokio::spawn(async move {
-                                for _ in 0..16 / producers {
+                                for _ in 0..PER_PRODUCER {
                                     let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
                                     e.send(Q, OutMessage::new(b)).await.expect("send");
                                 }
@@ -248,6 +254,11 @@ fn libsql_paths(c: &mut Criterion) {
             });
         });
     }
+    println!(
+        "libsql/producers_16: {} requests for the run's sends, {} of them in a shared request",
+        w.engine.store().statements_sent() - sent,
+        w.engine.store().shared_requests() - shared
+    );
     g.finish();
     w.rt.block_on(w.engine.close());
 }
