@@ -7,7 +7,7 @@
 //! `cargo bench -p mqlite-benches --bench libsql` (quick: add `-- --quick`). Groups:
 //! send_single, send_batch_64, receive_complete, and producers_16 (16 concurrent
 //! producers of 8 single sends each against one producer's 8, the store alone; the
-//! run prints how many sends went in a request shared with others).
+//! run prints how many sends went in their group's shared request).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -230,7 +230,10 @@ fn libsql_paths(c: &mut Criterion) {
     // producer's calls one after the other.
     const PER_PRODUCER: usize = 8;
     let mut g = c.benchmark_group("libsql/producers_16");
-    let (sent, shared) = (w.engine.store().statements_sent(), w.engine.store().shared_requests());
+    let (sent, shared) = (
+        w.engine.store().statements_sent(),
+        w.engine.store().shared_requests(),
+    );
     for producers in [1usize, 16] {
         g.throughput(Throughput::Elements((producers * PER_PRODUCER) as u64));
         g.bench_function(format!("mqlite/{producers}"), |b| {

@@ -39,6 +39,10 @@ use crate::{BACKEND, Inner};
 /// The most operations one group takes; the rest wait for the next.
 pub(crate) const MAX_GROUP: usize = 64;
 
+/// The most statement text one shared request carries (bodies travel as hex literals);
+/// the group's statements past it run alone.
+const MAX_SHARED_BYTES: usize = 4 << 20;
+
 /// A flow in a group, type-erased: it answers its caller itself.
 type Member<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
 
@@ -107,7 +111,8 @@ impl Pending {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
-    /// Operations whose statement went out in a request shared with others, since open.
+    /// Operations whose one statement went out in their group's shared request, since
+    /// open.
     pub(crate) fn shared(&self) -> u64 {
         self.shared.load(Ordering::Relaxed)
     }
@@ -346,10 +351,15 @@ async fn lead(inner: &Inner, stream: &mut Conn) {
                 *m = None;
             }
         }
+        let mut bytes = 0;
         let queued: Vec<(usize, String, bool)> = slots
             .iter()
             .enumerate()
             .filter_map(|(i, s)| s.queued().map(|(body, write)| (i, body, write)))
+            .take_while(|(_, body, _)| {
+                bytes += body.len();
+                bytes <= MAX_SHARED_BYTES
+            })
             .collect();
         if !queued.is_empty() {
             shared_request(inner, conn, parked_at, &slots, &queued).await;

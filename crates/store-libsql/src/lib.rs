@@ -297,8 +297,8 @@ impl LibsqlStore {
         self.inner.sent.get()
     }
 
-    /// Operations whose statement went out in a request shared with other operations
-    /// (group commit over the network), since open.
+    /// Operations whose one statement went out in their group's shared request (group
+    /// commit over the network: a group of several operations), since open.
     pub fn shared_requests(&self) -> u64 {
         self.inner.pending.shared()
     }
