@@ -61,6 +61,33 @@ SELECT ?7 + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
     )
 });
 
+/// The sends of one message each that a remote driver's group holds for one queue
+/// ([`INSERT_ONE`]'s values with a NULL `?6`, the same `?1` … `?5`) as ONE multi-row
+/// INSERT: `?1` … `?5` as in [`INSERT_ROWS`], `?6` the number of rows, then each row's
+/// [`ROW_PARAMS`] values. Row k takes the next sequence number plus k, read inside
+/// the statement: since it reads the table it writes, SQLite computes every row (and
+/// that number, once) before it inserts the first, so the numbers are contiguous and in
+/// row order (G1). Returns the numbers.
+pub static INSERT_ROWS_NEXT: Texts = Texts::new(|| {
+    values::build(
+        mqlite_contract::limits::MAX_SEND_BATCH.next_power_of_two(),
+        |n| {
+            format!(
+                "INSERT INTO mqlite_messages (id, queue, state, line, waiting, enqueued_at,
+       visible_at, expires_at, body, message_id, group_id, subject, correlation_id,
+       reply_to, content_type, properties, event, priority)
+SELECT ({}) + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
+       coalesce(v.column4, X''), v.column5, v.column6, v.column7, v.column8, v.column9,
+       v.column10, v.column11, v.column12, v.column13
+  FROM (VALUES {}) AS v WHERE v.column1 < ?6
+RETURNING id",
+                next_seq!(),
+                values::rows(SHARED_PARAMS, n, ROW_PARAMS, true)
+            )
+        },
+    )
+});
+
 /// One row from bound values: a send of one message, the common case, pays no JSON
 /// encoding, parsing or hex for its body (a third of a send's time when it did). Bound by
 /// position (no name lookups): the values every row shares as in [`INSERT_ROWS`]

@@ -180,6 +180,7 @@ pub static STATEMENTS: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
     std::sync::LazyLock::new(|| {
         let sized = [
             ("INSERT_ROWS", &enqueue::INSERT_ROWS),
+            ("INSERT_ROWS_NEXT", &enqueue::INSERT_ROWS_NEXT),
             ("LOCK_PICKED", &claim::LOCK_PICKED),
             ("COMPLETE_ROWS", &settle::COMPLETE_ROWS),
             ("RENEW_ROWS", &settle::RENEW_ROWS),

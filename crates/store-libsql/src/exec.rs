@@ -7,7 +7,7 @@ use mqlite_contract::{QueueConfig, QueueKind, Result};
 use mqlite_sql::{Executed, KnownQueues, Params, Row, SqlExec, Value};
 
 use crate::db;
-use crate::group::{Slot, Went};
+use crate::group::{Last, Slot, Went};
 use crate::owner::{GUARD_REFUSED, Lease, READ_EPOCH};
 
 /// Statements sent since open (the store's work counter: the client reports no rows
@@ -187,9 +187,9 @@ impl Exec<'_> {
     /// out with its neighbours': its answer once the shared request is answered
     /// (committed), or the group's failure. None when the flow sends it itself (outside
     /// a group, or sent back to run alone).
-    async fn in_group(&mut self, body: &str, write: bool) -> Option<Result<(Vec<Row>, Executed)>> {
+    async fn in_group(&mut self, last: Last<'_>) -> Option<Result<(Vec<Row>, Executed)>> {
         let slot = self.seat?;
-        match slot.wait(Some((body, write))).await {
+        match slot.wait(Some(last)).await {
             Went::Alone { parked } => {
                 self.parked = parked;
                 self.seat = None;
@@ -277,13 +277,19 @@ impl Exec<'_> {
     /// ([`Self::send_ending`]).
     async fn send_last(
         &mut self,
-        sql: &str,
+        sql: &'static str,
         params: Params<'_>,
         write: bool,
     ) -> Result<(Vec<Row>, Executed)> {
         self.not_committed()?;
         let body = format!("{}{}", inline(sql, params)?, counts(write));
-        if let Some(shared) = self.in_group(&body, write).await {
+        let last = Last {
+            body: &body,
+            sql,
+            params,
+            write,
+        };
+        if let Some(shared) = self.in_group(last).await {
             return shared;
         }
         let mut batch = self.send_ending(&body).await?;

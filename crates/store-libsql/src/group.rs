@@ -30,9 +30,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use mqlite_contract::{Error, Result};
-use mqlite_sql::{Executed, Row};
+use mqlite_sql::enqueue::{INSERT_ONE, INSERT_ROWS_NEXT, ROW_PARAMS, SHARED_PARAMS};
+use mqlite_sql::{Executed, Params, Row, Value, values};
 
-use crate::exec::{Exec, step_answer};
+use crate::exec::{Exec, inline, step_answer};
 use crate::transaction::{CatchUnwind, Conn, abandon_stream, commit_stream, fresh_park};
 use crate::{BACKEND, Inner};
 
@@ -91,6 +92,7 @@ struct Job {
 pub(crate) struct Pending {
     jobs: std::sync::Mutex<Vec<Job>>,
     shared: AtomicU64,
+    merged: AtomicU64,
 }
 
 impl Pending {
@@ -116,6 +118,11 @@ impl Pending {
     pub(crate) fn shared(&self) -> u64 {
         self.shared.load(Ordering::Relaxed)
     }
+
+    /// Sends that went as a row of a multi-row INSERT of their group, since open.
+    pub(crate) fn merged(&self) -> u64 {
+        self.merged.load(Ordering::Relaxed)
+    }
 }
 
 /// Where a flow of a group stands.
@@ -127,7 +134,7 @@ enum State {
     /// The leader gathers: the flow's first statement waits.
     Gather,
     /// The flow's one statement, waiting for the shared request.
-    Queued { body: String, write: bool },
+    Queued(Statement),
     /// The flow's first statement is not its last: it waits to run alone.
     WantsAlone,
     /// Its turn to run alone on the stream, parked or not.
@@ -135,6 +142,25 @@ enum State {
     /// The shared request's answer for its statement (committed), or the group's
     /// failure.
     Shared(Result<(Vec<Row>, Executed)>),
+}
+
+/// A flow's first statement when it is also its last: its text with the values
+/// inlined (and its counts step for a write), and the statement and values it was
+/// made from.
+pub(crate) struct Last<'p> {
+    pub(crate) body: &'p str,
+    pub(crate) sql: &'static str,
+    pub(crate) params: Params<'p>,
+    pub(crate) write: bool,
+}
+
+/// A [`Last`] queued for the shared request.
+#[derive(Clone)]
+struct Statement {
+    body: String,
+    sql: &'static str,
+    params: Vec<(&'static str, Value)>,
+    write: bool,
 }
 
 /// How a flow's statement goes.
@@ -159,17 +185,19 @@ pub(crate) struct Slot {
 impl Slot {
     /// The flow's first statement: `last` when it is also its last (text and whether it
     /// writes). Waits while the leader gathers.
-    pub(crate) async fn wait(&self, last: Option<(&str, bool)>) -> Went {
+    pub(crate) async fn wait(&self, last: Option<Last<'_>>) -> Went {
         {
             let mut state = self.state.borrow_mut();
             match std::mem::take(&mut *state) {
                 State::Turn { parked } => return Went::Alone { parked },
                 State::Gather => {
                     *state = match last {
-                        Some((body, write)) => State::Queued {
-                            body: body.to_owned(),
-                            write,
-                        },
+                        Some(last) => State::Queued(Statement {
+                            body: last.body.to_owned(),
+                            sql: last.sql,
+                            params: last.params.to_vec(),
+                            write: last.write,
+                        }),
                         None => State::WantsAlone,
                     };
                 }
@@ -192,9 +220,9 @@ impl Slot {
         .await
     }
 
-    fn queued(&self) -> Option<(String, bool)> {
+    fn queued(&self) -> Option<Statement> {
         match &*self.state.borrow() {
-            State::Queued { body, write } => Some((body.clone(), *write)),
+            State::Queued(statement) => Some(statement.clone()),
             _ => None,
         }
     }
@@ -352,12 +380,12 @@ async fn lead(inner: &Inner, stream: &mut Conn) {
             }
         }
         let mut bytes = 0;
-        let queued: Vec<(usize, String, bool)> = slots
+        let queued: Vec<(usize, Statement)> = slots
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| s.queued().map(|(body, write)| (i, body, write)))
-            .take_while(|(_, body, _)| {
-                bytes += body.len();
+            .filter_map(|(i, s)| s.queued().map(|statement| (i, statement)))
+            .take_while(|(_, statement)| {
+                bytes += statement.body.len();
                 bytes <= MAX_SHARED_BYTES
             })
             .collect();
@@ -397,7 +425,7 @@ async fn shared_request(
     conn: &libsql::Connection,
     parked_at: &mut Option<Instant>,
     slots: &[Slot],
-    queued: &[(usize, String, bool)],
+    queued: &[(usize, Statement)],
 ) {
     let since = fresh_park(conn, parked_at).await;
     let mut x = Exec {
@@ -413,9 +441,10 @@ async fn shared_request(
         changed: false,
         seat: None,
     };
-    let body = queued
+    let pieces = pieces(queued);
+    let body = pieces
         .iter()
-        .map(|(_, body, _)| body.as_str())
+        .map(|(_, text)| text.as_str())
         .collect::<Vec<_>>()
         .join("; ");
     match x.send_ending(&body).await {
@@ -425,10 +454,35 @@ async fn shared_request(
                 .pending
                 .shared
                 .fetch_add(queued.len() as u64, Ordering::Relaxed);
-            for (i, _, write) in queued {
-                // Each statement's steps, in order; a step that cannot be read fails
-                // its own call (its COMMIT has run).
-                slots[*i].answer(step_answer(&mut batch, *write).await);
+            // Each piece's steps, in order; a step that cannot be read fails its own
+            // calls (their COMMIT has run).
+            for (piece, _) in &pieces {
+                match piece {
+                    Piece::One(i, write) => {
+                        slots[*i].answer(step_answer(&mut batch, *write).await);
+                    }
+                    Piece::Sends(members) => {
+                        inner
+                            .pending
+                            .merged
+                            .fetch_add(members.len() as u64, Ordering::Relaxed);
+                        let numbers = step_answer(&mut batch, false)
+                            .await
+                            .and_then(|(rows, _)| numbered(&rows, members.len()));
+                        for (k, i) in members.iter().enumerate() {
+                            slots[*i].answer(match &numbers {
+                                Ok(numbers) => Ok((
+                                    vec![Row(vec![Value::Int(numbers[k])])],
+                                    Executed::default(),
+                                )),
+                                Err(e) => Err(Error::backend(
+                                    BACKEND,
+                                    std::io::Error::other(e.to_string()),
+                                )),
+                            });
+                        }
+                    }
+                }
             }
         }
         Err(e) => {
@@ -465,4 +519,105 @@ async fn shared_request(
             }
         }
     }
+}
+
+/// What a shared request carries for its flows: one flow's statement, or the sends of
+/// one message each that one queue's flows queued, as ONE multi-row INSERT.
+enum Piece {
+    /// A flow's own statement (and whether it writes).
+    One(usize, bool),
+    /// The flows whose sends [`INSERT_ROWS_NEXT`] makes, in row order.
+    Sends(Vec<usize>),
+}
+
+/// The pieces of a shared request, with their text, in the flows' order (merged sends
+/// where the first of them stood). Sends of one message ([`INSERT_ONE`] taking the next
+/// number itself) share a piece when their shared values (`?1` … `?5`: queue, state,
+/// time, visible time, expiry) are the same. One row costs the server a fraction of
+/// what one statement does (sqld parses and prepares every statement afresh).
+fn pieces(queued: &[(usize, Statement)]) -> Vec<(Piece, String)> {
+    let mergeable = |s: &Statement| {
+        s.sql == INSERT_ONE
+            && s.params.len() == SHARED_PARAMS - 1 + ROW_PARAMS
+            && s.params[SHARED_PARAMS - 2].1 == Value::Null
+    };
+    let shared = |s: &Statement| -> Vec<Value> {
+        s.params[..SHARED_PARAMS - 2]
+            .iter()
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    // The sends by their shared values, each group at its first member's place.
+    let mut out: Vec<(Piece, Option<Vec<Value>>)> = Vec::new();
+    for (i, s) in queued {
+        if mergeable(s) {
+            let key = shared(s);
+            if let Some((Piece::Sends(members), _)) =
+                out.iter_mut().find(|(_, k)| k.as_ref() == Some(&key))
+            {
+                members.push(*i);
+                continue;
+            }
+            out.push((Piece::Sends(vec![*i]), Some(key)));
+        } else {
+            out.push((Piece::One(*i, s.write), None));
+        }
+    }
+    let statement = |i: usize| &queued.iter().find(|(j, _)| *j == i).expect("queued").1;
+    out.into_iter()
+        .flat_map(|(piece, key)| match piece {
+            Piece::Sends(members) if members.len() > 1 => {
+                match merged(key.unwrap_or_default(), &members, &statement) {
+                    Ok(text) => vec![(Piece::Sends(members), text)],
+                    // Cannot happen (every value was inlined once already): each alone.
+                    Err(_) => members
+                        .into_iter()
+                        .map(|i| (Piece::One(i, false), statement(i).body.clone()))
+                        .collect(),
+                }
+            }
+            Piece::Sends(members) => members
+                .into_iter()
+                .map(|i| (Piece::One(i, statement(i).write), statement(i).body.clone()))
+                .collect(),
+            Piece::One(i, write) => vec![(Piece::One(i, write), statement(i).body.clone())],
+        })
+        .collect()
+}
+
+/// The text of [`INSERT_ROWS_NEXT`] for these sends: the shared values, the row count,
+/// then each send's row values, inlined.
+fn merged<'q>(
+    shared: Vec<Value>,
+    members: &[usize],
+    statement: &impl Fn(usize) -> &'q Statement,
+) -> Result<String> {
+    let n = members.len();
+    let values = shared
+        .into_iter()
+        .chain([Value::Int(n as i64)])
+        .chain(members.iter().flat_map(|&i| {
+            statement(i).params[SHARED_PARAMS - 1..]
+                .iter()
+                .map(|(_, v)| v.clone())
+        }));
+    let params = values::bind(values, SHARED_PARAMS - 1 + values::rows_for(n) * ROW_PARAMS);
+    inline(INSERT_ROWS_NEXT.get(n), &params)
+}
+
+/// The sequence numbers a merged send returned, in row order (row k took the next
+/// number plus k).
+fn numbered(rows: &[Row], n: usize) -> Result<Vec<i64>> {
+    let mut numbers = rows.iter().map(|r| r.int(0)).collect::<Result<Vec<_>>>()?;
+    if numbers.len() != n {
+        return Err(Error::backend(
+            BACKEND,
+            std::io::Error::other(format!(
+                "a merged send inserted {} rows of {n}",
+                numbers.len()
+            )),
+        ));
+    }
+    numbers.sort_unstable();
+    Ok(numbers)
 }

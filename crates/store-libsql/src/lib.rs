@@ -303,6 +303,12 @@ impl LibsqlStore {
         self.inner.pending.shared()
     }
 
+    /// Sends of one message whose group sent them with others to the same queue as ONE
+    /// multi-row INSERT, since open.
+    pub fn merged_sends(&self) -> u64 {
+        self.inner.pending.merged()
+    }
+
     /// Operations waiting for the stream right now (the next group's).
     pub fn waiting(&self) -> usize {
         self.inner.pending.waiting()

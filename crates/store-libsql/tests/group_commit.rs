@@ -11,7 +11,8 @@ use std::time::Duration;
 use libtest_mimic::Arguments;
 
 use mqlite_contract::{
-    Error, LockRef, LockToken, OutMessage, PeekOptions, QueueConfig, SystemClock,
+    Error, LockRef, LockToken, MessageState, OutMessage, PeekOptions, QueueConfig, SendOptions,
+    SeqNumber, SystemClock,
 };
 use mqlite_engine::Engine;
 use mqlite_store_libsql::LibsqlStore;
@@ -24,6 +25,10 @@ fn main() {
         trial(
             "group_commit::calls_waiting_for_the_stream_share_one_request",
             |d| Box::pin(shared(d)),
+        ),
+        trial(
+            "group_commit::a_groups_sends_to_one_queue_are_one_insert_numbered_in_order",
+            |d| Box::pin(merged(d)),
         ),
         trial(
             "group_commit::a_refused_statement_fails_alone_and_its_neighbours_commit",
@@ -204,6 +209,106 @@ async fn shared(dir: tempfile::TempDir) -> Outcome {
     }
     if seqs.len() != 21 {
         return Err(format!("{} messages stored, 21 expected", seqs.len()).into());
+    }
+    mq.close().await;
+    Ok(())
+}
+
+/// Sends of one message each to two queues, some scheduled (other shared values),
+/// queued together: they go out in one request, the sends of one queue and one timing
+/// as one multi-row INSERT; every call is answered the number its own message was
+/// stored under, and the numbers of one INSERT follow the calls' order.
+async fn merged(dir: tempfile::TempDir) -> Outcome {
+    let server = Sqld::start(&dir.path().join("sqld"))?;
+    let mq = engine(&server).await?;
+    mq.create_queue("other", QueueConfig::default()).await?;
+    // Creating a queue made the owner forget the queues' rows: read both again.
+    mq.send("other", OutMessage::new("first")).await?;
+    mq.send(Q, OutMessage::new("second")).await?;
+    let later = mq.clock().now_ms() + 3_600_000;
+    let before = (mq.store().merged_sends(), mq.store().shared_requests());
+    let (release, held) = hold(&mq).await?;
+    let mut calls = Vec::new();
+    for i in 0..24 {
+        let (queue, options) = match i % 3 {
+            0 => (Q, SendOptions::default()),
+            1 => ("other", SendOptions::default()),
+            _ => (
+                Q,
+                SendOptions {
+                    scheduled_at_ms: Some(later),
+                    ..Default::default()
+                },
+            ),
+        };
+        let body = format!("s{i}");
+        let engine = mq.clone();
+        let scheduled = options.scheduled_at_ms.is_some();
+        calls.push((
+            queue,
+            scheduled,
+            body.clone(),
+            tokio::spawn(async move {
+                engine
+                    .send_with(queue, OutMessage::new(body), options)
+                    .await
+            }),
+        ));
+        // One at a time, so the group holds them in this order.
+        queued(&mq, i + 1).await;
+    }
+    release.send(())?;
+    held.await??;
+    let mut answered: Vec<(&str, bool, String, SeqNumber)> = Vec::new();
+    for (queue, scheduled, body, call) in calls {
+        answered.push((queue, scheduled, body, call.await??));
+    }
+    let shared = mq.store().shared_requests() - before.1;
+    let merged = mq.store().merged_sends() - before.0;
+    if shared != 24 || merged != 24 {
+        return Err(format!(
+            "of 24 sends, {shared} went in the shared request and {merged} in its three INSERTs"
+        )
+        .into());
+    }
+    for queue in [Q, "other"] {
+        let stored = mq
+            .peek(
+                queue,
+                PeekOptions {
+                    max: 100,
+                    ..Default::default()
+                },
+            )
+            .await?;
+        for (q, scheduled, body, seq) in answered.iter().filter(|(q, ..)| *q == queue) {
+            let m = stored
+                .iter()
+                .find(|m| m.seq == *seq)
+                .ok_or_else(|| format!("{q}: no message under {seq:?}"))?;
+            if m.content.body != body.as_bytes() {
+                return Err(format!("{seq:?} holds another send's body").into());
+            }
+            if (m.state == MessageState::Scheduled) != *scheduled {
+                return Err(format!("{seq:?}: another send's timing").into());
+            }
+        }
+    }
+    // The numbers of each kind of send follow the calls' order.
+    for kind in 0..3 {
+        let seqs: Vec<SeqNumber> = answered
+            .iter()
+            .skip(kind)
+            .step_by(3)
+            .map(|(.., seq)| *seq)
+            .collect();
+        if !seqs.windows(2).all(|w| w[0] < w[1]) {
+            return Err(format!("numbers out of order: {seqs:?}").into());
+        }
+    }
+    let all: BTreeSet<SeqNumber> = answered.iter().map(|(.., seq)| *seq).collect();
+    if all.len() != 24 {
+        return Err("two sends were answered the same number".into());
     }
     mq.close().await;
     Ok(())
