@@ -44,6 +44,12 @@ pub(crate) const MAX_GROUP: usize = 64;
 /// the group's statements past it run alone.
 const MAX_SHARED_BYTES: usize = 4 << 20;
 
+/// How long a leader waits for the callers of the last group to queue again (at most a
+/// fifth of a request's round trip on loopback): a group's members are answered
+/// together and come back together, and the first one back would otherwise lead a group
+/// of one while the others queue behind it.
+const GATHER_WAIT: std::time::Duration = std::time::Duration::from_micros(200);
+
 /// A flow in a group, type-erased: it answers its caller itself.
 type Member<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
 
@@ -91,6 +97,8 @@ struct Job {
 #[derive(Default)]
 pub(crate) struct Pending {
     jobs: std::sync::Mutex<Vec<Job>>,
+    /// How many operations the last group took.
+    last: std::sync::atomic::AtomicUsize,
     shared: AtomicU64,
     merged: AtomicU64,
 }
@@ -101,6 +109,22 @@ impl Pending {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(job);
+    }
+
+    /// Waits, at most [`GATHER_WAIT`], until as many operations wait as the last group
+    /// took; then takes them.
+    fn gather(&self) -> Vec<Job> {
+        let want = self.last.load(Ordering::Relaxed).min(MAX_GROUP);
+        if want > 1 && self.waiting() < want {
+            let until = Instant::now() + GATHER_WAIT;
+            // On a blocking thread: yielding lets the callers being answered run.
+            while self.waiting() < want && Instant::now() < until {
+                std::thread::yield_now();
+            }
+        }
+        let jobs = self.take();
+        self.last.store(jobs.len(), Ordering::Relaxed);
+        jobs
     }
 
     fn take(&self) -> Vec<Job> {
@@ -340,7 +364,7 @@ where
 
 /// Leads one group: takes the waiting operations and runs them on the stream.
 async fn lead(inner: &Inner, stream: &mut Conn) {
-    let jobs = inner.pending.take();
+    let jobs = inner.pending.gather();
     if jobs.is_empty() {
         return;
     }
