@@ -22,7 +22,6 @@
 //! neighbours commit. A caller that left before its group started is answered
 //! `Cancelled` and runs nothing (13.2).
 
-use std::cell::{Cell, RefCell};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -195,15 +194,40 @@ pub(crate) enum Went {
     Shared(Result<(Vec<Row>, Executed)>),
 }
 
+/// A value only the leader's thread touches, behind an uncontended lock so that a flow's
+/// [`Exec`] stays `Send` as the flows' futures must be.
+#[derive(Default)]
+struct Local<T>(std::sync::Mutex<T>);
+
+impl<T> Local<T> {
+    fn borrow_mut(&self) -> std::sync::MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn borrow(&self) -> std::sync::MutexGuard<'_, T> {
+        self.borrow_mut()
+    }
+
+    fn set(&self, value: T) {
+        *self.borrow_mut() = value;
+    }
+}
+
+impl<T: Copy> Local<T> {
+    fn get(&self) -> T {
+        *self.borrow_mut()
+    }
+}
+
 /// One flow's place in its group (polled on the leader's thread only).
 #[derive(Default)]
 pub(crate) struct Slot {
-    state: RefCell<State>,
+    state: Local<State>,
     /// Set once its statement went with the shared request: whether it committed.
-    shared: Cell<Option<bool>>,
+    shared: Local<Option<bool>>,
     /// After a turn alone: whether the flow opened a transaction, and whether the
     /// stream is parked after it.
-    report: Cell<(bool, bool)>,
+    report: Local<(bool, bool)>,
 }
 
 impl Slot {
@@ -260,6 +284,10 @@ impl Slot {
 /// Runs `flow` as one operation on the owner's stream: queued, then run by whichever
 /// caller leads the group it falls in (this one, or another). Its answer, or its panic
 /// to resume.
+#[allow(
+    clippy::future_not_send,
+    reason = "a group's flows (not Send: an application's flow need not be) are driven by block_on on the leader's blocking thread (off_executor); never held across a task's await"
+)]
 pub(crate) async fn run<R, F>(inner: &Inner, gone: Arc<AtomicBool>, flow: F) -> Result<R>
 where
     R: Send + 'static,
@@ -363,6 +391,10 @@ where
 }
 
 /// Leads one group: takes the waiting operations and runs them on the stream.
+#[allow(
+    clippy::future_not_send,
+    reason = "a group's flows (not Send: an application's flow need not be) are driven by block_on on the leader's blocking thread (off_executor); never held across a task's await"
+)]
 async fn lead(inner: &Inner, stream: &mut Conn) {
     let jobs = inner.pending.gather();
     if jobs.is_empty() {
@@ -511,7 +543,7 @@ async fn shared_request(
         }
         Err(e) => {
             *parked_at = None;
-            let each: Option<Box<dyn Fn() -> Error>> = match &e {
+            let each: Option<Box<dyn Fn() -> Error + Send + Sync>> = match &e {
                 // The COMMIT may have landed: so may every call it held (10.3).
                 Error::OutcomeUnknown { .. } => {
                     let text = mqlite_contract::error::chain(&e);
