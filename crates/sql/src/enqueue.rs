@@ -46,18 +46,7 @@ const _: () = assert!(
 pub static INSERT_ROWS: Texts = Texts::new(|| {
     values::build(
         mqlite_contract::limits::MAX_SEND_BATCH.next_power_of_two(),
-        |n| {
-            format!(
-                "INSERT INTO mqlite_messages (id, queue, state, line, waiting, enqueued_at,
-       visible_at, expires_at, body, message_id, group_id, subject, correlation_id,
-       reply_to, content_type, properties, event, priority)
-SELECT ?7 + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
-       coalesce(v.column4, X''), v.column5, v.column6, v.column7, v.column8, v.column9,
-       v.column10, v.column11, v.column12, v.column13
-  FROM (VALUES {}) AS v WHERE v.column1 < ?6",
-                values::rows(SHARED_PARAMS + 1, n, ROW_PARAMS, true)
-            )
-        },
+        |n| insert_rows("?7", SHARED_PARAMS + 1, n, ""),
     )
 });
 
@@ -72,21 +61,30 @@ pub static INSERT_ROWS_NEXT: Texts = Texts::new(|| {
     values::build(
         mqlite_contract::limits::MAX_SEND_BATCH.next_power_of_two(),
         |n| {
-            format!(
-                "INSERT INTO mqlite_messages (id, queue, state, line, waiting, enqueued_at,
-       visible_at, expires_at, body, message_id, group_id, subject, correlation_id,
-       reply_to, content_type, properties, event, priority)
-SELECT ({}) + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
-       coalesce(v.column4, X''), v.column5, v.column6, v.column7, v.column8, v.column9,
-       v.column10, v.column11, v.column12, v.column13
-  FROM (VALUES {}) AS v WHERE v.column1 < ?6
-RETURNING id",
-                next_seq!(),
-                values::rows(SHARED_PARAMS, n, ROW_PARAMS, true)
+            insert_rows(
+                concat!("(", next_seq!(), ")"),
+                SHARED_PARAMS,
+                n,
+                "\nRETURNING id",
             )
         },
     )
 });
+
+/// The multi-row INSERT of `n` rows whose values start at `?first`, row k numbered
+/// `base + k`, then `tail`.
+fn insert_rows(base: &str, first: usize, n: usize, tail: &str) -> String {
+    format!(
+        "INSERT INTO mqlite_messages (id, queue, state, line, waiting, enqueued_at,
+       visible_at, expires_at, body, message_id, group_id, subject, correlation_id,
+       reply_to, content_type, properties, event, priority)
+SELECT {base} + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
+       coalesce(v.column4, X''), v.column5, v.column6, v.column7, v.column8, v.column9,
+       v.column10, v.column11, v.column12, v.column13
+  FROM (VALUES {}) AS v WHERE v.column1 < ?6{tail}",
+        values::rows(first, n, ROW_PARAMS, true)
+    )
+}
 
 /// One row from bound values: a send of one message, the common case, pays no JSON
 /// encoding, parsing or hex for its body (a third of a send's time when it did). Bound by
