@@ -24,19 +24,19 @@ fn main() {
     let trials = vec![
         trial(
             "group_commit::calls_waiting_for_the_stream_share_one_request",
-            |d| Box::pin(shared(d)),
+            |d| Box::pin(calls_waiting_for_the_stream_share_one_request(d)),
         ),
         trial(
             "group_commit::a_groups_sends_to_one_queue_are_one_insert_numbered_in_order",
-            |d| Box::pin(merged(d)),
+            |d| Box::pin(a_groups_sends_to_one_queue_are_one_insert_numbered_in_order(d)),
         ),
         trial(
             "group_commit::a_refused_statement_fails_alone_and_its_neighbours_commit",
-            |d| Box::pin(refused(d)),
+            |d| Box::pin(a_refused_statement_fails_alone_and_its_neighbours_commit(d)),
         ),
         trial(
             "group_commit::a_lost_request_fails_every_call_it_held",
-            |d| Box::pin(lost(d)),
+            |d| Box::pin(a_lost_request_fails_every_call_it_held(d)),
         ),
     ];
     libtest_mimic::run(&args, trials).exit();
@@ -92,7 +92,7 @@ async fn queued(mq: &Mq, n: usize) {
 /// queue, queued together: the sends and the receive go out in ONE request; the two
 /// calls whose flows are more than one statement (or fail before sending) run alone
 /// after it. Every send is acknowledged with its own number and stored once.
-async fn shared(dir: tempfile::TempDir) -> Outcome {
+async fn calls_waiting_for_the_stream_share_one_request(dir: tempfile::TempDir) -> Outcome {
     let server = Sqld::start(&dir.path().join("sqld"))?;
     let mq = engine(&server).await?;
     // What holding the stream costs alone, to tell the group's requests apart.
@@ -218,7 +218,9 @@ async fn shared(dir: tempfile::TempDir) -> Outcome {
 /// queued together: they go out in one request, the sends of one queue and one timing
 /// as one multi-row INSERT; every call is answered the number its own message was
 /// stored under, and the numbers of one INSERT follow the calls' order.
-async fn merged(dir: tempfile::TempDir) -> Outcome {
+async fn a_groups_sends_to_one_queue_are_one_insert_numbered_in_order(
+    dir: tempfile::TempDir,
+) -> Outcome {
     let server = Sqld::start(&dir.path().join("sqld"))?;
     let mq = engine(&server).await?;
     mq.create_queue("other", QueueConfig::default()).await?;
@@ -317,7 +319,9 @@ async fn merged(dir: tempfile::TempDir) -> Outcome {
 /// A statement the server refuses inside a shared request (a trigger refuses one body):
 /// nothing of the request commits, every call of it runs alone, and the refused send
 /// fails by itself while its fifteen neighbours are stored, each once.
-async fn refused(dir: tempfile::TempDir) -> Outcome {
+async fn a_refused_statement_fails_alone_and_its_neighbours_commit(
+    dir: tempfile::TempDir,
+) -> Outcome {
     let server = Sqld::start(&dir.path().join("sqld"))?;
     let mq = engine(&server).await?;
     let side = libsql::Builder::new_remote(server.url().to_owned(), String::new())
@@ -387,7 +391,7 @@ async fn refused(dir: tempfile::TempDir) -> Outcome {
 /// The server dies while a group waits: the request that would hold all of them gets
 /// no answer, and every call of the group fails with a typed error (none is answered
 /// Ok); after a restart nothing of theirs is stored.
-async fn lost(dir: tempfile::TempDir) -> Outcome {
+async fn a_lost_request_fails_every_call_it_held(dir: tempfile::TempDir) -> Outcome {
     let mut server = Sqld::start(&dir.path().join("sqld"))?;
     let mq = engine(&server).await?;
     let (release, held) = hold(&mq).await?;
