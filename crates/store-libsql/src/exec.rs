@@ -182,7 +182,26 @@ fn never_sent(e: &libsql::Error) -> bool {
     }
 }
 
-impl Exec<'_> {
+impl<'t> Exec<'t> {
+    /// An operation's flow on the owner's stream, in a transaction of its own that its
+    /// first request opens (with the epoch guard) and its last commits, parking the
+    /// stream again; the stream not parked, no group, the owner's queue rows known.
+    pub(crate) fn operation(inner: &'t crate::Inner, conn: &'t libsql::Connection) -> Self {
+        Exec {
+            conn,
+            parked: false,
+            parks: true,
+            sent: &inner.sent,
+            opening: Some(&inner.lease),
+            retries: Some(&inner.retries),
+            committed: false,
+            queues: Some(&inner.queues),
+            read: Vec::new(),
+            changed: false,
+            seat: None,
+        }
+    }
+
     /// In a gathering group ([`crate::group`]), the flow's last statement waits to go
     /// out with its neighbours': its answer once the shared request is answered
     /// (committed), or the group's failure. None when the flow sends it itself (outside
@@ -281,7 +300,6 @@ impl Exec<'_> {
         params: Params<'_>,
         write: bool,
     ) -> Result<(Vec<Row>, Executed)> {
-        self.not_committed()?;
         let body = format!("{}{}", inline(sql, params)?, counts(write));
         let last = Last {
             body: &body,

@@ -156,8 +156,11 @@ enum State {
     Idle,
     /// The leader gathers: the flow's first statement waits.
     Gather,
-    /// The flow's one statement, waiting for the shared request.
+    /// The flow's one statement, waiting for the leader to take it.
     Queued(Statement),
+    /// The leader took its statement: it waits for the shared request's answer (or its
+    /// turn alone; its own flow still holds the statement to send).
+    Handed,
     /// The flow's first statement is not its last: it waits to run alone.
     WantsAlone,
     /// Its turn to run alone on the stream, parked or not.
@@ -178,13 +181,15 @@ pub(crate) struct Last<'p> {
 }
 
 /// A [`Last`] queued for the shared request.
-#[derive(Clone)]
 struct Statement {
     body: String,
     sql: &'static str,
     params: Vec<(&'static str, Value)>,
     write: bool,
 }
+
+/// A statement the leader took, with the index of its flow in the group.
+type Queued = (usize, Statement);
 
 /// How a flow's statement goes.
 pub(crate) enum Went {
@@ -200,22 +205,18 @@ pub(crate) enum Went {
 struct Local<T>(std::sync::Mutex<T>);
 
 impl<T> Local<T> {
-    fn borrow_mut(&self) -> std::sync::MutexGuard<'_, T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, T> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn borrow(&self) -> std::sync::MutexGuard<'_, T> {
-        self.borrow_mut()
-    }
-
     fn set(&self, value: T) {
-        *self.borrow_mut() = value;
+        *self.lock() = value;
     }
 }
 
 impl<T: Copy> Local<T> {
     fn get(&self) -> T {
-        *self.borrow_mut()
+        *self.lock()
     }
 }
 
@@ -235,7 +236,7 @@ impl Slot {
     /// writes). Waits while the leader gathers.
     pub(crate) async fn wait(&self, last: Option<Last<'_>>) -> Went {
         {
-            let mut state = self.state.borrow_mut();
+            let mut state = self.state.lock();
             match std::mem::take(&mut *state) {
                 State::Turn { parked } => return Went::Alone { parked },
                 State::Gather => {
@@ -254,7 +255,7 @@ impl Slot {
             }
         }
         std::future::poll_fn(|_| {
-            let mut state = self.state.borrow_mut();
+            let mut state = self.state.lock();
             match std::mem::take(&mut *state) {
                 State::Turn { parked } => Poll::Ready(Went::Alone { parked }),
                 State::Shared(answer) => Poll::Ready(Went::Shared(answer)),
@@ -268,16 +269,24 @@ impl Slot {
         .await
     }
 
-    fn queued(&self) -> Option<Statement> {
-        match &*self.state.borrow() {
-            State::Queued(statement) => Some(statement.clone()),
-            _ => None,
+    /// The flow's queued statement, taken by the leader.
+    fn take_queued(&self) -> Option<Statement> {
+        let mut state = self.state.lock();
+        match std::mem::take(&mut *state) {
+            State::Queued(statement) => {
+                *state = State::Handed;
+                Some(statement)
+            }
+            other => {
+                *state = other;
+                None
+            }
         }
     }
 
     fn answer(&self, answer: Result<(Vec<Row>, Executed)>) {
         self.shared.set(Some(answer.is_ok()));
-        *self.state.borrow_mut() = State::Shared(answer);
+        *self.state.lock() = State::Shared(answer);
     }
 }
 
@@ -336,19 +345,8 @@ where
     let Seat {
         inner, conn, slot, ..
     } = seat;
-    let mut x = Exec {
-        conn,
-        parked: false,
-        parks: true,
-        sent: &inner.sent,
-        opening: Some(&inner.lease),
-        retries: Some(&inner.retries),
-        committed: false,
-        queues: Some(&inner.queues),
-        read: Vec::new(),
-        changed: false,
-        seat: Some(slot),
-    };
+    let mut x = Exec::operation(inner, conn);
+    x.seat = Some(slot);
     let out = CatchUnwind(Box::pin(flow(&mut x, seat.now))).await;
     if let Some(committed) = slot.shared.get() {
         inner.queues.settle(&mut x, committed);
@@ -369,21 +367,14 @@ where
             inner.queues.settle(&mut x, done.is_ok());
             Ok(done.map(|()| out))
         }
-        Ok(Err(e)) => {
+        // A failure or a panic (which then goes on to its caller): ROLLBACK.
+        failed => {
             inner.queues.settle(&mut x, false);
             if opened {
                 parked = false;
                 abandon_stream(conn).await;
             }
-            Ok(Err(e))
-        }
-        Err(panic) => {
-            inner.queues.settle(&mut x, false);
-            if opened {
-                parked = false;
-                abandon_stream(conn).await;
-            }
-            Err(panic)
+            failed
         }
     };
     slot.report.set((opened, parked));
@@ -414,7 +405,7 @@ async fn lead(inner: &Inner, stream: &mut Conn) {
                 inner.lease.still_owner().err()
             };
             if gather {
-                *slot.state.borrow_mut() = State::Gather;
+                *slot.state.lock() = State::Gather;
             }
             Some(job.op.start(Seat {
                 inner,
@@ -435,16 +426,23 @@ async fn lead(inner: &Inner, stream: &mut Conn) {
                 *m = None;
             }
         }
+        // Those past the request's bound keep their statement and run alone.
         let mut bytes = 0;
-        let queued: Vec<(usize, Statement)> = slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.queued().map(|statement| (i, statement)))
-            .take_while(|(_, statement)| {
+        let mut queued: Vec<Queued> = Vec::new();
+        for (i, slot) in slots.iter().enumerate() {
+            if bytes > MAX_SHARED_BYTES {
+                break;
+            }
+            if let Some(statement) = slot.take_queued() {
                 bytes += statement.body.len();
-                bytes <= MAX_SHARED_BYTES
-            })
-            .collect();
+                queued.push((i, statement));
+            }
+        }
+        while bytes > MAX_SHARED_BYTES
+            && let Some((_, statement)) = queued.pop()
+        {
+            bytes -= statement.body.len();
+        }
         if !queued.is_empty() {
             shared_request(inner, conn, parked_at, &slots, &queued).await;
             for (i, ..) in &queued {
@@ -460,7 +458,7 @@ async fn lead(inner: &Inner, stream: &mut Conn) {
     for (m, slot) in members.iter_mut().zip(&slots) {
         let Some(m) = m.take() else { continue };
         let since = fresh_park(conn, parked_at).await;
-        *slot.state.borrow_mut() = State::Turn {
+        *slot.state.lock() = State::Turn {
             parked: since.is_some(),
         };
         m.await;
@@ -481,22 +479,13 @@ async fn shared_request(
     conn: &libsql::Connection,
     parked_at: &mut Option<Instant>,
     slots: &[Slot],
-    queued: &[(usize, Statement)],
+    queued: &[Queued],
 ) {
     let since = fresh_park(conn, parked_at).await;
-    let mut x = Exec {
-        conn,
-        parked: since.is_some(),
-        parks: true,
-        sent: &inner.sent,
-        opening: Some(&inner.lease),
-        retries: Some(&inner.retries),
-        committed: false,
-        queues: None,
-        read: Vec::new(),
-        changed: false,
-        seat: None,
-    };
+    // The leader's own request: each flow remembers what it read itself.
+    let mut x = Exec::operation(inner, conn);
+    x.parked = since.is_some();
+    x.queues = None;
     let pieces = pieces(queued);
     let body = pieces
         .iter()
@@ -543,37 +532,36 @@ async fn shared_request(
         }
         Err(e) => {
             *parked_at = None;
-            let each: Option<Box<dyn Fn() -> Error + Send + Sync>> = match &e {
-                // The COMMIT may have landed: so may every call it held (10.3).
-                Error::OutcomeUnknown { .. } => {
-                    let text = mqlite_contract::error::chain(&e);
-                    Some(Box::new(move || Error::OutcomeUnknown {
-                        backend: BACKEND,
-                        source: text.clone().into(),
-                    }))
-                }
-                Error::Deposed { epoch } => {
-                    let epoch = *epoch;
-                    Some(Box::new(move || Error::Deposed { epoch }))
-                }
-                _ => None,
-            };
             if !matches!(e, Error::OutcomeUnknown { .. }) {
                 abandon_stream(conn).await;
             }
-            match each {
-                Some(each) => {
-                    for (i, ..) in queued {
-                        slots[*i].answer(Err(each()));
-                    }
+            if fails_every_call(&e) {
+                for (i, _) in queued {
+                    slots[*i].answer(Err(again(&e)));
                 }
+            } else {
                 // The server refused a statement: nothing committed; each flow runs
                 // alone, and the failing one fails by itself.
-                None => {
-                    tracing::debug!(error = %e, "a shared request was refused; its calls run alone")
-                }
+                tracing::debug!(error = %e, "a shared request was refused; its calls run alone");
             }
         }
+    }
+}
+
+/// Whether a shared request's failure is every call's: its COMMIT may have landed (so
+/// may every call it held, 10.3), or the owner was deposed.
+fn fails_every_call(e: &Error) -> bool {
+    matches!(e, Error::OutcomeUnknown { .. } | Error::Deposed { .. })
+}
+
+/// The same failure again, for another call of the request ([`fails_every_call`]).
+fn again(e: &Error) -> Error {
+    match e {
+        Error::Deposed { epoch } => Error::Deposed { epoch: *epoch },
+        _ => Error::OutcomeUnknown {
+            backend: BACKEND,
+            source: mqlite_contract::error::chain(e).into(),
+        },
     }
 }
 
@@ -591,72 +579,55 @@ enum Piece {
 /// number itself) share a piece when their shared values (`?1` … `?5`: queue, state,
 /// time, visible time, expiry) are the same. One row costs the server a fraction of
 /// what one statement does (sqld parses and prepares every statement afresh).
-fn pieces(queued: &[(usize, Statement)]) -> Vec<(Piece, String)> {
+fn pieces(queued: &[Queued]) -> Vec<(Piece, String)> {
     let mergeable = |s: &Statement| {
         s.sql == INSERT_ONE
             && s.params.len() == SHARED_PARAMS - 1 + ROW_PARAMS
             && s.params[SHARED_PARAMS - 2].1 == Value::Null
     };
-    let shared = |s: &Statement| -> Vec<Value> {
-        s.params[..SHARED_PARAMS - 2]
-            .iter()
-            .map(|(_, v)| v.clone())
-            .collect()
-    };
-    // The sends by their shared values, each group at its first member's place.
-    let mut out: Vec<(Piece, Option<Vec<Value>>)> = Vec::new();
-    for (i, s) in queued {
-        if mergeable(s) {
-            let key = shared(s);
-            if let Some((Piece::Sends(members), _)) =
-                out.iter_mut().find(|(_, k)| k.as_ref() == Some(&key))
-            {
-                members.push(*i);
-                continue;
-            }
-            out.push((Piece::Sends(vec![*i]), Some(key)));
-        } else {
-            out.push((Piece::One(*i, s.write), None));
+    // Each statement alone, or with the earlier sends of the same shared values; each
+    // plan at its first statement's place.
+    let mut plans: Vec<(Option<Params<'_>>, Vec<&Queued>)> = Vec::new();
+    for q in queued {
+        let key = mergeable(&q.1).then(|| &q.1.params[..SHARED_PARAMS - 2]);
+        match plans.iter_mut().find(|(k, _)| key.is_some() && *k == key) {
+            Some((_, statements)) => statements.push(q),
+            None => plans.push((key, vec![q])),
         }
     }
-    let statement = |i: usize| &queued.iter().find(|(j, _)| *j == i).expect("queued").1;
-    out.into_iter()
-        .flat_map(|(piece, key)| match piece {
-            Piece::Sends(members) if members.len() > 1 => {
-                match merged(key.unwrap_or_default(), &members, &statement) {
-                    Ok(text) => vec![(Piece::Sends(members), text)],
-                    // Cannot happen (every value was inlined once already): each alone.
-                    Err(_) => members
-                        .into_iter()
-                        .map(|i| (Piece::One(i, false), statement(i).body.clone()))
-                        .collect(),
-                }
+    plans
+        .into_iter()
+        .flat_map(|(key, statements)| {
+            if key.is_some()
+                && statements.len() > 1
+                && let Ok(text) = merged(&statements)
+            {
+                return vec![(Piece::Sends(statements.iter().map(|q| q.0).collect()), text)];
             }
-            Piece::Sends(members) => members
+            // (A merge that cannot be written cannot happen: every value was inlined
+            // once already.)
+            statements
                 .into_iter()
-                .map(|i| (Piece::One(i, statement(i).write), statement(i).body.clone()))
-                .collect(),
-            Piece::One(i, write) => vec![(Piece::One(i, write), statement(i).body.clone())],
+                .map(|(i, s)| (Piece::One(*i, s.write), s.body.clone()))
+                .collect()
         })
         .collect()
 }
 
-/// The text of [`INSERT_ROWS_NEXT`] for these sends: the shared values, the row count,
-/// then each send's row values, inlined.
-fn merged<'q>(
-    shared: Vec<Value>,
-    members: &[usize],
-    statement: &impl Fn(usize) -> &'q Statement,
-) -> Result<String> {
-    let n = members.len();
-    let values = shared
-        .into_iter()
+/// The text of [`INSERT_ROWS_NEXT`] for these sends (of the same shared values): the
+/// shared values, the row count, then each send's row values, inlined.
+fn merged(sends: &[&Queued]) -> Result<String> {
+    let n = sends.len();
+    let first = &sends[0].1.params;
+    let values = first[..SHARED_PARAMS - 2]
+        .iter()
+        .map(|(_, v)| v.clone())
         .chain([Value::Int(n as i64)])
-        .chain(members.iter().flat_map(|&i| {
-            statement(i).params[SHARED_PARAMS - 1..]
+        .chain(
+            sends
                 .iter()
-                .map(|(_, v)| v.clone())
-        }));
+                .flat_map(|(_, s)| s.params[SHARED_PARAMS - 1..].iter().map(|(_, v)| v.clone())),
+        );
     let params = values::bind(values, SHARED_PARAMS - 1 + values::rows_for(n) * ROW_PARAMS);
     inline(INSERT_ROWS_NEXT.get(n), &params)
 }
