@@ -222,12 +222,9 @@ fn libsql_paths(c: &mut Criterion) {
     });
     g.finish();
 
-    // 16 producers sending single messages at once, against one producer: the target
-    // is 8 × one (calls sharing a transaction over the network). Each round sends 16
-    // messages in all.
-    // Each producer sends PER_PRODUCER messages one at a time: 16 producers keep 16
-    // calls waiting for the stream, which share requests (group commit), against one
-    // producer's calls one after the other.
+    // 16 producers sending single messages, against one producer: the target is 8 × one
+    // (calls sharing a transaction over the network). Each producer sends PER_PRODUCER
+    // messages one at a time, so 16 producers keep 16 calls waiting for the stream.
     const PER_PRODUCER: usize = 8;
     let mut g = c.benchmark_group("libsql/producers_16");
     let (sent, shared) = (

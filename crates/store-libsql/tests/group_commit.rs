@@ -81,6 +81,17 @@ async fn hold(
     Ok((release, held))
 }
 
+/// A send to `Q` of each body, each its own task, answering "sent".
+fn sends(mq: &Mq, bodies: impl IntoIterator<Item = String>) -> Vec<Call> {
+    bodies
+        .into_iter()
+        .map(|body| {
+            let mq = mq.clone();
+            tokio::spawn(async move { mq.send(Q, OutMessage::new(body)).await.map(|_| "sent") })
+        })
+        .collect()
+}
+
 /// Waits until `n` operations are queued behind the held stream.
 async fn queued(mq: &Mq, n: usize) {
     while mq.store().waiting() < n {
@@ -104,16 +115,7 @@ async fn calls_waiting_for_the_stream_share_one_request(dir: tempfile::TempDir) 
 
     let before = (mq.store().statements_sent(), mq.store().shared_requests());
     let (release, held) = hold(&mq).await?;
-    let mut calls: Vec<Call> = (0..16)
-        .map(|i| {
-            let mq = mq.clone();
-            tokio::spawn(async move {
-                mq.send(Q, OutMessage::new(format!("m{i}")))
-                    .await
-                    .map(|_| "sent")
-            })
-        })
-        .collect();
+    let mut calls = sends(&mq, (0..16).map(|i| format!("m{i}")));
     queued(&mq, 16).await;
     {
         let mq = mq.clone();
@@ -150,16 +152,7 @@ async fn calls_waiting_for_the_stream_share_one_request(dir: tempfile::TempDir) 
     // A group whose calls are not all of one statement: the others run alone after it.
     let (release, held) = hold(&mq).await?;
     let before = mq.store().shared_requests();
-    let mut calls: Vec<Call> = (0..4)
-        .map(|i| {
-            let mq = mq.clone();
-            tokio::spawn(async move {
-                mq.send(Q, OutMessage::new(format!("n{i}")))
-                    .await
-                    .map(|_| "sent")
-            })
-        })
-        .collect();
+    let mut calls = sends(&mq, (0..4).map(|i| format!("n{i}")));
     queued(&mq, 4).await;
     {
         let mq = mq.clone();
@@ -336,17 +329,14 @@ async fn a_refused_statement_fails_alone_and_its_neighbours_commit(
     .await?;
     let (release, held) = hold(&mq).await?;
     let before = mq.store().shared_requests();
-    let calls: Vec<Call> = (0..16)
-        .map(|i| {
-            let mq = mq.clone();
-            let body = if i == 7 {
-                "poison".to_owned()
-            } else {
-                format!("m{i}")
-            };
-            tokio::spawn(async move { mq.send(Q, OutMessage::new(body)).await.map(|_| "sent") })
-        })
-        .collect();
+    let bodies = (0..16).map(|i| {
+        if i == 7 {
+            "poison".to_owned()
+        } else {
+            format!("m{i}")
+        }
+    });
+    let calls = sends(&mq, bodies);
     queued(&mq, 16).await;
     release.send(())?;
     held.await??;
@@ -395,16 +385,7 @@ async fn a_lost_request_fails_every_call_it_held(dir: tempfile::TempDir) -> Outc
     let mut server = Sqld::start(&dir.path().join("sqld"))?;
     let mq = engine(&server).await?;
     let (release, held) = hold(&mq).await?;
-    let calls: Vec<Call> = (0..8)
-        .map(|i| {
-            let mq = mq.clone();
-            tokio::spawn(async move {
-                mq.send(Q, OutMessage::new(format!("lost-{i}")))
-                    .await
-                    .map(|_| "sent")
-            })
-        })
-        .collect();
+    let calls = sends(&mq, (0..8).map(|i| format!("lost-{i}")));
     queued(&mq, 8).await;
     server.kill();
     release.send(())?;
