@@ -81,6 +81,18 @@ async fn hold(
     Ok((release, held))
 }
 
+/// Every message of `queue` (the trials hold fewer than 100).
+async fn stored(mq: &Mq, queue: &str) -> Result<Vec<mqlite_contract::Message>, Error> {
+    mq.peek(
+        queue,
+        PeekOptions {
+            max: 100,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
 /// A send to `Q` of each body, each its own task, answering "sent".
 fn sends(mq: &Mq, bodies: impl IntoIterator<Item = String>) -> Vec<Call> {
     bodies
@@ -186,16 +198,7 @@ async fn calls_waiting_for_the_stream_share_one_request(dir: tempfile::TempDir) 
     if mq.store().shared_requests() - before != 4 {
         return Err("the four sends did not share their request".into());
     }
-    for m in mq
-        .peek(
-            Q,
-            PeekOptions {
-                max: 100,
-                ..Default::default()
-            },
-        )
-        .await?
-    {
+    for m in stored(&mq, Q).await? {
         if !seqs.insert(m.seq) {
             return Err(format!("{:?} twice", m.seq).into());
         }
@@ -267,17 +270,9 @@ async fn a_groups_sends_to_one_queue_are_one_insert_numbered_in_order(
         .into());
     }
     for queue in [Q, "other"] {
-        let stored = mq
-            .peek(
-                queue,
-                PeekOptions {
-                    max: 100,
-                    ..Default::default()
-                },
-            )
-            .await?;
+        let messages = stored(&mq, queue).await?;
         for (q, scheduled, body, seq) in answered.iter().filter(|(q, ..)| *q == queue) {
-            let m = stored
+            let m = messages
                 .iter()
                 .find(|m| m.seq == *seq)
                 .ok_or_else(|| format!("{q}: no message under {seq:?}"))?;
@@ -352,14 +347,7 @@ async fn a_refused_statement_fails_alone_and_its_neighbours_commit(
     if mq.store().shared_requests() != before {
         return Err("a refused shared request was counted as shared".into());
     }
-    let mut bodies: Vec<Vec<u8>> = mq
-        .peek(
-            Q,
-            PeekOptions {
-                max: 100,
-                ..Default::default()
-            },
-        )
+    let mut bodies: Vec<Vec<u8>> = stored(&mq, Q)
         .await?
         .into_iter()
         .map(|m| m.content.body)
@@ -401,14 +389,13 @@ async fn a_lost_request_fails_every_call_it_held(dir: tempfile::TempDir) -> Outc
         }
     }
     server.restart()?;
-    let stored: Vec<Vec<u8>> = mq
-        .peek(Q, PeekOptions::default())
+    let left: Vec<Vec<u8>> = stored(&mq, Q)
         .await?
         .into_iter()
         .map(|m| m.content.body)
         .collect();
-    if stored != [b"first".to_vec()] {
-        return Err(format!("{} messages stored after the outage", stored.len()).into());
+    if left != [b"first".to_vec()] {
+        return Err(format!("{} messages stored after the outage", left.len()).into());
     }
     mq.close().await;
     Ok(())
