@@ -323,7 +323,7 @@ impl<'t> Exec<'t> {
     /// the transaction open for the flow's failure to roll back. The request carries
     /// COMMIT, so a failure without an answer is `OutcomeUnknown` (10.3); only an opening
     /// request that never reached the server (the connection could not be made) is sent
-    /// again.
+    /// again, and a request that never reached it fails with the transient error.
     pub(crate) async fn send_ending(&mut self, body: &str) -> Result<libsql::BatchRows> {
         self.not_committed()?;
         let lease = self.opening.take();
@@ -362,8 +362,15 @@ impl<'t> Exec<'t> {
                 answer => break (answer, begun),
             }
         };
+        // Every attempt was sent again only if nothing of it ran; when the last one
+        // could not even connect, nothing of the request ran at all.
+        let unsent = matches!(&answer, Err(e) if never_sent(e));
         let mut batch = match answer.map_err(db) {
             Ok(batch) => batch,
+            Err(e) if unsent => {
+                self.conn.reset().await;
+                return Err(e);
+            }
             // No answer, or an HTTP status in place of the batch's answer (a proxy's
             // 502, say): the COMMIT may have landed (10.3).
             Err(e) if e.is_transient() || says(&e, "status=") => {
