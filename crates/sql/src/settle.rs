@@ -179,6 +179,27 @@ SELECT (?2 + {RECEIPT_TTL_MS}) / {RECEIPT_BUCKET_MS}, id, lock_token, ?1, 'compl
     })
 });
 
+/// [`COMPLETE_RECEIPT_ROWS`] for one lock, the common completion: queue `?1`, now
+/// `?2`, the lock's seq `?3` and token `?4`, the receipt's expiry `?5`. Found by its id
+/// without the pairs' table, a text a remote server parses in less time.
+pub const COMPLETE_RECEIPT_ONE: &str = concat!(
+    "INSERT OR REPLACE INTO mqlite_receipts
+       (bucket, seq, lock_token, queue, op, args, expires_at)
+SELECT ?5 / ",
+    receipt_bucket!(),
+    ", id, lock_token, ?1, 'complete', '', ?5
+  FROM mqlite_messages WHERE id = ?3 AND lock_token = ?4 AND ",
+    fence!("?1", "?2"),
+    " AND line IS NULL"
+);
+
+/// [`COMPLETE_ROWS`] for one lock, bound as [`COMPLETE_RECEIPT_ONE`] is (`?5` unused).
+pub const COMPLETE_ONE: &str = concat!(
+    "DELETE FROM mqlite_messages WHERE id = ?3 AND lock_token = ?4 AND ",
+    fence!("?1", "?2"),
+    " RETURNING id, lock_token, line, waiting"
+);
+
 /// `lead` then each lock's `(seq, token)`, bound by position and padded to the size of
 /// the text for `locks` (see [`crate::values`]).
 fn bound_pairs(lead: Vec<Value>, locks: &[LockRef]) -> Vec<(&'static str, Value)> {
@@ -350,8 +371,7 @@ pub async fn settle<X: SqlExec>(
 ) -> Result<()> {
     let cfg = load_queue(x, queue).await?;
     if matches!(settlement, Settlement::Complete) && lines_are_rare(&cfg) {
-        let pair = bound_pairs(vec![Value::from(queue), Value::from(now)], &[lock]);
-        if complete_at_once(x, 1, &pair).await? {
+        if complete_at_once(x, now, queue, &[lock]).await? {
             return Ok(());
         }
     }
@@ -418,17 +438,40 @@ fn lines_are_rare(cfg: &QueueConfig) -> bool {
 /// refused (nothing of it remains, and the caller goes its usual way).
 async fn complete_at_once<X: SqlExec>(
     x: &mut X,
-    n: usize,
-    params: &[(&'static str, Value)],
+    now: i64,
+    queue: &str,
+    locks: &[LockRef],
 ) -> Result<bool> {
+    let n = locks.len();
     let expected = [(
         ":expected",
         Value::Int(i64::try_from(n).unwrap_or(i64::MAX)),
     )];
+    let (params, receipts, delete) = match locks {
+        [one] => (
+            values::bind(
+                [
+                    Value::from(queue),
+                    Value::from(now),
+                    Value::from(one.seq.0),
+                    Value::from(one.token.to_string()),
+                    Value::from(now + RECEIPT_TTL_MS),
+                ],
+                5,
+            ),
+            COMPLETE_RECEIPT_ONE,
+            COMPLETE_ONE,
+        ),
+        _ => (
+            bound_pairs(vec![Value::from(queue), Value::from(now)], locks),
+            COMPLETE_RECEIPT_ROWS.get(n),
+            COMPLETE_ROWS.get(n),
+        ),
+    };
     let steps = [
-        (COMPLETE_RECEIPT_ROWS.get(n), params),
+        (receipts, &params[..]),
         (crate::exec::REFUSE_UNLESS_CHANGED, &expected[..]),
-        (COMPLETE_ROWS.get(n), params),
+        (delete, &params[..]),
     ];
     Ok(x.last_at_once(&steps).await?.is_some())
 }
@@ -444,8 +487,7 @@ pub async fn complete_batch<X: SqlExec>(
     let cfg = load_queue(x, queue).await?;
     let mut params = vec![(":queue", Value::from(queue)), (":now", Value::from(now))];
     let text = if locks.len() <= BOUND_LOCKS {
-        params = bound_pairs(params.into_iter().map(|(_, v)| v).collect(), locks);
-        if lines_are_rare(&cfg) && complete_at_once(x, locks.len(), &params).await? {
+        if lines_are_rare(&cfg) && complete_at_once(x, now, queue, locks).await? {
             return Ok(locks
                 .iter()
                 .map(|l| BatchResult {
@@ -456,6 +498,7 @@ pub async fn complete_batch<X: SqlExec>(
                 })
                 .collect());
         }
+        params = bound_pairs(params.into_iter().map(|(_, v)| v).collect(), locks);
         COMPLETE_ROWS.get(locks.len())
     } else {
         params.push((":items", Value::from(items_json(locks))));

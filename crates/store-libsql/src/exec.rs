@@ -553,10 +553,12 @@ impl SqlExec for Exec<'_> {
             .map(|(rows, _)| rows)
     }
 
-    /// The steps inside a savepoint, after the opening when the flow sent nothing yet,
-    /// and with COMMIT: one request. A refusing step leaves the transaction open; the
-    /// savepoint is rolled back (one more request) and the flow goes its usual way.
-    /// Inside an application's transaction, which commits itself, nothing is sent.
+    /// The steps, after the opening when the flow sent nothing yet, and with COMMIT: one
+    /// request. A refusing step leaves the transaction open, and one more request takes
+    /// the steps back before the flow goes its usual way: a ROLLBACK when the steps
+    /// opened the transaction (it holds nothing else; the flow then opens it again), or
+    /// else the rollback of the savepoint the steps ran in. Inside an application's
+    /// transaction, which commits itself, nothing is sent.
     async fn last_at_once(
         &mut self,
         steps: &[(&'static str, Params<'_>)],
@@ -565,15 +567,24 @@ impl SqlExec for Exec<'_> {
             return Ok(None);
         }
         self.alone().await;
-        let mut body = String::from("SAVEPOINT at_once");
-        for (sql, params) in steps {
-            body.push_str("; ");
+        // A remote server parses every statement afresh: the opening needs no savepoint.
+        let opening = self.opening;
+        let savepoint = opening.is_none();
+        let mut body = String::from(if savepoint { "SAVEPOINT at_once; " } else { "" });
+        for (i, (sql, params)) in steps.iter().enumerate() {
+            if i > 0 {
+                body.push_str("; ");
+            }
             body.push_str(&inline(sql, params)?);
         }
-        body.push_str("; RELEASE at_once");
+        if savepoint {
+            body.push_str("; RELEASE at_once");
+        }
         match self.send_ending(&body).await {
             Ok(mut batch) => {
-                let _savepoint = batch.next_stmt_row();
+                if savepoint {
+                    let _savepoint = batch.next_stmt_row();
+                }
                 let mut out = Vec::with_capacity(steps.len());
                 for _ in steps {
                     out.push(match batch.next_stmt_row() {
@@ -585,11 +596,18 @@ impl SqlExec for Exec<'_> {
             }
             Err(e) if says(&e, mqlite_sql::STEP_REFUSED) => {
                 self.sent.add();
-                self.conn
-                    .execute_batch("ROLLBACK TO at_once; RELEASE at_once")
-                    .await
-                    .map_err(db)?;
+                let undo = if savepoint {
+                    "ROLLBACK TO at_once; RELEASE at_once"
+                } else {
+                    "ROLLBACK"
+                };
+                self.conn.execute_batch(undo).await.map_err(db)?;
                 self.committed = false;
+                if !savepoint {
+                    // Nothing of the flow stays: its next statement opens anew.
+                    self.opening = opening;
+                    self.parked = false;
+                }
                 Ok(None)
             }
             Err(e) => Err(e),

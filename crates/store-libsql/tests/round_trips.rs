@@ -114,8 +114,8 @@ async fn flat(dir: tempfile::TempDir) -> Outcome {
     done?;
     check("complete", (single, single), (1, 1))?;
     // A batch with a lock that no longer holds goes the usual way after the refused
-    // check, in the same transaction: the request, the savepoint's rollback, the
-    // delete, the receipts and the look for replays and reasons.
+    // check: the request, its rollback, then a transaction of its own with the delete,
+    // the receipts and the look for replays and reasons.
     mq.send_batch("q", batch("d", 2)).await?;
     let got = mq.receive("q", ReceiveOptions::batch(2)).await?;
     let locks: Vec<LockRef> = got.iter().map(LockRef::from).collect();
