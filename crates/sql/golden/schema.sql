@@ -1,6 +1,6 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
--- schema token: mqlite-rs/12
+-- schema token: mqlite-rs/13
 
 -- index mqlite_attempt_expiry
 CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at);
@@ -212,3 +212,6 @@ CREATE TABLE mqlite_subscriptions (
 CREATE TRIGGER mqlite_seq_floor AFTER DELETE ON mqlite_messages WHEN old.id > coalesce((SELECT max(id) FROM mqlite_messages), 0) BEGIN
 INSERT INTO mqlite_meta(KEY, value) VALUES('seq_floor', old.id) ON CONFLICT(KEY) DO UPDATE SET value = excluded.value WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER);
 END;
+
+-- view mqlite_heads
+CREATE VIEW mqlite_heads AS SELECT m.id, m.queue, m.priority, m.visible_at, m.expires_at FROM mqlite_messages m WHERE m.state = 'active' AND m.waiting = 0 AND (m.line IS NULL OR NOT (EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue AND b.line = m.line AND b.state = 'locked' AND b.id < m.id) OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue AND b.line = m.line AND b.state = 'deferred' AND b.id < m.id) OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue AND b.line = m.line AND b.state = 'scheduled' AND b.id < m.id)));

@@ -55,22 +55,29 @@ macro_rules! fence {
     };
 }
 
-/// The rule that makes an active row an eligible head (1.1, 5.1–5.5): visible,
-/// unexpired, and — the rule of `waiting` from the other side — no older member of its
-/// line locked, deferred or parked: one EXISTS per blocking state so that each matches
-/// its own partial index. The locked probe ignores `locked_until`: an expired but
-/// unreaped lease still holds its line (5.4).
+/// The rule that makes a row of `mqlite_heads` ([`line_free!`]) an eligible head (1.1,
+/// 5.1–5.5): visible and unexpired at `:now`.
 macro_rules! head_rule {
     () => {
-        "m.visible_at <= :now
-          AND (m.expires_at = 0 OR m.expires_at > :now)
-          AND (m.line IS NULL OR NOT (
-                  EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue
-                            AND b.line = m.line AND b.state = 'locked' AND b.id < m.id)
-               OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue
-                            AND b.line = m.line AND b.state = 'deferred' AND b.id < m.id)
-               OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue
-                            AND b.line = m.line AND b.state = 'scheduled' AND b.id < m.id)))"
+        "m.visible_at <= :now AND (m.expires_at = 0 OR m.expires_at > :now)"
+    };
+}
+
+/// The line half of the head rule, over a row `m` of `mqlite_messages`, and the text of
+/// the schema's view `mqlite_heads` (the active `waiting = 0` rows it admits): the rule
+/// of `waiting` from the other side, no older member of its line locked, deferred or
+/// parked. One EXISTS per blocking state, so that each matches its own partial index.
+/// The locked probe ignores `locked_until`: an expired but unreaped lease still holds
+/// its line (5.4).
+macro_rules! line_free {
+    () => {
+        "(m.line IS NULL OR NOT (\
+         EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue \
+                   AND b.line = m.line AND b.state = 'locked' AND b.id < m.id) \
+         OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue \
+                   AND b.line = m.line AND b.state = 'deferred' AND b.id < m.id) \
+         OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue \
+                   AND b.line = m.line AND b.state = 'scheduled' AND b.id < m.id)))"
     };
 }
 
@@ -83,16 +90,14 @@ macro_rules! pick_heads {
     () => {
         concat!(
             "SELECT id FROM (
-    SELECT id, priority FROM (SELECT m.id, m.priority FROM mqlite_messages m
-        WHERE m.queue = :queue AND m.state = 'active' AND m.waiting = 0 AND m.priority > 0
-          AND ",
+    SELECT id, priority FROM (SELECT m.id, m.priority FROM mqlite_heads m
+        WHERE m.queue = :queue AND m.priority > 0 AND ",
             head_rule!(),
             "
         ORDER BY m.priority DESC, m.id LIMIT :max)
     UNION ALL
-    SELECT id, priority FROM (SELECT m.id, m.priority FROM mqlite_messages m
-        WHERE m.queue = :queue AND m.state = 'active' AND m.waiting = 0 AND m.priority = 0
-          AND ",
+    SELECT id, priority FROM (SELECT m.id, m.priority FROM mqlite_heads m
+        WHERE m.queue = :queue AND m.priority = 0 AND ",
             head_rule!(),
             "
         ORDER BY m.id LIMIT :max))

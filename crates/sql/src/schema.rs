@@ -3,7 +3,7 @@
 /// The schema guard token stored in `meta`. Open refuses any other (10.2); an
 /// incompatible layout change must change this token, never migrate in place. The
 /// golden test of the SQLite store holds the two together.
-pub const SCHEMA_TOKEN: &str = "mqlite-rs/12";
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/13";
 
 /// The nine STRICT tables and their indexes, in creation order.
 ///
@@ -102,6 +102,17 @@ END",
     // seeks it before `mqlite_msg_active`.
     "CREATE INDEX mqlite_msg_priority ON mqlite_messages(queue, priority DESC, id) \
 WHERE state = 'active' AND waiting = 0 AND priority > 0",
+    // The claimable rows that head their line, or are in none (1.1, 5.1–5.5): the claim
+    // reads it with its own terms (queue, priority, visible and unexpired at now), and
+    // SQLite folds the view into the claim's query, so the plan is the same as with the
+    // rule written out. A remote server parses the claim afresh on every request; the
+    // rule's text lives here, parsed once with the schema. (On one line, as the libSQL
+    // client renders it, so both stores keep the same text.)
+    concat!(
+        "CREATE VIEW mqlite_heads AS SELECT m.id, m.queue, m.priority, m.visible_at, \
+         m.expires_at FROM mqlite_messages m WHERE m.state = 'active' AND m.waiting = 0 AND ",
+        line_free!()
+    ),
     // One index per blocking state for the head-of-line probes (5.6): rows of a line only.
     "CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE state = 'locked' AND line IS NOT NULL",
     "CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 'deferred' AND line IS NOT NULL",
