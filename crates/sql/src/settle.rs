@@ -370,10 +370,11 @@ pub async fn settle<X: SqlExec>(
     settlement: &Settlement,
 ) -> Result<()> {
     let cfg = load_queue(x, queue).await?;
-    if matches!(settlement, Settlement::Complete) && lines_are_rare(&cfg) {
-        if complete_at_once(x, now, queue, &[lock]).await? {
-            return Ok(());
-        }
+    if matches!(settlement, Settlement::Complete)
+        && lines_are_rare(&cfg)
+        && complete_at_once(x, now, queue, &[lock]).await?
+    {
+        return Ok(());
     }
     let mut params = vec![
         (":seq", Value::from(lock.seq.0)),
