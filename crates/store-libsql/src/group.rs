@@ -17,9 +17,9 @@
 //! is answered before the COMMIT that holds it; a request whose COMMIT went unanswered
 //! fails every call it held with `OutcomeUnknown` (10.3), a deposed owner's with
 //! `Deposed`; and when the server refuses one of the statements (the request's steps
-//! stop there and nothing commits), the leader rolls the transaction back and every
-//! flow of the request runs alone, so the failing call fails by itself and its
-//! neighbours commit. A caller that left before its group started is answered
+//! stop there and nothing commits), or the request never reached it (its connection
+//! could not be made), the leader rolls the transaction back and every flow of the
+//! request runs alone, so the failing call fails by itself and its neighbours commit. A caller that left before its group started is answered
 //! `Cancelled` and runs nothing (13.2).
 
 use std::pin::Pin;
@@ -540,9 +540,10 @@ async fn shared_request(
                     slots[*i].answer(Err(again(&e)));
                 }
             } else {
-                // The server refused a statement: nothing committed; each flow runs
-                // alone, and the failing one fails by itself.
-                tracing::debug!(error = %e, "a shared request was refused; its calls run alone");
+                // Nothing committed (the server refused a statement, or the request
+                // never reached it): each flow runs alone, and a failing one fails by
+                // itself.
+                tracing::debug!(error = %e, "a shared request failed; its calls run alone");
             }
         }
     }
