@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use mqlite_contract::{EnqueueSlot, Error, OutMessage, Result, SendOptions, SeqNumber};
 use mqlite_kit::enqueue::{
-    Fresh, Plan, Timing, dedup_keys, plan, require_groups, slots, waiting_flags,
+    Fresh, Plan, Timing, dedup_keys, line_of, plan, require_groups, slots, waiting_flags,
 };
 use serde_json::json;
 
@@ -267,6 +267,145 @@ pub async fn enqueue<X: SqlExec>(
         .await?;
     }
     Ok(slots(&plans, &seqs))
+}
+
+/// The values `?1` … `?5` of [`INSERT_ROWS_NEXT`] that merged rows share: queue, state,
+/// now, visible_at, expires_at.
+pub type SharedValues = [Value; SHARED_PARAMS - 2];
+
+/// A send of one message whose whole flow is [`INSERT_ONE`] taking the next number
+/// itself: a local store's writer may insert it with other such sends in one statement
+/// ([`insert_merged`]).
+pub struct OneRow {
+    /// What it shares with the rows it can be merged with.
+    pub shared: SharedValues,
+    /// Its own values, in [`ROW_PARAMS`]' order.
+    pub row: [Value; ROW_PARAMS],
+}
+
+/// The row of a send of `message` alone to `queue` at `now` when its flow is that one
+/// INSERT: no dedup window (nothing to look up or write) and no line. None when the
+/// send needs more ([`enqueue`] runs it; `message` is untouched then); the send's
+/// refusal (a paused queue, a missing group or id) as the error [`enqueue`] gives.
+/// Reads the queue's row only if the driver does not know it; writes nothing.
+pub async fn one_row<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    message: &mut OutMessage,
+    options: &SendOptions,
+) -> Result<Option<OneRow>> {
+    let (cfg, _) = load_queue_next_seq(x, queue, true).await?;
+    require_groups(queue, &cfg, std::slice::from_ref(message))?;
+    if !cfg.dedup_window.is_zero()
+        || line_of(cfg.ordering_mode, message.group_id.as_deref()).is_some()
+    {
+        return Ok(None);
+    }
+    let Timing {
+        state,
+        visible_at,
+        expires_at,
+    } = Timing::of(now, options, &cfg);
+    Ok(Some(OneRow {
+        shared: [
+            Value::from(queue),
+            Value::from(state.as_str()),
+            Value::from(now),
+            Value::from(visible_at),
+            Value::from(expires_at),
+        ],
+        row: row_values(message, None, false),
+    }))
+}
+
+/// Inserts `rows`, sends of one message each that share `shared`, as ONE statement
+/// ([`INSERT_ROWS_NEXT`], or [`INSERT_ONE`] for one row) and returns their sequence
+/// numbers in row order: contiguous, in the rows' order (G1). A refused statement
+/// inserted nothing; the rows come back with its error, so each can be inserted alone
+/// ([`insert_one`]) and a refusal stays with its own send.
+pub async fn insert_merged<X: SqlExec>(
+    x: &mut X,
+    shared: &SharedValues,
+    rows: Vec<[Value; ROW_PARAMS]>,
+) -> std::result::Result<Vec<i64>, (Error, Vec<[Value; ROW_PARAMS]>)> {
+    let n = rows.len();
+    if n == 1 {
+        let mut rows = rows;
+        let row = rows.pop().unwrap_or_else(|| unreachable!("one row"));
+        let params = one_params(shared, row);
+        return match insert_one_bound(x, &params).await {
+            Ok(seq) => Ok(vec![seq]),
+            Err(e) => Err((e, vec![row_of(params, SHARED_PARAMS - 1)])),
+        };
+    }
+    let params = values::bind(
+        shared
+            .iter()
+            .cloned()
+            .chain([Value::from(n as i64)])
+            .chain(rows.into_iter().flatten()),
+        SHARED_PARAMS - 1 + values::rows_for(n) * ROW_PARAMS,
+    );
+    let numbers = match x.query(INSERT_ROWS_NEXT.get(n), &params).await {
+        Ok(done) => done
+            .iter()
+            .map(|r| r.int(0))
+            .collect::<Result<Vec<_>>>()
+            .and_then(|mut numbers| {
+                if numbers.len() != n {
+                    return Err(Error::backend(
+                        "sql",
+                        crate::exec::CorruptRow(format!(
+                            "a merged send inserted {} rows of {n}",
+                            numbers.len()
+                        )),
+                    ));
+                }
+                // Row k took the next number plus k.
+                numbers.sort_unstable();
+                Ok(numbers)
+            }),
+        Err(e) => Err(e),
+    };
+    numbers.map_err(|e| {
+        let mut params = params.into_iter().skip(SHARED_PARAMS - 1);
+        let rows = (0..n).map(|_| row_of(params.by_ref().take(ROW_PARAMS).collect(), 0));
+        (e, rows.collect())
+    })
+}
+
+/// Inserts one row of [`one_row`] alone ([`INSERT_ONE`]), returning its number.
+pub async fn insert_one<X: SqlExec>(
+    x: &mut X,
+    shared: &SharedValues,
+    row: [Value; ROW_PARAMS],
+) -> Result<i64> {
+    insert_one_bound(x, &one_params(shared, row)).await
+}
+
+/// [`INSERT_ONE`]'s parameters: the shared values, NULL for the next number, the row.
+fn one_params(shared: &SharedValues, row: [Value; ROW_PARAMS]) -> Vec<(&'static str, Value)> {
+    values::bind(
+        shared.iter().cloned().chain([Value::Null]).chain(row),
+        SHARED_PARAMS - 1 + ROW_PARAMS,
+    )
+}
+
+async fn insert_one_bound<X: SqlExec>(x: &mut X, params: crate::exec::Params<'_>) -> Result<i64> {
+    match &x.query(INSERT_ONE, params).await?[..] {
+        [r] => r.int(0),
+        other => Err(Error::backend(
+            "sql",
+            crate::exec::CorruptRow(format!("inserted {} rows of 1", other.len())),
+        )),
+    }
+}
+
+/// The row's values from bound parameters, starting at `from`.
+fn row_of(params: Vec<(&'static str, Value)>, from: usize) -> [Value; ROW_PARAMS] {
+    let mut values = params.into_iter().skip(from).map(|(_, v)| v);
+    std::array::from_fn(|_| values.next().unwrap_or(Value::Null))
 }
 
 /// The live dedup entries for the keys among `keys`: key -> (seq, body hash).

@@ -2,7 +2,9 @@
 //! one transaction of the store's own `sql_tx`, which is all a SQL store supplies.
 
 /// Expands to the impls of the four concern traits (`MessageOps`, `AdminOps`, `KeyOps`,
-/// `TopicOps`) for `$store`, each operation one shared flow: `$store` has
+/// `TopicOps`) for `$store`, each operation one shared flow: a send runs the store's
+/// own `fn sql_enqueue(&self, queue, messages, options)` (which may merge sends; most
+/// run [`enqueue`](crate::enqueue::enqueue) through `sql_tx_growing`); `$store` has
 /// `fn sql_tx_sized(&self, items, f) -> impl Future<Output = Result<R>> + Send` running `f(&mut exec, now)` in one transaction. `items` says how much the call
 /// carries (messages, locks; [`LONG`](crate::LONG) for a scan whose length the
 /// caller does not bound), so a local store can keep long work off the caller's
@@ -20,9 +22,7 @@ macro_rules! store_ops {
                 messages: Vec<$crate::core::OutMessage>,
                 options: $crate::core::SendOptions,
             ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::EnqueueSlot>>> + Send {
-                self.sql_tx_growing(messages.len(), async move |x, now| {
-                    $crate::enqueue::enqueue(x, now, &queue, messages, options, true).await
-                })
+                self.sql_enqueue(queue, messages, options)
             }
 
             fn claim(

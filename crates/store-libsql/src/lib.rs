@@ -252,6 +252,19 @@ impl LibsqlStore {
         self.sql_tx(f)
     }
 
+    /// [`store_ops!`](sql::store_ops)'s send: one flow (the group merges the sends of
+    /// one message that share a request itself, [`group`]).
+    fn sql_enqueue(
+        &self,
+        queue: String,
+        messages: Vec<mqlite_contract::OutMessage>,
+        options: mqlite_contract::SendOptions,
+    ) -> impl Future<Output = Result<Vec<mqlite_contract::EnqueueSlot>>> + Send + 'static {
+        self.sql_tx_growing(messages.len(), async move |x, now| {
+            sql::enqueue::enqueue(x, now, &queue, messages, options, true).await
+        })
+    }
+
     /// Runs a shared flow as one operation, off the executor: in a transaction of its
     /// own, or sharing one (and, for a flow of one statement, one request) with the
     /// operations waiting beside it ([`group`]).

@@ -127,7 +127,17 @@ impl Exec<'_> {
 )]
 impl SqlExec for Exec<'_> {
     fn known_queue(&self, name: &str) -> Option<(QueueKind, QueueConfig)> {
-        self.known.get(name)
+        // Or read earlier in this transaction (by a neighbour in its group, or an
+        // earlier send merged with this one): a change to any queue since would have
+        // cleared those reads.
+        self.known.get(name).or_else(|| {
+            self.read
+                .as_ref()?
+                .iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|(_, row)| row.clone())
+        })
     }
 
     fn read_queue(&mut self, name: &str, row: &(QueueKind, QueueConfig)) {

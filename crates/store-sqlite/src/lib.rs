@@ -14,6 +14,7 @@
 
 mod exec;
 mod lock;
+mod merge;
 mod migrate;
 mod schema;
 mod tx;
@@ -27,8 +28,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use mqlite_contract::{
-    Error, OutboxStore, Ownership, Result, SharedClock, Store, StoreKind, StoreStatus, SystemClock,
-    WorkStats,
+    EnqueueSlot, Error, OutMessage, OutboxStore, Ownership, Result, SendOptions, SharedClock,
+    Store, StoreKind, StoreStatus, SystemClock, WorkStats,
 };
 use mqlite_sql as sql;
 use mqlite_sql::KnownQueues;
@@ -188,6 +189,9 @@ pub struct SqliteStore {
     /// Set once this store is closing or dropped: an open of the same file in this
     /// process then waits for the release instead of failing with `DbLocked`.
     releasing: Arc<AtomicBool>,
+    /// Sends of one message that wait for the writer, merged into one INSERT
+    /// ([`merge`]).
+    sends: Arc<merge::Sends>,
 }
 
 impl Drop for SqliteStore {
@@ -196,6 +200,12 @@ impl Drop for SqliteStore {
         // the lock after this; a reopen meanwhile waits for it.
         self.releasing.store(true, Ordering::Release);
     }
+}
+
+/// Which way a send runs ([`SqliteStore::sql_enqueue`]).
+enum Way<M, A> {
+    Merged(M),
+    Alone(A),
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -262,14 +272,16 @@ impl SqliteStore {
             location.clone(),
             options.clock.clone(),
         ));
+        let work = Arc::new(WorkCounter::default());
         Ok(SqliteStore {
             writer,
             clock: options.clock,
             location,
+            sends: Arc::new(merge::sends(work.clone(), reserve.clone())),
             reserve,
             known,
             path,
-            work: Arc::new(WorkCounter::default()),
+            work,
             releasing,
         })
     }
@@ -289,7 +301,6 @@ impl SqliteStore {
         F: for<'a, 'c> AsyncFnOnce(&'a mut Exec<'c>, i64) -> Result<R> + Send + 'static,
     {
         let work = self.work.clone();
-        let reserve = self.reserve.clone();
         let known = self.known.clone();
         let run = self
             .writer
@@ -303,6 +314,16 @@ impl SqliteStore {
                 // The flows' futures are ready at once: rusqlite answers synchronously.
                 block_on(None, f(&mut x, now))
             });
+        self.finish(run)
+    }
+
+    /// What every write's caller hears: a full disk gives the reserve up to the drain
+    /// ([`mqlite_kit::reserve`]), and an error names the database.
+    fn finish<R>(
+        &self,
+        run: impl Future<Output = Result<R>> + Send + 'static,
+    ) -> impl Future<Output = Result<R>> + Send + 'static {
+        let reserve = self.reserve.clone();
         let location = self.location.clone();
         async move {
             run.await.map_err(|e| {
@@ -329,13 +350,25 @@ impl SqliteStore {
         R: Send + 'static,
         F: for<'a, 'c> AsyncFnOnce(&'a mut Exec<'c>, i64) -> Result<R> + Send + 'static,
     {
-        let write = move |reserve: Arc<Reserve>| {
+        self.growing(move |reserve: Arc<Reserve>| {
             self.sql_tx_sized(items, async move |x: &mut Exec<'_>, now: i64| {
                 reserve.ensure_armed()?;
                 f(x, now).await
             })
-        };
-        // Gives the WAL's space back to the disk, then tries the reserve again.
+        })
+    }
+
+    /// Runs `write`, a write that adds messages, behind the full-disk reserve
+    /// ([`Reserve::growing`]): refused at once while the disk is full, and when a retry
+    /// is due, queued behind a truncation of the WAL that gives its space back.
+    fn growing<R, Run>(
+        &self,
+        write: impl FnOnce(Arc<Reserve>) -> Run,
+    ) -> impl Future<Output = Result<R>> + Send + 'static
+    where
+        R: Send + 'static,
+        Run: Future<Output = Result<R>> + Send + 'static,
+    {
         let make_room = |reserve: Arc<Reserve>| {
             self.writer.run(move |conn, _| {
                 if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
@@ -346,6 +379,41 @@ impl SqliteStore {
             })
         };
         self.reserve.growing(make_room, write)
+    }
+
+    /// [`store_ops!`](sql::store_ops)'s send. A send of one message that finds the store
+    /// busy (callers contend, or commits fsync) is merged with the others waiting into
+    /// one INSERT ([`merge`]); any other send runs its flow in a call of its own.
+    fn sql_enqueue(
+        &self,
+        queue: String,
+        mut messages: Vec<OutMessage>,
+        options: SendOptions,
+    ) -> impl Future<Output = Result<Vec<EnqueueSlot>>> + Send + 'static {
+        let way = match messages.pop() {
+            Some(message) if messages.is_empty() && !self.writer.idle() => {
+                let send = merge::OneSend {
+                    queue,
+                    message,
+                    options,
+                };
+                Way::Merged(
+                    self.finish(self.growing(|_| self.writer.run_merged(&self.sends, send))),
+                )
+            }
+            last => {
+                messages.extend(last);
+                Way::Alone(self.sql_tx_growing(messages.len(), async move |x, now| {
+                    sql::enqueue::enqueue(x, now, &queue, messages, options, true).await
+                }))
+            }
+        };
+        async move {
+            match way {
+                Way::Merged(f) => f.await,
+                Way::Alone(f) => f.await,
+            }
+        }
     }
 
     /// How many group commits the writer has made: calls waiting for the writer share

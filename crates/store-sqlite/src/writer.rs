@@ -13,12 +13,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-use mqlite_contract::{Error, Result, SharedClock};
+use mqlite_contract::{EnqueueSlot, Error, Result, SharedClock};
 use mqlite_kit::file::FileIdentity;
 use mqlite_kit::writer::{GroupCommit, WriterThread};
 use mqlite_sql::{KnownQueues, QueueRow};
 
 use crate::db;
+use crate::exec::{Exec, WorkCounter};
+use crate::merge::{OneSend, Sends};
 
 /// The WAL size, in frames, at which a checkpoint is due: SQLite's own default for its
 /// automatic checkpoint.
@@ -59,6 +61,16 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
+    /// Runs the shared flows' statements in the open transaction, counted in `work`.
+    pub(crate) fn exec<'a>(&'a mut self, work: &'a WorkCounter) -> Exec<'a> {
+        Exec {
+            conn: &self.conn,
+            work,
+            known: &self.known,
+            read: Some(&mut self.read),
+        }
+    }
+
     /// Reads what the WAL hook left on this thread after a commit.
     pub(crate) fn note_commit(&mut self) {
         let frames = WAL_FRAMES.take();
@@ -199,6 +211,22 @@ impl Writer {
     /// The database file as opened.
     pub(crate) fn file(&self) -> FileIdentity {
         self.file.clone()
+    }
+
+    /// Whether a short call made now would run on its caller's thread (the store is
+    /// idle and commits cannot fsync); sends of one message merge when it would not.
+    pub(crate) fn idle(&self) -> bool {
+        self.thread.idle()
+    }
+
+    /// Leaves a send of one message in `merge` for the merged call (see
+    /// [`crate::merge`]).
+    pub(crate) fn run_merged(
+        &self,
+        merge: &Arc<Sends>,
+        send: OneSend,
+    ) -> impl Future<Output = Result<Vec<EnqueueSlot>>> + Send + 'static {
+        self.thread.run_merged(merge, send)
     }
 
     /// Calls run on their caller's thread so far.

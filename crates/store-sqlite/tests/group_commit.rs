@@ -164,3 +164,137 @@ async fn a_lost_transaction_fails_every_call_of_its_group_and_shows_nothing() {
         }
     }
 }
+
+/// The statements the store has run so far.
+fn statements(store: &SqliteStore) -> u64 {
+    use mqlite_contract::Store;
+    store
+        .work()
+        .expect("the SQLite store counts its work")
+        .statements
+}
+
+/// Sends of one message that wait for the writer are ONE statement, however many: the
+/// merged INSERT (`INSERT_ROWS_NEXT`), numbered contiguously in the order made (G1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_of_one_message_waiting_for_the_writer_are_one_insert() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    // The queue's row, read once and then known: a send to it reads nothing first.
+    send(&store, "q", "first").await.expect("send");
+    for n in [2usize, 50, 300] {
+        let (release, holder) = hold_writer(&store).await;
+        let (commits, before) = (store.group_commits(), statements(&store));
+        let calls: Vec<_> = (0..n)
+            .map(|i| send(&store, "q", &format!("m{i}")))
+            .collect();
+        release.send(()).expect("release");
+        holder.await.expect("holder");
+        let mut numbers = Vec::new();
+        for c in calls {
+            match c.await.expect("send")[..] {
+                [EnqueueSlot::Enqueued(seq)] => numbers.push(seq.0),
+                ref other => panic!("one slot expected: {other:?}"),
+            }
+        }
+        assert_eq!(store.group_commits() - commits, 1, "{n} sends, one commit");
+        assert_eq!(
+            statements(&store) - before,
+            1,
+            "{n} sends of one message to a known queue: one INSERT"
+        );
+        assert!(
+            numbers.windows(2).all(|w| w[1] == w[0] + 1),
+            "contiguous, in the order made: {numbers:?}"
+        );
+    }
+}
+
+/// A send whose caller left before the writer took it runs nothing (13.2); a send the
+/// merge cannot take (a queue with a dedup window) runs its own flow beside the merged
+/// ones; one refused (a queue that does not exist) fails alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merged_send_fails_or_leaves_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    use mqlite_contract::{AdminOps, QueueConfig, QueueKind};
+    store
+        .upsert_queue(
+            "dedup".into(),
+            QueueKind::Queue,
+            QueueConfig {
+                dedup_window: std::time::Duration::from_secs(60),
+                ..QueueConfig::default()
+            },
+            false,
+        )
+        .await
+        .expect("queue");
+    let (release, holder) = hold_writer(&store).await;
+    let first = send(&store, "q", "first");
+    let left = send(&store, "q", "left");
+    let missing = send(&store, "missing", "nowhere");
+    let keyed = send(&store, "dedup", "keyed");
+    let again = send(&store, "dedup", "keyed");
+    let last = send(&store, "q", "last");
+    drop(left);
+    release.send(()).expect("release");
+    holder.await.expect("holder");
+    let seq = |r: mqlite_contract::Result<Vec<EnqueueSlot>>| match r.expect("send")[..] {
+        [EnqueueSlot::Enqueued(s)] | [EnqueueSlot::Duplicate(s)] => s.0,
+        ref other => panic!("one slot expected: {other:?}"),
+    };
+    let (first, last) = (seq(first.await), seq(last.await));
+    assert_eq!(last, first + 1, "the send that left took no number");
+    assert!(matches!(missing.await, Err(Error::NotFound { .. })));
+    let keyed = keyed.await.expect("keyed");
+    assert!(matches!(keyed[..], [EnqueueSlot::Enqueued(_)]), "{keyed:?}");
+    let again = again.await.expect("again");
+    assert!(
+        matches!(again[..], [EnqueueSlot::Duplicate(_)]),
+        "{again:?}"
+    );
+    let stored = store
+        .query_i64("SELECT count(*) FROM mqlite_messages")
+        .await
+        .expect("count");
+    assert_eq!(stored, 3, "first, last and one keyed: nothing of `left`");
+}
+
+/// A merged INSERT the database refuses inserted nothing: each of its rows is then
+/// inserted alone, so the refusal stays with its own send and its neighbours commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_merged_insert_goes_row_by_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    // A temporary trigger (this connection only; the file's schema is unchanged)
+    // refuses one subject.
+    use mqlite_contract::OutboxStore;
+    store
+        .in_tx(async |tx| -> Result<(), Error> {
+            tx.sql()?
+                .execute_batch(
+                    "CREATE TEMP TRIGGER refuse BEFORE INSERT ON main.mqlite_messages
+                     WHEN NEW.subject = 'refused' BEGIN SELECT RAISE(ABORT, 'refused'); END",
+                )
+                .map_err(|e| Error::invalid(e.to_string()))
+        })
+        .await
+        .expect("trigger");
+    let (release, holder) = hold_writer(&store).await;
+    let before = send(&store, "q", "before");
+    let mut message = OutMessage::new("refused");
+    message.subject = Some("refused".into());
+    let refused = store.enqueue("q".into(), vec![message], SendOptions::default());
+    let after = send(&store, "q", "after");
+    release.send(()).expect("release");
+    holder.await.expect("holder");
+    assert!(before.await.is_ok());
+    assert!(refused.await.is_err(), "the refused row fails its own send");
+    assert!(after.await.is_ok());
+    let stored = store
+        .query_i64("SELECT count(*) FROM mqlite_messages")
+        .await
+        .expect("count");
+    assert_eq!(stored, 2);
+}

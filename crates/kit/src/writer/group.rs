@@ -85,6 +85,19 @@ pub(super) struct GroupOps<T> {
     pub(super) maintain: fn(&mut T),
 }
 
+/// The table of `T`'s group operations.
+pub(super) fn group_ops<T: GroupCommit>() -> GroupOps<T> {
+    GroupOps {
+        backend: T::BACKEND,
+        begin: T::begin,
+        commit: T::commit,
+        rollback: T::rollback,
+        in_transaction: T::in_transaction,
+        maintenance_due: T::maintenance_due,
+        maintain: T::maintain,
+    }
+}
+
 /// What running a call left.
 pub(super) enum Ran {
     /// Its work is kept: answered with the commit's outcome.
@@ -96,6 +109,11 @@ pub(super) enum Ran {
 /// A call that shares its commit.
 pub(super) trait GroupedCall<T>: Send {
     fn ops(&self) -> GroupOps<T>;
+    /// How many callers it serves (a merged call serves every item waiting): what
+    /// tells the writer whether calls arrive alone.
+    fn callers(&self) -> usize {
+        1
+    }
     /// Runs inside the group's transaction, in its own savepoint (none when `solo`: the
     /// call is the whole group, and a failure rolls the transaction back).
     fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock, solo: bool) -> Ran;
@@ -122,15 +140,7 @@ where
     R: Send + 'static,
 {
     fn ops(&self) -> GroupOps<T> {
-        GroupOps {
-            backend: T::BACKEND,
-            begin: T::begin,
-            commit: T::commit,
-            rollback: T::rollback,
-            in_transaction: T::in_transaction,
-            maintenance_due: T::maintenance_due,
-            maintain: T::maintain,
-        }
+        group_ops()
     }
 
     fn run(self: Box<Self>, handle: &mut T, clock: &SharedClock, solo: bool) -> Ran {
@@ -188,7 +198,7 @@ where
 
 /// What one caller of a failed group hears: the error itself when it says what to do
 /// (a full disk, say), else that the shared commit failed, and why.
-fn shared_failure(backend: &'static str, why: &Error) -> Error {
+pub(super) fn shared_failure(backend: &'static str, why: &Error) -> Error {
     // The cause's own text, sources included (a backend error's message is only its
     // backend's name).
     why.for_each_caller()

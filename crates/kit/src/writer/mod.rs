@@ -29,9 +29,11 @@
 //! application transaction, a sweep, a large batch) is always sent to the thread.
 
 mod group;
+mod merge;
 mod unwind;
 
 pub use group::*;
+pub use merge::*;
 pub use unwind::*;
 
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
@@ -193,13 +195,20 @@ struct Queue<T> {
 }
 
 impl<T> Queue<T> {
-    fn send(&self, command: Command<T>) -> Result<()> {
+    /// A job submitted from the writer thread itself (an application's transaction body
+    /// calling the engine) would wait for the job running it: refused.
+    fn not_from_writer(&self) -> Result<()> {
         if std::thread::current().id() == self.thread_id {
             return Err(Error::invalid(
                 "the store was called from inside its own transaction body: use the \
                  transaction's handle (tx.send), not the engine, until the body returns",
             ));
         }
+        Ok(())
+    }
+
+    fn send(&self, command: Command<T>) -> Result<()> {
+        self.not_from_writer()?;
         let jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         let Some(tx) = jobs.as_ref() else {
             return Err(Error::Closed);
@@ -507,10 +516,11 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                     }
                 }
                 let n = calls.len();
+                let callers: usize = calls.iter().map(|c| c.callers()).sum();
                 // Calls that keep arriving alone (a lone caller that once met a
                 // checkpoint) may try their own thread again; calls that arrive
                 // together keep sharing commits here.
-                solo_groups = if n == 1 { solo_groups + 1 } else { 0 };
+                solo_groups = if callers <= 1 { solo_groups + 1 } else { 0 };
                 if solo_groups >= SOLO_GROUPS_UNCONTENDED {
                     slot.contended.store(false, Ordering::Relaxed);
                 }
