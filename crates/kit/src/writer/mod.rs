@@ -77,6 +77,14 @@ const SPIN: std::time::Duration = std::time::Duration::from_micros(15);
 /// unaffected (it never contends).
 const CONTENDED_FOR: std::time::Duration = std::time::Duration::from_millis(5);
 
+/// The longest the writer waits, before it runs a group, for as many callers as the
+/// last group served (yielding its core meanwhile: on two cores the callers need it to
+/// call again); it waits no longer than the last group took to run and commit, so a
+/// commit that fsyncs is worth more waiting than one that does not. Sixteen producers
+/// answered together come back together; without the wait the first few back take a
+/// commit of their own and the rest the next one.
+const GATHER_WAIT: std::time::Duration = std::time::Duration::from_micros(100);
+
 /// How many groups in a row of one call each end a contention: one alone is common
 /// among 16 producers too, and between a worker's receive, its completer and its
 /// producers, whose calls would then commit one by one on the callers' threads
@@ -479,11 +487,35 @@ where
     })
 }
 
+/// Takes the grouped calls waiting into `calls` (up to [`MAX_GROUP`]); returns the first
+/// other command met, which waits for the group's commit.
+fn take_grouped<T>(
+    jobs: &mpsc::Receiver<Command<T>>,
+    slot: &Slot<T>,
+    calls: &mut Vec<Box<dyn GroupedCall<T>>>,
+) -> Option<Command<T>> {
+    while calls.len() < MAX_GROUP {
+        match jobs.try_recv() {
+            Ok(Command::Grouped(c)) => {
+                slot.queued.fetch_sub(1, Ordering::SeqCst);
+                calls.push(c);
+            }
+            Ok(other) => return Some(other),
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 /// The writer thread's loop: runs each command with the handle, grouping the grouped
 /// calls waiting, until closed or every sender is gone.
 fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T>>) {
     let mut next: Option<Command<T>> = None;
     let mut solo_groups = 0u32;
+    // How many callers the last group served, and how long the writer may wait for them
+    // before the next (see [`GATHER_WAIT`]).
+    let mut last_callers = 0usize;
+    let mut gather = std::time::Duration::ZERO;
     loop {
         let cmd = match next.take() {
             Some(c) => c,
@@ -502,21 +534,25 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                 // command waits for the commit.
                 let ops = first.ops();
                 let mut calls = vec![first];
-                while calls.len() < MAX_GROUP {
-                    match jobs.try_recv() {
-                        Ok(Command::Grouped(c)) => {
-                            slot.queued.fetch_sub(1, Ordering::SeqCst);
-                            calls.push(c);
-                        }
-                        Ok(other) => {
-                            next = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
+                let start = std::time::Instant::now();
+                loop {
+                    next = take_grouped(jobs, slot, &mut calls);
+                    let callers: usize = calls.iter().map(|c| c.callers()).sum();
+                    // The callers of the last group are usually a moment behind (each
+                    // just got its answer): waiting a little for them makes one commit
+                    // of what would be two (see [`GATHER_WAIT`]).
+                    if next.is_some()
+                        || calls.len() >= MAX_GROUP
+                        || callers >= last_callers
+                        || start.elapsed() >= gather
+                    {
+                        break;
                     }
+                    std::thread::yield_now();
                 }
                 let n = calls.len();
                 let callers: usize = calls.iter().map(|c| c.callers()).sum();
+                last_callers = callers;
                 // Calls that keep arriving alone (a lone caller that once met a
                 // checkpoint) may try their own thread again; calls that arrive
                 // together keep sharing commits here.
@@ -524,7 +560,12 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                 if solo_groups >= SOLO_GROUPS_UNCONTENDED {
                     slot.contended.store(false, Ordering::Relaxed);
                 }
-                match catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls))) {
+                let began = std::time::Instant::now();
+                let ran = catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls)));
+                // Worth waiting for is at most what a group costs: its commit and
+                // fsync.
+                gather = began.elapsed().min(GATHER_WAIT);
+                match ran {
                     Ok(answers) => {
                         if (ops.maintenance_due)(handle) {
                             (ops.maintain)(handle);
