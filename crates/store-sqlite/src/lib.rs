@@ -249,6 +249,7 @@ impl SqliteStore {
         let writer = Writer::start(
             options.clock.clone(),
             inline,
+            sync.fsyncs(),
             file,
             known.clone(),
             move || {

@@ -51,6 +51,8 @@ pub(crate) struct Conn {
     commits: Arc<AtomicU64>,
     /// The WAL's frames after the last commit.
     wal_frames: i32,
+    /// Whether each commit fsyncs (`synchronous=FULL` or `EXTRA`).
+    fsyncs: bool,
     /// A checkpoint was asked of the writer thread and has not run yet.
     checkpoint_asked: bool,
     /// The queue rows the store vouches for, shared with its application transactions.
@@ -133,6 +135,10 @@ impl GroupCommit for Conn {
         self.run("RELEASE mqlite_call")
     }
 
+    fn gathers(&self) -> bool {
+        self.fsyncs
+    }
+
     fn maintenance_due(&mut self) -> bool {
         if self.wal_frames < CHECKPOINT_FRAMES || self.checkpoint_asked {
             return false;
@@ -169,10 +175,13 @@ pub(crate) struct Writer {
 
 impl Writer {
     /// Starts the writer thread; `open` runs on it and its error is returned here. The
-    /// connection closes (checkpointing the WAL) before the guard is released.
+    /// connection closes (checkpointing the WAL) before the guard is released. `inline`:
+    /// short calls may run on their callers' threads; `fsyncs`: every commit fsyncs (the
+    /// writer then gathers its callers before a group).
     pub(crate) async fn start<T: 'static>(
         clock: SharedClock,
         inline: bool,
+        fsyncs: bool,
         path: Option<PathBuf>,
         known: Arc<KnownQueues>,
         open: impl FnOnce() -> Result<(Connection, T)> + Send + 'static,
@@ -191,6 +200,7 @@ impl Writer {
                     file,
                     commits: counter,
                     wal_frames: 0,
+                    fsyncs,
                     checkpoint_asked: false,
                     known,
                     read: Vec::new(),

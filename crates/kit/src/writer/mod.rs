@@ -79,11 +79,11 @@ const CONTENDED_FOR: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// The longest the writer waits, before it runs a group, for as many callers as the
 /// last group served (yielding its core meanwhile: on two cores the callers need it to
-/// call again); it waits no longer than the last group took to run and commit, so a
-/// commit that fsyncs is worth more waiting than one that does not. Sixteen producers
-/// answered together come back together; without the wait the first few back take a
-/// commit of their own and the rest the next one.
-const GATHER_WAIT: std::time::Duration = std::time::Duration::from_micros(100);
+/// call again); only for a handle whose commits fsync ([`GroupCommit::gathers`]), and
+/// no longer than the last group took to run and commit. Sixteen producers answered
+/// together come back together; without the wait the first few back take a commit
+/// (and an fsync) of their own and the rest the next one.
+pub(super) const GATHER_WAIT: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// How many groups in a row of one call each end a contention: one alone is common
 /// among 16 producers too, and between a worker's receive, its completer and its
@@ -535,6 +535,9 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                 let ops = first.ops();
                 let mut calls = vec![first];
                 let start = std::time::Instant::now();
+                if !(ops.gathers)(handle) {
+                    gather = std::time::Duration::ZERO;
+                }
                 loop {
                     next = take_grouped(jobs, slot, &mut calls);
                     let callers: usize = calls.iter().map(|c| c.callers()).sum();
