@@ -38,7 +38,16 @@ impl StoreFactory for SqliteFactory {
 
     async fn open(&self, dir: &Path, clock: SharedClock) -> Result<SqliteStore> {
         let path = Self::db_path(dir).to_string_lossy().into_owned();
-        SqliteStore::open(SqliteOptions::new(path).clock(clock)).await
+        // `MQLITE_SQLITE_CALLER_THREAD=0`: every call on the writer thread, where every
+        // send of one message goes through the merge (docs/operations.md, long checks).
+        let caller_thread =
+            std::env::var_os("MQLITE_SQLITE_CALLER_THREAD").is_none_or(|v| v != "0");
+        SqliteStore::open(
+            SqliteOptions::new(path)
+                .clock(clock)
+                .caller_thread(caller_thread),
+        )
+        .await
     }
 
     fn unsupported(&self, cap: Capability) -> Option<&'static str> {

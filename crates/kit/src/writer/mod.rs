@@ -17,6 +17,13 @@
 //! (SQLite does after some I/O and disk-full errors), every call of the group gets the
 //! error and nothing of the group is visible.
 //!
+//! Merged calls ([`WriterThread::run_merged`], `merge.rs`): callers of one small
+//! operation that find the store busy leave their items in a [`Merge`], and one grouped
+//! call runs every item waiting when the writer reaches it (the SQLite store inserts a
+//! group's sends of one message with one statement). Before a group, a writer whose
+//! commits fsync ([`GroupCommit::gathers`]) waits a moment for as many callers as its
+//! last group served ([`GATHER_WAIT`]).
+//!
 //! Where the work runs ([`WriterThread::run_grouped`] on a writer started with
 //! [`WriterThread::set_inline`]): a short call that finds the store idle — no command
 //! queued for the writer thread, the handle free — runs on its caller's own thread as
@@ -538,7 +545,7 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                 if !(ops.gathers)(handle) {
                     gather = std::time::Duration::ZERO;
                 }
-                loop {
+                let callers = loop {
                     next = take_grouped(jobs, slot, &mut calls);
                     let callers: usize = calls.iter().map(|c| c.callers()).sum();
                     // The callers of the last group are usually a moment behind (each
@@ -549,12 +556,11 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                         || callers >= last_callers
                         || start.elapsed() >= gather
                     {
-                        break;
+                        break callers;
                     }
                     std::thread::yield_now();
-                }
+                };
                 let n = calls.len();
-                let callers: usize = calls.iter().map(|c| c.callers()).sum();
                 last_callers = callers;
                 // Calls that keep arriving alone (a lone caller that once met a
                 // checkpoint) may try their own thread again; calls that arrive
