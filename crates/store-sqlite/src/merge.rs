@@ -120,10 +120,14 @@ fn in_savepoint(x: &mut Exec<'_>, now: i64, item: OneSend) -> Sent {
     } = item;
     statement(x, "SAVEPOINT mqlite_merged_send")?;
     let out = block_on(None, enqueue(x, now, &queue, vec![message], options, false));
+    if x.conn.is_autocommit() {
+        // The database rolled the transaction back: the writer fails the group.
+        return out;
+    }
+    // Kept, or undone alone when it failed (or its savepoint could not be released).
+    let out = out.and_then(|slots| statement(x, "RELEASE mqlite_merged_send").map(|()| slots));
     if out.is_err() && !x.conn.is_autocommit() {
         statement(x, "ROLLBACK TO mqlite_merged_send")?;
-    }
-    if !x.conn.is_autocommit() {
         statement(x, "RELEASE mqlite_merged_send")?;
     }
     out
