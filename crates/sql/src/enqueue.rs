@@ -184,16 +184,7 @@ pub async fn enqueue<X: SqlExec>(
         } else {
             x.query(INSERT_ONE, &row).await?
         };
-        let seq = match &done[..] {
-            [r] => r.int(0)?,
-            _ => {
-                return Err(Error::backend(
-                    "sql",
-                    crate::exec::CorruptRow(format!("inserted {} rows of 1", done.len())),
-                ));
-            }
-        };
-        seqs.insert(i, SeqNumber(seq));
+        seqs.insert(i, SeqNumber(returned_number(&done)?));
     } else {
         // None fresh, or several: then the number was read with the queue.
         let mut next_seq = match next_seq {
@@ -330,49 +321,56 @@ pub async fn insert_merged<X: SqlExec>(
     rows: Vec<[Value; ROW_PARAMS]>,
 ) -> std::result::Result<Vec<i64>, (Error, Vec<[Value; ROW_PARAMS]>)> {
     let n = rows.len();
-    if n == 1 {
-        let mut rows = rows;
-        let row = rows.pop().unwrap_or_else(|| unreachable!("one row"));
-        let params = one_params(shared, row);
-        return match insert_one_bound(x, &params).await {
-            Ok(seq) => Ok(vec![seq]),
-            Err(e) => Err((e, vec![row_of(params, SHARED_PARAMS - 1)])),
-        };
-    }
-    let params = values::bind(
-        shared
-            .iter()
-            .cloned()
-            .chain([Value::from(n as i64)])
-            .chain(rows.into_iter().flatten()),
-        SHARED_PARAMS - 1 + values::rows_for(n) * ROW_PARAMS,
-    );
-    let numbers = match x.query(INSERT_ROWS_NEXT.get(n), &params).await {
-        Ok(done) => done
-            .iter()
-            .map(|r| r.int(0))
-            .collect::<Result<Vec<_>>>()
-            .and_then(|mut numbers| {
-                if numbers.len() != n {
-                    return Err(Error::backend(
-                        "sql",
-                        crate::exec::CorruptRow(format!(
-                            "a merged send inserted {} rows of {n}",
-                            numbers.len()
-                        )),
-                    ));
-                }
-                // Row k took the next number plus k.
-                numbers.sort_unstable();
-                Ok(numbers)
-            }),
-        Err(e) => Err(e),
+    let rows = match <[_; 1]>::try_from(rows) {
+        Ok([row]) => {
+            let params = one_params(shared, row);
+            return match insert_one_bound(x, &params).await {
+                Ok(seq) => Ok(vec![seq]),
+                Err(e) => Err((e, vec![row_of(params, SHARED_PARAMS - 1)])),
+            };
+        }
+        Err(rows) => rows,
     };
-    numbers.map_err(|e| {
-        let mut params = params.into_iter().skip(SHARED_PARAMS - 1);
-        let rows = (0..n).map(|_| row_of(params.by_ref().take(ROW_PARAMS).collect(), 0));
-        (e, rows.collect())
-    })
+    let params = rows_next_params(shared.iter().cloned(), n, rows.into_iter().flatten());
+    let numbers = x.query(INSERT_ROWS_NEXT.get(n), &params).await;
+    numbers
+        .and_then(|done| returned_numbers(&done, n))
+        .map_err(|e| {
+            let mut params = params.into_iter().skip(SHARED_PARAMS - 1);
+            let rows = (0..n).map(|_| row_of(params.by_ref().take(ROW_PARAMS).collect(), 0));
+            (e, rows.collect())
+        })
+}
+
+/// The parameters of [`INSERT_ROWS_NEXT`] for `n` rows: the shared values (`?1` …
+/// `?5`), the row count, then each row's [`ROW_PARAMS`] values in order.
+pub fn rows_next_params(
+    shared: impl IntoIterator<Item = Value>,
+    n: usize,
+    rows: impl IntoIterator<Item = Value>,
+) -> Vec<(&'static str, Value)> {
+    values::bind(
+        shared
+            .into_iter()
+            .chain([Value::from(n as i64)])
+            .chain(rows),
+        SHARED_PARAMS - 1 + values::rows_for(n) * ROW_PARAMS,
+    )
+}
+
+/// The sequence numbers an insert of `n` rows returned (`RETURNING id`), in row order
+/// (row k of [`INSERT_ROWS_NEXT`] took the next number plus k); a count other than `n`
+/// is a corrupt answer.
+pub fn returned_numbers(rows: &[crate::Row], n: usize) -> Result<Vec<i64>> {
+    let mut numbers = rows.iter().map(|r| r.int(0)).collect::<Result<Vec<_>>>()?;
+    if numbers.len() != n {
+        return Err(Error::backend(
+            "sql",
+            crate::exec::CorruptRow(format!("inserted {} rows of {n}", numbers.len())),
+        ));
+    }
+    numbers.sort_unstable();
+    Ok(numbers)
 }
 
 /// Inserts one row of [`one_row`] alone ([`INSERT_ONE`]), returning its number.
@@ -393,13 +391,15 @@ fn one_params(shared: &SharedValues, row: [Value; ROW_PARAMS]) -> Vec<(&'static 
 }
 
 async fn insert_one_bound<X: SqlExec>(x: &mut X, params: crate::exec::Params<'_>) -> Result<i64> {
-    match &x.query(INSERT_ONE, params).await?[..] {
-        [r] => r.int(0),
-        other => Err(Error::backend(
-            "sql",
-            crate::exec::CorruptRow(format!("inserted {} rows of 1", other.len())),
-        )),
-    }
+    returned_number(&x.query(INSERT_ONE, params).await?)
+}
+
+/// The sequence number an insert of one row returned ([`returned_numbers`] of one).
+fn returned_number(rows: &[crate::Row]) -> Result<i64> {
+    let [seq] = returned_numbers(rows, 1)?[..] else {
+        unreachable!("returned_numbers checks the count")
+    };
+    Ok(seq)
 }
 
 /// The row's values from bound parameters, starting at `from`.

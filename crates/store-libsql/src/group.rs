@@ -29,8 +29,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use mqlite_contract::{Error, Result};
-use mqlite_sql::enqueue::{INSERT_ONE, INSERT_ROWS_NEXT, ROW_PARAMS, SHARED_PARAMS};
-use mqlite_sql::{Executed, Params, Row, Value, values};
+use mqlite_sql::enqueue::{
+    INSERT_ONE, INSERT_ROWS_NEXT, ROW_PARAMS, SHARED_PARAMS, returned_numbers, rows_next_params,
+};
+use mqlite_sql::{Executed, Params, Row, Value};
 
 use crate::exec::{Exec, inline, step_answer};
 use crate::transaction::{CatchUnwind, Conn, abandon_stream, commit_stream, fresh_park};
@@ -513,7 +515,7 @@ async fn shared_request(
                             .fetch_add(members.len() as u64, Ordering::Relaxed);
                         let numbers = step_answer(&mut batch, false)
                             .await
-                            .and_then(|(rows, _)| numbered(&rows, members.len()));
+                            .and_then(|(rows, _)| returned_numbers(&rows, members.len()));
                         for (k, i) in members.iter().enumerate() {
                             slots[*i].answer(match &numbers {
                                 Ok(numbers) => Ok((
@@ -619,33 +621,14 @@ fn pieces(queued: &[Queued]) -> Vec<(Piece, String)> {
 /// shared values, the row count, then each send's row values, inlined.
 fn merged(sends: &[&Queued]) -> Result<String> {
     let n = sends.len();
-    let first = &sends[0].1.params;
-    let values = first[..SHARED_PARAMS - 2]
-        .iter()
-        .map(|(_, v)| v.clone())
-        .chain([Value::Int(n as i64)])
-        .chain(
-            sends
-                .iter()
-                .flat_map(|(_, s)| s.params[SHARED_PARAMS - 1..].iter().map(|(_, v)| v.clone())),
-        );
-    let params = values::bind(values, SHARED_PARAMS - 1 + values::rows_for(n) * ROW_PARAMS);
+    let params = rows_next_params(
+        sends[0].1.params[..SHARED_PARAMS - 2]
+            .iter()
+            .map(|(_, v)| v.clone()),
+        n,
+        sends
+            .iter()
+            .flat_map(|(_, s)| s.params[SHARED_PARAMS - 1..].iter().map(|(_, v)| v.clone())),
+    );
     inline(INSERT_ROWS_NEXT.get(n), &params)
-}
-
-/// The sequence numbers a merged send returned, in row order (row k took the next
-/// number plus k).
-fn numbered(rows: &[Row], n: usize) -> Result<Vec<i64>> {
-    let mut numbers = rows.iter().map(|r| r.int(0)).collect::<Result<Vec<_>>>()?;
-    if numbers.len() != n {
-        return Err(Error::backend(
-            BACKEND,
-            std::io::Error::other(format!(
-                "a merged send inserted {} rows of {n}",
-                numbers.len()
-            )),
-        ));
-    }
-    numbers.sort_unstable();
-    Ok(numbers)
 }
