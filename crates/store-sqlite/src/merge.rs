@@ -19,7 +19,7 @@ use mqlite_sql::Value;
 use mqlite_sql::enqueue::{ROW_PARAMS, SharedValues, enqueue, insert_merged, insert_one, one_row};
 
 use crate::exec::{Exec, WorkCounter};
-use crate::writer::Conn;
+use crate::writer::{Conn, run_sql};
 
 /// A send of one message waiting for the merged call.
 pub(crate) struct OneSend {
@@ -39,7 +39,8 @@ pub(crate) type Sends = Merge<Conn, OneSend, Vec<EnqueueSlot>>;
 pub(crate) fn sends(work: std::sync::Arc<WorkCounter>, reserve: std::sync::Arc<Reserve>) -> Sends {
     Merge::new(move |conn: &mut Conn, now, items: Vec<OneSend>| {
         // The reserve is the store's: while it is given up, no send writes (as in the
-        // usual flow, which checks it first).
+        // usual flow, which checks it first). Each send hears the refusal: only the
+        // writer thread, this one, puts the reserve back, so none of these is Ok.
         if reserve.ensure_armed().is_err() {
             return items
                 .iter()
@@ -74,28 +75,27 @@ fn run(x: &mut Exec<'_>, now: i64, items: Vec<OneSend>) -> Vec<Sent> {
         }
     }
     for (shared, idx, rows) in merges {
-        if !x.conn.is_autocommit() {
-            match block_on(None, insert_merged(x, &shared, rows)) {
-                Ok(numbers) => {
-                    for (i, seq) in idx.into_iter().zip(numbers) {
-                        out[i] = Some(Ok(vec![EnqueueSlot::Enqueued(SeqNumber(seq))]));
-                    }
-                }
-                Err((e, rows)) => {
-                    tracing::debug!(error = %e, rows = rows.len(), "a merged send was refused; its rows go one by one");
-                    for (i, row) in idx.into_iter().zip(rows) {
-                        out[i] = Some(if x.conn.is_autocommit() {
-                            Err(lost())
-                        } else {
-                            block_on(None, insert_one(x, &shared, row))
-                                .map(|seq| vec![EnqueueSlot::Enqueued(SeqNumber(seq))])
-                        });
-                    }
+        let numbers = if x.conn.is_autocommit() {
+            Err((lost(), rows))
+        } else {
+            block_on(None, insert_merged(x, &shared, rows))
+        };
+        match numbers {
+            Ok(numbers) => {
+                for (i, seq) in idx.into_iter().zip(numbers) {
+                    out[i] = Some(Ok(vec![EnqueueSlot::Enqueued(SeqNumber(seq))]));
                 }
             }
-        } else {
-            for i in idx {
-                out[i] = Some(Err(lost()));
+            Err((e, rows)) => {
+                tracing::debug!(error = %e, rows = rows.len(), "a merged send failed; its rows go one by one while the transaction holds");
+                for (i, row) in idx.into_iter().zip(rows) {
+                    out[i] = Some(if x.conn.is_autocommit() {
+                        Err(lost())
+                    } else {
+                        block_on(None, insert_one(x, &shared, row))
+                            .map(|seq| vec![EnqueueSlot::Enqueued(SeqNumber(seq))])
+                    });
+                }
             }
         }
     }
@@ -118,28 +118,19 @@ fn in_savepoint(x: &mut Exec<'_>, now: i64, item: OneSend) -> Sent {
         message,
         options,
     } = item;
-    statement(x, "SAVEPOINT mqlite_merged_send")?;
+    run_sql(x.conn, "SAVEPOINT mqlite_merged_send")?;
     let out = block_on(None, enqueue(x, now, &queue, vec![message], options, false));
     if x.conn.is_autocommit() {
         // The database rolled the transaction back: the writer fails the group.
         return out;
     }
     // Kept, or undone alone when it failed (or its savepoint could not be released).
-    let out = out.and_then(|slots| statement(x, "RELEASE mqlite_merged_send").map(|()| slots));
+    let out = out.and_then(|slots| run_sql(x.conn, "RELEASE mqlite_merged_send").map(|()| slots));
     if out.is_err() && !x.conn.is_autocommit() {
-        statement(x, "ROLLBACK TO mqlite_merged_send")?;
-        statement(x, "RELEASE mqlite_merged_send")?;
+        run_sql(x.conn, "ROLLBACK TO mqlite_merged_send")?;
+        run_sql(x.conn, "RELEASE mqlite_merged_send")?;
     }
     out
-}
-
-/// Runs a statement of no parameters (prepared once).
-fn statement(x: &Exec<'_>, sql: &str) -> Result<()> {
-    x.conn
-        .prepare_cached(sql)
-        .and_then(|mut s| s.execute([]))
-        .map(|_| ())
-        .map_err(crate::db)
 }
 
 /// The outcome of a send behind one that made the database roll the transaction back

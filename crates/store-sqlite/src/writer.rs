@@ -82,12 +82,17 @@ impl Conn {
     }
 
     fn run(&self, sql: &str) -> Result<()> {
-        self.conn
-            .prepare_cached(sql)
-            .and_then(|mut s| s.execute([]))
-            .map(|_| ())
-            .map_err(db)
+        run_sql(&self.conn, sql)
     }
+}
+
+/// Runs a statement of no parameters (prepared once): the transaction's and the
+/// savepoints' own statements.
+pub(crate) fn run_sql(conn: &Connection, sql: &str) -> Result<()> {
+    conn.prepare_cached(sql)
+        .and_then(|mut s| s.execute([]))
+        .map(|_| ())
+        .map_err(db)
 }
 
 impl GroupCommit for Conn {
