@@ -44,17 +44,22 @@ pub trait GroupCommit: 'static {
     }
 }
 
-/// The group's commit failed, or its transaction was lost: nothing of the group was
-/// committed.
+/// The group's commit failed, or its transaction was lost, or the merged call that held
+/// this call's work failed: nothing of this call was committed.
 #[derive(Debug)]
-pub struct GroupFailed(String);
+pub struct GroupFailed {
+    /// What failed: the shared commit, a merged call.
+    what: &'static str,
+    /// Why, with the cause's sources.
+    why: String,
+}
 
 impl std::fmt::Display for GroupFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "the shared commit failed ({}); nothing of this call was committed",
-            self.0
+            "{} failed ({}); nothing of this call was committed",
+            self.what, self.why
         )
     }
 }
@@ -208,10 +213,23 @@ where
 /// What one caller of a failed group hears: the error itself when it says what to do
 /// (a full disk, say), else that the shared commit failed, and why.
 pub(super) fn shared_failure(backend: &'static str, why: &Error) -> Error {
+    failure_for_caller(backend, "the shared commit", why)
+}
+
+/// What one of the callers that `what` served hears when it failed with `why`: the
+/// error itself when it says what to do, else that `what` failed, and why.
+pub(super) fn failure_for_caller(backend: &'static str, what: &'static str, why: &Error) -> Error {
     // The cause's own text, sources included (a backend error's message is only its
     // backend's name).
-    why.for_each_caller()
-        .unwrap_or_else(|| Error::backend(backend, GroupFailed(mqlite_contract::error::chain(why))))
+    why.for_each_caller().unwrap_or_else(|| {
+        Error::backend(
+            backend,
+            GroupFailed {
+                what,
+                why: mqlite_contract::error::chain(why),
+            },
+        )
+    })
 }
 
 /// Runs one group: begin, each call in its savepoint, one commit. Returns the answers,

@@ -160,7 +160,7 @@ where
             Ok(o) => {
                 let e = Error::backend(
                     T::BACKEND,
-                    MergeFailed(format!("it answered {} items of {n}", o.len())),
+                    std::io::Error::other(format!("it answered {} items of {n}", o.len())),
                 );
                 (0..n).map(|_| Err(copy(T::BACKEND, &e))).collect()
             }
@@ -235,25 +235,8 @@ fn answer_each<R: Send + 'static>(
     })
 }
 
-/// A merged call's failure, for each of its callers.
-#[derive(Debug)]
-struct MergeFailed(String);
-
-impl std::fmt::Display for MergeFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "a merged call failed ({}); nothing of this call was committed",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for MergeFailed {}
-
 /// A copy of `e` for one caller of a merged call: the error itself when it says what to
-/// do, else its text.
+/// do, else that the merged call failed, and why.
 fn copy(backend: &'static str, e: &Error) -> Error {
-    e.for_each_caller()
-        .unwrap_or_else(|| Error::backend(backend, MergeFailed(mqlite_contract::error::chain(e))))
+    failure_for_caller(backend, "a merged call", e)
 }
