@@ -183,10 +183,7 @@ async fn a_failed_commit_on_the_callers_thread_keeps_nothing_and_the_store_goes_
         before + 1,
         "it ran on this thread"
     );
-    let stored = store
-        .query_i64("SELECT count(*) FROM mqlite_messages")
-        .await
-        .expect("count");
+    let stored = support::stored(&store).await;
     assert_eq!(stored, 0, "nothing of it is visible");
     store
         .query_i64("PRAGMA max_page_count = 1000000")

@@ -49,10 +49,7 @@ async fn calls_waiting_for_the_writer_share_one_commit() {
         1,
         "50 calls that waited for the writer share one commit"
     );
-    let n = store
-        .query_i64("SELECT count(*) FROM mqlite_messages")
-        .await
-        .expect("count");
+    let n = support::stored(&store).await;
     assert_eq!(n, 50);
 }
 
@@ -146,10 +143,7 @@ async fn a_lost_transaction_fails_every_call_of_its_group_and_shows_nothing() {
     assert!(big.is_err(), "the send that does not fit fails: {big:?}");
     // Whatever SQLite did with the transaction after SQLITE_FULL (kept it, or rolled
     // it back), what was answered Ok is there, and what is there was answered Ok.
-    let stored = store
-        .query_i64("SELECT count(*) FROM mqlite_messages")
-        .await
-        .expect("count");
+    let stored = support::stored(&store).await;
     let acknowledged = [small.is_ok(), after.is_ok()]
         .iter()
         .filter(|ok| **ok)
@@ -254,10 +248,7 @@ async fn a_merged_send_fails_or_leaves_alone() {
         matches!(again[..], [EnqueueSlot::Duplicate(_)]),
         "{again:?}"
     );
-    let stored = store
-        .query_i64("SELECT count(*) FROM mqlite_messages")
-        .await
-        .expect("count");
+    let stored = support::stored(&store).await;
     assert_eq!(stored, 3, "first, last and one keyed: nothing of `left`");
 }
 
@@ -292,9 +283,6 @@ async fn a_refused_merged_insert_goes_row_by_row() {
     assert!(before.await.is_ok());
     assert!(refused.await.is_err(), "the refused row fails its own send");
     assert!(after.await.is_ok());
-    let stored = store
-        .query_i64("SELECT count(*) FROM mqlite_messages")
-        .await
-        .expect("count");
+    let stored = support::stored(&store).await;
     assert_eq!(stored, 2);
 }

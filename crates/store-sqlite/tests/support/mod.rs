@@ -63,3 +63,11 @@ pub async fn hold_writer(
     is_held.await.expect("the writer is held");
     (release, task)
 }
+
+/// How many messages the store holds, in every state.
+pub async fn stored(store: &SqliteStore) -> i64 {
+    store
+        .query_i64("SELECT count(*) FROM mqlite_messages")
+        .await
+        .expect("count")
+}
