@@ -63,12 +63,6 @@ impl<T, I, R> Merge<T, I, R> {
 }
 
 impl<T: GroupCommit + Send + 'static> WriterThread<T> {
-    /// Whether a short grouped call made now would run on its caller's thread: inline
-    /// calls are on and the store is idle. A store merges calls only when it is not.
-    pub fn idle(&self) -> bool {
-        self.inline.load(Ordering::Relaxed) && self.queue.slot.idle()
-    }
-
     /// Leaves `item` in `merge` and queues the merged call unless one is queued already
     /// (see the module docs); answered after the commit that holds the item's work.
     pub fn run_merged<I, R>(

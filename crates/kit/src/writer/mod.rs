@@ -304,6 +304,12 @@ impl<T: Send + 'static> WriterThread<T> {
         self.inline.store(on, Ordering::Relaxed);
     }
 
+    /// Whether a short grouped call made now would run on its caller's thread: inline
+    /// calls are on and the store is idle. A store merges calls only when it is not.
+    pub fn idle(&self) -> bool {
+        self.inline.load(Ordering::Relaxed) && self.queue.slot.idle()
+    }
+
     /// How many grouped calls have run on their caller's thread (tests count them).
     pub fn inline_calls(&self) -> u64 {
         self.queue.inline_calls.load(Ordering::Relaxed)
@@ -383,7 +389,7 @@ impl<T: Send + 'static> WriterThread<T> {
     where
         T: GroupCommit,
     {
-        let inline = short && self.inline.load(Ordering::Relaxed) && self.queue.slot.idle();
+        let inline = short && self.idle();
         let plan = if inline {
             Plan::Inline(self.queue.clone(), f)
         } else {
@@ -542,9 +548,6 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                 let ops = first.ops();
                 let mut calls = vec![first];
                 let start = std::time::Instant::now();
-                if !(ops.gathers)(handle) {
-                    gather = std::time::Duration::ZERO;
-                }
                 let callers = loop {
                     next = take_grouped(jobs, slot, &mut calls);
                     let callers: usize = calls.iter().map(|c| c.callers()).sum();
@@ -571,9 +574,13 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                 }
                 let began = std::time::Instant::now();
                 let ran = catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls)));
-                // Worth waiting for is at most what a group costs: its commit and
-                // fsync.
-                gather = began.elapsed().min(GATHER_WAIT);
+                // Worth waiting for, where commits fsync, is at most what a group
+                // costs: its commit and fsync.
+                gather = if (ops.gathers)(handle) {
+                    began.elapsed().min(GATHER_WAIT)
+                } else {
+                    std::time::Duration::ZERO
+                };
                 match ran {
                     Ok(answers) => {
                         if (ops.maintenance_due)(handle) {
