@@ -132,11 +132,7 @@ pub async fn enqueue<X: SqlExec>(
     // the next number itself.
     let (cfg, next_seq) = load_queue_next_seq(x, queue, messages.len() == 1).await?;
     require_groups(queue, &cfg, &messages)?;
-    let Timing {
-        state,
-        visible_at,
-        expires_at,
-    } = Timing::of(now, &options, &cfg);
+    let timing = Timing::of(now, &options, &cfg);
 
     // Dedup (4.1–4.3): against live entries, then against earlier slots of this batch.
     let keys = dedup_keys(&messages, &cfg);
@@ -159,17 +155,8 @@ pub async fn enqueue<X: SqlExec>(
         .iter()
         .any(|i| matches!(plans[*i], Plan::Insert { key: Some(_) }));
     let last = alone && !keyed;
-    // What every row of this send shares, bound once per statement as `?1` … `?5`:
-    // queue, state, now, visible_at, expires_at.
-    let shared = || {
-        [
-            Value::from(queue),
-            Value::from(state.as_str()),
-            Value::from(now),
-            Value::from(visible_at),
-            Value::from(expires_at),
-        ]
-    };
+    // What every row of this send shares, bound once per statement as `?1` … `?5`.
+    let shared = || shared_values(queue, now, &timing);
     if let [i] = fresh[..] {
         let values = row_values(&mut messages[i], lines[0].as_deref(), waiting[0]);
         let row = values::bind(
@@ -293,21 +280,22 @@ pub async fn one_row<X: SqlExec>(
     {
         return Ok(None);
     }
-    let Timing {
-        state,
-        visible_at,
-        expires_at,
-    } = Timing::of(now, options, &cfg);
     Ok(Some(OneRow {
-        shared: [
-            Value::from(queue),
-            Value::from(state.as_str()),
-            Value::from(now),
-            Value::from(visible_at),
-            Value::from(expires_at),
-        ],
+        shared: shared_values(queue, now, &Timing::of(now, options, &cfg)),
         row: row_values(message, None, false),
     }))
+}
+
+/// The values every row of a send to `queue` at `now` shares (`?1` … `?5`): queue,
+/// state, now, visible_at, expires_at.
+fn shared_values(queue: &str, now: i64, timing: &Timing) -> SharedValues {
+    [
+        Value::from(queue),
+        Value::from(timing.state.as_str()),
+        Value::from(now),
+        Value::from(timing.visible_at),
+        Value::from(timing.expires_at),
+    ]
 }
 
 /// Inserts `rows`, sends of one message each that share `shared`, as ONE statement
