@@ -86,23 +86,36 @@ SELECT {base} + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
     )
 }
 
+/// The text of [`INSERT_ONE`] without its `RETURNING id` ([`INSERT_ONE_PLAIN`]).
+macro_rules! insert_one {
+    () => {
+        concat!(
+            "INSERT INTO mqlite_messages (queue, state, enqueued_at, visible_at,
+       expires_at, id, line, waiting, body, message_id, group_id, subject,
+       correlation_id, reply_to, content_type, properties, event, priority)
+VALUES (?1, ?2, ?3, ?4, ?5, coalesce(?6, (SELECT ",
+            next_seq!(),
+            ")), ?7, ?8, coalesce(?9, X''), ?10, ?11, ?12, ?13, ?14,
+       ?15, ?16, ?17, ?18)"
+        )
+    };
+}
+
 /// One row from bound values: a send of one message, the common case, pays no JSON
 /// encoding, parsing or hex for its body (a third of a send's time when it did). Bound by
 /// position (no name lookups): the values every row shares as in [`INSERT_ROWS`]
 /// (`?1` … `?5`), the row's sequence number `?6`, then the row's own values in
 /// [`ROW_PARAMS`]' order. A NULL `?6` takes the next number here (as
 /// [`crate::rows::SELECT_NEXT_SEQ`] reads it): a send to a queue the driver knows is this
-/// one statement. Returns the number.
-pub const INSERT_ONE: &str = concat!(
-    "INSERT INTO mqlite_messages (queue, state, enqueued_at, visible_at,
-       expires_at, id, line, waiting, body, message_id, group_id, subject,
-       correlation_id, reply_to, content_type, properties, event, priority)
-VALUES (?1, ?2, ?3, ?4, ?5, coalesce(?6, (SELECT ",
-    next_seq!(),
-    ")), ?7, ?8, coalesce(?9, X''), ?10, ?11, ?12, ?13, ?14,
-       ?15, ?16, ?17, ?18)
-RETURNING id"
-);
+/// one statement. Returns the number. (The flows run it through
+/// [`SqlExec::insert_one_row`], which may run [`INSERT_ONE_PLAIN`] instead.)
+pub const INSERT_ONE: &str = concat!(insert_one!(), "\nRETURNING id");
+
+/// [`INSERT_ONE`] without `RETURNING`: the number is the row's rowid (`id` is the
+/// table's INTEGER PRIMARY KEY), which a local driver reads from its connection. SQLite
+/// runs a `RETURNING` clause by collecting the rows in a temporary table first, which
+/// cost a single send about 3 µs of its 40 (docs/benchmark.md).
+pub const INSERT_ONE_PLAIN: &str = insert_one!();
 
 /// The dedup entries of the fresh rows (an expired entry for a key is replaced).
 pub const DEDUP_INSERT: &str = "INSERT OR REPLACE INTO mqlite_dedup
@@ -166,12 +179,10 @@ pub async fn enqueue<X: SqlExec>(
                 .chain(values),
             SHARED_PARAMS - 1 + ROW_PARAMS,
         );
-        let done = if last {
-            x.query_last(INSERT_ONE, &row).await?
-        } else {
-            x.query(INSERT_ONE, &row).await?
-        };
-        seqs.insert(i, SeqNumber(returned_number(&done)?));
+        let seq = x
+            .insert_one_row(INSERT_ONE, INSERT_ONE_PLAIN, &row, last)
+            .await?;
+        seqs.insert(i, SeqNumber(seq));
     } else {
         // None fresh, or several: then the number was read with the queue.
         let mut next_seq = match next_seq {
@@ -379,11 +390,12 @@ fn one_params(shared: &SharedValues, row: [Value; ROW_PARAMS]) -> Vec<(&'static 
 }
 
 async fn insert_one_bound<X: SqlExec>(x: &mut X, params: crate::exec::Params<'_>) -> Result<i64> {
-    returned_number(&x.query(INSERT_ONE, params).await?)
+    x.insert_one_row(INSERT_ONE, INSERT_ONE_PLAIN, params, false)
+        .await
 }
 
 /// The sequence number an insert of one row returned ([`returned_numbers`] of one).
-fn returned_number(rows: &[crate::Row]) -> Result<i64> {
+pub(crate) fn returned_number(rows: &[crate::Row]) -> Result<i64> {
     let [seq] = returned_numbers(rows, 1)?[..] else {
         unreachable!("returned_numbers checks the count")
     };

@@ -170,6 +170,16 @@ impl<X: SqlExec> SqlExec for NotLast<'_, X> {
         self.0.execute(sql, params)
     }
 
+    fn insert_one_row(
+        &mut self,
+        returning: &'static str,
+        plain: &'static str,
+        params: Params<'_>,
+        _last: bool,
+    ) -> impl Future<Output = Result<i64>> {
+        self.0.insert_one_row(returning, plain, params, false)
+    }
+
     fn known_queue(&self, name: &str) -> Option<(QueueKind, QueueConfig)> {
         self.0.known_queue(name)
     }
@@ -251,6 +261,29 @@ pub trait SqlExec {
         _steps: &[(&'static str, Params<'_>)],
     ) -> impl Future<Output = Result<Option<Vec<Vec<Row>>>>> {
         std::future::ready(Ok(None))
+    }
+
+    /// Inserts one row into a table whose INTEGER PRIMARY KEY is `id` and returns that
+    /// id: `returning` is the INSERT with `RETURNING id`, `plain` the same INSERT
+    /// without it. `last` as for [`SqlExec::query_last`]. The default runs `returning`;
+    /// a driver that can read the row's rowid from its connection at no cost runs
+    /// `plain` and reads it (SQLite runs `RETURNING` through a temporary table).
+    fn insert_one_row(
+        &mut self,
+        returning: &'static str,
+        plain: &'static str,
+        params: Params<'_>,
+        last: bool,
+    ) -> impl Future<Output = Result<i64>> {
+        let _ = plain;
+        async move {
+            let rows = if last {
+                self.query_last(returning, params).await?
+            } else {
+                self.query(returning, params).await?
+            };
+            crate::enqueue::returned_number(&rows)
+        }
     }
 
     /// A queue's kind and configuration as the driver knows them without asking the

@@ -209,6 +209,7 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("DEDUP_LOOKUP", enqueue::DEDUP_LOOKUP),
     ("DEDUP_INSERT", enqueue::DEDUP_INSERT),
     ("INSERT_ONE", enqueue::INSERT_ONE),
+    ("INSERT_ONE_PLAIN", enqueue::INSERT_ONE_PLAIN),
     ("BUSY_LINES", line::BUSY_LINES),
     ("RELEASE_LINES", line::RELEASE_LINES),
     ("CLAIM", claim::CLAIM),

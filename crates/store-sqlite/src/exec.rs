@@ -162,4 +162,23 @@ impl SqlExec for Exec<'_> {
     async fn execute(&mut self, sql: &'static str, params: Params<'_>) -> Result<Executed> {
         self.execute_now(sql, params)
     }
+
+    /// `plain`, and the row's rowid from the connection: no `RETURNING` and its
+    /// temporary table.
+    async fn insert_one_row(
+        &mut self,
+        _returning: &'static str,
+        plain: &'static str,
+        params: Params<'_>,
+        _last: bool,
+    ) -> Result<i64> {
+        let done = self.execute_now(plain, params)?;
+        if done.changes != 1 {
+            return Err(Error::backend(
+                "sql",
+                mqlite_sql::exec::CorruptRow(format!("inserted {} rows of 1", done.changes)),
+            ));
+        }
+        Ok(done.last_insert_rowid)
+    }
 }
