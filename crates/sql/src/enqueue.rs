@@ -147,6 +147,23 @@ pub async fn enqueue<X: SqlExec>(
     require_groups(queue, &cfg, &messages)?;
     let timing = Timing::of(now, &options, &cfg);
 
+    // One message with nothing to look up (no dedup window, no line): its row alone.
+    if let [message] = &mut messages[..]
+        && needs_no_lookup(&cfg, message)
+    {
+        let row = values::bind(
+            shared_values(queue, now, &timing)
+                .into_iter()
+                .chain([next_seq.map_or(Value::Null, Value::from)])
+                .chain(row_values(message, None, false)),
+            SHARED_PARAMS - 1 + ROW_PARAMS,
+        );
+        let seq = x
+            .insert_one_row(INSERT_ONE, INSERT_ONE_PLAIN, &row, alone)
+            .await?;
+        return Ok(vec![EnqueueSlot::Enqueued(SeqNumber(seq))]);
+    }
+
     // Dedup (4.1–4.3): against live entries, then against earlier slots of this batch.
     let keys = dedup_keys(&messages, &cfg);
     let seen = live_entries(x, now, queue, &keys).await?;
@@ -286,15 +303,19 @@ pub async fn one_row<X: SqlExec>(
 ) -> Result<Option<OneRow>> {
     let (cfg, _) = load_queue_next_seq(x, queue, true).await?;
     require_groups(queue, &cfg, std::slice::from_ref(message))?;
-    if !cfg.dedup_window.is_zero()
-        || line_of(cfg.ordering_mode, message.group_id.as_deref()).is_some()
-    {
+    if !needs_no_lookup(&cfg, message) {
         return Ok(None);
     }
     Ok(Some(OneRow {
         shared: shared_values(queue, now, &Timing::of(now, options, &cfg)),
         row: row_values(message, None, false),
     }))
+}
+
+/// Whether `message`'s row is all its send writes: its queue keeps no dedup window (no
+/// entry to look up or write) and it joins no line (none to find busy).
+fn needs_no_lookup(cfg: &mqlite_contract::QueueConfig, message: &OutMessage) -> bool {
+    cfg.dedup_window.is_zero() && line_of(cfg.ordering_mode, message.group_id.as_deref()).is_none()
 }
 
 /// The values every row of a send to `queue` at `now` shares (`?1` … `?5`): queue,
