@@ -60,16 +60,24 @@ pub static INSERT_ROWS: Texts = Texts::new(|| {
 pub static INSERT_ROWS_NEXT: Texts = Texts::new(|| {
     values::build(
         mqlite_contract::limits::MAX_SEND_BATCH.next_power_of_two(),
-        |n| {
-            insert_rows(
-                concat!("(", next_seq!(), ")"),
-                SHARED_PARAMS,
-                n,
-                "\nRETURNING id",
-            )
-        },
+        |n| insert_rows_next(n, "\nRETURNING id"),
     )
 });
+
+/// [`INSERT_ROWS_NEXT`] without `RETURNING`: the rows are numbered consecutively in
+/// row order, so a local driver counts their numbers back from the last row's rowid
+/// ([`SqlExec::insert_numbered`]).
+pub static INSERT_ROWS_NEXT_PLAIN: Texts = Texts::new(|| {
+    values::build(
+        mqlite_contract::limits::MAX_SEND_BATCH.next_power_of_two(),
+        |n| insert_rows_next(n, ""),
+    )
+});
+
+/// The text of [`INSERT_ROWS_NEXT`] for `n` rows, then `tail`.
+fn insert_rows_next(n: usize, tail: &str) -> String {
+    insert_rows(concat!("(", next_seq!(), ")"), SHARED_PARAMS, n, tail)
+}
 
 /// The multi-row INSERT of `n` rows whose values start at `?first`, row k numbered
 /// `base + k`, then `tail`.
@@ -108,7 +116,7 @@ VALUES (?1, ?2, ?3, ?4, ?5, coalesce(?6, (SELECT ",
 /// [`ROW_PARAMS`]' order. A NULL `?6` takes the next number here (as
 /// [`crate::rows::SELECT_NEXT_SEQ`] reads it): a send to a queue the driver knows is this
 /// one statement. Returns the number. (The flows run it through
-/// [`SqlExec::insert_one_row`], which may run [`INSERT_ONE_PLAIN`] instead.)
+/// [`SqlExec::insert_numbered`], which may run [`INSERT_ONE_PLAIN`] instead.)
 pub const INSERT_ONE: &str = concat!(insert_one!(), "\nRETURNING id");
 
 /// [`INSERT_ONE`] without `RETURNING`: the number is the row's rowid (`id` is the
@@ -158,9 +166,7 @@ pub async fn enqueue<X: SqlExec>(
                 .chain(row_values(message, None, false)),
             SHARED_PARAMS - 1 + ROW_PARAMS,
         );
-        let seq = x
-            .insert_one_row(INSERT_ONE, INSERT_ONE_PLAIN, &row, alone)
-            .await?;
+        let seq = one_number(x, &row, alone).await?;
         return Ok(vec![EnqueueSlot::Enqueued(SeqNumber(seq))]);
     }
 
@@ -196,10 +202,7 @@ pub async fn enqueue<X: SqlExec>(
                 .chain(values),
             SHARED_PARAMS - 1 + ROW_PARAMS,
         );
-        let seq = x
-            .insert_one_row(INSERT_ONE, INSERT_ONE_PLAIN, &row, last)
-            .await?;
-        seqs.insert(i, SeqNumber(seq));
+        seqs.insert(i, SeqNumber(one_number(x, &row, last).await?));
     } else {
         // None fresh, or several: then the number was read with the queue.
         let mut next_seq = match next_seq {
@@ -352,14 +355,19 @@ pub async fn insert_merged<X: SqlExec>(
         Err(rows) => rows,
     };
     let params = rows_next_params(shared.iter().cloned(), n, rows.into_iter().flatten());
-    let numbers = x.query(INSERT_ROWS_NEXT.get(n), &params).await;
-    numbers
-        .and_then(|done| returned_numbers(&done, n))
-        .map_err(|e| {
-            let mut params = params.into_iter().skip(SHARED_PARAMS - 1);
-            let rows = (0..n).map(|_| row_of(params.by_ref().take(ROW_PARAMS).collect(), 0));
-            (e, rows.collect())
-        })
+    x.insert_numbered(
+        INSERT_ROWS_NEXT.get(n),
+        INSERT_ROWS_NEXT_PLAIN.get(n),
+        &params,
+        n,
+        false,
+    )
+    .await
+    .map_err(|e| {
+        let mut params = params.into_iter().skip(SHARED_PARAMS - 1);
+        let rows = (0..n).map(|_| row_of(params.by_ref().take(ROW_PARAMS).collect(), 0));
+        (e, rows.collect())
+    })
 }
 
 /// The parameters of [`INSERT_ROWS_NEXT`] for `n` rows: the shared values (`?1` …
@@ -411,16 +419,25 @@ fn one_params(shared: &SharedValues, row: [Value; ROW_PARAMS]) -> Vec<(&'static 
 }
 
 async fn insert_one_bound<X: SqlExec>(x: &mut X, params: crate::exec::Params<'_>) -> Result<i64> {
-    x.insert_one_row(INSERT_ONE, INSERT_ONE_PLAIN, params, false)
-        .await
+    one_number(x, params, false).await
 }
 
-/// The sequence number an insert of one row returned ([`returned_numbers`] of one).
-pub(crate) fn returned_number(rows: &[crate::Row]) -> Result<i64> {
-    let [seq] = returned_numbers(rows, 1)?[..] else {
-        unreachable!("returned_numbers checks the count")
-    };
-    Ok(seq)
+/// Runs [`INSERT_ONE`] (`last`: as the flow's last statement) and returns its number.
+async fn one_number<X: SqlExec>(
+    x: &mut X,
+    params: crate::exec::Params<'_>,
+    last: bool,
+) -> Result<i64> {
+    let numbers = x
+        .insert_numbered(INSERT_ONE, INSERT_ONE_PLAIN, params, 1, last)
+        .await?;
+    match numbers[..] {
+        [seq] => Ok(seq),
+        _ => Err(Error::backend(
+            "sql",
+            crate::exec::CorruptRow(format!("inserted {} rows of 1", numbers.len())),
+        )),
+    }
 }
 
 /// The row's values from bound parameters, starting at `from`.

@@ -170,14 +170,15 @@ impl<X: SqlExec> SqlExec for NotLast<'_, X> {
         self.0.execute(sql, params)
     }
 
-    fn insert_one_row(
+    fn insert_numbered(
         &mut self,
         returning: &'static str,
         plain: &'static str,
         params: Params<'_>,
+        n: usize,
         _last: bool,
-    ) -> impl Future<Output = Result<i64>> {
-        self.0.insert_one_row(returning, plain, params, false)
+    ) -> impl Future<Output = Result<Vec<i64>>> {
+        self.0.insert_numbered(returning, plain, params, n, false)
     }
 
     fn known_queue(&self, name: &str) -> Option<(QueueKind, QueueConfig)> {
@@ -263,18 +264,20 @@ pub trait SqlExec {
         std::future::ready(Ok(None))
     }
 
-    /// Inserts one row into a table whose INTEGER PRIMARY KEY is `id` and returns that
-    /// id: `returning` is the INSERT with `RETURNING id`, `plain` the same INSERT
-    /// without it. `last` as for [`SqlExec::query_last`]. The default runs `returning`;
-    /// a driver that can read the row's rowid from its connection at no cost runs
-    /// `plain` and reads it (SQLite runs `RETURNING` through a temporary table).
-    fn insert_one_row(
+    /// Inserts `n` rows into a table whose INTEGER PRIMARY KEY is `id`, numbered
+    /// consecutively in the order inserted, and returns their ids in that order:
+    /// `returning` is the INSERT with `RETURNING id`, `plain` the same INSERT without it.
+    /// `last` as for [`SqlExec::query_last`]. The default runs `returning`; a driver
+    /// that can read the last row's rowid from its connection at no cost runs `plain`
+    /// and counts back from it (SQLite runs `RETURNING` through a temporary table).
+    fn insert_numbered(
         &mut self,
         returning: &'static str,
         plain: &'static str,
         params: Params<'_>,
+        n: usize,
         last: bool,
-    ) -> impl Future<Output = Result<i64>> {
+    ) -> impl Future<Output = Result<Vec<i64>>> {
         let _ = plain;
         async move {
             let rows = if last {
@@ -282,7 +285,7 @@ pub trait SqlExec {
             } else {
                 self.query(returning, params).await?
             };
-            crate::enqueue::returned_number(&rows)
+            crate::enqueue::returned_numbers(&rows, n)
         }
     }
 

@@ -186,6 +186,7 @@ pub static STATEMENTS: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
         let sized = [
             ("INSERT_ROWS", &enqueue::INSERT_ROWS),
             ("INSERT_ROWS_NEXT", &enqueue::INSERT_ROWS_NEXT),
+            ("INSERT_ROWS_NEXT_PLAIN", &enqueue::INSERT_ROWS_NEXT_PLAIN),
             ("LOCK_PICKED", &claim::LOCK_PICKED),
             ("COMPLETE_ROWS", &settle::COMPLETE_ROWS),
             ("RENEW_ROWS", &settle::RENEW_ROWS),

@@ -163,22 +163,24 @@ impl SqlExec for Exec<'_> {
         self.execute_now(sql, params)
     }
 
-    /// `plain`, and the row's rowid from the connection: no `RETURNING` and its
-    /// temporary table.
-    async fn insert_one_row(
+    /// `plain`, and the ids counted back from the last row's rowid: no `RETURNING` and
+    /// its temporary table.
+    async fn insert_numbered(
         &mut self,
         _returning: &'static str,
         plain: &'static str,
         params: Params<'_>,
+        n: usize,
         _last: bool,
-    ) -> Result<i64> {
+    ) -> Result<Vec<i64>> {
         let done = self.execute_now(plain, params)?;
-        if done.changes != 1 {
+        if done.changes != n as u64 {
             return Err(Error::backend(
                 "sql",
-                mqlite_sql::exec::CorruptRow(format!("inserted {} rows of 1", done.changes)),
+                mqlite_sql::exec::CorruptRow(format!("inserted {} rows of {n}", done.changes)),
             ));
         }
-        Ok(done.last_insert_rowid)
+        let first = done.last_insert_rowid - (n as i64 - 1);
+        Ok((first..=done.last_insert_rowid).collect())
     }
 }

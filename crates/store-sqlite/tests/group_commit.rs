@@ -180,7 +180,7 @@ async fn sends_of_one_message_waiting_for_the_writer_are_one_insert() {
         let (release, holder) = hold_writer(&store).await;
         let (commits, before) = (store.group_commits(), statements(&store));
         let calls: Vec<_> = (0..n)
-            .map(|i| send(&store, "q", &format!("m{i}")))
+            .map(|i| send(&store, "q", &format!("{n}-{i}")))
             .collect();
         release.send(()).expect("release");
         holder.await.expect("holder");
@@ -201,6 +201,17 @@ async fn sends_of_one_message_waiting_for_the_writer_are_one_insert() {
             numbers.windows(2).all(|w| w[1] == w[0] + 1),
             "contiguous, in the order made: {numbers:?}"
         );
+        // And each is the number of its own row (the store counts them back from the
+        // last row's rowid).
+        for (i, seq) in numbers.iter().enumerate() {
+            let hex: String = format!("{n}-{i}")
+                .bytes()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let sql = format!("SELECT id FROM mqlite_messages WHERE body = X'{hex}'");
+            let id = store.query_i64(&sql).await.expect("the row's id");
+            assert_eq!(id, *seq, "the number {n}-{i} was given is its row's");
+        }
     }
 }
 
