@@ -11,7 +11,7 @@ use mqlite_kit::enqueue::{
 };
 use serde_json::json;
 
-use crate::exec::{SqlExec, Value};
+use crate::exec::{Numbered, SqlExec, Value};
 use crate::line::busy_lines;
 use crate::rows::{encode_event, encode_properties, load_queue_next_seq};
 use crate::values::{self, Texts};
@@ -355,19 +355,17 @@ pub async fn insert_merged<X: SqlExec>(
         Err(rows) => rows,
     };
     let params = rows_next_params(shared.iter().cloned(), n, rows.into_iter().flatten());
-    x.insert_numbered(
-        INSERT_ROWS_NEXT.get(n),
-        INSERT_ROWS_NEXT_PLAIN.get(n),
-        &params,
-        n,
-        false,
-    )
-    .await
-    .map_err(|e| {
-        let mut params = params.into_iter().skip(SHARED_PARAMS - 1);
-        let rows = (0..n).map(|_| row_of(params.by_ref().take(ROW_PARAMS).collect(), 0));
-        (e, rows.collect())
-    })
+    let insert = Numbered {
+        returning: INSERT_ROWS_NEXT.get(n),
+        plain: INSERT_ROWS_NEXT_PLAIN.get(n),
+    };
+    x.insert_numbered(insert, &params, n, false)
+        .await
+        .map_err(|e| {
+            let mut params = params.into_iter().skip(SHARED_PARAMS - 1);
+            let rows = (0..n).map(|_| row_of(params.by_ref().take(ROW_PARAMS).collect(), 0));
+            (e, rows.collect())
+        })
 }
 
 /// The parameters of [`INSERT_ROWS_NEXT`] for `n` rows: the shared values (`?1` …
@@ -428,9 +426,11 @@ async fn one_number<X: SqlExec>(
     params: crate::exec::Params<'_>,
     last: bool,
 ) -> Result<i64> {
-    let numbers = x
-        .insert_numbered(INSERT_ONE, INSERT_ONE_PLAIN, params, 1, last)
-        .await?;
+    let insert = Numbered {
+        returning: INSERT_ONE,
+        plain: INSERT_ONE_PLAIN,
+    };
+    let numbers = x.insert_numbered(insert, params, 1, last).await?;
     match numbers[..] {
         [seq] => Ok(seq),
         _ => Err(Error::backend(

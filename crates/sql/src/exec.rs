@@ -63,6 +63,15 @@ impl<T: Into<Value>> From<Option<T>> for Value {
 /// Named parameters: `(":name", value)`.
 pub type Params<'a> = &'a [(&'static str, Value)];
 
+/// An INSERT whose rows take consecutive ids, written twice ([`SqlExec::insert_numbered`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Numbered {
+    /// The INSERT with `RETURNING id`.
+    pub returning: &'static str,
+    /// The same INSERT without it.
+    pub plain: &'static str,
+}
+
 /// What a write statement did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Executed {
@@ -172,13 +181,12 @@ impl<X: SqlExec> SqlExec for NotLast<'_, X> {
 
     fn insert_numbered(
         &mut self,
-        returning: &'static str,
-        plain: &'static str,
+        insert: Numbered,
         params: Params<'_>,
         n: usize,
         _last: bool,
     ) -> impl Future<Output = Result<Vec<i64>>> {
-        self.0.insert_numbered(returning, plain, params, n, false)
+        self.0.insert_numbered(insert, params, n, false)
     }
 
     fn known_queue(&self, name: &str) -> Option<(QueueKind, QueueConfig)> {
@@ -264,26 +272,24 @@ pub trait SqlExec {
         std::future::ready(Ok(None))
     }
 
-    /// Inserts `n` rows into a table whose INTEGER PRIMARY KEY is `id`, numbered
-    /// consecutively in the order inserted, and returns their ids in that order:
-    /// `returning` is the INSERT with `RETURNING id`, `plain` the same INSERT without it.
-    /// `last` as for [`SqlExec::query_last`]. The default runs `returning`; a driver
-    /// that can read the last row's rowid from its connection at no cost runs `plain`
-    /// and counts back from it (SQLite runs `RETURNING` through a temporary table).
+    /// Runs `insert` of `n` rows into a table whose INTEGER PRIMARY KEY is `id`,
+    /// numbered consecutively in the order inserted, and returns their ids in that
+    /// order. `last` as for [`SqlExec::query_last`]. The default runs the statement with
+    /// `RETURNING id`; a driver that can read the last row's rowid from its connection
+    /// at no cost runs the plain one and counts back from it (SQLite runs `RETURNING`
+    /// through a temporary table).
     fn insert_numbered(
         &mut self,
-        returning: &'static str,
-        plain: &'static str,
+        insert: Numbered,
         params: Params<'_>,
         n: usize,
         last: bool,
     ) -> impl Future<Output = Result<Vec<i64>>> {
-        let _ = plain;
         async move {
             let rows = if last {
-                self.query_last(returning, params).await?
+                self.query_last(insert.returning, params).await?
             } else {
-                self.query(returning, params).await?
+                self.query(insert.returning, params).await?
             };
             crate::enqueue::returned_numbers(&rows, n)
         }

@@ -166,8 +166,8 @@ pub mod topics;
 pub mod values;
 
 pub use exec::{
-    Executed, KnownQueues, Params, QueueRow, REFUSE_UNLESS_CHANGED, Row, STEP_REFUSED, SqlExec,
-    Value,
+    Executed, KnownQueues, Numbered, Params, QueueRow, REFUSE_UNLESS_CHANGED, Row, STEP_REFUSED,
+    SqlExec, Value,
 };
 /// The contract, for [`store_ops!`]'s expansion.
 #[doc(hidden)]

@@ -8,7 +8,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, StatementStatus};
 
 use mqlite_contract::{Error, QueueConfig, QueueKind, Result, WorkStats};
-use mqlite_sql::{Executed, KnownQueues, Params, QueueRow, Row, SqlExec, Value};
+use mqlite_sql::{Executed, KnownQueues, Numbered, Params, QueueRow, Row, SqlExec, Value};
 
 use crate::db;
 
@@ -167,13 +167,12 @@ impl SqlExec for Exec<'_> {
     /// its temporary table.
     async fn insert_numbered(
         &mut self,
-        _returning: &'static str,
-        plain: &'static str,
+        insert: Numbered,
         params: Params<'_>,
         n: usize,
         _last: bool,
     ) -> Result<Vec<i64>> {
-        let done = self.execute_now(plain, params)?;
+        let done = self.execute_now(insert.plain, params)?;
         if done.changes != n as u64 {
             return Err(Error::backend(
                 "sql",
