@@ -159,13 +159,8 @@ pub async fn enqueue<X: SqlExec>(
     if let [message] = &mut messages[..]
         && needs_no_lookup(&cfg, message)
     {
-        let row = values::bind(
-            shared_values(queue, now, &timing)
-                .into_iter()
-                .chain([next_seq.map_or(Value::Null, Value::from)])
-                .chain(row_values(message, None, false)),
-            SHARED_PARAMS - 1 + ROW_PARAMS,
-        );
+        let shared = shared_values(queue, now, &timing);
+        let row = one_params(&shared, next_seq, row_values(message, None, false));
         let seq = one_number(x, &row, alone).await?;
         return Ok(vec![EnqueueSlot::Enqueued(SeqNumber(seq))]);
     }
@@ -195,13 +190,7 @@ pub async fn enqueue<X: SqlExec>(
     let shared = || shared_values(queue, now, &timing);
     if let [i] = fresh[..] {
         let values = row_values(&mut messages[i], lines[0].as_deref(), waiting[0]);
-        let row = values::bind(
-            shared()
-                .into_iter()
-                .chain([next_seq.map_or(Value::Null, Value::from)])
-                .chain(values),
-            SHARED_PARAMS - 1 + ROW_PARAMS,
-        );
+        let row = one_params(&shared(), next_seq, values);
         seqs.insert(i, SeqNumber(one_number(x, &row, last).await?));
     } else {
         // None fresh, or several: then the number was read with the queue.
@@ -346,7 +335,7 @@ pub async fn insert_merged<X: SqlExec>(
     let n = rows.len();
     let rows = match <[_; 1]>::try_from(rows) {
         Ok([row]) => {
-            let params = one_params(shared, row);
+            let params = one_params(shared, None, row);
             return match insert_one_bound(x, &params).await {
                 Ok(seq) => Ok(vec![seq]),
                 Err(e) => Err((e, vec![row_of(params, SHARED_PARAMS - 1)])),
@@ -405,13 +394,22 @@ pub async fn insert_one<X: SqlExec>(
     shared: &SharedValues,
     row: [Value; ROW_PARAMS],
 ) -> Result<i64> {
-    insert_one_bound(x, &one_params(shared, row)).await
+    insert_one_bound(x, &one_params(shared, None, row)).await
 }
 
-/// [`INSERT_ONE`]'s parameters: the shared values, NULL for the next number, the row.
-fn one_params(shared: &SharedValues, row: [Value; ROW_PARAMS]) -> Vec<(&'static str, Value)> {
+/// [`INSERT_ONE`]'s parameters: the shared values, the row's number (None: NULL, the
+/// next number), the row.
+fn one_params(
+    shared: &SharedValues,
+    seq: Option<i64>,
+    row: [Value; ROW_PARAMS],
+) -> Vec<(&'static str, Value)> {
     values::bind(
-        shared.iter().cloned().chain([Value::Null]).chain(row),
+        shared
+            .iter()
+            .cloned()
+            .chain([seq.map_or(Value::Null, Value::from)])
+            .chain(row),
         SHARED_PARAMS - 1 + ROW_PARAMS,
     )
 }
