@@ -41,10 +41,7 @@ impl FileIdentity {
             return Ok(FileIdentity(None));
         };
         let (dev, ino) = identity(&path).map_err(|e| Error::backend(backend, e))?;
-        // A watch set on the path after the file there changed would watch another
-        // file: it counts only if the path still names the one looked up.
-        let watch =
-            watch::Watch::new(&path).filter(|_| identity(&path).is_ok_and(|now| now == (dev, ino)));
+        let watch = watch::Watch::new(&path, (dev, ino));
         Ok(FileIdentity(Some(Arc::new(Opened {
             path,
             dev,
@@ -135,9 +132,22 @@ mod watch {
     }
 
     impl Watch {
-        /// None where the kernel will not watch (no inotify, the per-user limit of
-        /// instances or watches reached): the check then looks every time.
-        pub(super) fn new(path: &Path) -> Option<Watch> {
+        /// A watch of the file at `path`, which is `opened` (device, inode). None where
+        /// the kernel will not watch (no inotify, the per-user limit of instances or
+        /// watches reached), or where `path` is a symbolic link (a watch would see the
+        /// link or the file it names, not both): the check then looks every time.
+        pub(super) fn new(path: &Path, opened: (u64, u64)) -> Option<Watch> {
+            // The path names the file itself, before the watch is set and after: a watch
+            // set after the file there changed would watch another file.
+            let names_it = || {
+                std::fs::symlink_metadata(path).is_ok_and(|m| {
+                    use std::os::unix::fs::MetadataExt;
+                    !m.file_type().is_symlink() && (m.dev(), m.ino()) == opened
+                })
+            };
+            if !names_it() {
+                return None;
+            }
             let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
             // The file: deleted or renamed over (its links change), moved, changed mode.
             let on_file = WatchFlags::ATTRIB | WatchFlags::DELETE_SELF | WatchFlags::MOVE_SELF;
@@ -149,6 +159,9 @@ mod watch {
             };
             let on_dir = WatchFlags::DELETE_SELF | WatchFlags::MOVE_SELF;
             inotify::add_watch(&fd, dir, on_dir | WatchFlags::ONLYDIR).ok()?;
+            if !names_it() {
+                return None;
+            }
             Some(Watch {
                 fd,
                 suspect: Mutex::new(false),
@@ -188,7 +201,7 @@ mod watch {
     pub(super) struct Watch(Mutex<bool>);
 
     impl Watch {
-        pub(super) fn new(_path: &Path) -> Option<Watch> {
+        pub(super) fn new(_path: &Path, _opened: (u64, u64)) -> Option<Watch> {
             None
         }
 
@@ -277,6 +290,25 @@ mod tests {
         let (_, id, _held) = opened(&dir);
         id.check().unwrap();
         std::fs::rename(&dir, root.path().join("e")).unwrap();
+        assert!(gone(&id).contains("names nothing"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_path_through_a_symbolic_link_is_looked_up_every_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::write(&real, b"x").unwrap();
+        let _held = std::fs::File::open(&real).unwrap();
+        let link = dir.path().join("db");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let id = FileIdentity::of(Some(link), "test").unwrap();
+        assert!(
+            !id.watched(),
+            "a watch would see the link or its file, not both"
+        );
+        id.check().unwrap();
+        std::fs::remove_file(&real).unwrap();
         assert!(gone(&id).contains("names nothing"));
     }
 
