@@ -11,7 +11,7 @@ use mqlite_kit::enqueue::{
 };
 use serde_json::json;
 
-use crate::exec::{Numbered, SqlExec, Value};
+use crate::exec::{Numbered, SqlExec, Value, wrong_row_count};
 use crate::line::busy_lines;
 use crate::rows::{encode_event, encode_properties, load_queue_next_seq};
 use crate::values::{self, Texts};
@@ -225,10 +225,7 @@ pub async fn enqueue<X: SqlExec>(
                 x.execute(text, &params).await?
             };
             if done.changes != n as u64 {
-                return Err(Error::backend(
-                    "sql",
-                    crate::exec::CorruptRow(format!("inserted {} rows of {n}", done.changes)),
-                ));
+                return Err(wrong_row_count(done.changes, n));
             }
             for (k, &i) in fresh[pos..pos + n].iter().enumerate() {
                 seqs.insert(i, SeqNumber(next_seq + k as i64));
@@ -379,10 +376,7 @@ pub fn rows_next_params(
 pub fn returned_numbers(rows: &[crate::Row], n: usize) -> Result<Vec<i64>> {
     let mut numbers = rows.iter().map(|r| r.int(0)).collect::<Result<Vec<_>>>()?;
     if numbers.len() != n {
-        return Err(Error::backend(
-            "sql",
-            crate::exec::CorruptRow(format!("inserted {} rows of {n}", numbers.len())),
-        ));
+        return Err(wrong_row_count(numbers.len() as u64, n));
     }
     numbers.sort_unstable();
     Ok(numbers)
@@ -431,10 +425,7 @@ async fn one_number<X: SqlExec>(
     let numbers = x.insert_numbered(insert, params, 1, last).await?;
     match numbers[..] {
         [seq] => Ok(seq),
-        _ => Err(Error::backend(
-            "sql",
-            crate::exec::CorruptRow(format!("inserted {} rows of 1", numbers.len())),
-        )),
+        _ => Err(wrong_row_count(numbers.len() as u64, 1)),
     }
 }
 

@@ -101,6 +101,11 @@ fn corrupt(what: String) -> Error {
     Error::backend("sql", CorruptRow(what))
 }
 
+/// An INSERT of `n` rows that inserted (or answered for) another number of them.
+pub fn wrong_row_count(inserted: u64, n: usize) -> Error {
+    corrupt(format!("inserted {inserted} rows of {n}"))
+}
+
 impl Row {
     fn get(&self, i: usize) -> Result<&Value> {
         self.0

@@ -174,10 +174,7 @@ impl SqlExec for Exec<'_> {
     ) -> Result<Vec<i64>> {
         let done = self.execute_now(insert.plain, params)?;
         if done.changes != n as u64 {
-            return Err(Error::backend(
-                "sql",
-                mqlite_sql::exec::CorruptRow(format!("inserted {} rows of {n}", done.changes)),
-            ));
+            return Err(mqlite_sql::exec::wrong_row_count(done.changes, n));
         }
         let first = done.last_insert_rowid - (n as i64 - 1);
         Ok((first..=done.last_insert_rowid).collect())
