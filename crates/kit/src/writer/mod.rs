@@ -547,7 +547,9 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                 // command waits for the commit.
                 let ops = first.ops();
                 let mut calls = vec![first];
-                let start = std::time::Instant::now();
+                // The clock is read only where the writer may wait (a handle whose
+                // commits fsync); elsewhere the group takes what is queued at once.
+                let waiting_since = (!gather.is_zero()).then(std::time::Instant::now);
                 let callers = loop {
                     next = take_grouped(jobs, slot, &mut calls);
                     let callers: usize = calls.iter().map(|c| c.callers()).sum();
@@ -557,7 +559,7 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                     if next.is_some()
                         || calls.len() >= MAX_GROUP
                         || callers >= last_callers
-                        || start.elapsed() >= gather
+                        || waiting_since.is_none_or(|t| t.elapsed() >= gather)
                     {
                         break callers;
                     }
@@ -572,15 +574,11 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                 if solo_groups >= SOLO_GROUPS_UNCONTENDED {
                     slot.contended.store(false, Ordering::Relaxed);
                 }
-                let began = std::time::Instant::now();
+                let began = (ops.gathers)(handle).then(std::time::Instant::now);
                 let ran = catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls)));
                 // Worth waiting for, where commits fsync, is at most what a group
                 // costs: its commit and fsync.
-                gather = if (ops.gathers)(handle) {
-                    began.elapsed().min(GATHER_WAIT)
-                } else {
-                    std::time::Duration::ZERO
-                };
+                gather = began.map_or(std::time::Duration::ZERO, |t| t.elapsed().min(GATHER_WAIT));
                 match ran {
                     Ok(answers) => {
                         if (ops.maintenance_due)(handle) {
