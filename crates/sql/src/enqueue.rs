@@ -333,7 +333,7 @@ pub async fn insert_merged<X: SqlExec>(
     let rows = match <[_; 1]>::try_from(rows) {
         Ok([row]) => {
             let params = one_params(shared, None, row);
-            return match insert_one_bound(x, &params).await {
+            return match one_number(x, &params, false).await {
                 Ok(seq) => Ok(vec![seq]),
                 Err(e) => Err((e, vec![row_of(params, SHARED_PARAMS - 1)])),
             };
@@ -388,7 +388,7 @@ pub async fn insert_one<X: SqlExec>(
     shared: &SharedValues,
     row: [Value; ROW_PARAMS],
 ) -> Result<i64> {
-    insert_one_bound(x, &one_params(shared, None, row)).await
+    one_number(x, &one_params(shared, None, row), false).await
 }
 
 /// [`INSERT_ONE`]'s parameters: the shared values, the row's number (None: NULL, the
@@ -406,10 +406,6 @@ fn one_params(
             .chain(row),
         SHARED_PARAMS - 1 + ROW_PARAMS,
     )
-}
-
-async fn insert_one_bound<X: SqlExec>(x: &mut X, params: crate::exec::Params<'_>) -> Result<i64> {
-    one_number(x, params, false).await
 }
 
 /// Runs [`INSERT_ONE`] (`last`: as the flow's last statement) and returns its number.
