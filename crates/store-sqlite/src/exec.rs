@@ -11,6 +11,7 @@ use mqlite_contract::{Error, QueueConfig, QueueKind, Result, WorkStats};
 use mqlite_sql::{Executed, KnownQueues, Numbered, Params, QueueRow, Row, SqlExec, Value};
 
 use crate::db;
+use crate::writer::Lazy;
 
 /// Statements and steps since open, shared by the store and its writer thread.
 #[derive(Debug, Default)]
@@ -47,6 +48,9 @@ pub(crate) struct Exec<'c> {
     /// writer's [`crate::writer::Conn`] remembers them then); None in an application's
     /// transaction, whose commit the store does not see.
     pub(crate) read: Option<&'c mut Vec<(String, QueueRow)>>,
+    /// The deferred transaction of a call alone on its caller's thread; None inside a
+    /// transaction already open (an application's).
+    pub(crate) lazy: Option<Lazy<'c>>,
 }
 
 fn bind(stmt: &mut rusqlite::Statement<'_>, sql: &str, params: Params<'_>) -> Result<()> {
@@ -90,7 +94,17 @@ fn value(v: ValueRef<'_>) -> Value {
 }
 
 impl Exec<'_> {
-    fn query_now(&self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>> {
+    /// Opens a deferred transaction before a statement that is not the flow's `last`;
+    /// whether the statement runs by itself ([`Lazy::before`]).
+    fn before(&self, last: bool) -> Result<Option<Lazy<'_>>> {
+        match self.lazy {
+            Some(lazy) if lazy.before(self.conn, last)? => Ok(Some(lazy)),
+            _ => Ok(None),
+        }
+    }
+
+    fn query_now(&self, sql: &'static str, params: Params<'_>, last: bool) -> Result<Vec<Row>> {
+        let alone = self.before(last)?;
         let mut stmt = self.conn.prepare_cached(sql).map_err(db)?;
         bind(&mut stmt, sql, params)?;
         let width = stmt.column_count();
@@ -105,14 +119,18 @@ impl Exec<'_> {
                 out.push(Row(cols));
             }
         }
+        // Every row read: the statement is done, and by itself it committed.
+        alone.inspect(Lazy::ran);
         self.work.record(stmt.reset_status(StatementStatus::VmStep));
         Ok(out)
     }
 
-    fn execute_now(&self, sql: &'static str, params: Params<'_>) -> Result<Executed> {
+    fn execute_now(&self, sql: &'static str, params: Params<'_>, last: bool) -> Result<Executed> {
+        let alone = self.before(last)?;
         let mut stmt = self.conn.prepare_cached(sql).map_err(db)?;
         bind(&mut stmt, sql, params)?;
         let changes = stmt.raw_execute().map_err(db)? as u64;
+        alone.inspect(Lazy::ran);
         self.work.record(stmt.reset_status(StatementStatus::VmStep));
         Ok(Executed {
             changes,
@@ -156,11 +174,19 @@ impl SqlExec for Exec<'_> {
     }
 
     async fn query(&mut self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>> {
-        self.query_now(sql, params)
+        self.query_now(sql, params, false)
     }
 
     async fn execute(&mut self, sql: &'static str, params: Params<'_>) -> Result<Executed> {
-        self.execute_now(sql, params)
+        self.execute_now(sql, params, false)
+    }
+
+    async fn query_last(&mut self, sql: &'static str, params: Params<'_>) -> Result<Vec<Row>> {
+        self.query_now(sql, params, true)
+    }
+
+    async fn execute_last(&mut self, sql: &'static str, params: Params<'_>) -> Result<Executed> {
+        self.execute_now(sql, params, true)
     }
 
     /// `plain`, and the ids counted back from the last row's rowid: no `RETURNING` and
@@ -170,9 +196,9 @@ impl SqlExec for Exec<'_> {
         insert: Numbered,
         params: Params<'_>,
         n: usize,
-        _last: bool,
+        last: bool,
     ) -> Result<Vec<i64>> {
-        let done = self.execute_now(insert.plain, params)?;
+        let done = self.execute_now(insert.plain, params, last)?;
         if done.changes != n as u64 {
             return Err(mqlite_sql::exec::wrong_row_count(done.changes, n));
         }

@@ -302,19 +302,10 @@ impl SqliteStore {
         F: for<'a, 'c> AsyncFnOnce(&'a mut Exec<'c>, i64) -> Result<R> + Send + 'static,
     {
         let work = self.work.clone();
-        let known = self.known.clone();
-        let run = self
-            .writer
-            .run_tx(items <= INLINE_ITEMS, move |tx, read, now| {
-                let mut x = Exec {
-                    conn: tx,
-                    work: &work,
-                    known: &known,
-                    read: Some(read),
-                };
-                // The flows' futures are ready at once: rusqlite answers synchronously.
-                block_on(None, f(&mut x, now))
-            });
+        let run = self.writer.run_tx(items <= INLINE_ITEMS, move |conn, now| {
+            // The flows' futures are ready at once: rusqlite answers synchronously.
+            block_on(None, f(&mut conn.exec(&work), now))
+        });
         self.finish(run)
     }
 
@@ -421,6 +412,13 @@ impl SqliteStore {
     /// one (tests count them; see the store kit's writer).
     pub fn group_commits(&self) -> u64 {
         self.writer.commits()
+    }
+
+    /// How many transaction statements (`BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK`, the
+    /// savepoints') the store has run: a call alone on its caller's thread whose one
+    /// statement is its last runs none (tests count them).
+    pub fn transaction_statements(&self) -> u64 {
+        self.writer.tx_statements()
     }
 
     /// How many calls have run on their caller's thread instead of the writer thread

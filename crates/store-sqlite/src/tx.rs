@@ -62,6 +62,7 @@ impl SqliteTx<'_> {
             work: self.work,
             known: self.known,
             read: None,
+            lazy: None,
         };
         block_on(None, op(&mut x))
     }

@@ -43,12 +43,84 @@ pub(crate) fn hook_wal(conn: &Connection) {
     conn.wal_hook(Some(note_wal_frames));
 }
 
+/// Where the transaction of a call alone on its caller's thread stands
+/// ([`GroupCommit::begin_alone`]): opened at its first statement, unless that statement
+/// is also its last, which then runs by itself and commits with its own end (SQLite
+/// runs a statement outside a transaction atomically: all of it or none). A one-row
+/// send or a one-message receive of a known queue is one statement, which saves it the
+/// two statements `BEGIN IMMEDIATE` and `COMMIT`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Deferred {
+    /// No deferred transaction: the group's was opened by `BEGIN IMMEDIATE`, or none.
+    No,
+    /// Begun, but no statement has run yet.
+    Pending,
+    /// Its one statement ran by itself and committed.
+    Committed,
+}
+
+/// The deferred transaction of a call alone, as its statements see it ([`Exec`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Lazy<'c> {
+    state: &'c Cell<Deferred>,
+    file: &'c FileIdentity,
+    tx_statements: &'c AtomicU64,
+}
+
+impl Lazy<'_> {
+    /// Before a statement (`last`: the flow's last, see `SqlExec::query_last`): a
+    /// pending transaction opens, unless this statement is the last, which then runs by
+    /// itself (after the check that the file is still the one opened, which every
+    /// commit makes first: 10.6). Returns whether it runs by itself; [`Lazy::ran`]
+    /// must follow it then.
+    pub(crate) fn before(&self, conn: &Connection, last: bool) -> Result<bool> {
+        match self.state.get() {
+            Deferred::No => Ok(false),
+            Deferred::Pending if last => {
+                self.file.check()?;
+                Ok(true)
+            }
+            Deferred::Pending => {
+                self.tx_statements.fetch_add(1, Ordering::Relaxed);
+                run_sql(conn, "BEGIN IMMEDIATE")?;
+                self.state.set(Deferred::No);
+                Ok(false)
+            }
+            // The flows send nothing after their last statement (`SqlExec::query_last`):
+            // one that did would run outside the committed call's atomicity.
+            Deferred::Committed => Err(Error::backend(crate::BACKEND, AfterLast)),
+        }
+    }
+
+    /// The statement that ran by itself succeeded: its work is committed.
+    pub(crate) fn ran(&self) {
+        self.state.set(Deferred::Committed);
+    }
+}
+
+/// A flow ran a statement after its last one.
+#[derive(Debug)]
+struct AfterLast;
+
+impl std::fmt::Display for AfterLast {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a statement after the flow's last one (a defect of the flow): refused")
+    }
+}
+
+impl std::error::Error for AfterLast {}
+
 /// The writer thread's connection, with the group commit's statements (one IMMEDIATE
 /// transaction per group, a savepoint per call) and a count of group commits.
 pub(crate) struct Conn {
     pub(crate) conn: Connection,
     file: FileIdentity,
+    /// The deferred transaction of a call alone on its caller's thread.
+    deferred: Cell<Deferred>,
     commits: Arc<AtomicU64>,
+    /// The transaction statements run (`BEGIN`, `COMMIT`, the savepoints'), counted for
+    /// the tests.
+    tx_statements: Arc<AtomicU64>,
     /// The WAL's frames after the last commit.
     wal_frames: i32,
     /// Whether each commit fsyncs (`synchronous=FULL` or `EXTRA`).
@@ -70,6 +142,11 @@ impl Conn {
             work,
             known: &self.known,
             read: Some(&mut self.read),
+            lazy: Some(Lazy {
+                state: &self.deferred,
+                file: &self.file,
+                tx_statements: &self.tx_statements,
+            }),
         }
     }
 
@@ -82,6 +159,7 @@ impl Conn {
     }
 
     fn run(&self, sql: &str) -> Result<()> {
+        self.tx_statements.fetch_add(1, Ordering::Relaxed);
         run_sql(&self.conn, sql)
     }
 }
@@ -101,15 +179,31 @@ impl GroupCommit for Conn {
     fn begin(&mut self) -> Result<()> {
         // Reads of a transaction the database rolled back by itself are not vouched for.
         self.read.clear();
+        self.deferred.set(Deferred::No);
         self.run("BEGIN IMMEDIATE")
     }
 
-    fn commit(&mut self) -> Result<()> {
+    fn begin_alone(&mut self) -> Result<()> {
+        self.read.clear();
         // A hook value left by another connection's commit on this thread is not ours.
         WAL_FRAMES.set(0);
-        self.file.check()?;
-        self.run("COMMIT")
-            .map_err(|e| e.at_location(&self.file.location()))?;
+        self.deferred.set(Deferred::Pending);
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        match self.deferred.replace(Deferred::No) {
+            // No statement ran: nothing to commit.
+            Deferred::Pending => return Ok(()),
+            // Its one statement committed by itself (after the file's check).
+            Deferred::Committed => {}
+            Deferred::No => {
+                WAL_FRAMES.set(0);
+                self.file.check()?;
+                self.run("COMMIT")
+                    .map_err(|e| e.at_location(&self.file.location()))?;
+            }
+        }
         self.note_commit();
         self.commits.fetch_add(1, Ordering::Relaxed);
         self.known.remember(self.read.drain(..));
@@ -118,13 +212,18 @@ impl GroupCommit for Conn {
 
     fn rollback(&mut self) {
         self.read.clear();
+        // A deferred transaction that never opened has nothing to roll back (and one
+        // whose statement committed by itself reached no rollback: its call kept it).
+        if self.deferred.replace(Deferred::No) != Deferred::No || self.conn.is_autocommit() {
+            return;
+        }
         if let Err(e) = self.run("ROLLBACK") {
             tracing::error!(error = %e, "rolling back a failed group commit failed");
         }
     }
 
     fn in_transaction(&self) -> bool {
-        !self.conn.is_autocommit()
+        self.deferred.get() != Deferred::No || !self.conn.is_autocommit()
     }
 
     fn savepoint(&mut self) -> Result<()> {
@@ -175,6 +274,7 @@ impl GroupCommit for Conn {
 pub(crate) struct Writer {
     thread: WriterThread<Conn>,
     commits: Arc<AtomicU64>,
+    tx_statements: Arc<AtomicU64>,
     file: FileIdentity,
 }
 
@@ -193,6 +293,8 @@ impl Writer {
     ) -> Result<Self> {
         let commits = Arc::new(AtomicU64::new(0));
         let counter = commits.clone();
+        let tx_statements = Arc::new(AtomicU64::new(0));
+        let tx_counter = tx_statements.clone();
         let (tell, told) = std::sync::mpsc::channel();
         let thread = WriterThread::start("mqlite-sqlite-writer", clock, move || {
             let (conn, guard) = open()?;
@@ -203,7 +305,9 @@ impl Writer {
                 Conn {
                     conn,
                     file,
+                    deferred: Cell::new(Deferred::No),
                     commits: counter,
+                    tx_statements: tx_counter,
                     wal_frames: 0,
                     fsyncs,
                     checkpoint_asked: false,
@@ -219,6 +323,7 @@ impl Writer {
         Ok(Writer {
             thread,
             commits,
+            tx_statements,
             file,
         })
     }
@@ -254,6 +359,11 @@ impl Writer {
         self.commits.load(Ordering::Relaxed)
     }
 
+    /// Transaction statements run so far (`BEGIN`, `COMMIT`, the savepoints').
+    pub(crate) fn tx_statements(&self) -> u64 {
+        self.tx_statements.load(Ordering::Relaxed)
+    }
+
     /// Runs `f` on the writer thread with the statement-time clock reading. If the
     /// caller's future is dropped before the writer reaches the job, the job is skipped:
     /// nothing executes (13.1, 13.2).
@@ -274,10 +384,9 @@ impl Writer {
     pub(crate) fn run_tx<R: Send + 'static>(
         &self,
         short: bool,
-        f: impl FnOnce(&Connection, &mut Vec<(String, QueueRow)>, i64) -> Result<R> + Send + 'static,
+        f: impl FnOnce(&mut Conn, i64) -> Result<R> + Send + 'static,
     ) -> impl Future<Output = Result<R>> + Send + 'static {
-        self.thread
-            .run_grouped(short, move |c, now| f(&c.conn, &mut c.read, now))
+        self.thread.run_grouped(short, f)
     }
 
     /// Runs an application transaction: `f` gets the transaction, the statement time and

@@ -63,6 +63,77 @@ async fn a_short_call_on_an_idle_store_runs_on_the_callers_thread() {
     assert_eq!(store.group_commits() - commits, 3, "each its own commit");
 }
 
+/// A call alone on its caller's thread whose one statement is also its last (a send of
+/// a queue the store knows, a one-message receive) runs that statement by itself,
+/// committed with it: no `BEGIN IMMEDIATE` and `COMMIT` around it. A call of more
+/// statements opens its transaction at its first; a lone statement that fails keeps
+/// nothing.
+#[tokio::test]
+async fn a_lone_call_of_one_statement_runs_no_transaction_statements() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = open(&dir, |o| o).await;
+    let tx = |store: &SqliteStore| store.transaction_statements();
+    let at = tx(&store);
+    send(&store, 1).await.expect("send");
+    assert_eq!(
+        tx(&store) - at,
+        2,
+        "the first send reads the queue's row too"
+    );
+    let (at, commits) = (tx(&store), store.group_commits());
+    send(&store, 1).await.expect("send");
+    let m = store.claim("q".into(), spec(1)).await.expect("claim");
+    assert_eq!(m.len(), 1);
+    assert_eq!(
+        tx(&store) - at,
+        0,
+        "a send and a receive, one statement each"
+    );
+    assert_eq!(store.group_commits() - commits, 2, "each committed");
+    let at = tx(&store);
+    send(&store, 3).await.expect("send");
+    assert_eq!(
+        tx(&store) - at,
+        2,
+        "a batch reads its first number, then inserts"
+    );
+    let at = tx(&store);
+    store
+        .settle("q".into(), (&m[0]).into(), Settlement::Complete)
+        .await
+        .expect("complete");
+    assert_eq!(
+        tx(&store) - at,
+        2,
+        "a completion and its receipt: BEGIN, COMMIT"
+    );
+    assert_eq!(support::stored(&store).await, 4);
+
+    // A lone statement that fails keeps nothing, and the store goes on.
+    let pages = store.query_i64("PRAGMA page_count").await.expect("pages");
+    store
+        .query_i64(&format!("PRAGMA max_page_count = {pages}"))
+        .await
+        .expect("cap");
+    let at = tx(&store);
+    let big = store
+        .enqueue(
+            "q".into(),
+            vec![OutMessage::new(vec![7u8; 512 * 1024])],
+            SendOptions::default(),
+        )
+        .await;
+    assert!(big.is_err(), "the send that does not fit fails: {big:?}");
+    assert_eq!(tx(&store) - at, 0, "it ran by itself");
+    assert_eq!(support::stored(&store).await, 4, "nothing of it is stored");
+    store
+        .query_i64("PRAGMA max_page_count = 1000000")
+        .await
+        .expect("uncap");
+    send(&store, 1).await.expect("the next call commits");
+    assert_eq!(support::stored(&store).await, 5);
+}
+
 #[tokio::test]
 async fn the_first_call_on_a_fresh_store_runs_on_the_callers_thread() {
     // The writer thread put the connection in place at open; it does not hold it. The

@@ -14,6 +14,15 @@ pub trait GroupCommit: 'static {
     const BACKEND: &'static str;
     /// Opens the group's transaction.
     fn begin(&mut self) -> Result<()>;
+    /// Opens the transaction of a call alone on its caller's thread, which cannot leave
+    /// while the call runs: a handle may defer the opening to the call's first
+    /// statement, and run a call whose one statement is also its last (see the SQL
+    /// flows' `query_last`) by itself, committed with that statement, with no
+    /// transaction statements around it. [`GroupCommit::commit`] then commits what is
+    /// still open, if anything. The default opens it at once.
+    fn begin_alone(&mut self) -> Result<()> {
+        self.begin()
+    }
     /// Commits it.
     fn commit(&mut self) -> Result<()>;
     /// Rolls it back (a failed commit).
@@ -90,6 +99,7 @@ type Reply = Box<dyn FnOnce(std::result::Result<(), Arc<Error>>) -> Answer + Sen
 pub(super) struct GroupOps<T> {
     pub(super) backend: &'static str,
     pub(super) begin: fn(&mut T) -> Result<()>,
+    pub(super) begin_alone: fn(&mut T) -> Result<()>,
     pub(super) commit: fn(&mut T) -> Result<()>,
     pub(super) rollback: fn(&mut T),
     pub(super) in_transaction: fn(&T) -> bool,
@@ -103,6 +113,7 @@ pub(super) fn group_ops<T: GroupCommit>() -> GroupOps<T> {
     GroupOps {
         backend: T::BACKEND,
         begin: T::begin,
+        begin_alone: T::begin_alone,
         commit: T::commit,
         rollback: T::rollback,
         in_transaction: T::in_transaction,
@@ -233,11 +244,13 @@ pub(super) fn failure_for_caller(backend: &'static str, what: &'static str, why:
 }
 
 /// Runs one group: begin, each call in its savepoint, one commit. Returns the answers,
-/// to send once the handle is free.
+/// to send once the handle is free. `inline`: the group is one call on its caller's
+/// thread ([`GroupCommit::begin_alone`]).
 pub(super) fn run_group<T>(
     handle: &mut T,
     clock: &SharedClock,
     calls: Vec<Box<dyn GroupedCall<T>>>,
+    inline: bool,
 ) -> Vec<Answer> {
     let Some(first) = calls.first() else {
         return Vec::new();
@@ -246,7 +259,12 @@ pub(super) fn run_group<T>(
     // A call alone needs no savepoint: the transaction is its own.
     let solo = calls.len() == 1;
     let mut answers: Vec<Answer> = Vec::with_capacity(calls.len());
-    let mut open = match (ops.begin)(handle) {
+    let begin = if inline && solo {
+        ops.begin_alone
+    } else {
+        ops.begin
+    };
+    let mut open = match begin(handle) {
         Ok(()) => true,
         Err(e) => {
             return calls.into_iter().map(|c| c.fail(&e)).collect();

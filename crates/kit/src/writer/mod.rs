@@ -474,7 +474,7 @@ where
     let (tx, mut rx) = oneshot::channel();
     let call: Box<dyn GroupedCall<T>> = Box::new(Call { f, tx });
     let ran = catch_unwind(AssertUnwindSafe(|| {
-        run_group(handle, &queue.clock, vec![call])
+        run_group(handle, &queue.clock, vec![call], true)
     }));
     queue.inline_calls.fetch_add(1, Ordering::Relaxed);
     let due = ran.is_ok() && handle.maintenance_due();
@@ -575,7 +575,7 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                     slot.contended.store(false, Ordering::Relaxed);
                 }
                 let began = (ops.gathers)(handle).then(std::time::Instant::now);
-                let ran = catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls)));
+                let ran = catch_unwind(AssertUnwindSafe(|| run_group(handle, clock, calls, false)));
                 // Worth waiting for, where commits fsync, is at most what a group
                 // costs: its commit and fsync.
                 gather = began.map_or(std::time::Duration::ZERO, |t| t.elapsed().min(GATHER_WAIT));
