@@ -203,8 +203,13 @@ impl Drop for SqliteStore {
 }
 
 /// Which way a send runs ([`SqliteStore::sql_enqueue`]).
-enum Way<M, A> {
+enum Way<M, F, A> {
+    /// One message, merged with the others waiting for the writer thread.
     Merged(M),
+    /// One message, on the caller's thread if the store is still idle when polled, else
+    /// merged.
+    First(F),
+    /// Any other send: a call of its own.
     Alone(A),
 }
 
@@ -383,15 +388,41 @@ impl SqliteStore {
         options: SendOptions,
     ) -> impl Future<Output = Result<Vec<EnqueueSlot>>> + Send + 'static {
         let way = match messages.pop() {
-            Some(message) if messages.is_empty() && !self.writer.idle() => {
+            Some(message) if messages.is_empty() => {
                 let send = merge::OneSend {
                     queue,
                     message,
                     options,
                 };
-                Way::Merged(
-                    self.finish(self.growing(|_| self.writer.run_merged(&self.sends, send))),
-                )
+                if self.writer.idle() {
+                    let work = self.work.clone();
+                    Way::First(self.finish(self.growing(|reserve| {
+                        self.writer
+                            .run_alone_or_merged(&self.sends, send, move |send, conn, now| {
+                                reserve.ensure_armed()?;
+                                let merge::OneSend {
+                                    queue,
+                                    message,
+                                    options,
+                                } = send;
+                                let mut x = conn.exec(&work);
+                                let flow = sql::enqueue::enqueue(
+                                    &mut x,
+                                    now,
+                                    &queue,
+                                    vec![message],
+                                    options,
+                                    true,
+                                );
+                                // Ready at once: rusqlite answers synchronously.
+                                block_on(None, flow)
+                            })
+                    })))
+                } else {
+                    Way::Merged(
+                        self.finish(self.growing(|_| self.writer.run_merged(&self.sends, send))),
+                    )
+                }
             }
             last => {
                 messages.extend(last);
@@ -403,6 +434,7 @@ impl SqliteStore {
         async move {
             match way {
                 Way::Merged(f) => f.await,
+                Way::First(f) => f.await,
                 Way::Alone(f) => f.await,
             }
         }

@@ -349,6 +349,19 @@ impl Writer {
         self.thread.run_merged(merge, send)
     }
 
+    /// A send of one message on its caller's thread if the store is idle when first
+    /// polled (`alone`, a call alone, see [`Writer::run_tx`]), else left in `merge`:
+    /// a send that lost the race for the idle store joins the merged call instead of
+    /// queueing its own.
+    pub(crate) fn run_alone_or_merged(
+        &self,
+        merge: &Arc<Sends>,
+        send: OneSend,
+        alone: impl FnOnce(OneSend, &mut Conn, i64) -> Result<Vec<EnqueueSlot>> + Send + 'static,
+    ) -> impl Future<Output = Result<Vec<EnqueueSlot>>> + Send + 'static {
+        self.thread.run_alone_or_merged(merge, send, alone)
+    }
+
     /// Calls run on their caller's thread so far.
     pub(crate) fn caller_thread_calls(&self) -> u64 {
         self.thread.inline_calls()

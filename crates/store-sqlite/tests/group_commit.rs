@@ -215,6 +215,46 @@ async fn sends_of_one_message_waiting_for_the_writer_are_one_insert() {
     }
 }
 
+/// A send of one message made while the store was idle tries its caller's thread when
+/// first polled; one that then finds the store held joins the merged INSERT, as if it
+/// had found the store busy when made, instead of queueing a call (a statement and a
+/// savepoint) of its own. And one never polled runs nothing (13.2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sends_that_lose_the_idle_store_join_the_merged_insert() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    send(&store, "q", "first").await.expect("send");
+    // Made while the store is idle: each would run on this thread.
+    let calls: Vec<_> = (0..5).map(|i| send(&store, "q", &format!("late-{i}"))).collect();
+    let dropped = send(&store, "q", "never polled");
+    let (release, holder) = hold_writer(&store).await;
+    let (commits, before) = (store.group_commits(), statements(&store));
+    drop(dropped);
+    // First polled while the writer is held: they find it busy.
+    let mut calls: Vec<_> = calls.into_iter().map(Box::pin).collect();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    for c in &mut calls {
+        assert!(c.as_mut().poll(&mut cx).is_pending(), "the writer is held");
+    }
+    release.send(()).expect("release");
+    holder.await.expect("holder");
+    let mut numbers = Vec::new();
+    for c in calls {
+        match c.await.expect("send")[..] {
+            [EnqueueSlot::Enqueued(seq)] => numbers.push(seq.0),
+            ref other => panic!("one slot expected: {other:?}"),
+        }
+    }
+    assert_eq!(numbers.len(), 5);
+    assert_eq!(store.group_commits() - commits, 1, "5 sends, one commit");
+    assert_eq!(
+        statements(&store) - before,
+        1,
+        "5 sends that lost the idle store: one merged INSERT, not a statement each"
+    );
+    assert_eq!(support::stored(&store).await, 6, "the dropped send ran nothing");
+}
+
 /// A send whose caller left before the writer took it runs nothing (13.2); a send the
 /// merge cannot take (a queue with a dedup window) runs its own flow beside the merged
 /// ones; one refused (a queue that does not exist) fails alone.

@@ -74,26 +74,75 @@ impl<T: GroupCommit + Send + 'static> WriterThread<T> {
         I: Send + 'static,
         R: Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        if let Err(e) = self.queue.not_from_writer() {
-            let _ = tx.send(Err(e));
-        } else {
-            let first = {
-                let mut w = merge.waiting.lock().unwrap_or_else(|e| e.into_inner());
-                w.items.push((item, tx));
-                !std::mem::replace(&mut w.called, true)
-            };
-            if first {
-                let call = MergedCall {
-                    merge: Some(merge.clone()),
-                };
-                // A writer that is gone drops the call: every item waiting is dropped
-                // with it, and its caller hears `Closed`.
-                let _ = self.queue.send(Command::Grouped(Box::new(call)));
-            }
-        }
+        let rx = leave(&self.queue, merge, item);
         async move { rx.await.map_err(|_| Error::Closed)? }
     }
+
+    /// A short call of one item: when first polled, it runs `alone` with the item on the
+    /// caller's thread if the store is idle (as [`WriterThread::run_grouped`] runs a
+    /// short call); if not, the item is left in `merge` ([`WriterThread::run_merged`]),
+    /// where a call that lost the race for the idle store would otherwise queue a call
+    /// of its own, its own statement and savepoint on the writer thread. Nothing runs
+    /// before the first poll (13.2).
+    pub fn run_alone_or_merged<I, R>(
+        &self,
+        merge: &Arc<Merge<T, I, R>>,
+        item: I,
+        alone: impl FnOnce(I, &mut T, i64) -> Result<R> + Send + 'static,
+    ) -> impl Future<Output = Result<R>> + Send + 'static
+    where
+        I: Send + 'static,
+        R: Send + 'static,
+    {
+        let (queue, merge) = (self.queue.clone(), merge.clone());
+        let inline = self.inline.load(Ordering::Relaxed);
+        async move {
+            let item = if inline {
+                match run_inline_with(&queue, item, alone) {
+                    Ok(answer) => return answer,
+                    Err(item) => item,
+                }
+            } else {
+                item
+            };
+            leave(&queue, &merge, item)
+                .await
+                .map_err(|_| Error::Closed)?
+        }
+    }
+}
+
+/// Leaves `item` in `merge` and queues the merged call unless one is queued already;
+/// the item's answer arrives on the receiver.
+fn leave<T, I, R>(
+    queue: &Queue<T>,
+    merge: &Arc<Merge<T, I, R>>,
+    item: I,
+) -> oneshot::Receiver<Result<R>>
+where
+    T: GroupCommit + Send + 'static,
+    I: Send + 'static,
+    R: Send + 'static,
+{
+    let (tx, rx) = oneshot::channel();
+    if let Err(e) = queue.not_from_writer() {
+        let _ = tx.send(Err(e));
+    } else {
+        let first = {
+            let mut w = merge.waiting.lock().unwrap_or_else(|e| e.into_inner());
+            w.items.push((item, tx));
+            !std::mem::replace(&mut w.called, true)
+        };
+        if first {
+            let call = MergedCall {
+                merge: Some(merge.clone()),
+            };
+            // A writer that is gone drops the call: every item waiting is dropped with
+            // it, and its caller hears `Closed`.
+            let _ = queue.send(Command::Grouped(Box::new(call)));
+        }
+    }
+    rx
 }
 
 /// The one grouped call that runs a [`Merge`]'s items.

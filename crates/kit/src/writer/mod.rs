@@ -462,12 +462,24 @@ where
     F: FnOnce(&mut T, i64) -> Result<R> + Send + 'static,
     R: Send + 'static,
 {
+    run_inline_with(queue, f, |f, handle, now| f(handle, now))
+}
+
+/// [`run_inline`] of `f` with `item`, which it gives back when the store is not idle.
+fn run_inline_with<T, I, F, R>(queue: &Queue<T>, item: I, f: F) -> Result<Result<R>, I>
+where
+    T: GroupCommit + Send,
+    I: Send + 'static,
+    F: FnOnce(I, &mut T, i64) -> Result<R> + Send + 'static,
+    R: Send + 'static,
+{
     // A call from the writer thread itself (an application's transaction body calling
     // the engine) finds the handle held by that thread: it falls to `Queue::send`, which
     // refuses it.
     let Some(mut guard) = queue.slot.try_idle() else {
-        return Err(f);
+        return Err(item);
     };
+    let f = move |handle: &mut T, now: i64| f(item, handle, now);
     let Some(handle) = guard.as_mut() else {
         return Ok(Err(Error::Closed));
     };
