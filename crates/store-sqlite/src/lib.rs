@@ -397,8 +397,10 @@ impl SqliteStore {
                 if self.writer.idle() {
                     let work = self.work.clone();
                     Way::First(self.finish(self.growing(|reserve| {
-                        self.writer
-                            .run_alone_or_merged(&self.sends, send, move |send, conn, now| {
+                        self.writer.run_alone_or_merged(
+                            &self.sends,
+                            send,
+                            move |send, conn, now| {
                                 reserve.ensure_armed()?;
                                 let merge::OneSend {
                                     queue,
@@ -416,7 +418,8 @@ impl SqliteStore {
                                 );
                                 // Ready at once: rusqlite answers synchronously.
                                 block_on(None, flow)
-                            })
+                            },
+                        )
                     })))
                 } else {
                     Way::Merged(

@@ -225,7 +225,9 @@ async fn sends_that_lose_the_idle_store_join_the_merged_insert() {
     let store = store(&dir).await;
     send(&store, "q", "first").await.expect("send");
     // Made while the store is idle: each would run on this thread.
-    let calls: Vec<_> = (0..5).map(|i| send(&store, "q", &format!("late-{i}"))).collect();
+    let calls: Vec<_> = (0..5)
+        .map(|i| send(&store, "q", &format!("late-{i}")))
+        .collect();
     let dropped = send(&store, "q", "never polled");
     let (release, holder) = hold_writer(&store).await;
     let (commits, before) = (store.group_commits(), statements(&store));
@@ -252,7 +254,11 @@ async fn sends_that_lose_the_idle_store_join_the_merged_insert() {
         1,
         "5 sends that lost the idle store: one merged INSERT, not a statement each"
     );
-    assert_eq!(support::stored(&store).await, 6, "the dropped send ran nothing");
+    assert_eq!(
+        support::stored(&store).await,
+        6,
+        "the dropped send ran nothing"
+    );
 }
 
 /// A send whose caller left before the writer took it runs nothing (13.2); a send the
