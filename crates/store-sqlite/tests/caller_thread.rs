@@ -32,6 +32,27 @@ fn send(
     store.enqueue("q".into(), messages, SendOptions::default())
 }
 
+/// Caps the database file at the pages it has now.
+async fn cap_pages(store: &SqliteStore) {
+    let pages = store.query_i64("PRAGMA page_count").await.expect("pages");
+    store
+        .query_i64(&format!("PRAGMA max_page_count = {pages}"))
+        .await
+        .expect("cap");
+}
+
+/// A send of a message too large for the capped file ([`cap_pages`]): it fails.
+async fn send_what_does_not_fit(store: &SqliteStore) {
+    let big = store
+        .enqueue(
+            "q".into(),
+            vec![OutMessage::new(vec![7u8; 512 * 1024])],
+            SendOptions::default(),
+        )
+        .await;
+    assert!(big.is_err(), "the send that does not fit fails: {big:?}");
+}
+
 fn spec(n: u32) -> ClaimSpec {
     ClaimSpec {
         max_messages: n,
@@ -110,20 +131,9 @@ async fn a_lone_call_of_one_statement_runs_no_transaction_statements() {
     assert_eq!(support::stored(&store).await, 4);
 
     // A lone statement that fails keeps nothing, and the store goes on.
-    let pages = store.query_i64("PRAGMA page_count").await.expect("pages");
-    store
-        .query_i64(&format!("PRAGMA max_page_count = {pages}"))
-        .await
-        .expect("cap");
+    cap_pages(&store).await;
     let at = tx(&store);
-    let big = store
-        .enqueue(
-            "q".into(),
-            vec![OutMessage::new(vec![7u8; 512 * 1024])],
-            SendOptions::default(),
-        )
-        .await;
-    assert!(big.is_err(), "the send that does not fit fails: {big:?}");
+    send_what_does_not_fit(&store).await;
     assert_eq!(tx(&store) - at, 0, "it ran by itself");
     assert_eq!(support::stored(&store).await, 4, "nothing of it is stored");
     store
@@ -235,20 +245,9 @@ async fn the_engine_called_inside_its_own_transaction_body_is_refused() {
 async fn a_failed_commit_on_the_callers_thread_keeps_nothing_and_the_store_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(&dir, |o| o).await;
-    let pages = store.query_i64("PRAGMA page_count").await.expect("pages");
-    store
-        .query_i64(&format!("PRAGMA max_page_count = {pages}"))
-        .await
-        .expect("cap");
+    cap_pages(&store).await;
     let before = store.caller_thread_calls();
-    let big = store
-        .enqueue(
-            "q".into(),
-            vec![OutMessage::new(vec![7u8; 512 * 1024])],
-            SendOptions::default(),
-        )
-        .await;
-    assert!(big.is_err(), "the send that does not fit fails: {big:?}");
+    send_what_does_not_fit(&store).await;
     assert_eq!(
         store.caller_thread_calls(),
         before + 1,

@@ -29,6 +29,20 @@ fn send<'a>(
     )
 }
 
+/// The sequence number each of `calls`, sends of one message, was given, in order.
+async fn numbers(
+    calls: impl IntoIterator<Item = impl Future<Output = mqlite_contract::Result<Vec<EnqueueSlot>>>>,
+) -> Vec<i64> {
+    let mut numbers = Vec::new();
+    for c in calls {
+        match c.await.expect("send")[..] {
+            [EnqueueSlot::Enqueued(seq)] => numbers.push(seq.0),
+            ref other => panic!("one slot expected: {other:?}"),
+        }
+    }
+    numbers
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_waiting_for_the_writer_share_one_commit() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -184,13 +198,7 @@ async fn sends_of_one_message_waiting_for_the_writer_are_one_insert() {
             .collect();
         release.send(()).expect("release");
         holder.await.expect("holder");
-        let mut numbers = Vec::new();
-        for c in calls {
-            match c.await.expect("send")[..] {
-                [EnqueueSlot::Enqueued(seq)] => numbers.push(seq.0),
-                ref other => panic!("one slot expected: {other:?}"),
-            }
-        }
+        let numbers = numbers(calls).await;
         assert_eq!(store.group_commits() - commits, 1, "{n} sends, one commit");
         assert_eq!(
             statements(&store) - before,
@@ -240,14 +248,7 @@ async fn sends_that_lose_the_idle_store_join_the_merged_insert() {
     }
     release.send(()).expect("release");
     holder.await.expect("holder");
-    let mut numbers = Vec::new();
-    for c in calls {
-        match c.await.expect("send")[..] {
-            [EnqueueSlot::Enqueued(seq)] => numbers.push(seq.0),
-            ref other => panic!("one slot expected: {other:?}"),
-        }
-    }
-    assert_eq!(numbers.len(), 5);
+    assert_eq!(numbers(calls).await.len(), 5);
     assert_eq!(store.group_commits() - commits, 1, "5 sends, one commit");
     assert_eq!(
         statements(&store) - before,
