@@ -202,6 +202,18 @@ impl Drop for SqliteStore {
     }
 }
 
+/// Runs a shared flow on the writer's connection (in the transaction its caller
+/// opened), counting its statements in `work`.
+fn run_flow<R>(
+    conn: &mut writer::Conn,
+    work: &WorkCounter,
+    now: i64,
+    f: impl for<'a, 'c> AsyncFnOnce(&'a mut Exec<'c>, i64) -> Result<R>,
+) -> Result<R> {
+    // The flows' futures are ready at once: rusqlite answers synchronously.
+    block_on(None, f(&mut conn.exec(work), now))
+}
+
 /// Which way a send runs ([`SqliteStore::sql_enqueue`]).
 enum Way<M, F, A> {
     /// One message, merged with the others waiting for the writer thread.
@@ -308,8 +320,7 @@ impl SqliteStore {
     {
         let work = self.work.clone();
         let run = self.writer.run_tx(items <= INLINE_ITEMS, move |conn, now| {
-            // The flows' futures are ready at once: rusqlite answers synchronously.
-            block_on(None, f(&mut conn.exec(&work), now))
+            run_flow(conn, &work, now, f)
         });
         self.finish(run)
     }
@@ -407,17 +418,11 @@ impl SqliteStore {
                                     message,
                                     options,
                                 } = send;
-                                let mut x = conn.exec(&work);
-                                let flow = sql::enqueue::enqueue(
-                                    &mut x,
-                                    now,
-                                    &queue,
-                                    vec![message],
-                                    options,
-                                    true,
-                                );
-                                // Ready at once: rusqlite answers synchronously.
-                                block_on(None, flow)
+                                run_flow(conn, &work, now, async move |x, now| {
+                                    let messages = vec![message];
+                                    sql::enqueue::enqueue(x, now, &queue, messages, options, true)
+                                        .await
+                                })
                             },
                         )
                     })))

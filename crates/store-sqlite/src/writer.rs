@@ -81,8 +81,7 @@ impl Lazy<'_> {
                 Ok(true)
             }
             Deferred::Pending => {
-                self.tx_statements.fetch_add(1, Ordering::Relaxed);
-                run_sql(conn, "BEGIN IMMEDIATE")?;
+                run_counted(conn, self.tx_statements, "BEGIN IMMEDIATE")?;
                 self.state.set(Deferred::No);
                 Ok(false)
             }
@@ -159,9 +158,14 @@ impl Conn {
     }
 
     fn run(&self, sql: &str) -> Result<()> {
-        self.tx_statements.fetch_add(1, Ordering::Relaxed);
-        run_sql(&self.conn, sql)
+        run_counted(&self.conn, &self.tx_statements, sql)
     }
+}
+
+/// Runs a transaction statement (`BEGIN`, `COMMIT`, a savepoint's), counted in `count`.
+fn run_counted(conn: &Connection, count: &AtomicU64, sql: &str) -> Result<()> {
+    count.fetch_add(1, Ordering::Relaxed);
+    run_sql(conn, sql)
 }
 
 /// Runs a statement of no parameters (prepared once): the transaction's and the
@@ -212,8 +216,9 @@ impl GroupCommit for Conn {
 
     fn rollback(&mut self) {
         self.read.clear();
-        // A deferred transaction that never opened has nothing to roll back (and one
-        // whose statement committed by itself reached no rollback: its call kept it).
+        // A deferred transaction that never opened has nothing to roll back, nor has one
+        // whose statement committed by itself (its call failed after that statement,
+        // and the work stays committed: see `SqlExec::query_last`).
         if self.deferred.replace(Deferred::No) != Deferred::No || self.conn.is_autocommit() {
             return;
         }
