@@ -142,6 +142,11 @@ pub struct SqliteOptions {
     /// (docs/benchmark.md), for a program that wants its executor threads to run no
     /// SQLite at all.
     pub caller_thread: bool,
+    /// Whether the write-ahead log takes each commit's frames in one write (default:
+    /// yes), through the VFS of `mqlite-sqlite-vfs`, where SQLite alone makes two
+    /// writes per page (docs/internals.md, "One write per commit"). Off, the
+    /// connection uses SQLite's default VFS unchanged.
+    pub gather_wal_writes: bool,
 }
 
 impl SqliteOptions {
@@ -152,6 +157,7 @@ impl SqliteOptions {
             synchronous: Synchronous::from_env(),
             clock: SystemClock::shared(),
             caller_thread: true,
+            gather_wal_writes: true,
         }
     }
 
@@ -159,6 +165,13 @@ impl SqliteOptions {
     /// [`SqliteOptions::caller_thread`]).
     pub fn caller_thread(mut self, on: bool) -> Self {
         self.caller_thread = on;
+        self
+    }
+
+    /// Whether commits reach the WAL in one write (see
+    /// [`SqliteOptions::gather_wal_writes`]).
+    pub fn gather_wal_writes(mut self, on: bool) -> Self {
+        self.gather_wal_writes = on;
         self
     }
 
@@ -261,6 +274,7 @@ impl SqliteStore {
         // caller's thread. Under FULL every commit does, so every call goes to the
         // writer thread, where waiting calls share one commit and its fsync.
         let inline = options.caller_thread && !sync.fsyncs();
+        let gather = options.gather_wal_writes;
         let file = path.clone();
         let known = Arc::new(KnownQueues::default());
         let writer = Writer::start(
@@ -276,7 +290,7 @@ impl SqliteStore {
                     DbPath::File(p) => Some(lock::lock_db(p, flag)?),
                     DbPath::Memory => None,
                 };
-                let conn = schema::open_connection(&location, sync)?;
+                let conn = schema::open_connection(&location, sync, gather)?;
                 Ok((conn, guard))
             },
         )

@@ -100,7 +100,8 @@ pub fn migrate(old: &Path, new: &Path) -> Result<MigrationReport> {
 
 /// Creates the current schema at `new` and copies `old`'s rows into it.
 fn copy(layout: &Layout, old: &Path, new: &Path) -> Result<MigrationReport> {
-    let mut conn = schema::open_connection(&DbPath::File(new.to_path_buf()), Synchronous::Normal)?;
+    let mut conn =
+        schema::open_connection(&DbPath::File(new.to_path_buf()), Synchronous::Normal, false)?;
     conn.execute("ATTACH DATABASE ?1 AS old", [old.to_string_lossy()])
         .map_err(db)?;
     let old_tables = table_names(&conn, "old")?;

@@ -125,13 +125,34 @@ fn read_guard(conn: &Connection, path: &std::path::Path) -> Result<Guard> {
     Ok(Guard::Fresh)
 }
 
-/// Opens the connection the writer thread will own.
-pub(crate) fn open_connection(location: &DbPath, sync: Synchronous) -> Result<Connection> {
+/// Opens the connection the writer thread will own; `gather_wal_writes`: through the
+/// VFS that writes each commit's WAL frames at once ([`SqliteOptions::gather_wal_writes`](crate::SqliteOptions::gather_wal_writes)).
+pub(crate) fn open_connection(
+    location: &DbPath,
+    sync: Synchronous,
+    gather_wal_writes: bool,
+) -> Result<Connection> {
     let mut conn = match location {
         DbPath::Memory => Connection::open_in_memory().map_err(db)?,
         DbPath::File(path) => {
             check_guard(path)?;
-            Connection::open(path).map_err(db)?
+            if gather_wal_writes {
+                // The WAL takes each commit's frames in one write (crates/sqlite-vfs).
+                mqlite_sqlite_vfs::register().map_err(|rc| {
+                    db(rusqlite::Error::SqliteFailure(
+                        rusqlite::ffi::Error::new(rc),
+                        Some("registering the WAL-gathering VFS".into()),
+                    ))
+                })?;
+                Connection::open_with_flags_and_vfs(
+                    path,
+                    OpenFlags::default(),
+                    mqlite_sqlite_vfs::NAME,
+                )
+                .map_err(db)?
+            } else {
+                Connection::open(path).map_err(db)?
+            }
         }
     };
     // Every statement the flows run stays prepared: rusqlite's default cache holds 16,
