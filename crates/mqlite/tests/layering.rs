@@ -1,8 +1,9 @@
 //! The workspace's layering, read from `cargo metadata` (normal dependencies only): the
-//! contract depends on no crate of ours; the store kit and the engine only on the
-//! contract; a store on the contract, the kit and the SQL flows, never on the engine,
-//! an engine user (the facade, the broker, the CLI) or another store; the broker and
-//! the CLI go through the facade alone.
+//! contract depends on no crate of ours, nor does the SQLite VFS; the store kit and the
+//! engine only on the contract; a store on the contract, the kit and the SQL flows (the
+//! SQLite store also on its VFS), never on the engine, an engine user (the facade, the
+//! broker, the CLI) or another store; the broker and the CLI go through the facade
+//! alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -57,6 +58,7 @@ fn contract_kit_engine_and_stores_are_layered_and_the_broker_goes_through_the_fa
         assert!(wrong.is_empty(), "{name} depends on {wrong:?}");
     };
     only("mqlite-contract", &[]);
+    only("mqlite-sqlite-vfs", &[]);
     only("mqlite-kit", &["mqlite-contract"]);
     only("mqlite-engine", &["mqlite-contract"]);
     only("mqlite-sql", &["mqlite-contract", "mqlite-kit"]);
@@ -74,6 +76,10 @@ fn contract_kit_engine_and_stores_are_layered_and_the_broker_goes_through_the_fa
         let mut allowed = vec!["mqlite-contract", "mqlite-kit", "mqlite-sql"];
         if store.as_str() == "mqlite-store-template" {
             allowed.push("mqlite-store-sqlite");
+        }
+        // The SQLite store opens its connection through the WAL-gathering VFS.
+        if store.as_str() == "mqlite-store-sqlite" {
+            allowed.push("mqlite-sqlite-vfs");
         }
         only(store, &allowed);
     }

@@ -2,34 +2,10 @@
 //! checkpoints and deletions between its commits, reopens whole under SQLite alone.
 //! (Kept apart from `one_write.rs`, whose counts are process-wide.)
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 
-fn open(path: &std::path::Path) -> Connection {
-    mqlite_sqlite_vfs::register().expect("register");
-    let conn =
-        Connection::open_with_flags_and_vfs(path, OpenFlags::default(), mqlite_sqlite_vfs::NAME)
-            .expect("open through the VFS");
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
-         CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body BLOB NOT NULL);",
-    )
-    .expect("schema");
-    conn
-}
-
-fn insert(conn: &Connection, rows: usize, size: usize) {
-    let tx = conn.unchecked_transaction().expect("begin");
-    for i in 0..rows {
-        conn.execute("INSERT INTO t (body) VALUES (?1)", [vec![i as u8; size]])
-            .expect("insert");
-    }
-    tx.commit().expect("commit");
-}
-
-fn count(conn: &Connection) -> i64 {
-    conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
-        .expect("count")
-}
+mod common;
+use common::{count, insert, open};
 
 #[test]
 fn a_database_written_through_the_vfs_checkpoints_and_reopens_whole() {

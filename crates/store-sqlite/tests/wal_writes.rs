@@ -4,28 +4,18 @@
 //! a receive, a completion. Kept in its own test binary: the VFS counts its writes per
 //! process.
 
-use mqlite_contract::{
-    AdminOps, ClaimSpec, ManualClock, MessageOps, OutMessage, QueueConfig, QueueKind, ReceiveMode,
-    SendOptions, Settlement,
-};
-use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+use mqlite_contract::{ClaimSpec, MessageOps, OutMessage, ReceiveMode, SendOptions, Settlement};
+use mqlite_store_sqlite::{SqliteStore, Synchronous};
 
-async fn open(dir: &tempfile::TempDir, name: &str, gather: bool) -> SqliteStore {
-    let clock = ManualClock::new(1_700_000_000_000);
-    let path = dir.path().join(name).to_string_lossy().into_owned();
-    let store = SqliteStore::open(
-        SqliteOptions::new(path)
-            .clock(clock.shared())
-            .synchronous(Synchronous::Normal)
-            .gather_wal_writes(gather),
-    )
+mod support;
+
+/// A store with queue `q` (in a directory of its own), its WAL written through the
+/// gathering VFS or not.
+async fn open(dir: &tempfile::TempDir, gather: bool) -> SqliteStore {
+    support::open_with_queue(dir, |o| {
+        o.synchronous(Synchronous::Normal).gather_wal_writes(gather)
+    })
     .await
-    .expect("open");
-    store
-        .upsert_queue("q".into(), QueueKind::Queue, QueueConfig::default(), false)
-        .await
-        .expect("queue");
-    store
 }
 
 fn messages(n: usize) -> Vec<OutMessage> {
@@ -48,7 +38,7 @@ async fn counted<T>(store: &SqliteStore, work: impl Future<Output = T>) -> (u64,
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_commit_reaches_the_wal_in_one_write() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = std::sync::Arc::new(open(&dir, "g.db", true).await);
+    let store = std::sync::Arc::new(open(&dir, true).await);
     let send = |n| store.enqueue("q".into(), messages(n), SendOptions::default());
 
     let (writes, commits, _) = counted(&store, send(1)).await;
@@ -98,7 +88,8 @@ async fn each_commit_reaches_the_wal_in_one_write() {
     assert_eq!((writes, commits), (4, 4), "four completions");
 
     // Off, the store writes its WAL through SQLite's own VFS: none of these writes.
-    let plain = open(&dir, "p.db", false).await;
+    let other = tempfile::tempdir().expect("tempdir");
+    let plain = open(&other, false).await;
     let (writes, commits, _) = counted(
         &plain,
         plain.enqueue("q".into(), messages(64), SendOptions::default()),
