@@ -12,6 +12,7 @@
 //! The statements and the flows between them are `mqlite_sql`'s, shared with every SQL
 //! store; this crate supplies the connection, the thread and the lock.
 
+mod checkpoint;
 mod exec;
 mod lock;
 mod merge;
@@ -280,7 +281,7 @@ impl SqliteStore {
         let writer = Writer::start(
             options.clock.clone(),
             inline,
-            sync.fsyncs(),
+            sync,
             file,
             known.clone(),
             move || {
@@ -469,6 +470,14 @@ impl SqliteStore {
     /// one (tests count them; see the store kit's writer).
     pub fn group_commits(&self) -> u64 {
         self.writer.commits()
+    }
+
+    /// How many WAL checkpoints have run: on the checkpoint thread, and on the writer's
+    /// own connection (when the WAL outgrew what that thread could restart, or for a
+    /// database in memory) (tests count them; docs/internals.md, "Where store work
+    /// runs").
+    pub fn checkpoints(&self) -> (u64, u64) {
+        self.writer.checkpoints()
     }
 
     /// How many transaction statements (`BEGIN IMMEDIATE`, `COMMIT`, `ROLLBACK`, the

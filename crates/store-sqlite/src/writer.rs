@@ -18,13 +18,16 @@ use mqlite_kit::file::FileIdentity;
 use mqlite_kit::writer::{GroupCommit, WriterThread};
 use mqlite_sql::{KnownQueues, QueueRow};
 
-use crate::db;
+use crate::checkpoint::{Checkpointer, WRITER_CHECKPOINT_FRAMES};
 use crate::exec::{Exec, WorkCounter};
 use crate::merge::{OneSend, Sends};
+use crate::{Synchronous, db};
 
 /// The WAL size, in frames, at which a checkpoint is due: SQLite's own default for its
-/// automatic checkpoint.
-const CHECKPOINT_FRAMES: i32 = 1000;
+/// automatic checkpoint. The checkpoint thread runs it ([`crate::checkpoint`]); the
+/// writer runs one itself only at [`WRITER_CHECKPOINT_FRAMES`], or where there is no
+/// such thread.
+pub(crate) const CHECKPOINT_FRAMES: i32 = 1000;
 
 thread_local! {
     /// The WAL's frames after the last commit made on this thread, left by the WAL hook
@@ -112,6 +115,9 @@ impl std::error::Error for AfterLast {}
 /// The writer thread's connection, with the group commit's statements (one IMMEDIATE
 /// transaction per group, a savepoint per call) and a count of group commits.
 pub(crate) struct Conn {
+    /// The checkpoint thread (a file database's): first, so that it ends and closes its
+    /// connection before `conn` closes, which then checkpoints and removes the WAL.
+    checkpointer: Option<Checkpointer>,
     pub(crate) conn: Connection,
     file: FileIdentity,
     /// The deferred transaction of a call alone on its caller's thread.
@@ -126,6 +132,11 @@ pub(crate) struct Conn {
     fsyncs: bool,
     /// A checkpoint was asked of the writer thread and has not run yet.
     checkpoint_asked: bool,
+    /// Checkpoints the writer ran on its own connection.
+    writer_checkpoints: Arc<AtomicU64>,
+    /// How many multiples of [`CHECKPOINT_FRAMES`] the WAL held when the checkpoint
+    /// thread was last asked (0 once the WAL restarted).
+    asked_step: i32,
     /// The queue rows the store vouches for, shared with its application transactions.
     known: Arc<KnownQueues>,
     /// The queue rows the open transaction's calls read: remembered in `known` once it
@@ -153,6 +164,10 @@ impl Conn {
     pub(crate) fn note_commit(&mut self) {
         let frames = WAL_FRAMES.take();
         if frames > 0 {
+            if frames < self.wal_frames {
+                // The WAL restarted.
+                self.asked_step = 0;
+            }
             self.wal_frames = frames;
         }
     }
@@ -249,15 +264,34 @@ impl GroupCommit for Conn {
     }
 
     fn maintenance_due(&mut self) -> bool {
-        if self.wal_frames < CHECKPOINT_FRAMES || self.checkpoint_asked {
+        if self.wal_frames < CHECKPOINT_FRAMES {
+            return false;
+        }
+        if let Some(thread) = &self.checkpointer
+            && self.wal_frames < WRITER_CHECKPOINT_FRAMES
+        {
+            // Once per CHECKPOINT_FRAMES the WAL grew: a checkpoint that runs beside
+            // the commits copies what they left, and asking after every commit would
+            // keep the thread (and the disk) checkpointing without pause.
+            let step = self.wal_frames / CHECKPOINT_FRAMES;
+            if step > self.asked_step {
+                self.asked_step = step;
+                thread.ask();
+            }
+            return false;
+        }
+        if self.checkpoint_asked {
             return false;
         }
         self.checkpoint_asked = true;
         true
     }
 
-    /// A passive checkpoint: copies the WAL into the database file as far as no reader
-    /// needs it, and fsyncs. The next commit after a complete one restarts the WAL.
+    /// A passive checkpoint on the writer's own connection: copies the WAL into the
+    /// database file as far as no reader needs it, and fsyncs. The next commit after a
+    /// complete one restarts the WAL. Runs where there is no checkpoint thread, and when
+    /// the WAL reached [`WRITER_CHECKPOINT_FRAMES`] because that thread's checkpoints,
+    /// running beside the commits, could not restart it.
     fn maintain(&mut self) {
         self.checkpoint_asked = false;
         if self.wal_frames < CHECKPOINT_FRAMES {
@@ -265,9 +299,15 @@ impl GroupCommit for Conn {
         }
         match self
             .conn
-            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(0))
         {
-            Ok(()) => self.wal_frames = 0,
+            Ok(0) => {
+                self.wal_frames = 0;
+                self.asked_step = 0;
+                self.writer_checkpoints.fetch_add(1, Ordering::Relaxed);
+            }
+            // The checkpoint thread holds the checkpoint: the next commit asks again.
+            Ok(_) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "a WAL checkpoint failed; the next commit retries")
             }
@@ -279,6 +319,8 @@ impl GroupCommit for Conn {
 pub(crate) struct Writer {
     thread: WriterThread<Conn>,
     commits: Arc<AtomicU64>,
+    /// Checkpoints by the checkpoint thread, and by the writer on its own connection.
+    checkpoints: (Arc<AtomicU64>, Arc<AtomicU64>),
     tx_statements: Arc<AtomicU64>,
     file: FileIdentity,
 }
@@ -291,7 +333,7 @@ impl Writer {
     pub(crate) async fn start<T: 'static>(
         clock: SharedClock,
         inline: bool,
-        fsyncs: bool,
+        sync: Synchronous,
         path: Option<PathBuf>,
         known: Arc<KnownQueues>,
         open: impl FnOnce() -> Result<(Connection, T)> + Send + 'static,
@@ -300,14 +342,23 @@ impl Writer {
         let counter = commits.clone();
         let tx_statements = Arc::new(AtomicU64::new(0));
         let tx_counter = tx_statements.clone();
+        let fsyncs = sync.fsyncs();
+        let checkpoints = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (passes, writer_checkpoints) = checkpoints.clone();
         let (tell, told) = std::sync::mpsc::channel();
         let thread = WriterThread::start("mqlite-sqlite-writer", clock, move || {
             let (conn, guard) = open()?;
+            // A file database's checkpoints run on a thread of their own.
+            let checkpointer = match &path {
+                Some(p) => Some(Checkpointer::start(p, sync, passes)?),
+                None => None,
+            };
             // Taken once the file exists (the connection made it).
             let file = FileIdentity::of(path, crate::BACKEND)?;
             let _ = tell.send(file.clone());
             Ok((
                 Conn {
+                    checkpointer,
                     conn,
                     file,
                     deferred: Cell::new(Deferred::No),
@@ -316,6 +367,8 @@ impl Writer {
                     wal_frames: 0,
                     fsyncs,
                     checkpoint_asked: false,
+                    writer_checkpoints,
+                    asked_step: 0,
                     known,
                     read: Vec::new(),
                 },
@@ -328,6 +381,7 @@ impl Writer {
         Ok(Writer {
             thread,
             commits,
+            checkpoints,
             tx_statements,
             file,
         })
@@ -370,6 +424,15 @@ impl Writer {
     /// Calls run on their caller's thread so far.
     pub(crate) fn caller_thread_calls(&self) -> u64 {
         self.thread.inline_calls()
+    }
+
+    /// Checkpoints so far: by the checkpoint thread, and by the writer on its own
+    /// connection.
+    pub(crate) fn checkpoints(&self) -> (u64, u64) {
+        (
+            self.checkpoints.0.load(Ordering::Relaxed),
+            self.checkpoints.1.load(Ordering::Relaxed),
+        )
     }
 
     /// Group commits so far.

@@ -262,25 +262,66 @@ async fn a_failed_commit_on_the_callers_thread_keeps_nothing_and_the_store_goes_
     send(&store, 1).await.expect("the next call commits");
 }
 
+/// Checkpoints run on a thread of their own (docs/internals.md, "Where store work
+/// runs"): the sends keep their own thread, and the WAL stays bounded. The writer
+/// checkpoints on its own connection only once the WAL has grown to 4,000 frames (the
+/// checkpoint thread's passes, beside continuous commits, rarely let it restart).
 #[tokio::test]
-async fn the_writer_thread_checkpoints_what_callers_commit() {
+async fn checkpoints_run_on_their_own_thread_and_the_wal_stays_bounded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(&dir, |o| o).await;
     let wal = dir.path().join("q.db-wal");
     // About four WAL frames a send: 3,000 sends would leave a WAL of ~12,000 frames
-    // (~48 MB) without a checkpoint; with one every 1,000 frames it is reused.
+    // (~48 MB) without a checkpoint.
     for _ in 0..3000 {
         send(&store, 1).await.expect("send");
     }
-    // A send made while a checkpoint runs waits for the writer thread, alone.
     let calls = store.caller_thread_calls();
     assert!(calls >= 2900, "the sends ran on this thread: {calls}");
+    let (thread, writer) = store.checkpoints();
+    assert!(thread >= 1, "the checkpoint thread ran: {thread}");
+    assert!(writer <= 3, "the writer checkpointed {writer} times");
     let size = std::fs::metadata(&wal).expect("the WAL").len();
     assert!(
-        size < 8 * 1024 * 1024,
+        size < 24 * 1024 * 1024,
         "the WAL is checkpointed and reused: {size} bytes"
     );
     assert_eq!(store.stats("q".into()).await.expect("stats").active, 3000);
+    // Closed, the last connection out (the writer's, after the checkpoint thread's)
+    // checkpoints the WAL and removes it.
+    store.close().await;
+    assert!(!wal.exists(), "the WAL is removed at close");
+}
+
+/// Under commits without a pause (16 producers at once, on the writer thread), the
+/// checkpoint thread's passes cannot restart the WAL; the writer then checkpoints on
+/// its own connection at 4,000 frames, and the WAL stays bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_continuous_commits_the_writer_restarts_the_wal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Arc::new(open(&dir, |o| o).await);
+    let wal = dir.path().join("q.db-wal");
+    let producers: Vec<_> = (0..16)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for _ in 0..600 {
+                    send(&store, 1).await.expect("send");
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.await.expect("producer");
+    }
+    let (thread, writer) = store.checkpoints();
+    assert!(thread + writer >= 1, "checkpoints ran: {thread} + {writer}");
+    let size = std::fs::metadata(&wal).expect("the WAL").len();
+    assert!(
+        size < 24 * 1024 * 1024,
+        "the WAL is checkpointed and reused: {size} bytes ({thread} + {writer} checkpoints)"
+    );
+    assert_eq!(store.stats("q".into()).await.expect("stats").active, 9600);
 }
 
 /// A send's future is small: the caller's own future holds it and moves it at each
