@@ -9,8 +9,12 @@
 //! restart the WAL: SQLite starts the log over at a write transaction that began when
 //! every frame was copied, and under continuous commits a checkpoint running beside them
 //! rarely finishes between two. So the writer still checkpoints on its own connection
-//! once the WAL has grown to [`WRITER_CHECKPOINT_FRAMES`]: by then this thread has
-//! copied most of it, the writer's pass copies the rest, and the log restarts.
+//! when the WAL reaches [`CHECKPOINT_FRAMES`], as before, and the WAL stays as small as
+//! it was; this thread is asked at [`ASK_FRAMES`] and after, so by then it has copied
+//! and synced most of the log, and the writer's pass copies and syncs the rest. (Asked
+//! at 1,000 frames with the writer's pass at 4,000, a single producer ran a quarter
+//! faster, but the WAL grew to 16 MiB, and on a small full disk completions failed
+//! for want of room in it.)
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,12 +24,14 @@ use std::thread::JoinHandle;
 use mqlite_contract::{Error, Result};
 use rusqlite::{Connection, OpenFlags};
 
+use crate::writer::CHECKPOINT_FRAMES;
 use crate::{Synchronous, db};
 
-/// The WAL size, in frames, at which the writer checkpoints on its own connection (four
-/// times the size at which this thread is asked to): the WAL's bound under continuous
-/// commits, about 16 MiB of 4 KiB pages.
-pub(crate) const WRITER_CHECKPOINT_FRAMES: i32 = 4 * crate::writer::CHECKPOINT_FRAMES;
+/// The WAL size, in frames, at which this thread is asked for a checkpoint, and again
+/// each time the WAL grew by as much: half of [`CHECKPOINT_FRAMES`], at which the writer
+/// checkpoints on its own connection (and restarts the WAL), so that most of what the
+/// writer's pass would copy and sync is copied and synced by then.
+pub(crate) const ASK_FRAMES: i32 = CHECKPOINT_FRAMES / 2;
 
 /// What the store and the thread share.
 struct Shared {

@@ -18,15 +18,14 @@ use mqlite_kit::file::FileIdentity;
 use mqlite_kit::writer::{GroupCommit, WriterThread};
 use mqlite_sql::{KnownQueues, QueueRow};
 
-use crate::checkpoint::{Checkpointer, WRITER_CHECKPOINT_FRAMES};
+use crate::checkpoint::{ASK_FRAMES, Checkpointer};
 use crate::exec::{Exec, WorkCounter};
 use crate::merge::{OneSend, Sends};
 use crate::{Synchronous, db};
 
-/// The WAL size, in frames, at which a checkpoint is due: SQLite's own default for its
-/// automatic checkpoint. The checkpoint thread runs it ([`crate::checkpoint`]); the
-/// writer runs one itself only at [`WRITER_CHECKPOINT_FRAMES`], or where there is no
-/// such thread.
+/// The WAL size, in frames, at which the writer checkpoints on its own connection:
+/// SQLite's own default for its automatic checkpoint. Before that, the checkpoint thread
+/// copies most of the log ([`crate::checkpoint`], from [`ASK_FRAMES`]).
 pub(crate) const CHECKPOINT_FRAMES: i32 = 1000;
 
 thread_local! {
@@ -134,8 +133,8 @@ pub(crate) struct Conn {
     checkpoint_asked: bool,
     /// Checkpoints the writer ran on its own connection.
     writer_checkpoints: Arc<AtomicU64>,
-    /// How many multiples of [`CHECKPOINT_FRAMES`] the WAL held when the checkpoint
-    /// thread was last asked (0 once the WAL restarted).
+    /// How many multiples of [`ASK_FRAMES`] the WAL held when the checkpoint thread was
+    /// last asked (0 once the WAL restarted).
     asked_step: i32,
     /// The queue rows the store vouches for, shared with its application transactions.
     known: Arc<KnownQueues>,
@@ -264,23 +263,23 @@ impl GroupCommit for Conn {
     }
 
     fn maintenance_due(&mut self) -> bool {
-        if self.wal_frames < CHECKPOINT_FRAMES {
+        if self.wal_frames < ASK_FRAMES {
             return false;
         }
         if let Some(thread) = &self.checkpointer
-            && self.wal_frames < WRITER_CHECKPOINT_FRAMES
+            && self.wal_frames < CHECKPOINT_FRAMES
         {
-            // Once per CHECKPOINT_FRAMES the WAL grew: a checkpoint that runs beside
-            // the commits copies what they left, and asking after every commit would
-            // keep the thread (and the disk) checkpointing without pause.
-            let step = self.wal_frames / CHECKPOINT_FRAMES;
+            // Once per ASK_FRAMES the WAL grew: a checkpoint that runs beside the
+            // commits copies what they left, and asking after every commit would keep
+            // the thread (and the disk) checkpointing without pause.
+            let step = self.wal_frames / ASK_FRAMES;
             if step > self.asked_step {
                 self.asked_step = step;
                 thread.ask();
             }
             return false;
         }
-        if self.checkpoint_asked {
+        if self.wal_frames < CHECKPOINT_FRAMES || self.checkpoint_asked {
             return false;
         }
         self.checkpoint_asked = true;
@@ -289,9 +288,8 @@ impl GroupCommit for Conn {
 
     /// A passive checkpoint on the writer's own connection: copies the WAL into the
     /// database file as far as no reader needs it, and fsyncs. The next commit after a
-    /// complete one restarts the WAL. Runs where there is no checkpoint thread, and when
-    /// the WAL reached [`WRITER_CHECKPOINT_FRAMES`] because that thread's checkpoints,
-    /// running beside the commits, could not restart it.
+    /// complete one restarts the WAL, which the checkpoint thread's passes, running
+    /// beside the commits, rarely can; they leave this one little to copy and sync.
     fn maintain(&mut self) {
         self.checkpoint_asked = false;
         if self.wal_frames < CHECKPOINT_FRAMES {

@@ -263,9 +263,9 @@ async fn a_failed_commit_on_the_callers_thread_keeps_nothing_and_the_store_goes_
 }
 
 /// Checkpoints run on a thread of their own (docs/internals.md, "Where store work
-/// runs"): the sends keep their own thread, and the WAL stays bounded. The writer
-/// checkpoints on its own connection only once the WAL has grown to 4,000 frames (the
-/// checkpoint thread's passes, beside continuous commits, rarely let it restart).
+/// runs"), from 500 WAL frames on; at 1,000 the writer checkpoints what is left on its
+/// own connection, which restarts the WAL. The sends keep their own thread, and the WAL
+/// stays as small as SQLite's automatic checkpoint keeps it.
 #[tokio::test]
 async fn checkpoints_run_on_their_own_thread_and_the_wal_stays_bounded() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -280,10 +280,10 @@ async fn checkpoints_run_on_their_own_thread_and_the_wal_stays_bounded() {
     assert!(calls >= 2900, "the sends ran on this thread: {calls}");
     let (thread, writer) = store.checkpoints();
     assert!(thread >= 1, "the checkpoint thread ran: {thread}");
-    assert!(writer <= 3, "the writer checkpointed {writer} times");
+    assert!(writer >= 1, "the writer restarted the WAL: {writer}");
     let size = std::fs::metadata(&wal).expect("the WAL").len();
     assert!(
-        size < 24 * 1024 * 1024,
+        size < 8 * 1024 * 1024,
         "the WAL is checkpointed and reused: {size} bytes"
     );
     assert_eq!(store.stats("q".into()).await.expect("stats").active, 3000);
@@ -294,8 +294,8 @@ async fn checkpoints_run_on_their_own_thread_and_the_wal_stays_bounded() {
 }
 
 /// Under commits without a pause (16 producers at once, on the writer thread), the
-/// checkpoint thread's passes cannot restart the WAL; the writer then checkpoints on
-/// its own connection at 4,000 frames, and the WAL stays bounded.
+/// checkpoint thread's passes cannot restart the WAL; the writer checkpoints on its own
+/// connection at 1,000 frames, and the WAL stays as small.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_continuous_commits_the_writer_restarts_the_wal() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -318,7 +318,7 @@ async fn under_continuous_commits_the_writer_restarts_the_wal() {
     assert!(thread + writer >= 1, "checkpoints ran: {thread} + {writer}");
     let size = std::fs::metadata(&wal).expect("the WAL").len();
     assert!(
-        size < 24 * 1024 * 1024,
+        size < 8 * 1024 * 1024,
         "the WAL is checkpointed and reused: {size} bytes ({thread} + {writer} checkpoints)"
     );
     assert_eq!(store.stats("q".into()).await.expect("stats").active, 9600);
