@@ -241,6 +241,19 @@ unsafe extern "C" fn write(
     // bytes at `data`.
     unsafe {
         let bytes = std::slice::from_raw_parts(data.cast::<u8>(), amount as usize);
+        if bytes.len() > MAX_GATHERED {
+            // Larger than anything SQLite writes to a WAL (a page is at most 64 KiB):
+            // passed on as it came, after what is held.
+            let rc = flush(file);
+            if rc != ffi::SQLITE_OK {
+                return rc;
+            }
+            let inner = inner_of(file);
+            return match methods(inner).xWrite {
+                Some(write) => write(inner, data, amount, offset),
+                None => ffi::SQLITE_IOERR_WRITE,
+            };
+        }
         let g = gathered(file);
         if !g.bytes.is_empty()
             && (offset != g.start + g.bytes.len() as i64

@@ -37,3 +37,47 @@ fn a_database_written_through_the_vfs_checkpoints_and_reopens_whole() {
         .expect("integrity");
     assert_eq!(ok, "ok");
 }
+
+/// The largest pages SQLite has (64 KiB): a frame of one page and its header still fits
+/// what is held, and the file reopens whole.
+#[test]
+fn the_largest_pages_go_through_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("big.db");
+    {
+        mqlite_sqlite_vfs::register().expect("register");
+        let conn = Connection::open_with_flags_and_vfs(
+            &path,
+            rusqlite::OpenFlags::default(),
+            mqlite_sqlite_vfs::NAME,
+        )
+        .expect("open through the VFS");
+        // Before the file has a page: the size it is created with.
+        conn.execute_batch("PRAGMA page_size = 65536")
+            .expect("page size");
+        drop(conn);
+        let conn = Connection::open_with_flags_and_vfs(
+            &path,
+            rusqlite::OpenFlags::default(),
+            mqlite_sqlite_vfs::NAME,
+        )
+        .expect("reopen through the VFS");
+        conn.execute_batch("PRAGMA page_size = 65536; VACUUM")
+            .expect("page size");
+        drop(conn);
+        let conn = open(&path);
+        for round in 0..20 {
+            insert(&conn, 3, 50_000 + round * 1000);
+        }
+    }
+    let plain = Connection::open(&path).expect("reopen plainly");
+    let size: i64 = plain
+        .query_row("PRAGMA page_size", [], |r| r.get(0))
+        .expect("page size");
+    assert_eq!(size, 65536);
+    assert_eq!(count(&plain), 60);
+    let ok: String = plain
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity");
+    assert_eq!(ok, "ok");
+}
