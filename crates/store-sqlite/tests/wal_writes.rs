@@ -24,10 +24,14 @@ fn messages(n: usize) -> Vec<OutMessage> {
         .collect()
 }
 
-/// Writes to the WAL and commits made while `work` ran.
-async fn counted<T>(store: &SqliteStore, work: impl Future<Output = T>) -> (u64, u64, T) {
+/// Writes to the WAL and commits made while the work `start` begins ran. (The store
+/// places a call when it is made, not when it is awaited: the counts are read first.)
+async fn counted<T, F: Future<Output = T>>(
+    store: &SqliteStore,
+    start: impl FnOnce() -> F,
+) -> (u64, u64, T) {
     let (writes, commits) = (mqlite_sqlite_vfs::wal_writes(), store.group_commits());
-    let out = work.await;
+    let out = start().await;
     (
         mqlite_sqlite_vfs::wal_writes() - writes,
         store.group_commits() - commits,
@@ -41,14 +45,14 @@ async fn each_commit_reaches_the_wal_in_one_write() {
     let store = std::sync::Arc::new(open(&dir, true).await);
     let send = |n| store.enqueue("q".into(), messages(n), SendOptions::default());
 
-    let (writes, commits, _) = counted(&store, send(1)).await;
+    let (writes, commits, _) = counted(&store, || send(1)).await;
     assert_eq!((writes, commits), (1, 1), "a lone send");
-    let (writes, commits, _) = counted(&store, send(64)).await;
+    let (writes, commits, _) = counted(&store, || send(64)).await;
     assert_eq!((writes, commits), (1, 1), "a batch of 64 (about 20 pages)");
 
     // Sixteen sends at once: merged on the writer thread, in fewer commits than sends,
     // each commit one write.
-    let (writes, commits, _) = counted(&store, async {
+    let (writes, commits, _) = counted(&store, || async {
         let sends: Vec<_> = (0..16)
             .map(|_| {
                 let store = store.clone();
@@ -72,11 +76,11 @@ async fn each_commit_reaches_the_wal_in_one_write() {
         mode: ReceiveMode::PeekLock,
         attempt_id: None,
     };
-    let (writes, commits, got) = counted(&store, store.claim("q".into(), spec)).await;
+    let (writes, commits, got) = counted(&store, || store.claim("q".into(), spec)).await;
     let got = got.expect("claim");
     assert_eq!(got.len(), 32);
     assert_eq!((writes, commits), (1, 1), "a receive of 32");
-    let (writes, commits, _) = counted(&store, async {
+    let (writes, commits, _) = counted(&store, || async {
         for m in &got[..4] {
             store
                 .settle("q".into(), m.into(), Settlement::Complete)
@@ -90,10 +94,9 @@ async fn each_commit_reaches_the_wal_in_one_write() {
     // Off, the store writes its WAL through SQLite's own VFS: none of these writes.
     let other = tempfile::tempdir().expect("tempdir");
     let plain = open(&other, false).await;
-    let (writes, commits, _) = counted(
-        &plain,
-        plain.enqueue("q".into(), messages(64), SendOptions::default()),
-    )
+    let (writes, commits, _) = counted(&plain, || {
+        plain.enqueue("q".into(), messages(64), SendOptions::default())
+    })
     .await;
     assert_eq!((writes, commits), (0, 1), "gathering off");
 }
