@@ -196,6 +196,29 @@ unsafe extern "C" fn open(
     ffi::SQLITE_OK
 }
 
+/// Writes `amount` bytes at `data` to `offset` with one write of the wrapped file, and
+/// counts it.
+///
+/// # Safety
+///
+/// As [`inner_of`], with `amount` readable bytes at `data`.
+unsafe fn write_through(
+    file: *mut ffi::sqlite3_file,
+    data: *const c_void,
+    amount: c_int,
+    offset: ffi::sqlite3_int64,
+) -> c_int {
+    WAL_WRITES.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: the caller's; an open file's methods live as long as its VFS.
+    unsafe {
+        let inner = inner_of(file);
+        match methods(inner).xWrite {
+            Some(write) => write(inner, data, amount, offset),
+            None => ffi::SQLITE_IOERR_WRITE,
+        }
+    }
+}
+
 /// Writes what `file` holds, if anything, in one write of the wrapped file.
 ///
 /// # Safety
@@ -204,26 +227,18 @@ unsafe extern "C" fn open(
 unsafe fn flush(file: *mut ffi::sqlite3_file) -> c_int {
     // SAFETY: the caller's.
     let g = unsafe { gathered(file) };
-    g.commit_next = false;
     if g.bytes.is_empty() {
         return ffi::SQLITE_OK;
     }
-    // SAFETY: the caller's.
-    let inner = unsafe { inner_of(file) };
-    // SAFETY: an open file has a write method; the bytes are at most MAX_GATHERED
-    // plus one write of SQLite's, which fit a c_int.
+    // SAFETY: the caller's; the bytes are at most MAX_GATHERED, which fits a c_int.
     let rc = unsafe {
-        let Some(write) = methods(inner).xWrite else {
-            return ffi::SQLITE_IOERR_WRITE;
-        };
-        write(
-            inner,
+        write_through(
+            file,
             g.bytes.as_ptr().cast(),
             g.bytes.len() as c_int,
             g.start,
         )
     };
-    WAL_WRITES.fetch_add(1, Ordering::Relaxed);
     g.bytes.clear();
     rc
 }
@@ -241,6 +256,9 @@ unsafe extern "C" fn write(
     // bytes at `data`.
     unsafe {
         let bytes = std::slice::from_raw_parts(data.cast::<u8>(), amount as usize);
+        // Taken first: the page of a commit frame is written with what is held
+        // whichever way it arrives.
+        let commit = std::mem::take(&mut gathered(file).commit_next);
         if bytes.len() > MAX_GATHERED {
             // Larger than anything SQLite writes to a WAL (a page is at most 64 KiB):
             // passed on as it came, after what is held.
@@ -248,11 +266,7 @@ unsafe extern "C" fn write(
             if rc != ffi::SQLITE_OK {
                 return rc;
             }
-            let inner = inner_of(file);
-            return match methods(inner).xWrite {
-                Some(write) => write(inner, data, amount, offset),
-                None => ffi::SQLITE_IOERR_WRITE,
-            };
+            return write_through(file, data, amount, offset);
         }
         let g = gathered(file);
         if !g.bytes.is_empty()
@@ -269,7 +283,7 @@ unsafe extern "C" fn write(
             g.start = offset;
         }
         g.bytes.extend_from_slice(bytes);
-        if std::mem::take(&mut g.commit_next) {
+        if commit {
             return flush(file);
         }
         if amount == FRAME_HEADER && bytes[4..8] != [0; 4] {

@@ -5,7 +5,7 @@
 use rusqlite::Connection;
 
 mod common;
-use common::{count, insert, open};
+use common::{connect, count, insert, open};
 
 #[test]
 fn a_database_written_through_the_vfs_checkpoints_and_reopens_whole() {
@@ -45,26 +45,10 @@ fn the_largest_pages_go_through_whole() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("big.db");
     {
-        mqlite_sqlite_vfs::register().expect("register");
-        let conn = Connection::open_with_flags_and_vfs(
-            &path,
-            rusqlite::OpenFlags::default(),
-            mqlite_sqlite_vfs::NAME,
-        )
-        .expect("open through the VFS");
-        // Before the file has a page: the size it is created with.
-        conn.execute_batch("PRAGMA page_size = 65536")
+        // Before WAL mode: the file is rewritten with the new page size.
+        connect(&path)
+            .execute_batch("PRAGMA page_size = 65536; VACUUM")
             .expect("page size");
-        drop(conn);
-        let conn = Connection::open_with_flags_and_vfs(
-            &path,
-            rusqlite::OpenFlags::default(),
-            mqlite_sqlite_vfs::NAME,
-        )
-        .expect("reopen through the VFS");
-        conn.execute_batch("PRAGMA page_size = 65536; VACUUM")
-            .expect("page size");
-        drop(conn);
         let conn = open(&path);
         for round in 0..20 {
             insert(&conn, 3, 50_000 + round * 1000);

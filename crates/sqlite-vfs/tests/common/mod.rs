@@ -4,12 +4,16 @@
 
 use rusqlite::{Connection, OpenFlags};
 
+/// A connection to the database at `path` through the VFS, as it is.
+pub fn connect(path: &std::path::Path) -> Connection {
+    mqlite_sqlite_vfs::register().expect("register");
+    Connection::open_with_flags_and_vfs(path, OpenFlags::default(), mqlite_sqlite_vfs::NAME)
+        .expect("open through the VFS")
+}
+
 /// The database at `path`, through the VFS, in WAL mode, with table `t`.
 pub fn open(path: &std::path::Path) -> Connection {
-    mqlite_sqlite_vfs::register().expect("register");
-    let conn =
-        Connection::open_with_flags_and_vfs(path, OpenFlags::default(), mqlite_sqlite_vfs::NAME)
-            .expect("open through the VFS");
+    let conn = connect(path);
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
          CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, body BLOB NOT NULL);",
