@@ -2,9 +2,9 @@
 //!
 //! One connection, owned by a writer thread: a short call that finds the store idle
 //! runs on its caller's thread (a WAL commit under `synchronous=NORMAL` does not
-//! fsync), while contended calls, long ones, FULL commits and checkpoints run on the
-//! writer thread (the store kit's `writer/`; docs/internals.md, "Where store work
-//! runs"). The file is in WAL mode, `synchronous=NORMAL` by default and FULL on
+//! fsync), while contended calls, long ones and FULL commits run on the writer thread
+//! (the store kit's `writer/`), and checkpoints mostly on a thread of their own
+//! (`checkpoint.rs`; docs/internals.md, "Where store work runs"). The file is in WAL mode, `synchronous=NORMAL` by default and FULL on
 //! request; advisory locks on `<db>.lock` and on a rendezvous file named after the
 //! database's inode keep every other writer out, whatever name it uses (10.1), which is
 //! also how this store owns its data ([`Ownership::Exclusive`]).
@@ -473,9 +473,8 @@ impl SqliteStore {
     }
 
     /// How many WAL checkpoints have run: on the checkpoint thread, and on the writer's
-    /// own connection (when the WAL outgrew what that thread could restart, or for a
-    /// database in memory) (tests count them; docs/internals.md, "Where store work
-    /// runs").
+    /// own connection, which restarts the WAL at 1,000 frames (tests count them;
+    /// docs/internals.md, "Where store work runs").
     pub fn checkpoints(&self) -> (u64, u64) {
         self.writer.checkpoints()
     }

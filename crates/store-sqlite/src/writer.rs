@@ -2,9 +2,10 @@
 //! (and, after it, the file lock): no two statements ever overlap and the claim needs
 //! no locking beyond SQLite's own. Under `synchronous=NORMAL` a WAL commit does not
 //! fsync, so a short call that finds the store idle runs on its caller's thread; the
-//! checkpoints, which do fsync, run on the writer thread: the connection's WAL hook
-//! replaces SQLite's automatic checkpoint (which would run inside whichever commit
-//! crossed the threshold, on whichever thread made it).
+//! checkpoints, which do fsync, run off the callers' threads (on the checkpoint thread,
+//! [`crate::checkpoint`], and at [`CHECKPOINT_FRAMES`] on the writer): the connection's
+//! WAL hook replaces SQLite's automatic checkpoint (which would run inside whichever
+//! commit crossed the threshold, on whichever thread made it).
 
 use std::cell::Cell;
 use std::path::PathBuf;
@@ -40,7 +41,7 @@ fn note_wal_frames(_: &rusqlite::hooks::Wal, frames: std::ffi::c_int) -> rusqlit
 }
 
 /// Installs the WAL hook on a new connection: SQLite's automatic checkpoint stops, and
-/// the writer checkpoints instead ([`Conn::maintain`]).
+/// the checkpoint thread and the writer checkpoint instead ([`Conn::maintain`]).
 pub(crate) fn hook_wal(conn: &Connection) {
     conn.wal_hook(Some(note_wal_frames));
 }

@@ -2,8 +2,9 @@
 //! short call that finds the store idle runs on its caller's thread under
 //! `synchronous=NORMAL`; under FULL, with `caller_thread(false)`, for a batch over the
 //! inline bound, for a scan, and while the writer thread has work queued, the call goes
-//! to the writer thread. Checkpoints, which fsync, run on the writer thread: the WAL
-//! stays bounded though no commit on a caller's thread checkpoints. Counted, not timed.
+//! to the writer thread. Checkpoints, which fsync, run on the checkpoint thread and the
+//! writer thread: the WAL stays bounded though no commit on a caller's thread
+//! checkpoints. Counted, not timed.
 
 use mqlite_contract::{
     AdminOps, ClaimSpec, EnqueueSlot, Error, MessageOps, OutMessage, OutboxStore, ReceiveMode,
