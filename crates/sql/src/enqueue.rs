@@ -320,7 +320,8 @@ fn shared_values(queue: &str, now: i64, timing: &Timing) -> SharedValues {
 }
 
 /// Inserts `rows`, sends of one message each that share `shared`, as ONE statement
-/// ([`INSERT_ROWS_NEXT`], or [`INSERT_ONE`] for one row) and returns their sequence
+/// ([`INSERT_ROWS_NEXT`], or [`INSERT_ONE`] for one row; for a driver in this process,
+/// [`INSERT_ROWS`] after a read of the next number) and returns their sequence
 /// numbers in row order: contiguous, in the rows' order (G1). A refused statement
 /// inserted nothing; the rows come back with its error, so each can be inserted alone
 /// ([`insert_one`]) and a refusal stays with its own send.
@@ -340,6 +341,9 @@ pub async fn insert_merged<X: SqlExec>(
         }
         Err(rows) => rows,
     };
+    if x.in_process() {
+        return insert_counted(x, shared, rows).await;
+    }
     let params = rows_next_params(shared.iter().cloned(), n, rows.into_iter().flatten());
     let insert = Numbered {
         returning: INSERT_ROWS_NEXT.get(n),
@@ -352,6 +356,45 @@ pub async fn insert_merged<X: SqlExec>(
             let rows = (0..n).map(|_| row_of(params.by_ref().take(ROW_PARAMS).collect(), 0));
             (e, rows.collect())
         })
+}
+
+/// [`insert_merged`] for a driver in this process: the next number read first
+/// ([`crate::rows::SELECT_NEXT_SEQ`]), then [`INSERT_ROWS`] numbering the rows from it.
+/// One statement more than [`INSERT_ROWS_NEXT`], which reads the number inside the
+/// INSERT, and cheaper: an INSERT whose SELECT reads the table it writes makes SQLite
+/// copy every row to a temporary table before it inserts the first.
+async fn insert_counted<X: SqlExec>(
+    x: &mut X,
+    shared: &SharedValues,
+    rows: Vec<[Value; ROW_PARAMS]>,
+) -> std::result::Result<Vec<i64>, (Error, Vec<[Value; ROW_PARAMS]>)> {
+    let n = rows.len();
+    let next = match x.query(crate::rows::SELECT_NEXT_SEQ, &[]).await {
+        Ok(found) => match found.first().map(|r| r.int(0)) {
+            Some(Ok(next)) => next,
+            Some(Err(e)) => return Err((e, rows)),
+            None => return Err((wrong_row_count(0, 1), rows)),
+        },
+        Err(e) => return Err((e, rows)),
+    };
+    let values = shared
+        .iter()
+        .cloned()
+        .chain([Value::from(n as i64), Value::from(next)])
+        .chain(rows.into_iter().flatten());
+    let params = values::bind(values, SHARED_PARAMS + values::rows_for(n) * ROW_PARAMS);
+    match x.execute(INSERT_ROWS.get(n), &params).await {
+        Ok(done) if done.changes == n as u64 => Ok((next..next + n as i64).collect()),
+        done => {
+            let e = match done {
+                Ok(done) => wrong_row_count(done.changes, n),
+                Err(e) => e,
+            };
+            let mut params = params.into_iter().skip(SHARED_PARAMS);
+            let rows = (0..n).map(|_| row_of(params.by_ref().take(ROW_PARAMS).collect(), 0));
+            Err((e, rows.collect()))
+        }
+    }
 }
 
 /// The parameters of [`INSERT_ROWS_NEXT`] for `n` rows: the shared values (`?1` …

@@ -194,6 +194,10 @@ impl<X: SqlExec> SqlExec for NotLast<'_, X> {
         self.0.insert_numbered(insert, params, n, false)
     }
 
+    fn in_process(&self) -> bool {
+        self.0.in_process()
+    }
+
     fn known_queue(&self, name: &str) -> Option<(QueueKind, QueueConfig)> {
         self.0.known_queue(name)
     }
@@ -298,6 +302,15 @@ pub trait SqlExec {
             };
             crate::enqueue::returned_numbers(&rows, n)
         }
+    }
+
+    /// Whether a statement runs in this process (a call into a library, no round trip):
+    /// a flow may then read a value with a statement of its own where a remote driver
+    /// reads it inside the statement that uses it, when reading it there costs that
+    /// statement more (SQLite copies every row of an `INSERT … SELECT` that reads the
+    /// table it writes to a temporary table first). The default: no.
+    fn in_process(&self) -> bool {
+        false
     }
 
     /// A queue's kind and configuration as the driver knows them without asking the

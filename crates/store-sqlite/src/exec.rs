@@ -144,6 +144,10 @@ impl Exec<'_> {
     reason = "driven to completion at once by block_on on the thread holding the connection (the writer thread, or a caller's for a short call); never held across a task's await"
 )]
 impl SqlExec for Exec<'_> {
+    fn in_process(&self) -> bool {
+        true
+    }
+
     fn known_queue(&self, name: &str) -> Option<(QueueKind, QueueConfig)> {
         // Or read earlier in this transaction (by a neighbour in its group, or an
         // earlier send merged with this one): a change to any queue since would have

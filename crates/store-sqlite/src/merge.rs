@@ -1,9 +1,9 @@
 //! Sends of one message merged into one INSERT: while the store is busy (callers
 //! contend, or every commit fsyncs under `synchronous=FULL`), a send of one message
 //! waits in the store kit's [`Merge`] instead of queueing a call of its own, and the
-//! one merged call the writer reaches inserts every send waiting then with ONE
-//! statement per queue and timing (`INSERT_ROWS_NEXT`), where each call ran its own
-//! INSERT in its own savepoint. The numbers are contiguous and in arrival order (G1);
+//! one merged call the writer reaches inserts every send waiting then with ONE INSERT
+//! per queue and timing (`INSERT_ROWS`, after one read of the next number), where each
+//! call ran its own INSERT in its own savepoint. The numbers are contiguous and in arrival order (G1);
 //! every send is answered after the commit that holds it (14.6).
 //!
 //! A send the merge cannot take runs its usual flow in a savepoint of its own, beside

@@ -182,8 +182,9 @@ fn statements(store: &SqliteStore) -> u64 {
         .statements
 }
 
-/// Sends of one message that wait for the writer are ONE statement, however many: the
-/// merged INSERT (`INSERT_ROWS_NEXT`), numbered contiguously in the order made (G1).
+/// Sends of one message that wait for the writer are two statements, however many:
+/// the next number (`SELECT_NEXT_SEQ`), then ONE merged INSERT numbering the rows from
+/// it (`INSERT_ROWS`), contiguously in the order made (G1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sends_of_one_message_waiting_for_the_writer_are_one_insert() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -202,15 +203,15 @@ async fn sends_of_one_message_waiting_for_the_writer_are_one_insert() {
         assert_eq!(store.group_commits() - commits, 1, "{n} sends, one commit");
         assert_eq!(
             statements(&store) - before,
-            1,
-            "{n} sends of one message to a known queue: one INSERT"
+            2,
+            "{n} sends of one message to a known queue: the next number, then one INSERT"
         );
         assert!(
             numbers.windows(2).all(|w| w[1] == w[0] + 1),
             "contiguous, in the order made: {numbers:?}"
         );
-        // And each is the number of its own row (the store counts them back from the
-        // last row's rowid).
+        // And each is the number of its own row (the store counts them on from the
+        // number it read).
         for (i, seq) in numbers.iter().enumerate() {
             let hex: String = format!("{n}-{i}")
                 .bytes()
@@ -252,8 +253,9 @@ async fn sends_that_lose_the_idle_store_join_the_merged_insert() {
     assert_eq!(store.group_commits() - commits, 1, "5 sends, one commit");
     assert_eq!(
         statements(&store) - before,
-        1,
-        "5 sends that lost the idle store: one merged INSERT, not a statement each"
+        2,
+        "5 sends that lost the idle store: the next number and one merged INSERT, not a \
+         statement each"
     );
     assert_eq!(
         support::stored(&store).await,
