@@ -37,6 +37,15 @@ pub fn claimable(m: &Message, now: i64) -> bool {
         && (m.expires_at_ms == 0 || m.expires_at_ms > now)
 }
 
+/// A claimed message as its peek-lock leaves it: locked under `token` for `lock_ms`
+/// from `now`, its delivery counted (1.1, 1.3, 5.1).
+pub fn lock(m: &mut Message, now: i64, lock_ms: i64, token: mqlite_contract::LockToken) {
+    m.state = MessageState::Locked;
+    m.locked_until_ms = now + lock_ms;
+    m.lock_token = Some(token);
+    m.delivery_count += 1;
+}
+
 /// The order claims hand messages out in (20.1): the highest priority first, then the
 /// oldest; a batch's messages come back in it.
 pub fn claim_order(m: &Message) -> (std::cmp::Reverse<u8>, mqlite_contract::SeqNumber) {

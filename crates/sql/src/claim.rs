@@ -32,20 +32,29 @@ pub const CLAIM: &str = pick_heads!();
 /// transaction.
 pub static LOCK_PICKED: Texts = Texts::new(|| {
     values::build(MAX_RECEIVE_BATCH as usize, |n| {
-        format!(
-            "UPDATE mqlite_messages
+        lock_picked(n, concat!("\nRETURNING ", message_columns!()))
+    })
+});
+
+/// [`LOCK_PICKED`] without `RETURNING`, for a driver in this process that read the
+/// picked rows whole first ([`PICK_HEADS`]): SQLite runs a `RETURNING` clause by
+/// copying every row it returns, body and all, to a temporary table first.
+pub static LOCK_PICKED_PLAIN: Texts =
+    Texts::new(|| values::build(MAX_RECEIVE_BATCH as usize, |n| lock_picked(n, "")));
+
+/// The text of [`LOCK_PICKED`] for `n` rows, then `tail`.
+fn lock_picked(n: usize, tail: &str) -> String {
+    format!(
+        "UPDATE mqlite_messages
    SET state = 'locked',
        locked_until = ?1 + ?2,
        lock_token = p.column2,
        delivery_count = delivery_count + 1
   FROM (VALUES {}) AS p
- WHERE mqlite_messages.id = p.column1 AND mqlite_messages.state = 'active'
-RETURNING {}",
-            values::rows(3, n, 2, false),
-            message_columns!()
-        )
-    })
-});
+ WHERE mqlite_messages.id = p.column1 AND mqlite_messages.state = 'active'{tail}",
+        values::rows(3, n, 2, false)
+    )
+}
 
 /// The lock of one row under `:token` for `:lock_ms` from `:now`, counting the delivery:
 /// the head of [`LOCK_ONE`] and [`CLAIM_ONE`], which name the row.
@@ -197,6 +206,9 @@ pub async fn claim<X: SqlExec>(
                 .map(|r| message(r, 0))
                 .collect::<Result<Vec<_>>>()?
         }
+        ReceiveMode::PeekLock if x.in_process() && max > 1 => {
+            lock_read(x, now, queue, max, cfg.lock_ms(), spec.attempt_id.is_none()).await?
+        }
         ReceiveMode::PeekLock => {
             let picked = x
                 .query(
@@ -270,6 +282,58 @@ pub async fn claim<X: SqlExec>(
         )
         .await?;
     }
+    Ok(out)
+}
+
+/// A peek-lock claim of up to `max` messages for a driver in this process: the picked
+/// rows read whole ([`PICK_HEADS`]), then locked without `RETURNING`
+/// ([`LOCK_PICKED_PLAIN`]), each answered as its lock leaves it ([`decide::lock`]).
+/// `last`: the lock is the flow's last statement.
+async fn lock_read<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    max: i64,
+    lock_ms: i64,
+    last: bool,
+) -> Result<Vec<Message>> {
+    let picked = x
+        .query(
+            PICK_HEADS,
+            &[
+                (":queue", Value::from(queue)),
+                (":now", Value::from(now)),
+                (":max", Value::from(max)),
+            ],
+        )
+        .await?;
+    if picked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let tokens = LockToken::random_batch(picked.len());
+    let mut out = Vec::with_capacity(picked.len());
+    let mut pairs = Vec::with_capacity(2 * picked.len());
+    for (r, token) in picked.iter().zip(tokens) {
+        let mut m = message(r, 0)?;
+        pairs.extend([Value::from(m.seq.0), Value::from(token.to_string())]);
+        decide::lock(&mut m, now, lock_ms, token);
+        out.push(m);
+    }
+    let values = [Value::from(now), Value::from(lock_ms)]
+        .into_iter()
+        .chain(pairs);
+    let params = values::bind(values, 2 + 2 * values::rows_for(out.len()));
+    let text = LOCK_PICKED_PLAIN.get(out.len());
+    let done = if last {
+        x.execute_last(text, &params).await?
+    } else {
+        x.execute(text, &params).await?
+    };
+    // The rows were read active in this transaction, so each is locked.
+    if done.changes != out.len() as u64 {
+        return Err(crate::exec::wrong_row_count(done.changes, out.len()));
+    }
+    out.sort_by_key(decide::claim_order);
     Ok(out)
 }
 

@@ -188,6 +188,7 @@ pub static STATEMENTS: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
             ("INSERT_ROWS_NEXT", &enqueue::INSERT_ROWS_NEXT),
             ("INSERT_ROWS_NEXT_PLAIN", &enqueue::INSERT_ROWS_NEXT_PLAIN),
             ("LOCK_PICKED", &claim::LOCK_PICKED),
+            ("LOCK_PICKED_PLAIN", &claim::LOCK_PICKED_PLAIN),
             ("COMPLETE_ROWS", &settle::COMPLETE_ROWS),
             ("RENEW_ROWS", &settle::RENEW_ROWS),
             ("RECEIPT_ROWS", &settle::RECEIPT_ROWS),

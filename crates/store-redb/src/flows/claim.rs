@@ -87,10 +87,7 @@ pub(crate) fn claim(
             let mut out = Vec::with_capacity(heads.len());
             for (row, token) in heads.into_iter().zip(tokens) {
                 let mut new = row.clone();
-                new.m.state = MessageState::Locked;
-                new.m.locked_until_ms = now + cfg.lock_ms();
-                new.m.lock_token = Some(token);
-                new.m.delivery_count += 1;
+                decide::lock(&mut new.m, now, cfg.lock_ms(), token);
                 t.put(row.m.seq.0, Some(&row), Some(&new))?;
                 out.push(new.m);
             }
@@ -208,10 +205,7 @@ pub(crate) fn receive_deferred(
             continue;
         }
         let mut new = row.clone();
-        new.m.state = MessageState::Locked;
-        new.m.locked_until_ms = now + cfg.lock_ms();
-        new.m.lock_token = Some(LockToken::random());
-        new.m.delivery_count += 1;
+        decide::lock(&mut new.m, now, cfg.lock_ms(), LockToken::random());
         t.put(s.0, Some(&row), Some(&new))?;
         out.push(new.m);
     }
