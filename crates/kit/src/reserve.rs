@@ -173,16 +173,16 @@ impl Reserve {
     {
         let growth = self.admits_growth();
         let room = (growth == Growth::Retry).then(|| make_room(self.clone()));
-        let run = (growth != Growth::No).then(|| write(self.clone()));
-        let refused = self.full();
+        // The refusal is made only when it is the answer (it names the location).
+        let run = match growth {
+            Growth::No => Err(self.full()),
+            _ => Ok(write(self.clone())),
+        };
         async move {
             if let Some(room) = room {
                 room.await?;
             }
-            match run {
-                Some(run) => run.await,
-                None => Err(refused),
-            }
+            run?.await
         }
     }
 

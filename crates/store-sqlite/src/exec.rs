@@ -62,6 +62,12 @@ fn bind(stmt: &mut rusqlite::Statement<'_>, sql: &str, params: Params<'_>) -> Re
         )));
     }
     for (name, value) in params {
+        // A statement from the cache has every parameter NULL (rusqlite clears them as
+        // it puts one back; a new one starts so), so a NULL needs no call: a sized
+        // statement's spare rows are all NULL.
+        if matches!(value, Value::Null) {
+            continue;
+        }
         // `?N` is bound by its number: SQLite finds a name by walking the statement's
         // list of names, which a multi-row INSERT of hundreds of values cannot afford.
         let index = match name.strip_prefix('?').map(str::parse::<usize>) {
@@ -72,7 +78,7 @@ fn bind(stmt: &mut rusqlite::Statement<'_>, sql: &str, params: Params<'_>) -> Re
                 .ok_or_else(|| Error::invalid(format!("no parameter {name} in: {sql}")))?,
         };
         match value {
-            Value::Null => stmt.raw_bind_parameter(index, rusqlite::types::Null),
+            Value::Null => Ok(()),
             Value::Int(v) => stmt.raw_bind_parameter(index, v),
             Value::Real(v) => stmt.raw_bind_parameter(index, v),
             Value::Text(v) => stmt.raw_bind_parameter(index, v),
