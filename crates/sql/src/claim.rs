@@ -210,16 +210,7 @@ pub async fn claim<X: SqlExec>(
             lock_read(x, now, queue, max, cfg.lock_ms(), spec.attempt_id.is_none()).await?
         }
         ReceiveMode::PeekLock => {
-            let picked = x
-                .query(
-                    CLAIM,
-                    &[
-                        (":queue", Value::from(queue)),
-                        (":now", Value::from(now)),
-                        (":max", Value::from(max)),
-                    ],
-                )
-                .await?;
+            let picked = x.query(CLAIM, &pick_params(queue, now, max)).await?;
             if picked.is_empty() {
                 return Ok(Vec::new());
             }
@@ -285,6 +276,15 @@ pub async fn claim<X: SqlExec>(
     Ok(out)
 }
 
+/// The parameters of the pick of `queue`'s eligible heads ([`CLAIM`], [`PICK_HEADS`]).
+fn pick_params(queue: &str, now: i64, max: i64) -> [(&'static str, Value); 3] {
+    [
+        (":queue", Value::from(queue)),
+        (":now", Value::from(now)),
+        (":max", Value::from(max)),
+    ]
+}
+
 /// A peek-lock claim of up to `max` messages for a driver in this process: the picked
 /// rows read whole ([`PICK_HEADS`]), then locked without `RETURNING`
 /// ([`LOCK_PICKED_PLAIN`]), each answered as its lock leaves it ([`decide::lock`]).
@@ -297,16 +297,7 @@ async fn lock_read<X: SqlExec>(
     lock_ms: i64,
     last: bool,
 ) -> Result<Vec<Message>> {
-    let picked = x
-        .query(
-            PICK_HEADS,
-            &[
-                (":queue", Value::from(queue)),
-                (":now", Value::from(now)),
-                (":max", Value::from(max)),
-            ],
-        )
-        .await?;
+    let picked = x.query(PICK_HEADS, &pick_params(queue, now, max)).await?;
     if picked.is_empty() {
         return Ok(Vec::new());
     }
@@ -346,11 +337,7 @@ async fn receive_and_delete<X: SqlExec>(
     queue: &str,
     max: i64,
 ) -> Result<Vec<Message>> {
-    let base = [
-        (":queue", Value::from(queue)),
-        (":now", Value::from(now)),
-        (":max", Value::from(max)),
-    ];
+    let base = pick_params(queue, now, max);
     let heads = x.query(PICK_HEADS, &base).await?;
     // One chain per head: the head, then (for a line) the members that would become head
     // after it, oldest first, while claimable.
