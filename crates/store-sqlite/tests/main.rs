@@ -2,6 +2,7 @@
 //! binary (`cargo test -p <crate> --test integration -- <file>::`): the crate's code
 //! and its dependencies are compiled and linked once for all of them, not once per file.
 
+mod binds;
 mod caller_thread;
 mod contract;
 mod durability;
