@@ -351,11 +351,7 @@ pub async fn insert_merged<X: SqlExec>(
     };
     x.insert_numbered(insert, &params, n, false)
         .await
-        .map_err(|e| {
-            let mut params = params.into_iter().skip(SHARED_PARAMS - 1);
-            let rows = (0..n).map(|_| row_of(params.by_ref().take(ROW_PARAMS).collect(), 0));
-            (e, rows.collect())
-        })
+        .map_err(|e| (e, rows_of(params, SHARED_PARAMS - 1, n)))
 }
 
 /// [`insert_merged`] for a driver in this process: the next number read first
@@ -369,12 +365,8 @@ async fn insert_counted<X: SqlExec>(
     rows: Vec<[Value; ROW_PARAMS]>,
 ) -> std::result::Result<Vec<i64>, (Error, Vec<[Value; ROW_PARAMS]>)> {
     let n = rows.len();
-    let next = match x.query(crate::rows::SELECT_NEXT_SEQ, &[]).await {
-        Ok(found) => match found.first().map(|r| r.int(0)) {
-            Some(Ok(next)) => next,
-            Some(Err(e)) => return Err((e, rows)),
-            None => return Err((wrong_row_count(0, 1), rows)),
-        },
+    let next = match crate::rows::next_seq(x).await {
+        Ok(next) => next,
         Err(e) => return Err((e, rows)),
     };
     let values = shared
@@ -390,9 +382,7 @@ async fn insert_counted<X: SqlExec>(
                 Ok(done) => wrong_row_count(done.changes, n),
                 Err(e) => e,
             };
-            let mut params = params.into_iter().skip(SHARED_PARAMS);
-            let rows = (0..n).map(|_| row_of(params.by_ref().take(ROW_PARAMS).collect(), 0));
-            Err((e, rows.collect()))
+            Err((e, rows_of(params, SHARED_PARAMS, n)))
         }
     }
 }
@@ -472,6 +462,14 @@ async fn one_number<X: SqlExec>(
 fn row_of(params: Vec<(&'static str, Value)>, from: usize) -> [Value; ROW_PARAMS] {
     let mut values = params.into_iter().skip(from).map(|(_, v)| v);
     std::array::from_fn(|_| values.next().unwrap_or(Value::Null))
+}
+
+/// The `n` rows' values from bound parameters, the first row's starting at `from`.
+fn rows_of(params: Vec<(&'static str, Value)>, from: usize, n: usize) -> Vec<[Value; ROW_PARAMS]> {
+    let mut params = params.into_iter().skip(from);
+    (0..n)
+        .map(|_| row_of(params.by_ref().take(ROW_PARAMS).collect(), 0))
+        .collect()
 }
 
 /// The live dedup entries for the keys among `keys`: key -> (seq, body hash).

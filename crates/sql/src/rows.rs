@@ -157,6 +157,17 @@ pub async fn load_queue<X: SqlExec>(x: &mut X, name: &str) -> Result<QueueConfig
     decide::holding(name, load_any(x, name).await?)
 }
 
+/// The next sequence number ([`SELECT_NEXT_SEQ`]), in the surrounding transaction.
+pub async fn next_seq<X: SqlExec>(x: &mut X) -> Result<i64> {
+    match x.query(SELECT_NEXT_SEQ, &[]).await?.first() {
+        Some(r) => r.int(0),
+        None => Err(Error::backend(
+            "sql",
+            crate::exec::CorruptRow("no next sequence number".into()),
+        )),
+    }
+}
+
 /// [`load_queue`] and the next sequence number for a send: [`SELECT_QUEUE_NEXT_SEQ`]
 /// when the driver does not know the queue's row; when it does, [`SELECT_NEXT_SEQ`], or
 /// nothing at all for a send of `one` message (None: its insert takes the number itself,
@@ -171,14 +182,7 @@ pub async fn load_queue_next_seq<X: SqlExec>(
         if one {
             return Ok((cfg, None));
         }
-        let rows = x.query(SELECT_NEXT_SEQ, &[]).await?;
-        return match rows.first() {
-            Some(r) => Ok((cfg, Some(r.int(0)?))),
-            None => Err(Error::backend(
-                "sql",
-                crate::exec::CorruptRow("no next sequence number".into()),
-            )),
-        };
+        return Ok((cfg, Some(next_seq(x).await?)));
     }
     let row = load_row(x, SELECT_QUEUE_NEXT_SEQ, name).await?;
     let queue = queue_row(&row, 0)?;
