@@ -125,13 +125,20 @@ fn serve(conn: &Connection, shared: &Shared) {
             }
             state.asked = false;
         }
-        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(0)) {
-            Ok(0) => {
+        match passive(conn) {
+            Ok(true) => {
                 shared.passes.fetch_add(1, Ordering::Relaxed);
             }
             // The writer holds the checkpoint (its own, at the WAL's bound).
-            Ok(_) => {}
+            Ok(false) => {}
             Err(e) => tracing::warn!(error = %e, "a WAL checkpoint failed; the next one retries"),
         }
     }
+}
+
+/// A passive checkpoint on `conn`; whether it ran (false: another connection held the
+/// checkpoint, SQLite's busy column).
+pub(crate) fn passive(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(0))
+        .map(|busy| busy == 0)
 }

@@ -4,10 +4,11 @@
 //! runs on its caller's thread (a WAL commit under `synchronous=NORMAL` does not
 //! fsync), while contended calls, long ones and FULL commits run on the writer thread
 //! (the store kit's `writer/`), and checkpoints mostly on a thread of their own
-//! (`checkpoint.rs`; docs/internals.md, "Where store work runs"). The file is in WAL mode, `synchronous=NORMAL` by default and FULL on
-//! request; advisory locks on `<db>.lock` and on a rendezvous file named after the
-//! database's inode keep every other writer out, whatever name it uses (10.1), which is
-//! also how this store owns its data ([`Ownership::Exclusive`]).
+//! (`checkpoint.rs`; docs/internals.md, "Where store work runs"). The file is in WAL
+//! mode, `synchronous=NORMAL` by default and FULL on request; advisory locks on
+//! `<db>.lock` and on a rendezvous file named after the database's inode keep every
+//! other writer out, whatever name it uses (10.1), which is also how this store owns
+//! its data ([`Ownership::Exclusive`]).
 //!
 //! The statements and the flows between them are `mqlite_sql`'s, shared with every SQL
 //! store; this crate supplies the connection, the thread and the lock.

@@ -296,17 +296,14 @@ impl GroupCommit for Conn {
         if self.wal_frames < CHECKPOINT_FRAMES {
             return;
         }
-        match self
-            .conn
-            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get::<_, i64>(0))
-        {
-            Ok(0) => {
+        match crate::checkpoint::passive(&self.conn) {
+            Ok(true) => {
                 self.wal_frames = 0;
                 self.asked_step = 0;
                 self.writer_checkpoints.fetch_add(1, Ordering::Relaxed);
             }
             // The checkpoint thread holds the checkpoint: the next commit asks again.
-            Ok(_) => {}
+            Ok(false) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "a WAL checkpoint failed; the next commit retries")
             }
