@@ -5,7 +5,7 @@
 use rusqlite::Connection;
 
 mod common;
-use common::{connect, count, insert, open};
+use common::{connect, count, insert, integrity, open};
 
 #[test]
 fn a_database_written_through_the_vfs_checkpoints_and_reopens_whole() {
@@ -32,10 +32,7 @@ fn a_database_written_through_the_vfs_checkpoints_and_reopens_whole() {
     // Reopened by SQLite alone: the same rows, and a sound file.
     let plain = Connection::open(&path).expect("reopen plainly");
     assert_eq!(count(&plain), expected);
-    let ok: String = plain
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .expect("integrity");
-    assert_eq!(ok, "ok");
+    assert_eq!(integrity(&plain), "ok");
 }
 
 /// The largest pages SQLite has (64 KiB): a frame of one page and its header still fits
@@ -60,8 +57,5 @@ fn the_largest_pages_go_through_whole() {
         .expect("page size");
     assert_eq!(size, 65536);
     assert_eq!(count(&plain), 60);
-    let ok: String = plain
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .expect("integrity");
-    assert_eq!(ok, "ok");
+    assert_eq!(integrity(&plain), "ok");
 }

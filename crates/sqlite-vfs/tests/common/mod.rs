@@ -37,3 +37,9 @@ pub fn count(conn: &Connection) -> i64 {
     conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
         .expect("count")
 }
+
+/// What SQLite's integrity check says of the database `conn` reads ("ok" when sound).
+pub fn integrity(conn: &Connection) -> String {
+    conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity")
+}
