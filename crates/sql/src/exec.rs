@@ -101,9 +101,10 @@ fn corrupt(what: String) -> Error {
     Error::backend("sql", CorruptRow(what))
 }
 
-/// An INSERT of `n` rows that inserted (or answered for) another number of them.
-pub fn wrong_row_count(inserted: u64, n: usize) -> Error {
-    corrupt(format!("inserted {inserted} rows of {n}"))
+/// A statement for `n` rows (an INSERT of them, an UPDATE or DELETE of rows read or
+/// counted in the same transaction) that changed (or answered for) another number.
+pub fn wrong_row_count(changed: u64, n: usize) -> Error {
+    corrupt(format!("a statement for {n} rows changed {changed}"))
 }
 
 impl Row {

@@ -108,14 +108,24 @@ const PRESENTED_PAIRS: &str =
 /// queue as `?1`, now as `?2` and the locks as bound pairs.
 pub static COMPLETE_ROWS: Texts = Texts::new(|| {
     values::build(BOUND_LOCKS, |n| {
-        format!(
-            "{}DELETE FROM mqlite_messages WHERE {PRESENTED_PAIRS} AND {} \
-             RETURNING id, lock_token, line, waiting",
-            with_pairs(n),
-            fence!("?1", "?2")
-        )
+        complete_rows(n, " RETURNING id, lock_token, line, waiting")
     })
 });
+
+/// [`COMPLETE_ROWS`] without `RETURNING`, for a driver in this process that found every
+/// lock completing first (the receipts of [`COMPLETE_RECEIPT_ROWS`] counted them): SQLite
+/// runs a `RETURNING` clause by copying every row it returns to a temporary table first.
+pub static COMPLETE_ROWS_PLAIN: Texts =
+    Texts::new(|| values::build(BOUND_LOCKS, |n| complete_rows(n, "")));
+
+/// The text of [`COMPLETE_ROWS`] for `n` locks, then `tail`.
+fn complete_rows(n: usize, tail: &str) -> String {
+    format!(
+        "{}DELETE FROM mqlite_messages WHERE {PRESENTED_PAIRS} AND {}{tail}",
+        with_pairs(n),
+        fence!("?1", "?2")
+    )
+}
 
 /// RenewBatch (2.5, 2.8) in one statement: each live lease of the bound pairs with its
 /// current token is extended to `max(locked_until, now + lock)` (`?2 + ?N`, the lease
@@ -198,6 +208,12 @@ pub const COMPLETE_ONE: &str = concat!(
     "DELETE FROM mqlite_messages WHERE id = ?3 AND lock_token = ?4 AND ",
     fence!("?1", "?2"),
     " RETURNING id, lock_token, line, waiting"
+);
+
+/// [`COMPLETE_ONE`] without `RETURNING` (see [`COMPLETE_ROWS_PLAIN`]).
+pub const COMPLETE_ONE_PLAIN: &str = concat!(
+    "DELETE FROM mqlite_messages WHERE id = ?3 AND lock_token = ?4 AND ",
+    fence!("?1", "?2")
 );
 
 /// `lead` then each lock's `(seq, token)`, bound by position and padded to the size of
@@ -435,18 +451,21 @@ fn lines_are_rare(cfg: &QueueConfig) -> bool {
 
 /// Every one of `n` locks (bound as [`COMPLETE_ROWS`] binds them) completing, none in a
 /// line: the receipts, the check and the delete in one request where the driver sends
-/// them so ([`SqlExec::last_at_once`]); false when it does not, or when the check
-/// refused (nothing of it remains, and the caller goes its usual way).
+/// them so ([`SqlExec::last_at_once`]), and in two statements without `RETURNING` in
+/// this process ([`SqlExec::in_process`]); false when the check refused, and the caller
+/// goes its usual way.
+///
+/// In this process the receipts are written first and counted, and the delete, which
+/// returns nothing, runs only when they are `n`. When they are fewer, the receipts
+/// written stay: each is for a lock that the usual way's delete then completes (the same
+/// pair, the same fence, in the same transaction), and its receipt writes the same row
+/// over it.
 async fn complete_at_once<X: SqlExec>(
     x: &mut X,
     now: i64,
     queue: &str,
     locks: &[LockRef],
 ) -> Result<bool> {
-    // A driver in this process sends no statements together: nothing to build.
-    if x.in_process() {
-        return Ok(false);
-    }
     let n = locks.len();
     let expected = [(
         ":expected",
@@ -465,14 +484,36 @@ async fn complete_at_once<X: SqlExec>(
                 5,
             ),
             COMPLETE_RECEIPT_ONE,
-            COMPLETE_ONE,
+            if x.in_process() {
+                COMPLETE_ONE_PLAIN
+            } else {
+                COMPLETE_ONE
+            },
         ),
         _ => (
             bound_pairs(vec![Value::from(queue), Value::from(now)], locks),
             COMPLETE_RECEIPT_ROWS.get(n),
-            COMPLETE_ROWS.get(n),
+            if x.in_process() {
+                COMPLETE_ROWS_PLAIN.get(n)
+            } else {
+                COMPLETE_ROWS.get(n)
+            },
         ),
     };
+    if x.in_process() {
+        if x.execute(receipts, &params).await?.changes != n as u64 {
+            return Ok(false);
+        }
+        // The delete of one lock binds no expiry (`?5`), and SQLite counts the
+        // parameters a text names.
+        let bound = if n == 1 { &params[..4] } else { &params[..] };
+        let done = x.execute_last(delete, bound).await?;
+        // Each lock was found live and in no line in this transaction, so each is deleted.
+        if done.changes != n as u64 {
+            return Err(crate::exec::wrong_row_count(done.changes, n));
+        }
+        return Ok(true);
+    }
     let steps = [
         (receipts, &params[..]),
         (crate::exec::REFUSE_UNLESS_CHANGED, &expected[..]),

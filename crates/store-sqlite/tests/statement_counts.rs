@@ -238,6 +238,63 @@ async fn a_complete_batch_past_the_bound_pairs_keeps_its_cost_and_its_items() {
     mq.close().await;
 }
 
+/// A completion whose every lock is live and in no line is two statements: the receipts,
+/// which count the locks, then a delete that returns nothing. One stale lock among them
+/// sends the batch the usual way, where the receipts the first statement wrote are
+/// written again: the live locks complete and replay as before, the stale one fails
+/// alone (2.7, 3.2).
+#[tokio::test]
+async fn a_completion_counts_its_locks_with_the_receipts_and_a_stale_one_goes_the_usual_way() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = engine(&dir).await;
+    mq.create_queue("q", QueueConfig::default())
+        .await
+        .expect("queue");
+    let batch = (0..8).map(|i| OutMessage::new(format!("m{i}"))).collect();
+    mq.send_batch("q", batch).await.expect("send");
+    let got = mq
+        .receive("q", ReceiveOptions::batch(8))
+        .await
+        .expect("receive");
+    let locks: Vec<LockRef> = got.iter().map(LockRef::from).collect();
+
+    let (all_live, r) = statements(&mq, mq.complete_batch("q", &locks[..3])).await;
+    assert!(r.expect("complete").iter().all(|r| r.ok));
+    assert_eq!(all_live, 2, "the receipts and the delete");
+
+    let forged = LockRef {
+        seq: locks[4].seq,
+        token: LockToken::random_batch(1)[0],
+    };
+    let mixed = [locks[3].clone(), forged, locks[5].clone()];
+    let (usual, r) = statements(&mq, mq.complete_batch("q", &mixed)).await;
+    let r = r.expect("complete");
+    assert_eq!(
+        r.iter().map(|r| r.ok).collect::<Vec<_>>(),
+        [true, false, true],
+        "the forged token fails alone"
+    );
+    assert!(
+        usual > 2,
+        "the usual way after the count: {usual} statements"
+    );
+    // Both ways left receipts: each batch replays as it was answered.
+    for (again, want) in [
+        (&locks[..3], vec![true; 3]),
+        (&mixed[..], vec![true, false, true]),
+    ] {
+        let r = mq.complete_batch("q", again).await.expect("replay");
+        assert_eq!(r.iter().map(|r| r.ok).collect::<Vec<_>>(), want);
+    }
+    let left = mq.stats("q").await.expect("stats");
+    assert_eq!(
+        left.locked, 3,
+        "the forged token's message and two untouched"
+    );
+    assert_eq!(left.total, 3);
+    mq.close().await;
+}
+
 /// The store is its file's one writer, so a receive or a settlement on a queue whose row
 /// a committed transaction read skips that read: one statement fewer each. A change of
 /// the queue is seen by the very next call, which reads the row again.
