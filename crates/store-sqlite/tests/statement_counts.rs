@@ -266,7 +266,7 @@ async fn a_completion_counts_its_locks_with_the_receipts_and_a_stale_one_goes_th
         seq: locks[4].seq,
         token: LockToken::random_batch(1)[0],
     };
-    let mixed = [locks[3].clone(), forged, locks[5].clone()];
+    let mixed = [locks[3], forged, locks[5]];
     let (usual, r) = statements(&mq, mq.complete_batch("q", &mixed)).await;
     let r = r.expect("complete");
     assert_eq!(
