@@ -174,7 +174,9 @@ SELECT ?4 / {RECEIPT_BUCKET_MS}, p.column1, p.column2, ?1, ?2, ?3, ?4 FROM (VALU
 /// bound pairs whose fence holds and whose message is in no line, bound as
 /// [`COMPLETE_ROWS`] is: with [`REFUSE_UNLESS_CHANGED`] after it, the delete runs only
 /// when every lock of the batch completes and no line needs its next head, so a remote
-/// store sends the whole completion in one request ([`SqlExec::last_at_once`]).
+/// store sends the whole completion in one request ([`SqlExec::last_at_once`]). In this
+/// process its count of rows written decides the same ([`COMPLETE_ROWS_PLAIN`] follows
+/// when it is the batch's size).
 pub static COMPLETE_RECEIPT_ROWS: Texts = Texts::new(|| {
     values::build(BOUND_LOCKS, |n| {
         format!(
@@ -479,7 +481,7 @@ async fn complete_at_once<X: SqlExec>(
                     Value::from(now),
                     Value::from(one.seq.0),
                     Value::from(one.token.to_string()),
-                    Value::from(now + RECEIPT_TTL_MS),
+                    Value::from(now.saturating_add(RECEIPT_TTL_MS)),
                 ],
                 5,
             ),

@@ -20,6 +20,18 @@ async fn engine(dir: &tempfile::TempDir) -> Engine<SqliteStore> {
     support::engine_at(&path, ManualClock::new(1_700_000_000_000).shared()).await
 }
 
+/// An engine over `dir` with the queue "q" (default settings) holding `n` messages
+/// `m0`, `m1`, ….
+async fn queue_of(dir: &tempfile::TempDir, n: usize) -> Engine<SqliteStore> {
+    let mq = engine(dir).await;
+    mq.create_queue("q", QueueConfig::default())
+        .await
+        .expect("queue");
+    let batch = (0..n).map(|i| OutMessage::new(format!("m{i}"))).collect();
+    mq.send_batch("q", batch).await.expect("send");
+    mq
+}
+
 /// Statements the store ran during `op`.
 async fn statements<T>(mq: &Engine<SqliteStore>, op: impl Future<Output = T>) -> (u64, T) {
     let ((count, _), out) = work(mq, op).await;
@@ -246,12 +258,7 @@ async fn a_complete_batch_past_the_bound_pairs_keeps_its_cost_and_its_items() {
 #[tokio::test]
 async fn a_completion_counts_its_locks_with_the_receipts_and_a_stale_one_goes_the_usual_way() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mq = engine(&dir).await;
-    mq.create_queue("q", QueueConfig::default())
-        .await
-        .expect("queue");
-    let batch = (0..8).map(|i| OutMessage::new(format!("m{i}"))).collect();
-    mq.send_batch("q", batch).await.expect("send");
+    let mq = queue_of(&dir, 8).await;
     let got = mq
         .receive("q", ReceiveOptions::batch(8))
         .await
@@ -274,9 +281,10 @@ async fn a_completion_counts_its_locks_with_the_receipts_and_a_stale_one_goes_th
         [true, false, true],
         "the forged token fails alone"
     );
-    assert!(
-        usual > 2,
-        "the usual way after the count: {usual} statements"
+    assert_eq!(
+        usual, 5,
+        "the count, then the usual way: the delete, the receipts, the replays' lookup, \
+         the stale lock's state"
     );
     // Both ways left receipts: each batch replays as it was answered.
     for (again, want) in [
@@ -293,6 +301,40 @@ async fn a_completion_counts_its_locks_with_the_receipts_and_a_stale_one_goes_th
     );
     assert_eq!(left.total, 3);
     mq.close().await;
+    // One receipt per completed lock, of the same form whichever way wrote it.
+    let file = rusqlite::Connection::open(dir.path().join("mq.db")).expect("open");
+    let mut receipts: Vec<(i64, String, String, String)> = file
+        .prepare("SELECT seq, lock_token, op, args FROM mqlite_receipts")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .expect("receipts")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let mut want: Vec<_> = [locks[0], locks[1], locks[2], locks[3], locks[5]]
+        .iter()
+        .map(|l| {
+            (
+                l.seq.0,
+                l.token.to_string(),
+                "complete".to_owned(),
+                String::new(),
+            )
+        })
+        .collect();
+    receipts.sort();
+    want.sort();
+    assert_eq!(receipts, want);
+    let expiries: i64 = file
+        .query_row(
+            "SELECT count(DISTINCT expires_at) FROM mqlite_receipts",
+            [],
+            |r| r.get(0),
+        )
+        .expect("expiries");
+    assert_eq!(
+        expiries, 1,
+        "the manual clock never moved: one expiry for both ways"
+    );
 }
 
 /// The store is its file's one writer, so a receive or a settlement on a queue whose row
@@ -301,12 +343,7 @@ async fn a_completion_counts_its_locks_with_the_receipts_and_a_stale_one_goes_th
 #[tokio::test]
 async fn a_known_queue_is_not_read_again_until_it_changes() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mq = engine(&dir).await;
-    mq.create_queue("q", QueueConfig::default())
-        .await
-        .expect("queue");
-    let batch = (0..3).map(|i| OutMessage::new(format!("m{i}"))).collect();
-    mq.send_batch("q", batch).await.expect("send");
+    let mq = queue_of(&dir, 3).await;
     let (send, seq) = statements(&mq, mq.send("q", OutMessage::new("m3"))).await;
     assert_eq!(
         send, 1,
