@@ -228,16 +228,7 @@ pub async fn claim<X: SqlExec>(
                     .iter()
                     .map(|r| r.int(0))
                     .collect::<Result<Vec<_>>>()?;
-                // The shared values lead (`?1` now, `?2` the lease), then the pairs.
-                let values = std::mem::take(&mut params)
-                    .into_iter()
-                    .map(|(_, v)| v)
-                    .chain(
-                        ids.into_iter()
-                            .zip(&tokens)
-                            .flat_map(|(id, t)| [Value::from(id), Value::from(t.to_string())]),
-                    );
-                params = values::bind(values, 2 + 2 * values::rows_for(picked.len()));
+                params = lock_params(now, cfg.lock_ms(), ids.into_iter().zip(&tokens));
                 LOCK_PICKED.get(picked.len())
             };
             // Without a receive attempt to record, the lock is the flow's last statement.
@@ -285,6 +276,25 @@ fn pick_params(queue: &str, now: i64, max: i64) -> [(&'static str, Value); 3] {
     ]
 }
 
+/// The parameters of [`LOCK_PICKED`] and [`LOCK_PICKED_PLAIN`]: now (`?1`) and the lease
+/// (`?2`) lead, then each picked row's id and token, padded to the text's size.
+fn lock_params<'t>(
+    now: i64,
+    lock_ms: i64,
+    picked: impl Iterator<Item = (i64, &'t LockToken)>,
+) -> Vec<(&'static str, Value)> {
+    let pairs: Vec<Value> = picked
+        .flat_map(|(id, t)| [Value::from(id), Value::from(t.to_string())])
+        .collect();
+    let total = 2 + 2 * values::rows_for(pairs.len() / 2);
+    values::bind(
+        [Value::from(now), Value::from(lock_ms)]
+            .into_iter()
+            .chain(pairs),
+        total,
+    )
+}
+
 /// A peek-lock claim of up to `max` messages for a driver in this process: the picked
 /// rows read whole ([`PICK_HEADS`]), then locked without `RETURNING`
 /// ([`LOCK_PICKED_PLAIN`]), each answered as its lock leaves it ([`decide::lock`]).
@@ -303,17 +313,12 @@ async fn lock_read<X: SqlExec>(
     }
     let tokens = LockToken::random_batch(picked.len());
     let mut out = Vec::with_capacity(picked.len());
-    let mut pairs = Vec::with_capacity(2 * picked.len());
-    for (r, token) in picked.iter().zip(tokens) {
+    for (r, token) in picked.iter().zip(&tokens) {
         let mut m = message(r, 0)?;
-        pairs.extend([Value::from(m.seq.0), Value::from(token.to_string())]);
-        decide::lock(&mut m, now, lock_ms, token);
+        decide::lock(&mut m, now, lock_ms, *token);
         out.push(m);
     }
-    let values = [Value::from(now), Value::from(lock_ms)]
-        .into_iter()
-        .chain(pairs);
-    let params = values::bind(values, 2 + 2 * values::rows_for(out.len()));
+    let params = lock_params(now, lock_ms, out.iter().map(|m| m.seq.0).zip(&tokens));
     let text = LOCK_PICKED_PLAIN.get(out.len());
     let done = if last {
         x.execute_last(text, &params).await?

@@ -469,10 +469,7 @@ async fn complete_at_once<X: SqlExec>(
     locks: &[LockRef],
 ) -> Result<bool> {
     let n = locks.len();
-    let expected = [(
-        ":expected",
-        Value::Int(i64::try_from(n).unwrap_or(i64::MAX)),
-    )];
+    let in_process = x.in_process();
     let (params, receipts, delete) = match locks {
         [one] => (
             values::bind(
@@ -486,7 +483,7 @@ async fn complete_at_once<X: SqlExec>(
                 5,
             ),
             COMPLETE_RECEIPT_ONE,
-            if x.in_process() {
+            if in_process {
                 COMPLETE_ONE_PLAIN
             } else {
                 COMPLETE_ONE
@@ -495,14 +492,14 @@ async fn complete_at_once<X: SqlExec>(
         _ => (
             bound_pairs(vec![Value::from(queue), Value::from(now)], locks),
             COMPLETE_RECEIPT_ROWS.get(n),
-            if x.in_process() {
+            if in_process {
                 COMPLETE_ROWS_PLAIN.get(n)
             } else {
                 COMPLETE_ROWS.get(n)
             },
         ),
     };
-    if x.in_process() {
+    if in_process {
         if x.execute(receipts, &params).await?.changes != n as u64 {
             return Ok(false);
         }
@@ -516,6 +513,10 @@ async fn complete_at_once<X: SqlExec>(
         }
         return Ok(true);
     }
+    let expected = [(
+        ":expected",
+        Value::Int(i64::try_from(n).unwrap_or(i64::MAX)),
+    )];
     let steps = [
         (receipts, &params[..]),
         (crate::exec::REFUSE_UNLESS_CHANGED, &expected[..]),
