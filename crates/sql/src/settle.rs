@@ -91,18 +91,49 @@ pub const BOUND_LOCKS: usize = 1024;
 /// The renewal always fits [`BOUND_LOCKS`].
 const _: () = assert!(mqlite_contract::limits::MAX_RENEW_BATCH <= BOUND_LOCKS);
 
-/// The `(seq, token)` pairs bound from `?3` on, as the table `p(seq, tok)`: the
-/// positional form of [`presented!`]'s items (a spare NULL pair matches nothing).
-fn with_pairs(n: usize) -> String {
-    format!(
-        "WITH p(seq, tok) AS MATERIALIZED (VALUES {}) ",
-        values::rows(3, n, 2, false)
-    )
-}
+/// The most locks whose bound pairs a settlement tests one by one
+/// ([`presented_pairs`]); past it they are a table the statement reads.
+const OR_PAIRS: usize = 64;
 
-/// The rows of `p` ([`with_pairs`]): [`presented!`] over bound pairs.
-const PRESENTED_PAIRS: &str =
-    "id IN (SELECT seq FROM p) AND (id, lock_token) IN (SELECT seq, tok FROM p)";
+/// The rows of the `(seq, token)` pairs bound from `?3` on, for `n` pairs: what goes
+/// before the statement, and its condition. A row is one whose id and token are the
+/// two values of one pair (2.8: a right number with a wrong token is not a match, even
+/// beside an item that has the right token); a spare NULL pair matches nothing.
+///
+/// Up to [`OR_PAIRS`] pairs, each is a term of its own, `(id = ?a AND lock_token = ?b)`,
+/// which SQLite finds by the row's id, a term at a time. Past it, the pairs are a table
+/// `p(seq, tok)` that each row is looked up in: the positional form of [`presented!`]'s
+/// items. The table costs SQLite two temporary B-trees per statement, built and freed
+/// however few the pairs: a completion's two statements (the receipts and the delete,
+/// on the store's connection settings) over 4 locks took 36–38 µs with it and 26–28 µs
+/// with the terms, over 8 locks 62–84 and 44–45 µs; over 64 the two were within the
+/// loop's noise, and the drain of 64 in `benches/throughput.rs` ran 603–738 → 531–618
+/// µs (docs/benchmark.md). Past 64 the pairs stay a table: terms were not measured
+/// there.
+fn presented_pairs(n: usize) -> (String, String) {
+    use std::fmt::Write as _;
+    if n > OR_PAIRS {
+        return (
+            format!(
+                "WITH p(seq, tok) AS MATERIALIZED (VALUES {}) ",
+                values::rows(3, n, 2, false)
+            ),
+            "id IN (SELECT seq FROM p) AND (id, lock_token) IN (SELECT seq, tok FROM p)".to_owned(),
+        );
+    }
+    let mut terms = String::from("(");
+    for k in 0..n {
+        let at = 3 + 2 * k;
+        let _ = write!(
+            terms,
+            "{}(id = ?{at} AND lock_token = ?{})",
+            if k == 0 { "" } else { " OR " },
+            at + 1
+        );
+    }
+    terms.push(')');
+    (String::new(), terms)
+}
 
 /// CompleteBatch (2.7) of at most [`BOUND_LOCKS`] locks: [`COMPLETE_MANY`] with the
 /// queue as `?1`, now as `?2` and the locks as bound pairs.
@@ -120,9 +151,9 @@ pub static COMPLETE_ROWS_PLAIN: Texts =
 
 /// The text of [`COMPLETE_ROWS`] for `n` locks, then `tail`.
 fn complete_rows(n: usize, tail: &str) -> String {
+    let (with, presented) = presented_pairs(n);
     format!(
-        "{}DELETE FROM mqlite_messages WHERE {PRESENTED_PAIRS} AND {}{tail}",
-        with_pairs(n),
+        "{with}DELETE FROM mqlite_messages WHERE {presented} AND {}{tail}",
         fence!("?1", "?2")
     )
 }
@@ -132,10 +163,10 @@ fn complete_rows(n: usize, tail: &str) -> String {
 /// after the pairs): never revived, never shortened.
 pub static RENEW_ROWS: Texts = Texts::new(|| {
     values::build(BOUND_LOCKS, |n| {
+        let (with, presented) = presented_pairs(n);
         format!(
-            "{}UPDATE mqlite_messages SET locked_until = max(locked_until, ?2 + ?{}) \
-             WHERE {PRESENTED_PAIRS} AND {} RETURNING id, lock_token, locked_until",
-            with_pairs(n),
+            "{with}UPDATE mqlite_messages SET locked_until = max(locked_until, ?2 + ?{}) \
+             WHERE {presented} AND {} RETURNING id, lock_token, locked_until",
             3 + 2 * n,
             fence!("?1", "?2")
         )
@@ -179,13 +210,13 @@ SELECT ?4 / {RECEIPT_BUCKET_MS}, p.column1, p.column2, ?1, ?2, ?3, ?4 FROM (VALU
 /// when it is the batch's size).
 pub static COMPLETE_RECEIPT_ROWS: Texts = Texts::new(|| {
     values::build(BOUND_LOCKS, |n| {
+        let (with, presented) = presented_pairs(n);
         format!(
-            "{}INSERT OR REPLACE INTO mqlite_receipts
+            "{with}INSERT OR REPLACE INTO mqlite_receipts
        (bucket, seq, lock_token, queue, op, args, expires_at)
 SELECT (?2 + {RECEIPT_TTL_MS}) / {RECEIPT_BUCKET_MS}, id, lock_token, ?1, 'complete', '',
        ?2 + {RECEIPT_TTL_MS}
-  FROM mqlite_messages WHERE {PRESENTED_PAIRS} AND {} AND line IS NULL",
-            with_pairs(n),
+  FROM mqlite_messages WHERE {presented} AND {} AND line IS NULL",
             fence!("?1", "?2")
         )
     })

@@ -245,6 +245,36 @@ pub async fn p2_7_complete_batch_fences_per_item<F: Access>(ctx: Ctx<F>) -> TckR
     );
     mq.complete(Q, &got[2]).await?;
     assert_eq!(state_of(&mq, Q, got[2].seq).await?, None);
+    // Each token is checked against its own number: two live locks presented with
+    // their tokens crossed complete neither.
+    let pair = mq.receive(Q, ReceiveOptions::batch(1)).await?;
+    let [fifth] = &send_n(&mq, Q, "m", 1).await?[..] else {
+        panic!("one send, one number")
+    };
+    let more = mq.receive(Q, ReceiveOptions::batch(1)).await?;
+    let (a, b) = (LockRef::from(&pair[0]), LockRef::from(&more[0]));
+    assert_eq!((a.seq, b.seq), (fourth, *fifth));
+    let crossed = [
+        LockRef {
+            seq: a.seq,
+            token: b.token,
+        },
+        LockRef {
+            seq: b.seq,
+            token: a.token,
+        },
+    ];
+    let results = mq.complete_batch(Q, &crossed).await?;
+    assert!(
+        results.iter().all(|r| !r.ok),
+        "crossed tokens complete nothing: {results:?}"
+    );
+    assert_eq!(state_of(&mq, Q, a.seq).await?, Some(MessageState::Locked));
+    assert_eq!(state_of(&mq, Q, b.seq).await?, Some(MessageState::Locked));
+    mq.complete_batch(Q, &[a, b])
+        .await?
+        .iter()
+        .for_each(|r| assert!(r.ok, "{r:?}"));
     Ok(())
 }
 
