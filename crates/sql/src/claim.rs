@@ -79,13 +79,13 @@ RETURNING ",
 );
 
 /// A peek-lock receive of one message, the common case, in ONE statement: the pick
-/// ([`CLAIM`] with `:max` 1) as a scalar subquery, evaluated once, and the lock of the
-/// row it names under `:token`, returning it (one statement fewer than pick-then-lock).
+/// (what [`CLAIM`] picks with `:max` 1, [`pick_one!`]), evaluated once, and the lock of
+/// the row it names under `:token`, returning it (one statement fewer than
+/// pick-then-lock).
 pub const CLAIM_ONE: &str = concat!(
     lock_one_row!(),
-    "(",
-    pick_heads!(),
-    ") AND state = 'active'
+    pick_one!(),
+    " AND state = 'active'
 RETURNING ",
     message_columns!()
 );
@@ -192,7 +192,6 @@ pub async fn claim<X: SqlExec>(
             let params = [
                 (":queue", Value::from(queue)),
                 (":now", Value::from(now)),
-                (":max", Value::from(max)),
                 (":lock_ms", Value::from(cfg.lock_ms())),
                 (":token", Value::from(token.to_string())),
             ];
