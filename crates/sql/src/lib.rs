@@ -90,18 +90,50 @@ macro_rules! pick_heads {
     () => {
         concat!(
             "SELECT id FROM (
-    SELECT id, priority FROM (SELECT m.id, m.priority FROM mqlite_heads m
+    SELECT id, priority FROM (",
+            priority_heads!("m.id, m.priority", ":max"),
+            ")
+    UNION ALL
+    SELECT id, priority FROM (",
+            plain_heads!("m.id, m.priority", ":max"),
+            "))
+ ORDER BY priority DESC, id LIMIT :max"
+        )
+    };
+}
+
+/// The first `$limit` eligible heads of a priority above 0, highest first (then
+/// oldest), as `$cols` of `mqlite_heads m`: the arm of [`pick_heads!`] and
+/// [`pick_one!`] that seeks `mqlite_msg_priority`.
+macro_rules! priority_heads {
+    ($cols:literal, $limit:literal) => {
+        concat!(
+            "SELECT ",
+            $cols,
+            " FROM mqlite_heads m
         WHERE m.queue = :queue AND m.priority > 0 AND ",
             head_rule!(),
             "
-        ORDER BY m.priority DESC, m.id LIMIT :max)
-    UNION ALL
-    SELECT id, priority FROM (SELECT m.id, m.priority FROM mqlite_heads m
+        ORDER BY m.priority DESC, m.id LIMIT ",
+            $limit
+        )
+    };
+}
+
+/// The first `$limit` eligible heads of priority 0, oldest first, as `$cols` of
+/// `mqlite_heads m`: the arm of [`pick_heads!`] and [`pick_one!`] that seeks
+/// `mqlite_msg_active`.
+macro_rules! plain_heads {
+    ($cols:literal, $limit:literal) => {
+        concat!(
+            "SELECT ",
+            $cols,
+            " FROM mqlite_heads m
         WHERE m.queue = :queue AND m.priority = 0 AND ",
             head_rule!(),
             "
-        ORDER BY m.id LIMIT :max))
- ORDER BY priority DESC, id LIMIT :max"
+        ORDER BY m.id LIMIT ",
+            $limit
         )
     };
 }
@@ -115,16 +147,12 @@ macro_rules! pick_heads {
 macro_rules! pick_one {
     () => {
         concat!(
-            "coalesce((SELECT m.id FROM mqlite_heads m
-        WHERE m.queue = :queue AND m.priority > 0 AND ",
-            head_rule!(),
-            "
-        ORDER BY m.priority DESC, m.id LIMIT 1),
-    (SELECT m.id FROM mqlite_heads m
-        WHERE m.queue = :queue AND m.priority = 0 AND ",
-            head_rule!(),
-            "
-        ORDER BY m.id LIMIT 1))"
+            "coalesce((",
+            priority_heads!("m.id", "1"),
+            "),
+    (",
+            plain_heads!("m.id", "1"),
+            "))"
         )
     };
 }
