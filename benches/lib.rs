@@ -155,7 +155,17 @@ impl LatenessProbe {
 
     /// Stops the probe and prints its percentiles under `label` (stderr, beside
     /// criterion's lines); returns p99.9.
-    pub fn report(mut self, label: &str) -> Duration {
+    pub fn report(self, label: &str) -> Duration {
+        let late = self.finish();
+        eprintln!(
+            "lateness {label}: {} ticks, p50 {:?}, p99 {:?}, p99.9 {:?}, max {:?}",
+            late.ticks, late.p50, late.p99, late.p999, late.max
+        );
+        late.p999
+    }
+
+    /// Stops the probe; the percentiles of how late its task ran.
+    pub fn finish(mut self) -> Lateness {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.ticker.take() {
             let _ = t.join();
@@ -170,17 +180,29 @@ impl LatenessProbe {
                 .copied()
                 .unwrap_or_default()
         };
-        let p999 = at(0.999);
-        eprintln!(
-            "lateness {label}: {} ticks, p50 {:?}, p99 {:?}, p99.9 {:?}, max {:?}",
-            late.len(),
-            at(0.5),
-            at(0.99),
-            p999,
-            late.last().copied().unwrap_or_default()
-        );
-        p999
+        Lateness {
+            ticks: late.len(),
+            p50: at(0.5),
+            p99: at(0.99),
+            p999: at(0.999),
+            max: late.last().copied().unwrap_or_default(),
+        }
     }
+}
+
+/// What a [`LatenessProbe`] recorded: how many ticks, and how late its task ran.
+#[derive(Debug, Clone, Copy)]
+pub struct Lateness {
+    /// Ticks recorded.
+    pub ticks: usize,
+    /// The median lateness.
+    pub p50: Duration,
+    /// The 99th percentile.
+    pub p99: Duration,
+    /// The 99.9th percentile: the budget's measure.
+    pub p999: Duration,
+    /// The largest.
+    pub max: Duration,
 }
 
 impl Drop for LatenessProbe {
