@@ -19,7 +19,7 @@
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mqlite_benches::{LatenessProbe, body};
 
@@ -100,10 +100,7 @@ fn main() {
                 let (stop, dir) = (stop.clone(), dir.path().to_owned());
                 std::thread::spawn(move || work(scenario, &dir, &stop))
             };
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(secs) {
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            std::thread::sleep(Duration::from_secs(secs));
             stop.store(true, Ordering::Relaxed);
             worker.join().expect("scenario thread");
             let late = probe.finish();
