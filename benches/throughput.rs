@@ -88,18 +88,29 @@ impl World {
             .map(|(_, e)| e);
         let counts = |e: &Engine<SqliteStore>| {
             let s = e.store();
-            (s.caller_thread_calls(), s.group_commits())
+            (
+                s.caller_thread_calls(),
+                s.group_commits(),
+                s.caller_thread_hold(),
+            )
         };
         let before = engine.map(counts);
         let probe = LatenessProbe::start(self.rt.handle());
         bench();
         probe.report(&format!("{group}/{name}"));
-        if let (Some(e), Some((calls, commits))) = (engine, before) {
-            let (calls2, commits2) = counts(e);
+        if let (Some(e), Some((calls, commits, hold))) = (engine, before) {
+            let (calls2, commits2, hold2) = counts(e);
+            let held = hold2.since(&hold);
+            let at = |q: f64| held.quantile(q).map_or("-".to_owned(), |b| b.to_string());
             eprintln!(
-                "calls {group}/{name}: {} on the caller's thread, {} commits",
+                "calls {group}/{name}: {} on the caller's thread, {} commits; \
+                 held the caller's thread p50 {}, p99 {}, p99.9 {}, max {}",
                 calls2 - calls,
-                commits2 - commits
+                commits2 - commits,
+                at(0.5),
+                at(0.99),
+                at(0.999),
+                held.max().map_or("-".to_owned(), |b| b.to_string()),
             );
         }
     }

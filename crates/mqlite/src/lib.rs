@@ -139,8 +139,8 @@ pub mod relay {
 
 #[cfg(feature = "sqlite")]
 pub use mqlite_store_sqlite::{
-    MigrationReport, SqliteOptions, SqliteStore, SqliteTx, Synchronous, VacuumReport, migrate,
-    rusqlite,
+    HoldBound, HoldSnapshot, MigrationReport, SqliteOptions, SqliteStore, SqliteTx, Synchronous,
+    VacuumReport, migrate, rusqlite,
 };
 
 #[cfg(feature = "redb")]

@@ -23,6 +23,7 @@ mod tx;
 mod writer;
 
 pub use mqlite_kit::reserve::RESERVE_BYTES;
+pub use mqlite_kit::writer::{HoldBound, HoldSnapshot};
 use mqlite_kit::{blocking::block_on, reserve::Reserve};
 
 use std::path::PathBuf;
@@ -491,6 +492,14 @@ impl SqliteStore {
     /// ([`SqliteOptions::caller_thread`]; tests count them).
     pub fn caller_thread_calls(&self) -> u64 {
         self.writer.caller_thread_calls()
+    }
+
+    /// How long the calls that ran on their callers' threads held them, from taking the
+    /// connection to the answer: the store's own share of an executor's lateness
+    /// (docs/internals.md, "Where store work runs"). Two snapshots subtract
+    /// ([`HoldSnapshot::since`]) to the holds between them.
+    pub fn caller_thread_hold(&self) -> HoldSnapshot {
+        self.writer.caller_thread_hold()
     }
 
     /// The canonical path of the database file (None for `:memory:`).

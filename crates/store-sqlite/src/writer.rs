@@ -422,6 +422,11 @@ impl Writer {
         self.thread.inline_calls()
     }
 
+    /// How long those calls held their callers' threads.
+    pub(crate) fn caller_thread_hold(&self) -> mqlite_kit::writer::HoldSnapshot {
+        self.thread.inline_hold()
+    }
+
     /// Checkpoints so far: by the checkpoint thread, and by the writer on its own
     /// connection.
     pub(crate) fn checkpoints(&self) -> (u64, u64) {

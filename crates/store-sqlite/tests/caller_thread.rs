@@ -67,6 +67,7 @@ async fn a_short_call_on_an_idle_store_runs_on_the_callers_thread() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(&dir, |o| o).await;
     let (calls, commits) = (store.caller_thread_calls(), store.group_commits());
+    let held = store.caller_thread_hold();
     send(&store, 1).await.expect("send");
     let m = store
         .claim("q".into(), spec(1))
@@ -83,6 +84,17 @@ async fn a_short_call_on_an_idle_store_runs_on_the_callers_thread() {
         "send, claim, settle"
     );
     assert_eq!(store.group_commits() - commits, 3, "each its own commit");
+    // Each of the three counted how long it held its caller's thread.
+    let holds = store.caller_thread_hold().since(&held);
+    assert_eq!(holds.holds(), 3);
+    assert!(holds.max().is_some() && holds.quantile(0.5) <= holds.max());
+
+    // A call on the writer thread holds no caller's thread: not counted.
+    let other = tempfile::tempdir().expect("tempdir");
+    let writer = open(&other, |o| o.caller_thread(false)).await;
+    let held = writer.caller_thread_hold();
+    send(&writer, 1).await.expect("send");
+    assert_eq!(writer.caller_thread_hold().since(&held).holds(), 0);
 }
 
 /// A call alone on its caller's thread whose one statement is also its last (a send of

@@ -36,10 +36,12 @@
 //! application transaction, a sweep, a large batch) is always sent to the thread.
 
 mod group;
+mod hold;
 mod merge;
 mod unwind;
 
 pub use group::*;
+pub use hold::*;
 pub use merge::*;
 pub use unwind::*;
 
@@ -205,6 +207,8 @@ struct Queue<T> {
     thread_id: std::thread::ThreadId,
     /// Calls run on their caller's thread so far.
     inline_calls: AtomicU64,
+    /// How long each of those held its caller's thread.
+    inline_hold: HoldTimes,
     /// The clock a call on its caller's thread reads.
     clock: SharedClock,
 }
@@ -291,6 +295,7 @@ impl<T: Send + 'static> WriterThread<T> {
                 slot,
                 thread_id: thread.thread().id(),
                 inline_calls: AtomicU64::new(0),
+                inline_hold: HoldTimes::default(),
                 clock,
             }),
             thread: Mutex::new(Some(thread)),
@@ -313,6 +318,13 @@ impl<T: Send + 'static> WriterThread<T> {
     /// How many grouped calls have run on their caller's thread (tests count them).
     pub fn inline_calls(&self) -> u64 {
         self.queue.inline_calls.load(Ordering::Relaxed)
+    }
+
+    /// How long the calls run on their callers' threads held them, from taking the
+    /// handle to the last answer given: the store's own share of an executor's
+    /// lateness.
+    pub fn inline_hold(&self) -> HoldSnapshot {
+        self.queue.inline_hold.snapshot()
     }
 
     fn submit(&self, job: Job<T>) -> Result<()> {
@@ -479,6 +491,7 @@ where
     let Some(mut guard) = queue.slot.try_idle() else {
         return Err(item);
     };
+    let held = std::time::Instant::now();
     let f = move |handle: &mut T, now: i64| f(item, handle, now);
     let Some(handle) = guard.as_mut() else {
         return Ok(Err(Error::Closed));
@@ -498,7 +511,7 @@ where
             None
         })));
     }
-    Ok(match ran {
+    let out = match ran {
         Err(panic) => Err(Error::backend(
             "store",
             JobPanicked(panic_text(panic.as_ref())),
@@ -509,7 +522,9 @@ where
             }
             rx.try_recv().unwrap_or(Err(Error::Closed))
         }
-    })
+    };
+    queue.inline_hold.record(held.elapsed());
+    Ok(out)
 }
 
 /// Takes the grouped calls waiting into `calls` (up to [`MAX_GROUP`]); returns the first
