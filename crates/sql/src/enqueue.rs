@@ -44,11 +44,19 @@ const _: () = assert!(
 /// statement does not read the table it writes, so SQLite inserts the rows as it reads
 /// them, with no copy in between.
 pub static INSERT_ROWS: Texts = Texts::new(|| {
-    values::build(
-        mqlite_contract::limits::MAX_SEND_BATCH.next_power_of_two(),
-        |n| insert_rows("?7", SHARED_PARAMS + 1, n, ""),
-    )
+    values::build(MAX_INSERT_ROWS, |n| {
+        insert_rows("?7", SHARED_PARAMS + 1, n, "")
+    })
 });
+
+/// The most rows one [`INSERT_ROWS`] text holds (its largest size): sends merged past it
+/// are inserted in pieces of this many.
+pub const MAX_INSERT_ROWS: usize = mqlite_contract::limits::MAX_SEND_BATCH.next_power_of_two();
+
+// The largest text's parameters have names.
+const _: () = assert!(SHARED_PARAMS + 1 + MAX_INSERT_ROWS * ROW_PARAMS <= values::MAX_PARAMS);
+// And it is one of the sizes: the largest is MAX_INSERT_ROWS rows.
+const _: () = assert!(values::SIZES[values::SIZES.len() - 1] == MAX_INSERT_ROWS);
 
 /// The sends of one message each that a remote driver's group holds for one queue
 /// ([`INSERT_ONE`]'s values with a NULL `?6`, the same `?1` … `?5`) as ONE multi-row

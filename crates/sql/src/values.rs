@@ -13,7 +13,7 @@ use crate::exec::Value;
 pub const SIZES: [usize; 10] = [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
 /// The most values one statement binds (SQLite's default limit is 32,766).
-const MAX_PARAMS: usize = 16_384;
+pub const MAX_PARAMS: usize = 16_384;
 
 /// The index in [`SIZES`] of the smallest size that holds `n` rows (the largest past
 /// it).

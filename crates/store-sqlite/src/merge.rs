@@ -2,7 +2,8 @@
 //! contend, or every commit fsyncs under `synchronous=FULL`), a send of one message
 //! waits in the store kit's [`Merge`] instead of queueing a call of its own, and the
 //! one merged call the writer reaches inserts every send waiting then with ONE INSERT
-//! per queue and timing (`INSERT_ROWS`, after one read of the next number), where each
+//! per queue and timing and per 1,024 sends (`INSERT_ROWS`, its largest text, after one
+//! read of the next number), where each
 //! call ran its own INSERT in its own savepoint. The numbers are contiguous and in
 //! arrival order (G1); every send is answered after the commit that holds it (14.6).
 //!
@@ -16,7 +17,9 @@ use mqlite_kit::blocking::block_on;
 use mqlite_kit::reserve::Reserve;
 use mqlite_kit::writer::Merge;
 use mqlite_sql::Value;
-use mqlite_sql::enqueue::{ROW_PARAMS, SharedValues, enqueue, insert_merged, insert_one, one_row};
+use mqlite_sql::enqueue::{
+    MAX_INSERT_ROWS, ROW_PARAMS, SharedValues, enqueue, insert_merged, insert_one, one_row,
+};
 
 use crate::exec::{Exec, WorkCounter};
 use crate::writer::{Conn, run_sql};
@@ -74,7 +77,18 @@ fn run(x: &mut Exec<'_>, now: i64, items: Vec<OneSend>) -> Vec<Sent> {
             },
         }
     }
-    for (shared, idx, rows) in merges {
+    // Past the largest INSERT's rows, in pieces of that many, each numbered on from the
+    // last.
+    let pieces = merges.into_iter().flat_map(|(shared, idx, rows)| {
+        let mut rows = rows.into_iter();
+        idx.chunks(MAX_INSERT_ROWS)
+            .map(|idx| {
+                let piece: Vec<_> = rows.by_ref().take(idx.len()).collect();
+                (shared.clone(), idx.to_vec(), piece)
+            })
+            .collect::<Vec<_>>()
+    });
+    for (shared, idx, rows) in pieces {
         let numbers = if x.conn.is_autocommit() {
             Err((lost(), rows))
         } else {

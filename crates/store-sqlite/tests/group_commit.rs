@@ -182,16 +182,17 @@ fn statements(store: &SqliteStore) -> u64 {
         .statements
 }
 
-/// Sends of one message that wait for the writer are two statements, however many:
-/// the next number (`SELECT_NEXT_SEQ`), then ONE merged INSERT numbering the rows from
-/// it (`INSERT_ROWS`), contiguously in the order made (G1).
+/// Sends of one message that wait for the writer are two statements for every 1,024 of
+/// them (the largest merged INSERT's text), however many: the next number
+/// (`SELECT_NEXT_SEQ`), then ONE merged INSERT numbering the rows from it
+/// (`INSERT_ROWS`), contiguously in the order made (G1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sends_of_one_message_waiting_for_the_writer_are_one_insert() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store(&dir).await;
     // The queue's row, read once and then known: a send to it reads nothing first.
     send(&store, "q", "first").await.expect("send");
-    for n in [2usize, 50, 300] {
+    for n in [2usize, 50, 300, 2_500] {
         let (release, holder) = hold_writer(&store).await;
         let (commits, before) = (store.group_commits(), statements(&store));
         let calls: Vec<_> = (0..n)
@@ -203,8 +204,9 @@ async fn sends_of_one_message_waiting_for_the_writer_are_one_insert() {
         assert_eq!(store.group_commits() - commits, 1, "{n} sends, one commit");
         assert_eq!(
             statements(&store) - before,
-            2,
-            "{n} sends of one message to a known queue: the next number, then one INSERT"
+            2 * n.div_ceil(1024) as u64,
+            "{n} sends of one message to a known queue: the next number, then one INSERT, \
+             for each 1,024"
         );
         assert!(
             numbers.windows(2).all(|w| w[1] == w[0] + 1),
