@@ -49,8 +49,8 @@ pub static INSERT_ROWS: Texts = Texts::new(|| {
     })
 });
 
-/// The most rows one [`INSERT_ROWS`] text holds (its largest size): sends merged past it
-/// are inserted in pieces of this many.
+/// The most rows one [`INSERT_ROWS`] (or [`INSERT_ROWS_NEXT`]) text holds, its largest
+/// size: sends merged past it are inserted in pieces of this many.
 pub const MAX_INSERT_ROWS: usize = mqlite_contract::limits::MAX_SEND_BATCH.next_power_of_two();
 
 // The largest text's parameters have names.
@@ -65,22 +65,14 @@ const _: () = assert!(values::SIZES[values::SIZES.len() - 1] == MAX_INSERT_ROWS)
 /// the statement: since it reads the table it writes, SQLite computes every row (and
 /// that number, once) before it inserts the first, so the numbers are contiguous and in
 /// row order (G1). Returns the numbers.
-pub static INSERT_ROWS_NEXT: Texts = Texts::new(|| {
-    values::build(
-        mqlite_contract::limits::MAX_SEND_BATCH.next_power_of_two(),
-        |n| insert_rows_next(n, "\nRETURNING id"),
-    )
-});
+pub static INSERT_ROWS_NEXT: Texts =
+    Texts::new(|| values::build(MAX_INSERT_ROWS, |n| insert_rows_next(n, "\nRETURNING id")));
 
 /// [`INSERT_ROWS_NEXT`] without `RETURNING`: the rows are numbered consecutively in
 /// row order, so a local driver counts their numbers back from the last row's rowid
 /// ([`SqlExec::insert_numbered`]).
-pub static INSERT_ROWS_NEXT_PLAIN: Texts = Texts::new(|| {
-    values::build(
-        mqlite_contract::limits::MAX_SEND_BATCH.next_power_of_two(),
-        |n| insert_rows_next(n, ""),
-    )
-});
+pub static INSERT_ROWS_NEXT_PLAIN: Texts =
+    Texts::new(|| values::build(MAX_INSERT_ROWS, |n| insert_rows_next(n, "")));
 
 /// The text of [`INSERT_ROWS_NEXT`] for `n` rows, then `tail`.
 fn insert_rows_next(n: usize, tail: &str) -> String {
