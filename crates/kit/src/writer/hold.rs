@@ -108,13 +108,14 @@ impl std::fmt::Display for HoldBound {
 }
 
 impl HoldSnapshot {
-    /// The holds counted since `earlier`, a snapshot of the same counts.
+    /// The holds counted since `earlier`, a snapshot of the same counts (every snapshot
+    /// has one count per bucket).
     pub fn since(&self, earlier: &HoldSnapshot) -> HoldSnapshot {
         HoldSnapshot {
             counts: self
                 .counts
                 .iter()
-                .zip(earlier.counts.iter().chain(std::iter::repeat(&0)))
+                .zip(&earlier.counts)
                 .map(|(now, then)| now.saturating_sub(*then))
                 .collect(),
         }
