@@ -1,10 +1,14 @@
 //! Group commit over the network: operations that wait for the owner's stream share one
 //! transaction, and those whose whole flow is one statement share one request.
 //!
-//! Every operation joins a queue ([`Pending`]) and then waits for the stream. The caller
-//! that gets the stream leads: it takes every operation queued so far (its own among
-//! them) and runs them as one group. Alone in its group, an operation runs exactly as it
-//! would without grouping. Among others, each flow runs until its first statement:
+//! Every operation joins a queue ([`Pending`]) and waits for its answer on its caller's
+//! task. One leader at a time, on a blocking thread, takes the stream and every
+//! operation queued so far and runs them as one group, then the next group, until none
+//! waits ([`ensure_leader`]). A waiting caller holds no thread: when each waited on a
+//! blocking thread of its own, answering a group meant waking each caller's thread and
+//! then its task, and a round of 16 sends spent about 1.1 ms outside its request. Alone
+//! in its group, an operation runs exactly as it would without grouping. Among others,
+//! each flow runs until its first statement:
 //!
 //! - a flow that finishes without one (answered from what the owner knows) is done;
 //! - a flow whose first statement is its last (a send of one message to a known queue, a
@@ -35,7 +39,7 @@ use mqlite_sql::enqueue::{
 use mqlite_sql::{Executed, Params, Row, Value};
 
 use crate::exec::{Exec, inline, step_answer};
-use crate::transaction::{CatchUnwind, Conn, abandon_stream, commit_stream, fresh_park};
+use crate::transaction::{CatchUnwind, Conn, Gone, abandon_stream, commit_stream, fresh_park};
 use crate::{BACKEND, Inner};
 
 /// The most operations one group takes; the rest wait for the next.
@@ -102,6 +106,8 @@ pub(crate) struct Pending {
     last: std::sync::atomic::AtomicUsize,
     shared: AtomicU64,
     merged: AtomicU64,
+    /// Whether a leader runs ([`ensure_leader`]).
+    leading: AtomicBool,
 }
 
 impl Pending {
@@ -292,43 +298,99 @@ impl Slot {
     }
 }
 
-/// Runs `flow` as one operation on the owner's stream: queued, then run by whichever
-/// caller leads the group it falls in (this one, or another). Its answer, or its panic
-/// to resume.
-#[allow(
-    clippy::future_not_send,
-    reason = "a group's flows (not Send: an application's flow need not be) are driven by block_on on the leader's blocking thread (off_executor); never held across a task's await"
-)]
-pub(crate) async fn run<R, F>(inner: &Inner, gone: Arc<AtomicBool>, flow: F) -> Result<R>
+/// Runs `flow` as one operation on the owner's stream: queued for the leader, which
+/// runs it in the group it falls in, and answered by it. The caller waits on its own
+/// task, holding no thread: only the leader runs on a blocking thread
+/// ([`ensure_leader`]). Dropping the returned future marks the operation gone: a group
+/// that has not started it yet answers `Cancelled` and runs nothing (13.2). Its answer,
+/// or its panic to resume.
+pub(crate) async fn run<R, F>(inner: &Arc<Inner>, flow: F) -> Result<R>
 where
     R: Send + 'static,
     F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R> + Send + 'static,
 {
     inner.check_open()?;
-    let (reply, mut answer) = tokio::sync::oneshot::channel();
+    let handle = tokio::runtime::Handle::try_current()
+        .map_err(|_| Error::invalid("the libSQL store runs inside a tokio runtime"))?;
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let mut gone = Gone::armed();
     inner.pending.push(Job {
-        gone,
+        gone: gone.flag(),
         op: Box::new(Op { flow, reply }),
     });
+    ensure_leader(inner, &handle);
+    let out = answer.await;
+    gone.disarm();
+    match out {
+        Ok(Ok(out)) => out,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        // Every leader answers what it took; a leader that failed outside every flow
+        // dropped the operations it held.
+        Err(_) => Err(Error::backend(
+            BACKEND,
+            std::io::Error::other("an operation's group ended without answering it"),
+        )),
+    }
+}
+
+/// Starts a leader on a blocking thread unless one is running: it leads groups, one at a
+/// time, while operations wait, and ends when none does. A caller that queued while a
+/// leader runs is in its next group: the leader looks at the queue again after it
+/// stands down ([`lead_while_waiting`]).
+fn ensure_leader(inner: &Arc<Inner>, handle: &tokio::runtime::Handle) {
+    if inner.pending.leading.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let (inner, on) = (inner.clone(), handle.clone());
+    // Detached: the leader answers every operation it takes through its own channel.
+    drop(handle.spawn_blocking(move || {
+        let mut duty = Duty {
+            inner: &inner,
+            handle: &on,
+            done: false,
+        };
+        on.block_on(lead_while_waiting(&inner));
+        duty.done = true;
+    }));
+}
+
+/// The leader's loop: one group at a time (the stream's lock is let go between groups,
+/// so an application's transaction or the lease's renewal waits for one group at most),
+/// until no operation waits after it stood down.
+#[allow(
+    clippy::future_not_send,
+    reason = "a group's flows (not Send: an application's flow need not be) are driven by block_on on the leader's blocking thread; never held across a task's await"
+)]
+async fn lead_while_waiting(inner: &Inner) {
     loop {
-        let mut locking = std::pin::pin!(inner.conn.lock());
-        let next = std::future::poll_fn(|cx| {
-            if let Poll::Ready(out) = Pin::new(&mut answer).poll(cx) {
-                return Poll::Ready(Err(out));
-            }
-            locking.as_mut().poll(cx).map(Ok)
-        })
-        .await;
-        match next {
-            Ok(mut stream) => lead(inner, &mut stream).await,
-            Err(Ok(Ok(out))) => return out,
-            Err(Ok(Err(panic))) => std::panic::resume_unwind(panic),
-            // Every leader answers what it took.
-            Err(Err(_)) => {
-                return Err(Error::backend(
-                    BACKEND,
-                    std::io::Error::other("an operation's group ended without answering it"),
-                ));
+        while inner.pending.waiting() > 0 {
+            let mut stream = inner.conn.lock().await;
+            lead(inner, &mut stream).await;
+        }
+        inner.pending.leading.store(false, Ordering::SeqCst);
+        // An operation queued after the last look, whose caller saw a leader running,
+        // is this leader's again, unless a new leader already took it.
+        if inner.pending.waiting() == 0 || inner.pending.leading.swap(true, Ordering::SeqCst) {
+            return;
+        }
+    }
+}
+
+/// The leader's duty while it runs: if the leader panics outside every flow (the flows'
+/// own panics are caught and go to their callers), the operations it took are answered
+/// by their dropped channels, and those still waiting get a new leader.
+struct Duty<'a> {
+    inner: &'a Arc<Inner>,
+    handle: &'a tokio::runtime::Handle,
+    done: bool,
+}
+
+impl Drop for Duty<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.inner.pending.leading.store(false, Ordering::SeqCst);
+            if self.inner.pending.waiting() > 0 {
+                ensure_leader(self.inner, self.handle);
             }
         }
     }

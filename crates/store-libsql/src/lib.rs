@@ -267,14 +267,15 @@ impl LibsqlStore {
 
     /// Runs a shared flow as one operation, off the executor: in a transaction of its
     /// own, or sharing one (and, for a flow of one statement, one request) with the
-    /// operations waiting beside it ([`group`]).
+    /// operations waiting beside it ([`group`]), on the leader's blocking thread; the
+    /// caller's task waits for its answer without holding a thread.
     fn sql_tx<R, F>(&self, f: F) -> impl Future<Output = Result<R>> + Send + 'static
     where
         R: Send + 'static,
         F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R> + Send + 'static,
     {
         let inner = self.inner.clone();
-        off_executor(move |gone| async move { group::run(&inner, gone, f).await })
+        async move { group::run(&inner, f).await }
     }
 
     /// Runs `EXPLAIN QUERY PLAN` for `sql` on the server (plan pins), each named

@@ -99,18 +99,15 @@ where
             "the libSQL store runs inside a tokio runtime",
         ))
     })?;
-    let mut gone = Gone {
-        flag: Arc::new(AtomicBool::new(false)),
-        armed: true,
-    };
-    let flag = gone.flag.clone();
+    let mut gone = Gone::armed();
+    let flag = gone.flag();
     let out = match tokio::task::spawn_blocking(move || handle.block_on(job(flag))).await {
         Ok(out) => out,
         // The application's code panicked inside its transaction (rolled back).
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => Err(E::from(Error::backend(BACKEND, e))),
     };
-    gone.armed = false;
+    gone.disarm();
     out
 }
 
@@ -118,6 +115,26 @@ where
 pub(crate) struct Gone {
     flag: Arc<AtomicBool>,
     armed: bool,
+}
+
+impl Gone {
+    /// A guard whose flag is down, armed.
+    pub(crate) fn armed() -> Self {
+        Gone {
+            flag: Arc::new(AtomicBool::new(false)),
+            armed: true,
+        }
+    }
+
+    /// The flag the job sees.
+    pub(crate) fn flag(&self) -> Arc<AtomicBool> {
+        self.flag.clone()
+    }
+
+    /// The caller has its answer: dropping the guard no longer raises the flag.
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
 }
 
 impl Drop for Gone {

@@ -17,7 +17,7 @@ use mqlite_contract::{
 use mqlite_engine::Engine;
 use mqlite_store_libsql::LibsqlStore;
 use mqlite_testbed::libsql::Sqld;
-use support::{Outcome, trial};
+use support::{Outcome, trial, trial_with_blocking_threads};
 
 fn main() {
     let args = Arguments::from_args();
@@ -25,6 +25,13 @@ fn main() {
         trial(
             "group_commit::calls_waiting_for_the_stream_share_one_request",
             |d| Box::pin(calls_waiting_for_the_stream_share_one_request(d)),
+        ),
+        // One blocking thread for the application's transaction that holds the stream,
+        // one for the leader.
+        trial_with_blocking_threads(
+            "group_commit::callers_waiting_for_the_stream_hold_no_thread",
+            2,
+            |d| Box::pin(callers_waiting_for_the_stream_hold_no_thread(d)),
         ),
         trial(
             "group_commit::a_groups_sends_to_one_queue_are_one_insert_numbered_in_order",
@@ -205,6 +212,43 @@ async fn calls_waiting_for_the_stream_share_one_request(dir: tempfile::TempDir) 
     }
     if seqs.len() != 21 {
         return Err(format!("{} messages stored, 21 expected", seqs.len()).into());
+    }
+    mq.close().await;
+    Ok(())
+}
+
+/// A caller waiting for the stream holds no thread: it waits on its own task, and only
+/// the leader of its group runs on a blocking thread. On a runtime of two blocking
+/// threads, one of them taken by the application's transaction that holds the stream,
+/// sixteen sends still all queue, and go out in one request. (When each caller waited on
+/// a blocking thread of its own, one queued and fifteen waited for a thread.)
+async fn callers_waiting_for_the_stream_hold_no_thread(dir: tempfile::TempDir) -> Outcome {
+    let server = Sqld::start(&dir.path().join("sqld"))?;
+    let mq = engine(&server).await?;
+    let before = mq.store().shared_requests();
+    let (release, held) = hold(&mq).await?;
+    let calls = sends(&mq, (0..16).map(|i| format!("m{i}")));
+    if tokio::time::timeout(Duration::from_secs(30), queued(&mq, 16))
+        .await
+        .is_err()
+    {
+        return Err(format!(
+            "{} of 16 sends queued behind the held stream in 30 s",
+            mq.store().waiting()
+        )
+        .into());
+    }
+    release.send(())?;
+    held.await??;
+    for call in calls {
+        call.await??;
+    }
+    let shared = mq.store().shared_requests() - before;
+    if shared != 16 {
+        return Err(format!("16 queued sends: {shared} went in a shared request").into());
+    }
+    if stored(&mq, Q).await?.len() != 17 {
+        return Err("the 16 sends were not all stored".into());
     }
     mq.close().await;
     Ok(())

@@ -22,6 +22,12 @@ pub type Flow = fn(tempfile::TempDir) -> Pin<Box<dyn Future<Output = Outcome>>>;
 
 /// A trial named `name` running `flow` against a real sqld.
 pub fn trial(name: &'static str, flow: Flow) -> Trial {
+    trial_with_blocking_threads(name, 512, flow)
+}
+
+/// [`trial`] on a runtime of at most `blocking` blocking threads (tokio's default is
+/// 512).
+pub fn trial_with_blocking_threads(name: &'static str, blocking: usize, flow: Flow) -> Trial {
     Trial::ignorable_test(name, move || {
         if let Err(why) = sqld_binary() {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
@@ -31,6 +37,7 @@ pub fn trial(name: &'static str, flow: Flow) -> Trial {
         }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
+            .max_blocking_threads(blocking)
             .enable_all()
             .build()
             .map_err(|e| Failed::from(format!("runtime: {e}")))?;
