@@ -448,7 +448,7 @@ where
 /// Leads one group: takes the waiting operations and runs them on the stream.
 #[allow(
     clippy::future_not_send,
-    reason = "a group's flows (not Send: an application's flow need not be) are driven by block_on on the leader's blocking thread (off_executor); never held across a task's await"
+    reason = "a group's flows (not Send: an application's flow need not be) are driven by block_on on the leader's blocking thread (ensure_leader); never held across a task's await"
 )]
 async fn lead(inner: &Inner, stream: &mut Conn) {
     let jobs = inner.pending.gather();

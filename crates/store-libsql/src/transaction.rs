@@ -83,9 +83,10 @@ pub(crate) async fn commit(tx: libsql::Transaction) -> Result<()> {
 }
 
 /// Runs `job` on a blocking thread, driving its future there with the runtime's handle:
-/// the libsql client is async, but the operation's work (and the application's
-/// transaction body, which need not be `Send`) stays off the executor. Dropping the
-/// returned future raises the `gone` flag the job sees; the job itself runs to its end.
+/// the libsql client is async, but an application's transaction body (which may block,
+/// and need not be `Send`) stays off the executor. (An operation's flow waits for the
+/// group's leader instead, [`crate::group::run`].) Dropping the returned future raises
+/// the `gone` flag the job sees; the job itself runs to its end.
 pub(crate) async fn off_executor<R, E, Fut>(
     job: impl FnOnce(Arc<AtomicBool>) -> Fut + Send + 'static,
 ) -> Result<R, E>
