@@ -341,16 +341,18 @@ fn ensure_leader(inner: &Arc<Inner>, handle: &tokio::runtime::Handle) {
     if inner.pending.leading.swap(true, Ordering::AcqRel) {
         return;
     }
-    let (inner, on) = (inner.clone(), handle.clone());
+    let mut duty = Duty {
+        inner: inner.clone(),
+        handle: handle.clone(),
+        started: false,
+        done: false,
+    };
     // Detached: the leader answers every operation it takes through its own channel.
     drop(handle.spawn_blocking(move || {
-        let mut duty = Duty {
-            inner: &inner,
-            handle: &on,
-            done: false,
-        };
-        on.block_on(lead_while_waiting(&inner));
-        duty.done = true;
+        duty.started = true;
+        let on = duty.handle.clone();
+        on.block_on(lead_while_waiting(&duty.inner));
+        duty.discharge();
     }));
 }
 
@@ -376,22 +378,33 @@ async fn lead_while_waiting(inner: &Inner) {
     }
 }
 
-/// The leader's duty while it runs: if the leader panics outside every flow (the flows'
-/// own panics are caught and go to their callers), the operations it took are answered
-/// by their dropped channels, and those still waiting get a new leader.
-struct Duty<'a> {
-    inner: &'a Arc<Inner>,
-    handle: &'a tokio::runtime::Handle,
+/// A leader's duty, from the moment it is started: if it never runs (its runtime shut
+/// down before the blocking thread took it), it stands down, so that the next operation
+/// queued starts another; if it panics outside every flow (the flows' own panics are
+/// caught and go to their callers), the operations it took are answered by their
+/// dropped channels, and those still waiting get a new leader.
+struct Duty {
+    inner: Arc<Inner>,
+    handle: tokio::runtime::Handle,
+    started: bool,
     done: bool,
 }
 
-impl Drop for Duty<'_> {
+impl Duty {
+    /// The leader stood down of itself ([`lead_while_waiting`]).
+    fn discharge(&mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Duty {
     fn drop(&mut self) {
-        if !self.done {
-            self.inner.pending.leading.store(false, Ordering::SeqCst);
-            if self.inner.pending.waiting() > 0 {
-                ensure_leader(self.inner, self.handle);
-            }
+        if self.done {
+            return;
+        }
+        self.inner.pending.leading.store(false, Ordering::SeqCst);
+        if self.started && self.inner.pending.waiting() > 0 {
+            ensure_leader(&self.inner, &self.handle);
         }
     }
 }
