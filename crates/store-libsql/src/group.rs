@@ -51,8 +51,8 @@ const MAX_SHARED_BYTES: usize = 4 << 20;
 
 /// How long a leader waits for the callers of the last group to queue again (at most a
 /// fifth of a request's round trip on loopback): a group's members are answered
-/// together and come back together, and the first one back would otherwise lead a group
-/// of one while the others queue behind it.
+/// together and come back together, and the leader would otherwise take the first one
+/// back as a group of one while the others queue behind it.
 const GATHER_WAIT: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// A flow in a group, type-erased: it answers its caller itself.
@@ -108,6 +108,25 @@ pub(crate) struct Pending {
     merged: AtomicU64,
     /// Whether a leader runs ([`ensure_leader`]).
     leading: AtomicBool,
+    /// Operations admitted and not yet answered (or dropped): the store's close waits
+    /// for them ([`Pending::admitted_done`]).
+    admitted: std::sync::atomic::AtomicUsize,
+    /// Told when `admitted` falls to none.
+    drained: tokio::sync::Notify,
+    /// The store closed and released its lease: an operation a leader takes now (one
+    /// whose caller left before it ran) is answered `Closed` and touches nothing.
+    released: AtomicBool,
+}
+
+/// One admitted operation of [`run`], counted until its caller has its answer or leaves.
+struct Admitted<'a>(&'a Pending);
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if self.0.admitted.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.drained.notify_waiters();
+        }
+    }
 }
 
 impl Pending {
@@ -132,6 +151,26 @@ impl Pending {
         let jobs = self.take();
         self.last.store(jobs.len(), Ordering::Relaxed);
         jobs
+    }
+
+    /// Waits until every admitted operation was answered or left ([`run`] admits an
+    /// operation before it looks whether the store is closed, and the close marks it
+    /// closed before it waits here, so none slips between the two).
+    pub(crate) async fn admitted_done(&self) {
+        loop {
+            let drained = self.drained.notified();
+            let mut drained = std::pin::pin!(drained);
+            drained.as_mut().enable();
+            if self.admitted.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            drained.await;
+        }
+    }
+
+    /// The store released its lease: see [`Pending::released`].
+    pub(crate) fn release(&self) {
+        self.released.store(true, Ordering::SeqCst);
     }
 
     fn take(&self) -> Vec<Job> {
@@ -309,6 +348,8 @@ where
     R: Send + 'static,
     F: for<'a, 't> AsyncFnOnce(&'a mut Exec<'t>, i64) -> Result<R> + Send + 'static,
 {
+    inner.pending.admitted.fetch_add(1, Ordering::SeqCst);
+    let _admitted = Admitted(&inner.pending);
     inner.check_open()?;
     let handle = tokio::runtime::Handle::try_current()
         .map_err(|_| Error::invalid("the libSQL store runs inside a tokio runtime"))?;
@@ -380,7 +421,8 @@ async fn lead_while_waiting(inner: &Inner) {
 
 /// A leader's duty, from the moment it is started: if it never runs (its runtime shut
 /// down before the blocking thread took it), it stands down, so that the next operation
-/// queued starts another; if it panics outside every flow (the flows' own panics are
+/// queued starts another (the operations already queued wait for that one: only a store
+/// shared between runtimes, one of them shutting down, meets this); if it panics outside every flow (the flows' own panics are
 /// caught and go to their callers), the operations it took are answered by their
 /// dropped channels, and those still waiting get a new leader.
 struct Duty {
@@ -478,6 +520,8 @@ async fn lead(inner: &Inner, stream: &mut Conn) {
         .map(|(job, slot)| {
             let refuse = if job.gone.load(Ordering::Acquire) {
                 Some(Error::Cancelled)
+            } else if inner.pending.released.load(Ordering::SeqCst) {
+                Some(Error::Closed)
             } else {
                 inner.lease.still_owner().err()
             };

@@ -364,7 +364,7 @@ fn parameter_names(sql: &str) -> Vec<&str> {
 
 impl Inner {
     fn check_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
+        if self.closed.load(Ordering::SeqCst) {
             Err(Error::Closed)
         } else {
             Ok(())
@@ -418,10 +418,15 @@ impl Store for LibsqlStore {
     fn close(&self) -> impl Future<Output = ()> + Send {
         let inner = self.inner.clone();
         async move {
-            if inner.closed.swap(true, Ordering::AcqRel) {
+            if inner.closed.swap(true, Ordering::SeqCst) {
                 return;
             }
+            // The work already admitted finishes first: the group's leader lets the
+            // stream go between groups, so taking the lock alone would come before
+            // the operations still queued.
+            inner.pending.admitted_done().await;
             let mut conn = inner.conn.lock().await;
+            inner.pending.release();
             inner
                 .lease
                 .release(conn.unparked().await, &inner.sent)

@@ -34,6 +34,10 @@ fn main() {
             |d| Box::pin(callers_waiting_for_the_stream_hold_no_thread(d)),
         ),
         trial(
+            "group_commit::the_stores_close_finishes_every_queued_call_first",
+            |d| Box::pin(the_stores_close_finishes_every_queued_call_first(d)),
+        ),
+        trial(
             "group_commit::a_groups_sends_to_one_queue_are_one_insert_numbered_in_order",
             |d| Box::pin(a_groups_sends_to_one_queue_are_one_insert_numbered_in_order(d)),
         ),
@@ -251,6 +255,54 @@ async fn callers_waiting_for_the_stream_hold_no_thread(dir: tempfile::TempDir) -
         return Err("the 16 sends were not all stored".into());
     }
     mq.close().await;
+    Ok(())
+}
+
+/// The store's own close (`Store::close`, under the engine's gate) finishes the work
+/// already admitted before it releases the owner's lease: 70 sends queued behind a held
+/// stream take two groups (at most 64 each), and the leader lets the stream go between
+/// them; a close called while they wait returns only once every one of them is
+/// answered, and each is stored.
+async fn the_stores_close_finishes_every_queued_call_first(dir: tempfile::TempDir) -> Outcome {
+    use mqlite_contract::Store as _;
+    let server = Sqld::start(&dir.path().join("sqld"))?;
+    let mq = engine(&server).await?;
+    let (release, held) = hold(&mq).await?;
+    let calls = sends(&mq, (0..70).map(|i| format!("c{i}")));
+    queued(&mq, 70).await;
+    let closing = {
+        let mq = mq.clone();
+        tokio::spawn(async move { mq.store().close().await })
+    };
+    release.send(())?;
+    held.await??;
+    closing.await?;
+    let unanswered = calls.iter().filter(|c| !c.is_finished()).count();
+    if unanswered > 0 {
+        return Err(format!("the close returned with {unanswered} of 70 sends unanswered").into());
+    }
+    for call in calls {
+        call.await??;
+    }
+    if mq.send(Q, OutMessage::new("late")).await.is_ok() {
+        return Err("a send after the close succeeded".into());
+    }
+    // A new owner (the lease was released) finds every send stored.
+    let again =
+        support::engine(server.url(), SystemClock::shared(), Duration::from_secs(60)).await?;
+    let stored = again
+        .peek(
+            Q,
+            PeekOptions {
+                max: 100,
+                ..Default::default()
+            },
+        )
+        .await?;
+    if stored.len() != 71 {
+        return Err(format!("{} messages stored, 71 expected", stored.len()).into());
+    }
+    again.close().await;
     Ok(())
 }
 
