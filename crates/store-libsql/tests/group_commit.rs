@@ -290,17 +290,9 @@ async fn the_stores_close_finishes_every_queued_call_first(dir: tempfile::TempDi
     // A new owner (the lease was released) finds every send stored.
     let again =
         support::engine(server.url(), SystemClock::shared(), Duration::from_secs(60)).await?;
-    let stored = again
-        .peek(
-            Q,
-            PeekOptions {
-                max: 100,
-                ..Default::default()
-            },
-        )
-        .await?;
-    if stored.len() != 71 {
-        return Err(format!("{} messages stored, 71 expected", stored.len()).into());
+    let found = stored(&again, Q).await?.len();
+    if found != 71 {
+        return Err(format!("{found} messages stored, 71 expected").into());
     }
     again.close().await;
     Ok(())
