@@ -20,7 +20,7 @@ use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterio
 use mqlite_benches::{LatenessProbe, body};
 use mqlite_contract::{DynStore, LockRef, OutMessage, QueueConfig, ReceiveOptions, SystemClock};
 use mqlite_engine::Engine;
-use mqlite_store_sqlite::{SqliteOptions, SqliteStore, Synchronous};
+use mqlite_store_sqlite::{HoldBound, SqliteOptions, SqliteStore, Synchronous};
 use rusqlite::Connection;
 
 const Q: &str = "q";
@@ -101,7 +101,8 @@ impl World {
         if let (Some(e), Some((calls, commits, hold))) = (engine, before) {
             let (calls2, commits2, hold2) = counts(e);
             let held = hold2.since(&hold);
-            let at = |q: f64| held.quantile(q).map_or("-".to_owned(), |b| b.to_string());
+            let show = |b: Option<HoldBound>| b.map_or("-".to_owned(), |b| b.to_string());
+            let at = |q: f64| show(held.quantile(q));
             eprintln!(
                 "calls {group}/{name}: {} on the caller's thread, {} commits; \
                  held the caller's thread p50 {}, p99 {}, p99.9 {}, max {}",
@@ -110,7 +111,7 @@ impl World {
                 at(0.5),
                 at(0.99),
                 at(0.999),
-                held.max().map_or("-".to_owned(), |b| b.to_string()),
+                show(held.max()),
             );
         }
     }

@@ -39,7 +39,9 @@ use mqlite_sql::enqueue::{
 use mqlite_sql::{Executed, Params, Row, Value};
 
 use crate::exec::{Exec, inline, step_answer};
-use crate::transaction::{CatchUnwind, Conn, Gone, abandon_stream, commit_stream, fresh_park};
+use crate::transaction::{
+    CatchUnwind, Conn, Gone, abandon_stream, commit_stream, fresh_park, runtime,
+};
 use crate::{BACKEND, Inner};
 
 /// The most operations one group takes; the rest wait for the next.
@@ -158,8 +160,7 @@ impl Pending {
     /// closed before it waits here, so none slips between the two).
     pub(crate) async fn admitted_done(&self) {
         loop {
-            let drained = self.drained.notified();
-            let mut drained = std::pin::pin!(drained);
+            let mut drained = std::pin::pin!(self.drained.notified());
             drained.as_mut().enable();
             if self.admitted.load(Ordering::SeqCst) == 0 {
                 return;
@@ -351,8 +352,7 @@ where
     inner.pending.admitted.fetch_add(1, Ordering::SeqCst);
     let _admitted = Admitted(&inner.pending);
     inner.check_open()?;
-    let handle = tokio::runtime::Handle::try_current()
-        .map_err(|_| Error::invalid("the libSQL store runs inside a tokio runtime"))?;
+    let handle = runtime()?;
     let (reply, answer) = tokio::sync::oneshot::channel();
     let mut gone = Gone::armed();
     inner.pending.push(Job {
@@ -422,9 +422,10 @@ async fn lead_while_waiting(inner: &Inner) {
 /// A leader's duty, from the moment it is started: if it never runs (its runtime shut
 /// down before the blocking thread took it), it stands down, so that the next operation
 /// queued starts another (the operations already queued wait for that one: only a store
-/// shared between runtimes, one of them shutting down, meets this); if it panics outside every flow (the flows' own panics are
-/// caught and go to their callers), the operations it took are answered by their
-/// dropped channels, and those still waiting get a new leader.
+/// shared between runtimes, one of them shutting down, meets this); if it panics outside
+/// every flow (the flows' own panics are caught and go to their callers), the operations
+/// it took are answered by their dropped channels, and those still waiting get a new
+/// leader.
 struct Duty {
     inner: Arc<Inner>,
     handle: tokio::runtime::Handle,

@@ -82,6 +82,12 @@ pub(crate) async fn commit(tx: libsql::Transaction) -> Result<()> {
     tx.commit().await.map_err(|e| unknown_if_transient(db(e)))
 }
 
+/// The runtime the caller runs in: the store's work needs one.
+pub(crate) fn runtime() -> Result<tokio::runtime::Handle> {
+    tokio::runtime::Handle::try_current()
+        .map_err(|_| Error::invalid("the libSQL store runs inside a tokio runtime"))
+}
+
 /// Runs `job` on a blocking thread, driving its future there with the runtime's handle:
 /// the libsql client is async, but an application's transaction body (which may block,
 /// and need not be `Send`) stays off the executor. (An operation's flow waits for the
@@ -95,11 +101,7 @@ where
     E: From<Error> + Send + 'static,
     Fut: Future<Output = Result<R, E>>,
 {
-    let handle = tokio::runtime::Handle::try_current().map_err(|_| {
-        E::from(Error::invalid(
-            "the libSQL store runs inside a tokio runtime",
-        ))
-    })?;
+    let handle = runtime().map_err(E::from)?;
     let mut gone = Gone::armed();
     let flag = gone.flag();
     let out = match tokio::task::spawn_blocking(move || handle.block_on(job(flag))).await {

@@ -3,9 +3,9 @@
 //! waits in the store kit's [`Merge`] instead of queueing a call of its own, and the
 //! one merged call the writer reaches inserts every send waiting then with ONE INSERT
 //! per queue and timing and per 1,024 sends (`INSERT_ROWS`, its largest text, after one
-//! read of the next number), where each
-//! call ran its own INSERT in its own savepoint. The numbers are contiguous and in
-//! arrival order (G1); every send is answered after the commit that holds it (14.6).
+//! read of the next number), where each call ran its own INSERT in its own savepoint.
+//! The numbers are contiguous and in arrival order (G1); every send is answered after
+//! the commit that holds it (14.6).
 //!
 //! A send the merge cannot take runs its usual flow in a savepoint of its own, beside
 //! the merged ones: one to a queue with a dedup window (a lookup and an entry) or into
