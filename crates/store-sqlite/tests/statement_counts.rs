@@ -460,3 +460,61 @@ async fn a_receive_and_its_completion_dirty_a_handful_of_pages() {
     );
     mq.close().await;
 }
+
+/// A completion of one live lock in no line is two statements, and the message is looked
+/// up once: the fenced delete, then the receipt from the lock given (3.2). A wrong token
+/// deletes nothing and goes the usual way to `LockLost`; the same completion retried
+/// replays from that receipt; a message in a line goes the usual way and releases the
+/// line's next head (1.8).
+#[tokio::test]
+async fn a_completion_of_one_lock_deletes_first_and_writes_its_receipt_from_the_lock() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mq = queue_of(&dir, 2).await;
+    let got = mq
+        .receive("q", ReceiveOptions::batch(2))
+        .await
+        .expect("receive");
+    let (first, second) = (LockRef::from(&got[0]), LockRef::from(&got[1]));
+    let ((count, steps), r) = work(&mq, mq.complete("q", first)).await;
+    r.expect("complete");
+    assert_eq!(count, 2, "the delete and the receipt");
+    // Before, the receipt read the row first: 146 steps (the receipt's look-up and the
+    // delete's); the delete first and the receipt from its bound values: 125.
+    assert!(steps <= 130, "{steps} VM steps for one completion");
+    let (again, r) = statements(&mq, mq.complete("q", first)).await;
+    r.expect("a retried completion replays its receipt");
+    assert!(again <= 4, "{again} statements for a replay");
+    let forged = LockRef {
+        seq: second.seq,
+        token: LockToken::random_batch(1)[0],
+    };
+    let err = mq.complete("q", forged).await.expect_err("a wrong token");
+    assert!(
+        matches!(err, mqlite_contract::Error::LockLost { .. }),
+        "{err:?}"
+    );
+    mq.complete("q", second).await.expect("its own token");
+    assert_eq!(mq.stats("q").await.expect("stats").total, 0);
+
+    // A message in a line: the delete in no line deletes nothing, and the usual way
+    // completes it and hands the line to the next member.
+    let config = QueueConfig {
+        ordering_mode: OrderingMode::GroupFifo,
+        ..Default::default()
+    };
+    mq.create_queue("lined", config).await.expect("queue");
+    for i in 0..2 {
+        mq.send("lined", OutMessage::new(format!("m{i}")).with_group("g"))
+            .await
+            .expect("send");
+    }
+    let head = mq.receive_one("lined").await.expect("receive").expect("head");
+    assert!(
+        mq.receive_one("lined").await.expect("receive").is_none(),
+        "the line waits for its head"
+    );
+    mq.complete("lined", LockRef::from(&head)).await.expect("complete");
+    let next = mq.receive_one("lined").await.expect("receive").expect("next");
+    assert_eq!(next.body(), b"m1");
+    mq.close().await;
+}
