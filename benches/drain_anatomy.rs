@@ -1,0 +1,384 @@
+//! What each part of mqlite's layout costs the drain of 64 (docs/benchmark.md, "The
+//! drain's anatomy"): the store's own statements for a receive of 64 and a
+//! complete_batch of 64, run on a plain rusqlite connection set up as the store sets up
+//! its own (WAL, NORMAL, in-memory temporary storage, one plan per statement), over the
+//! store's DDL as shipped and over variants of it with one part taken away or changed,
+//! beside the bare drain loop that `benches/throughput.rs` measures against.
+//!
+//! Nothing here is a store: no writer thread, no group, no decoding into messages. It
+//! times SQLite's share of the drain (the store's drain of 64 in the throughput bench
+//! costs a little more, its Rust side included) and what each part of the layout adds
+//! to it. The variants:
+//!
+//! - `shipped`: the DDL and the statements as the store runs them: pick the heads whole,
+//!   lock them; then the completion's receipts, each reading its lock's row to learn that
+//!   the lock holds (their count decides), and the delete;
+//! - `no_receipts`: the completion writes no receipts (promise 3.2's cost);
+//! - `receipts_after`: the completion's delete first, in a savepoint (a store would take
+//!   it back unless it deleted every lock), then the receipts from the bound pairs,
+//!   which read no message (what a lock of its own does in the store);
+//! - `no_floor_trigger`: no `mqlite_seq_floor` trigger (how G1 is kept today);
+//! - `no_lease_index`: no `mqlite_msg_lease` (what the reaper and peek seek);
+//! - `integer_state`: the state as an integer, its tests integer comparisons;
+//! - `body_last`: the body as the row's last column;
+//! - `all`: every one of the above at once;
+//! - `bare`: the bare drain loop over the bare table (`mqlite_benches::bare_drain`).
+//!
+//! `--variants a,b+c` runs the ones named (`+` joins parts into one variant).
+//!
+//! The variants take turns, one drain each, every database its own file; each prints
+//! the median per message of the pick (the rows read whole), the lock and its commit,
+//! the delete, the receipts and the completion's commit, and their sum.
+//!
+//! `cargo run --release -p mqlite-benches --example drain_anatomy -- --rounds 1000`
+
+use std::time::Instant;
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, params_from_iter};
+
+use mqlite_sql::claim::{LOCK_PICKED_PLAIN, PICK_HEADS};
+use mqlite_sql::settle::{COMPLETE_RECEIPT_ROWS, COMPLETE_ROWS_PLAIN, RECEIPT_ROWS};
+
+/// Messages per drain, as in the throughput bench's `drain_64`.
+const N: usize = 64;
+
+const VARIANTS: [&str; 9] = [
+    "shipped",
+    "receipts_after",
+    "no_receipts",
+    "no_floor_trigger",
+    "no_lease_index",
+    "integer_state",
+    "body_last",
+    "all",
+    "bare",
+];
+
+/// The store's states and the integers `integer_state` gives them.
+const STATES: [(&str, &str); 6] = [
+    ("'active'", "0"),
+    ("'locked'", "1"),
+    ("'deferred'", "2"),
+    ("'scheduled'", "3"),
+    ("'completed'", "4"),
+    ("'dead_lettered'", "5"),
+];
+
+/// The parts of the layout a variant takes away or changes.
+#[derive(Clone, Copy, Default)]
+struct Parts {
+    no_receipts: bool,
+    receipts_after: bool,
+    no_trigger: bool,
+    no_lease: bool,
+    integer_state: bool,
+    body_last: bool,
+}
+
+impl Parts {
+    /// The parts `name` names, `+` between two (`all`: every one).
+    fn of(name: &str) -> Parts {
+        let has = |part: &str| name == "all" || name.split('+').any(|p| p == part);
+        Parts {
+            no_receipts: has("no_receipts"),
+            receipts_after: has("receipts_after"),
+            no_trigger: has("no_floor_trigger"),
+            no_lease: has("no_lease_index"),
+            integer_state: has("integer_state"),
+            body_last: has("body_last"),
+        }
+    }
+
+    /// `text` (DDL or a statement) with the states as integers when the variant says so.
+    fn states(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        if self.integer_state {
+            for (name, code) in STATES {
+                out = out.replace(name, code);
+            }
+        }
+        out
+    }
+
+    /// The store's DDL changed as the variant says.
+    fn ddl(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for stmt in mqlite_sql::SCHEMA {
+            if self.no_trigger && stmt.starts_with("CREATE TRIGGER mqlite_seq_floor") {
+                continue;
+            }
+            if self.no_lease && stmt.starts_with("CREATE INDEX mqlite_msg_lease ") {
+                continue;
+            }
+            let mut s = (*stmt).to_owned();
+            if s.starts_with("CREATE TABLE mqlite_messages") {
+                if self.integer_state {
+                    let start = s.find("state ").expect("the state column");
+                    let end = start + s[start..].find("),\n").expect("its CHECK") + 2;
+                    s.replace_range(
+                        start..end,
+                        "state INTEGER NOT NULL DEFAULT 0 CHECK (state BETWEEN 0 AND 5),",
+                    );
+                }
+                if self.body_last {
+                    let start = s.find("\n    body ").expect("the body column");
+                    let end = start + s[start + 1..].find('\n').expect("its line") + 1;
+                    s.replace_range(start..end, "");
+                    let close = s.rfind("\n)").expect("the table's end");
+                    s.insert_str(close, ",\n    body BLOB NOT NULL");
+                }
+            }
+            out.push(self.states(&s));
+        }
+        out
+    }
+}
+
+/// One variant's database, its statements and its timings.
+struct Lane {
+    name: String,
+    parts: Parts,
+    conn: Connection,
+    insert: String,
+    pick: String,
+    lock: String,
+    receipts: String,
+    delete: String,
+    next_id: i64,
+    /// Per message, µs: pick, lock, the lock's commit, the delete (with its BEGIN and
+    /// savepoint), the receipts, the completion's commit.
+    spent: [Vec<f64>; 6],
+}
+
+/// Opens `path` as the store opens its file (store-sqlite/src/schema.rs).
+fn open(path: &std::path::Path) -> Connection {
+    let conn = Connection::open(path).expect("open");
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .expect("one plan per statement");
+    conn.execute_batch(
+        "PRAGMA auto_vacuum = INCREMENTAL; PRAGMA journal_mode = WAL; \
+         PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA temp_store = MEMORY;",
+    )
+    .expect("the store's settings");
+    conn
+}
+
+impl Lane {
+    fn new(name: &str, dir: &std::path::Path) -> Lane {
+        let parts = Parts::of(name);
+        let path = dir.join(format!("{name}.db"));
+        let conn = if name == "bare" {
+            mqlite_benches::bare_sqlite(&path, false)
+        } else {
+            let conn = open(&path);
+            for stmt in parts.ddl() {
+                conn.execute(&stmt, []).expect("the variant's DDL");
+            }
+            conn
+        };
+        Lane {
+            name: name.to_owned(),
+            parts,
+            conn,
+            insert: parts.states(
+                "INSERT INTO mqlite_messages (id, queue, state, enqueued_at, body) \
+                 VALUES (?1, 'q', 'active', 1, ?2)",
+            ),
+            pick: parts.states(PICK_HEADS),
+            lock: parts.states(LOCK_PICKED_PLAIN.get(N)),
+            receipts: parts.states(COMPLETE_RECEIPT_ROWS.get(N)),
+            delete: parts.states(COMPLETE_ROWS_PLAIN.get(N)),
+            next_id: 1,
+            spent: Default::default(),
+        }
+    }
+
+    /// Writes `N` messages (untimed), then drains them once, timed.
+    fn round(&mut self, body: &[u8]) {
+        if self.name == "bare" {
+            mqlite_benches::bare_insert_tx(&self.conn, (0..N).map(|_| body.to_vec()));
+            let start = Instant::now();
+            assert_eq!(mqlite_benches::bare_drain(&self.conn, N), N);
+            self.spent[0].push(start.elapsed().as_secs_f64() * 1e6 / N as f64);
+            return;
+        }
+        let c = &self.conn;
+        c.execute_batch("BEGIN").expect("begin");
+        {
+            let mut insert = c.prepare_cached(&self.insert).expect("insert");
+            for _ in 0..N {
+                insert
+                    .execute(rusqlite::params![self.next_id, body])
+                    .expect("a message");
+                self.next_id += 1;
+            }
+        }
+        c.execute_batch("COMMIT").expect("commit");
+        let now = 100i64;
+        let t0 = Instant::now();
+        c.execute_batch("BEGIN IMMEDIATE").expect("begin");
+        let mut ids = Vec::with_capacity(N);
+        {
+            let mut pick = c.prepare_cached(&self.pick).expect("pick");
+            let mut rows = pick
+                .query(rusqlite::named_params! {":queue": "q", ":now": now, ":max": N as i64})
+                .expect("the heads");
+            while let Some(r) = rows.next().expect("a head") {
+                // Read as the store's decoder reads a message: every column it returns.
+                for k in 0..20 {
+                    let _: Value = r.get(k).expect("a column");
+                }
+                ids.push(r.get::<_, i64>(0).expect("its id"));
+            }
+        }
+        assert_eq!(ids.len(), N);
+        let t1 = Instant::now();
+        let pairs: Vec<Value> = ids
+            .iter()
+            .flat_map(|&id| {
+                let token = mqlite_contract::LockToken::random();
+                [Value::Integer(id), Value::Text(token.to_string())]
+            })
+            .collect();
+        let width = 2 * mqlite_sql::values::rows_for(N);
+        let padded = |lead: [Value; 2]| {
+            let mut v: Vec<Value> = lead.into();
+            v.extend(pairs.iter().cloned());
+            v.resize(2 + width, Value::Null);
+            v
+        };
+        let lock = padded([Value::Integer(now), Value::Integer(30_000)]);
+        let locked = c
+            .prepare_cached(&self.lock)
+            .expect("lock")
+            .execute(params_from_iter(lock))
+            .expect("the lock");
+        assert_eq!(locked, N);
+        let t2 = Instant::now();
+        c.execute_batch("COMMIT").expect("commit");
+        let t3 = Instant::now();
+        let settle = padded([Value::Text("q".into()), Value::Integer(now + 1)]);
+        c.execute_batch("BEGIN IMMEDIATE").expect("begin");
+        let t4 = Instant::now();
+        let first = !self.parts.receipts_after && !self.parts.no_receipts;
+        if first {
+            let written = c
+                .prepare_cached(&self.receipts)
+                .expect("receipts")
+                .execute(params_from_iter(settle.iter()))
+                .expect("the receipts");
+            assert_eq!(written, N);
+        }
+        let t5 = Instant::now();
+        let after = self.parts.receipts_after && !self.parts.no_receipts;
+        if after {
+            c.execute_batch("SAVEPOINT complete").expect("savepoint");
+        }
+        let deleted = c
+            .prepare_cached(&self.delete)
+            .expect("delete")
+            .execute(params_from_iter(settle.iter()))
+            .expect("the delete");
+        assert_eq!(deleted, N);
+        if after {
+            c.execute_batch("RELEASE complete").expect("release");
+        }
+        let t6 = Instant::now();
+        if after {
+            let mut receipts: Vec<Value> = vec![
+                Value::Text("q".into()),
+                Value::Text("complete".into()),
+                Value::Text(String::new()),
+                Value::Integer(now + 1 + 1_800_000),
+            ];
+            receipts.extend(pairs.iter().cloned());
+            receipts.resize(4 + width, Value::Null);
+            let written = c
+                .prepare_cached(RECEIPT_ROWS.get(N))
+                .expect("receipts")
+                .execute(params_from_iter(receipts))
+                .expect("the receipts");
+            assert_eq!(written, N);
+        }
+        let t7 = Instant::now();
+        c.execute_batch("COMMIT").expect("commit");
+        let t8 = Instant::now();
+        let us = |d: std::time::Duration| d.as_secs_f64() * 1e6 / N as f64;
+        let steps = [
+            us(t1 - t0),
+            us(t2 - t1),
+            us(t3 - t2),
+            us(t6 - t5) + us(t4 - t3),
+            us(t5 - t4) + us(t7 - t6),
+            us(t8 - t7),
+        ];
+        for (k, v) in steps.into_iter().enumerate() {
+            self.spent[k].push(v);
+        }
+    }
+
+    /// The median of each step, µs per message.
+    fn medians(&mut self) -> Vec<f64> {
+        self.spent
+            .iter_mut()
+            .filter(|v| !v.is_empty())
+            .map(|v| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            })
+            .collect()
+    }
+}
+
+fn main() {
+    let mut rounds = 1000usize;
+    let mut variants: Vec<String> = VARIANTS.iter().map(|v| (*v).to_owned()).collect();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--rounds" => {
+                rounds = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--rounds N");
+            }
+            "--variants" => {
+                variants = args
+                    .next()
+                    .expect("--variants a,b+c,...")
+                    .split(',')
+                    .map(str::to_owned)
+                    .collect();
+            }
+            other => panic!("unknown argument {other}: --rounds N, --variants a,b+c,..."),
+        }
+    }
+    let dir = tempfile::tempdir().expect("a directory");
+    let mut lanes: Vec<Lane> = variants.iter().map(|v| Lane::new(v, dir.path())).collect();
+    let body = mqlite_benches::body(0);
+    for _ in 0..rounds {
+        for lane in lanes.iter_mut() {
+            lane.round(&body);
+        }
+    }
+    println!(
+        "{:40} {:>6} {:>6} {:>7} {:>6} {:>8} {:>7} {:>7}   µs per message, medians of {rounds} drains of {N}",
+        "variant", "pick", "lock", "commit", "delete", "receipts", "commit", "total"
+    );
+    for lane in lanes.iter_mut() {
+        let m = lane.medians();
+        let total: f64 = m.iter().sum();
+        if m.len() == 1 {
+            println!("{:40} {:>55.2}", lane.name, total);
+            continue;
+        }
+        println!(
+            "{:40} {:6.2} {:6.2} {:7.2} {:8.2} {:6.2} {:7.2} {:7.2}",
+            lane.name, m[0], m[1], m[2], m[3], m[4], m[5], total
+        );
+    }
+}
