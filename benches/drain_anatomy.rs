@@ -151,6 +151,14 @@ struct Lane {
     spent: [Vec<f64>; 6],
 }
 
+/// Runs `sql` with `params` (by position), and the number of rows it changed.
+fn changed(c: &Connection, sql: &str, params: &[Value]) -> usize {
+    c.prepare_cached(sql)
+        .expect("prepare")
+        .execute(params_from_iter(params))
+        .expect("execute")
+}
+
 /// Opens `path` as the store opens its file (store-sqlite/src/schema.rs).
 fn open(path: &std::path::Path) -> Connection {
     let conn = Connection::open(path).expect("open");
@@ -252,12 +260,7 @@ impl Lane {
             v
         };
         let lock = padded([Value::Integer(now), Value::Integer(30_000)]);
-        let locked = c
-            .prepare_cached(&self.lock)
-            .expect("lock")
-            .execute(params_from_iter(lock))
-            .expect("the lock");
-        assert_eq!(locked, N);
+        assert_eq!(changed(c, &self.lock, &lock), N, "the lock");
         let t2 = Instant::now();
         c.execute_batch("COMMIT").expect("commit");
         let t3 = Instant::now();
@@ -266,24 +269,14 @@ impl Lane {
         let t4 = Instant::now();
         let first = !self.parts.receipts_after && !self.parts.no_receipts;
         if first {
-            let written = c
-                .prepare_cached(&self.receipts)
-                .expect("receipts")
-                .execute(params_from_iter(settle.iter()))
-                .expect("the receipts");
-            assert_eq!(written, N);
+            assert_eq!(changed(c, &self.receipts, &settle), N, "the receipts");
         }
         let t5 = Instant::now();
         let after = self.parts.receipts_after && !self.parts.no_receipts;
         if after {
             c.execute_batch("SAVEPOINT complete").expect("savepoint");
         }
-        let deleted = c
-            .prepare_cached(&self.delete)
-            .expect("delete")
-            .execute(params_from_iter(settle.iter()))
-            .expect("the delete");
-        assert_eq!(deleted, N);
+        assert_eq!(changed(c, &self.delete, &settle), N, "the delete");
         if after {
             c.execute_batch("RELEASE complete").expect("release");
         }
@@ -297,12 +290,11 @@ impl Lane {
             ];
             receipts.extend(pairs.iter().cloned());
             receipts.resize(4 + width, Value::Null);
-            let written = c
-                .prepare_cached(RECEIPT_ROWS.get(N))
-                .expect("receipts")
-                .execute(params_from_iter(receipts))
-                .expect("the receipts");
-            assert_eq!(written, N);
+            assert_eq!(
+                changed(c, RECEIPT_ROWS.get(N), &receipts),
+                N,
+                "the receipts"
+            );
         }
         let t7 = Instant::now();
         c.execute_batch("COMMIT").expect("commit");
@@ -344,7 +336,8 @@ fn main() {
                 rounds = args
                     .next()
                     .and_then(|v| v.parse().ok())
-                    .expect("--rounds N");
+                    .filter(|&n| n > 0)
+                    .expect("--rounds N, N at least 1");
             }
             "--variants" => {
                 variants = args
