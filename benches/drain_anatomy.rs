@@ -13,6 +13,9 @@
 //! - `shipped`: the DDL and the statements as the store runs them: pick the heads whole,
 //!   lock them; then the completion's receipts, each reading its lock's row to learn that
 //!   the lock holds (their count decides), and the delete;
+//! - `batch_receipt`: as `receipts_after`, but one receipt row for the whole completion,
+//!   keyed by a prefix its claim's tokens would share, its locks packed in one blob (a
+//!   form that would keep 3.2 if a claim's tokens shared that prefix);
 //! - `no_receipts`: the completion writes no receipts (promise 3.2's cost);
 //! - `receipts_after`: the completion's delete first, in a savepoint (a store would take
 //!   it back unless it deleted every lock), then the receipts from the bound pairs,
@@ -43,9 +46,10 @@ use mqlite_sql::settle::{COMPLETE_RECEIPT_ROWS, COMPLETE_ROWS_PLAIN, RECEIPT_ROW
 /// Messages per drain, as in the throughput bench's `drain_64`.
 const N: usize = 64;
 
-const VARIANTS: [&str; 9] = [
+const VARIANTS: [&str; 10] = [
     "shipped",
     "receipts_after",
+    "batch_receipt",
     "no_receipts",
     "no_floor_trigger",
     "no_lease_index",
@@ -70,6 +74,7 @@ const STATES: [(&str, &str); 6] = [
 struct Parts {
     no_receipts: bool,
     receipts_after: bool,
+    batch_receipt: bool,
     no_trigger: bool,
     no_lease: bool,
     integer_state: bool,
@@ -82,7 +87,8 @@ impl Parts {
         let has = |part: &str| name == "all" || name.split('+').any(|p| p == part);
         Parts {
             no_receipts: has("no_receipts"),
-            receipts_after: has("receipts_after"),
+            receipts_after: has("receipts_after") || has("batch_receipt"),
+            batch_receipt: has("batch_receipt"),
             no_trigger: has("no_floor_trigger"),
             no_lease: has("no_lease_index"),
             integer_state: has("integer_state"),
@@ -131,9 +137,32 @@ impl Parts {
             }
             out.push(self.states(&s));
         }
+        if self.batch_receipt {
+            out.push(BATCH_RECEIPTS.to_owned());
+        }
         out
     }
 }
+
+/// The `batch_receipt` variant's table: one row per completion of a claim's locks, found
+/// by the prefix the claim's tokens would share, its locks packed in `items` (each seq
+/// and token's text, 40 bytes).
+const BATCH_RECEIPTS: &str = "CREATE TABLE mqlite_batch_receipts (
+    bucket     INTEGER NOT NULL,
+    prefix     BLOB NOT NULL,
+    seq        INTEGER NOT NULL,
+    queue      TEXT NOT NULL,
+    op         TEXT NOT NULL,
+    args       TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    items      BLOB NOT NULL,
+    PRIMARY KEY (bucket, prefix, seq)
+) STRICT, WITHOUT ROWID";
+
+/// The `batch_receipt` variant's receipt of a completion.
+const BATCH_RECEIPT: &str = "INSERT INTO mqlite_batch_receipts
+    (bucket, prefix, seq, queue, op, args, expires_at, items)
+VALUES (?1 / 300000, ?2, ?3, ?4, 'complete', '', ?1, ?5)";
 
 /// One variant's database, its statements and its timings.
 struct Lane {
@@ -281,7 +310,23 @@ impl Lane {
             c.execute_batch("RELEASE complete").expect("release");
         }
         let t6 = Instant::now();
-        if after {
+        if after && self.parts.batch_receipt {
+            let mut items = Vec::with_capacity(40 * N);
+            for pair in pairs.chunks(2) {
+                if let [Value::Integer(id), Value::Text(token)] = pair {
+                    items.extend_from_slice(&id.to_be_bytes());
+                    items.extend_from_slice(token.as_bytes());
+                }
+            }
+            let receipt = [
+                Value::Integer(now + 1 + 1_800_000),
+                Value::Blob(vec![7; 12]),
+                Value::Integer(ids[0]),
+                Value::Text("q".into()),
+                Value::Blob(items),
+            ];
+            assert_eq!(changed(c, BATCH_RECEIPT, &receipt), 1, "the receipt");
+        } else if after {
             let mut receipts: Vec<Value> = vec![
                 Value::Text("q".into()),
                 Value::Text("complete".into()),
