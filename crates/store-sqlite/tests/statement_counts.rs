@@ -508,13 +508,23 @@ async fn a_completion_of_one_lock_deletes_first_and_writes_its_receipt_from_the_
             .await
             .expect("send");
     }
-    let head = mq.receive_one("lined").await.expect("receive").expect("head");
+    let head = mq
+        .receive_one("lined")
+        .await
+        .expect("receive")
+        .expect("head");
     assert!(
         mq.receive_one("lined").await.expect("receive").is_none(),
         "the line waits for its head"
     );
-    mq.complete("lined", LockRef::from(&head)).await.expect("complete");
-    let next = mq.receive_one("lined").await.expect("receive").expect("next");
+    mq.complete("lined", LockRef::from(&head))
+        .await
+        .expect("complete");
+    let next = mq
+        .receive_one("lined")
+        .await
+        .expect("receive")
+        .expect("next");
     assert_eq!(next.body(), b"m1");
     mq.close().await;
 }
