@@ -10,7 +10,12 @@
 //! - `end_to_end`: 4 producers send single messages while 4 consumers receive one and
 //!   complete it, until all N are completed (first send to last completion);
 //! - `worker_end_to_end`: the same 4 producers, and one worker of concurrency 4 with
-//!   an empty handler (completions coalesced), until all N are completed.
+//!   an empty handler (completions coalesced), until all N are completed;
+//! - `end_to_end_workers`: the same 4 producers, and 4 workers of concurrency 1 that
+//!   prefetch nothing (`Worker::prefetch(0)`), each taking one message at a time and
+//!   completing it in the call that takes its next: the form of the peers' own
+//!   `end_to_end` (BullMQ's 4 `Worker`s of concurrency 1 complete a job and fetch the
+//!   next in one call), until all N are completed.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -161,13 +166,7 @@ async fn worker_end_to_end(dir: &tempfile::TempDir, n: usize) {
         p.await.expect("producer");
     }
     // Completed means gone from the queue: wait for the worker to empty it.
-    loop {
-        let stats = mq.stats(Q).await.expect("stats");
-        if stats.total == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_drained(&mq).await;
     let secs = start.elapsed().as_secs_f64();
     let _ = stop.send(());
     let report_ = worker.await.expect("worker").expect("report");
@@ -177,6 +176,56 @@ async fn worker_end_to_end(dir: &tempfile::TempDir, n: usize) {
         n,
         secs,
         ",\"producers\":4,\"workers\":\"1 x concurrency 4\"",
+    );
+    mq.close().await;
+}
+
+/// Waits until the queue is empty: every message sent was completed (the workers' own
+/// scenarios have no completion callback to stop the clock at).
+async fn until_drained(mq: &Engine<SqliteStore>) {
+    loop {
+        let stats = mq.stats(Q).await.expect("stats");
+        if stats.total == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn end_to_end_workers(dir: &tempfile::TempDir, n: usize) {
+    let mq = fresh(dir, "e2e_workers.db").await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let workers: Vec<_> = (0..CONSUMERS)
+        .map(|_| {
+            let mut stopped = stopped.clone();
+            tokio::spawn(
+                mq.worker(Q, |_m| async { Ok(()) })
+                    .concurrency(1)
+                    .prefetch(0)
+                    .run_until(async move {
+                        let _ = stopped.wait_for(|s| *s).await;
+                    }),
+            )
+        })
+        .collect();
+    let start = Instant::now();
+    let sending = producers(&mq, n);
+    for p in sending {
+        p.await.expect("producer");
+    }
+    until_drained(&mq).await;
+    let secs = start.elapsed().as_secs_f64();
+    let _ = stop.send(true);
+    let mut completed = 0;
+    for w in workers {
+        completed += w.await.expect("worker").expect("report").completed;
+    }
+    assert_eq!(completed, n as u64, "every message completed once");
+    report(
+        "end_to_end_workers",
+        n,
+        secs,
+        ",\"producers\":4,\"workers\":\"4 x concurrency 1, no prefetch\"",
     );
     mq.close().await;
 }
@@ -199,5 +248,6 @@ fn main() {
         enqueue_bulk(&dir, n).await;
         end_to_end(&dir, n).await;
         worker_end_to_end(&dir, n).await;
+        end_to_end_workers(&dir, n).await;
     });
 }

@@ -105,7 +105,7 @@ for r in rows:
     runs.setdefault((r["peer"], r["scenario"]), []).append(r["jobs_per_sec"])
 rate = {k: round(median(v)) for k, v in runs.items()}
 print(f"\nmedian of {max(len(v) for v in runs.values())} round(s) per rate")
-scenarios = ["enqueue_single", "enqueue_bulk", "end_to_end", "worker_end_to_end"]
+scenarios = ["enqueue_single", "enqueue_bulk", "end_to_end", "worker_end_to_end", "end_to_end_workers"]
 print()
 print("| scenario | " + " | ".join(peers) + " | " + " | ".join(f"mqlite / {p}" for p in peers[1:]) + " |")
 print("|---" * (1 + 2 * len(peers) - 1) + "|")
@@ -113,9 +113,9 @@ for s in scenarios:
     if not any(k[1] == s for k in rate):
         continue
     cells = [f"{rate[(p, s)]:,}" if (p, s) in rate else "—" for p in peers]
-    # mqlite's worker path is compared with the peers' own end_to_end (their workers).
+    # mqlite's worker paths are compared with the peers' own end_to_end (their workers).
     mine = rate.get(("mqlite", s))
-    theirs = "end_to_end" if s == "worker_end_to_end" else s
+    theirs = "end_to_end" if s in ("worker_end_to_end", "end_to_end_workers") else s
     ratios = [f"{mine / rate[(p, theirs)]:.2f}" if mine and (p, theirs) in rate else "—" for p in peers[1:]]
     print(f"| {s} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
 PY
