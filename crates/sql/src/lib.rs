@@ -280,8 +280,6 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("SETTLE_REJECT", settle::SETTLE_REJECT),
     ("SETTLE_DEFER", settle::SETTLE_DEFER),
     ("COMPLETE_MANY", settle::COMPLETE_MANY),
-    ("COMPLETE_RECEIPT_ONE", settle::COMPLETE_RECEIPT_ONE),
-    ("COMPLETE_ONE", settle::COMPLETE_ONE),
     ("COMPLETE_UNLINED_ONE", settle::COMPLETE_UNLINED_ONE),
     ("RECEIPT_INSERT", settle::RECEIPT_INSERT),
     ("RECEIPT_ONE", settle::RECEIPT_ONE),

@@ -222,30 +222,9 @@ SELECT (?2 + {RECEIPT_TTL_MS}) / {RECEIPT_BUCKET_MS}, id, lock_token, ?1, 'compl
     })
 });
 
-/// [`COMPLETE_RECEIPT_ROWS`] for one lock, the common completion: queue `?1`, now
-/// `?2`, the lock's seq `?3` and token `?4`, the receipt's expiry `?5`. Found by its id
-/// without the pairs' table, a text a remote server parses in less time.
-pub const COMPLETE_RECEIPT_ONE: &str = concat!(
-    "INSERT OR REPLACE INTO mqlite_receipts
-       (bucket, seq, lock_token, queue, op, args, expires_at)
-SELECT ?5 / ",
-    receipt_bucket!(),
-    ", id, lock_token, ?1, 'complete', '', ?5
-  FROM mqlite_messages WHERE id = ?3 AND lock_token = ?4 AND ",
-    fence!("?1", "?2"),
-    " AND line IS NULL"
-);
-
-/// [`COMPLETE_ROWS`] for one lock, bound as [`COMPLETE_RECEIPT_ONE`] is (`?5` unused).
-pub const COMPLETE_ONE: &str = concat!(
-    "DELETE FROM mqlite_messages WHERE id = ?3 AND lock_token = ?4 AND ",
-    fence!("?1", "?2"),
-    " RETURNING id, lock_token, line, waiting"
-);
-
-/// The in-process completion's delete ([`complete_in_process`]) of one lock in no line:
-/// queue `?1`, now `?2`, the lock's seq `?3` and token `?4`; without `RETURNING` (see
-/// [`COMPLETE_ROWS_PLAIN`]).
+/// The completion of one lock ([`complete_one_at_once`]), first step: the fenced delete of
+/// its message when in no line, queue `?1`, now `?2`, the lock's seq `?3` and token
+/// `?4`; without `RETURNING` (see [`COMPLETE_ROWS_PLAIN`]).
 pub const COMPLETE_UNLINED_ONE: &str = concat!(
     "DELETE FROM mqlite_messages WHERE id = ?3 AND lock_token = ?4 AND ",
     fence!("?1", "?2"),
@@ -486,113 +465,103 @@ fn lines_are_rare(cfg: &QueueConfig) -> bool {
 }
 
 /// Every one of `n` locks (bound as [`COMPLETE_ROWS`] binds them) completing, none in a
-/// line: the receipts, the check and the delete in one request where the driver sends
-/// them so ([`SqlExec::last_at_once`]), as [`complete_in_process`] says in this process.
-/// False when the check refused, and the caller goes its usual way.
+/// line, in a fixed number of statements: a remote driver sends them in one request
+/// ([`SqlExec::last_at_once`]); false when the check refused, and the caller goes its
+/// usual way. One lock: [`complete_one_at_once`].
+///
+/// Several locks: the receipts of the live locks in no line first
+/// ([`COMPLETE_RECEIPT_ROWS`]), then, when they are all the locks, the delete. In this
+/// process their count decides and the delete returns nothing ([`COMPLETE_ROWS_PLAIN`]).
+/// When they are fewer, the receipts written stay: each is for a lock that the usual
+/// way's delete then completes (the same pair, the same fence, in the same transaction),
+/// and its receipt writes the same row over it. (The delete first would need a savepoint
+/// to take it back when it deleted fewer than all: four statements against two, for 5 %
+/// of the drain of 64 in `benches/drain_anatomy.rs`, and more than the look-ups it saves
+/// on a batch of a few locks.) A remote driver sends [`REFUSE_UNLESS_CHANGED`] between
+/// the two, which undoes both unless every lock got its receipt.
 async fn complete_at_once<X: SqlExec>(
     x: &mut X,
     now: i64,
     queue: &str,
     locks: &[LockRef],
 ) -> Result<bool> {
-    if x.in_process() {
-        return complete_in_process(x, now, queue, locks).await;
+    if let [one] = locks {
+        return complete_one_at_once(x, now, queue, one).await;
     }
     let n = locks.len();
-    let (params, receipts, delete) = match locks {
-        [one] => (
-            values::bind(
-                [
-                    Value::from(queue),
-                    Value::from(now),
-                    Value::from(one.seq.0),
-                    Value::from(one.token.to_string()),
-                    Value::from(now.saturating_add(RECEIPT_TTL_MS)),
-                ],
-                5,
-            ),
-            COMPLETE_RECEIPT_ONE,
-            COMPLETE_ONE,
-        ),
-        _ => (
-            bound_pairs(vec![Value::from(queue), Value::from(now)], locks),
-            COMPLETE_RECEIPT_ROWS.get(n),
-            COMPLETE_ROWS.get(n),
-        ),
-    };
+    let params = bound_pairs(vec![Value::from(queue), Value::from(now)], locks);
+    if x.in_process() {
+        if x.execute(COMPLETE_RECEIPT_ROWS.get(n), &params)
+            .await?
+            .changes
+            != n as u64
+        {
+            return Ok(false);
+        }
+        let done = x.execute_last(COMPLETE_ROWS_PLAIN.get(n), &params).await?;
+        // Each lock was found live and in no line in this transaction, so each is deleted.
+        if done.changes != n as u64 {
+            return Err(crate::exec::wrong_row_count(done.changes, n));
+        }
+        return Ok(true);
+    }
     let expected = [(
         ":expected",
         Value::Int(i64::try_from(n).unwrap_or(i64::MAX)),
     )];
     let steps = [
-        (receipts, &params[..]),
+        (COMPLETE_RECEIPT_ROWS.get(n), &params[..]),
         (crate::exec::REFUSE_UNLESS_CHANGED, &expected[..]),
-        (delete, &params[..]),
+        (COMPLETE_ROWS.get(n), &params[..]),
     ];
     Ok(x.last_at_once(&steps).await?.is_some())
 }
 
-/// [`complete_at_once`] in this process, where a statement is a call and not a round
-/// trip.
-///
-/// A lock of its own: the fenced delete of its message, if in no line, comes first, and
-/// the receipt is written from the bound lock only when it deleted the row, so no
-/// statement looks the message up twice (the receipt of [`COMPLETE_RECEIPT_ONE`] reads
-/// the row to learn that the lock holds). A delete that deleted nothing changed nothing,
-/// and the completion goes its usual way.
-///
-/// Several locks: the receipts of the live locks in no line first
-/// ([`COMPLETE_RECEIPT_ROWS`]), then, when they are all the locks, the delete, which
-/// returns nothing. When they are fewer, the receipts written stay: each is for a lock
-/// that the usual way's delete then completes (the same pair, the same fence, in the same
-/// transaction), and its receipt writes the same row over it. (The delete first would
-/// need a savepoint to take it back when it deleted fewer than all: four statements
-/// against two, for 5 % of the drain of 64 in `benches/drain_anatomy.rs`, and more than
-/// the look-ups it saves on a batch of a few locks.)
-async fn complete_in_process<X: SqlExec>(
+/// [`complete_at_once`] of one lock: the fenced delete of its message, when in no line,
+/// comes first ([`COMPLETE_UNLINED_ONE`]), and the receipt is written from the lock
+/// given ([`RECEIPT_ONE`]) only when the delete took the row, so the message is looked up
+/// once, not twice (a receipt written first reads the row to learn that the lock holds).
+/// In this process the delete's count decides (a delete that took nothing changed
+/// nothing); a remote driver sends [`REFUSE_UNLESS_CHANGED`] between the two, in one
+/// request, and shorter texts than the receipt's look-up for sqld to parse.
+async fn complete_one_at_once<X: SqlExec>(
     x: &mut X,
     now: i64,
     queue: &str,
-    locks: &[LockRef],
+    lock: &LockRef,
 ) -> Result<bool> {
-    let expires_at = Value::from(now.saturating_add(RECEIPT_TTL_MS));
-    if let [one] = locks {
-        let token = Value::from(one.token.to_string());
-        let params = [
-            ("?1", Value::from(queue)),
-            ("?2", Value::from(now)),
-            ("?3", Value::from(one.seq.0)),
-            ("?4", token.clone()),
-        ];
-        if x.execute(COMPLETE_UNLINED_ONE, &params).await?.changes != 1 {
+    let token = Value::from(lock.token.to_string());
+    let delete = [
+        ("?1", Value::from(queue)),
+        ("?2", Value::from(now)),
+        ("?3", Value::from(lock.seq.0)),
+        ("?4", token.clone()),
+    ];
+    let receipt = [
+        (":queue", Value::from(queue)),
+        (":op", Value::from(Settlement::Complete.op())),
+        (":args", Value::from(Settlement::Complete.receipt_args())),
+        (
+            ":expires_at",
+            Value::from(now.saturating_add(RECEIPT_TTL_MS)),
+        ),
+        (":seq", Value::from(lock.seq.0)),
+        (":token", token),
+    ];
+    if x.in_process() {
+        if x.execute(COMPLETE_UNLINED_ONE, &delete).await?.changes != 1 {
             return Ok(false);
         }
-        let receipt = [
-            (":queue", Value::from(queue)),
-            (":op", Value::from(Settlement::Complete.op())),
-            (":args", Value::from(Settlement::Complete.receipt_args())),
-            (":expires_at", expires_at),
-            (":seq", Value::from(one.seq.0)),
-            (":token", token),
-        ];
         x.execute_last(RECEIPT_ONE, &receipt).await?;
         return Ok(true);
     }
-    let n = locks.len();
-    let params = bound_pairs(vec![Value::from(queue), Value::from(now)], locks);
-    if x.execute(COMPLETE_RECEIPT_ROWS.get(n), &params)
-        .await?
-        .changes
-        != n as u64
-    {
-        return Ok(false);
-    }
-    let done = x.execute_last(COMPLETE_ROWS_PLAIN.get(n), &params).await?;
-    // Each lock was found live and in no line in this transaction, so each is deleted.
-    if done.changes != n as u64 {
-        return Err(crate::exec::wrong_row_count(done.changes, n));
-    }
-    Ok(true)
+    let expected = [(":expected", Value::Int(1))];
+    let steps = [
+        (COMPLETE_UNLINED_ONE, &delete[..]),
+        (crate::exec::REFUSE_UNLESS_CHANGED, &expected[..]),
+        (RECEIPT_ONE, &receipt[..]),
+    ];
+    Ok(x.last_at_once(&steps).await?.is_some())
 }
 
 /// Completes each item under its own fence, in a fixed number of statements; a stale
