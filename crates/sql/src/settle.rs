@@ -321,6 +321,34 @@ fn pairs(rows: &[Row]) -> Result<HashSet<(i64, String)>> {
     rows.iter().map(|r| Ok((r.int(0)?, r.text(1)?))).collect()
 }
 
+/// What a receipt is keyed on besides its locks (3.2): the request's queue, operation
+/// and arguments, and the receipt's expiry; [`RECEIPT_INSERT`]'s names, and the leading
+/// values of [`RECEIPT_ROWS`] in this order.
+fn receipt_head(now: i64, queue: &str, settlement: &Settlement) -> Vec<(&'static str, Value)> {
+    vec![
+        (":queue", Value::from(queue)),
+        (":op", Value::from(settlement.op())),
+        (":args", Value::from(settlement.receipt_args())),
+        (
+            ":expires_at",
+            Value::from(now.saturating_add(RECEIPT_TTL_MS)),
+        ),
+    ]
+}
+
+/// The parameters of [`RECEIPT_ONE`]: the receipt of one lock, `seq` under `token`.
+fn receipt_of_one(
+    now: i64,
+    queue: &str,
+    settlement: &Settlement,
+    seq: i64,
+    token: Value,
+) -> Vec<(&'static str, Value)> {
+    let mut params = receipt_head(now, queue, settlement);
+    params.extend([(":seq", Value::from(seq)), (":token", token)]);
+    params
+}
+
 /// Records a receipt per settled lock (3.2); `last` when nothing follows it in the flow.
 async fn write_receipts<X: SqlExec>(
     x: &mut X,
@@ -333,28 +361,28 @@ async fn write_receipts<X: SqlExec>(
     if done.is_empty() {
         return Ok(());
     }
-    let mut params = vec![
-        (":queue", Value::from(queue)),
-        (":op", Value::from(settlement.op())),
-        (":args", Value::from(settlement.receipt_args())),
-        (
-            ":expires_at",
-            Value::from(now.saturating_add(RECEIPT_TTL_MS)),
+    let (text, params) = match done {
+        [one] => (
+            RECEIPT_ONE,
+            receipt_of_one(
+                now,
+                queue,
+                settlement,
+                one.seq.0,
+                Value::from(one.token.to_string()),
+            ),
         ),
-    ];
-    let text = match done {
-        [one] => {
-            params.push((":seq", Value::from(one.seq.0)));
-            params.push((":token", Value::from(one.token.to_string())));
-            RECEIPT_ONE
-        }
         _ if done.len() <= BOUND_LOCKS => {
-            params = bound_pairs(params.into_iter().map(|(_, v)| v).collect(), done);
-            RECEIPT_ROWS.get(done.len())
+            let head = receipt_head(now, queue, settlement);
+            (
+                RECEIPT_ROWS.get(done.len()),
+                bound_pairs(head.into_iter().map(|(_, v)| v).collect(), done),
+            )
         }
         _ => {
+            let mut params = receipt_head(now, queue, settlement);
             params.push((":items", Value::from(items_json(done))));
-            RECEIPT_INSERT
+            (RECEIPT_INSERT, params)
         }
     };
     if last {
@@ -531,23 +559,16 @@ async fn complete_one_at_once<X: SqlExec>(
     lock: &LockRef,
 ) -> Result<bool> {
     let token = Value::from(lock.token.to_string());
-    let delete = [
-        ("?1", Value::from(queue)),
-        ("?2", Value::from(now)),
-        ("?3", Value::from(lock.seq.0)),
-        ("?4", token.clone()),
-    ];
-    let receipt = [
-        (":queue", Value::from(queue)),
-        (":op", Value::from(Settlement::Complete.op())),
-        (":args", Value::from(Settlement::Complete.receipt_args())),
-        (
-            ":expires_at",
-            Value::from(now.saturating_add(RECEIPT_TTL_MS)),
-        ),
-        (":seq", Value::from(lock.seq.0)),
-        (":token", token),
-    ];
+    let delete = values::bind(
+        [
+            Value::from(queue),
+            Value::from(now),
+            Value::from(lock.seq.0),
+            token.clone(),
+        ],
+        4,
+    );
+    let receipt = receipt_of_one(now, queue, &Settlement::Complete, lock.seq.0, token);
     if x.in_process() {
         if x.execute(COMPLETE_UNLINED_ONE, &delete).await?.changes != 1 {
             return Ok(false);
