@@ -41,7 +41,9 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, params_from_iter};
 
 use mqlite_sql::claim::{LOCK_PICKED_PLAIN, PICK_HEADS};
-use mqlite_sql::settle::{COMPLETE_RECEIPT_ROWS, COMPLETE_ROWS_PLAIN, RECEIPT_ROWS};
+use mqlite_sql::settle::{
+    COMPLETE_RECEIPT_ROWS, COMPLETE_ROWS_PLAIN, RECEIPT_BUCKET_MS, RECEIPT_ROWS,
+};
 
 /// Messages per drain, as in the throughput bench's `drain_64`.
 const N: usize = 64;
@@ -162,7 +164,7 @@ const BATCH_RECEIPTS: &str = "CREATE TABLE mqlite_batch_receipts (
 /// The `batch_receipt` variant's receipt of a completion.
 const BATCH_RECEIPT: &str = "INSERT INTO mqlite_batch_receipts
     (bucket, prefix, seq, queue, op, args, expires_at, items)
-VALUES (?1 / 300000, ?2, ?3, ?4, 'complete', '', ?1, ?5)";
+VALUES (?6, ?2, ?3, ?4, 'complete', '', ?1, ?5)";
 
 /// One variant's database, its statements and its timings.
 struct Lane {
@@ -294,6 +296,7 @@ impl Lane {
         c.execute_batch("COMMIT").expect("commit");
         let t3 = Instant::now();
         let settle = padded([Value::Text("q".into()), Value::Integer(now + 1)]);
+        let expires_at = now + 1 + mqlite_contract::RECEIPT_TTL_MS;
         c.execute_batch("BEGIN IMMEDIATE").expect("begin");
         let t4 = Instant::now();
         let first = !self.parts.receipts_after && !self.parts.no_receipts;
@@ -319,11 +322,12 @@ impl Lane {
                 }
             }
             let receipt = [
-                Value::Integer(now + 1 + 1_800_000),
+                Value::Integer(expires_at),
                 Value::Blob(vec![7; 12]),
                 Value::Integer(ids[0]),
                 Value::Text("q".into()),
                 Value::Blob(items),
+                Value::Integer(expires_at / RECEIPT_BUCKET_MS),
             ];
             assert_eq!(changed(c, BATCH_RECEIPT, &receipt), 1, "the receipt");
         } else if after {
@@ -331,7 +335,7 @@ impl Lane {
                 Value::Text("q".into()),
                 Value::Text("complete".into()),
                 Value::Text(String::new()),
-                Value::Integer(now + 1 + 1_800_000),
+                Value::Integer(expires_at),
             ];
             receipts.extend(pairs.iter().cloned());
             receipts.resize(4 + width, Value::Null);
