@@ -3,7 +3,7 @@
 //! bytes on a fresh SQLite file (WAL + NORMAL, the store as shipped, background loops
 //! on), one JSON line per scenario on stdout.
 //!
-//! `cargo run --release -p mqlite-benches --example peer_scenarios -- --n 20000`
+//! `cargo run --release -p mqlite-benches --example peer_scenarios -- --n 20000 [--only end_to_end]`
 //!
 //! - `enqueue_single`: N sends from one producer, each awaited;
 //! - `enqueue_bulk`: N messages through `send_batch` in batches of 64;
@@ -134,6 +134,7 @@ async fn end_to_end(dir: &tempfile::TempDir, n: usize) {
             })
         })
         .collect();
+    let (calls0, commits0) = (mq.store().caller_thread_calls(), mq.store().group_commits());
     let start = Instant::now();
     let sending = producers(&mq, n);
     let mut all_done = all_done;
@@ -146,6 +147,11 @@ async fn end_to_end(dir: &tempfile::TempDir, n: usize) {
         c.abort();
         let _ = c.await;
     }
+    eprintln!(
+        "end_to_end: {} calls on the callers' threads, {} commits",
+        mq.store().caller_thread_calls() - calls0,
+        mq.store().group_commits() - commits0
+    );
     report("end_to_end", n, secs, ",\"producers\":4,\"workers\":4");
     mq.close().await;
 }
@@ -235,19 +241,33 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000usize);
+    let mut only: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        if a == "--n" {
-            n = args.next().and_then(|v| v.parse().ok()).expect("--n N");
+        match a.as_str() {
+            "--n" => n = args.next().and_then(|v| v.parse().ok()).expect("--n N"),
+            "--only" => only = Some(args.next().expect("--only SCENARIO")),
+            _ => {}
         }
     }
+    let runs = |name: &str| only.as_deref().is_none_or(|o| o == name);
     let rt = mqlite_benches::runtime();
     let dir = tempfile::tempdir().expect("tempdir");
     rt.block_on(async {
-        enqueue_single(&dir, n).await;
-        enqueue_bulk(&dir, n).await;
-        end_to_end(&dir, n).await;
-        worker_end_to_end(&dir, n).await;
-        end_to_end_workers(&dir, n).await;
+        if runs("enqueue_single") {
+            enqueue_single(&dir, n).await;
+        }
+        if runs("enqueue_bulk") {
+            enqueue_bulk(&dir, n).await;
+        }
+        if runs("end_to_end") {
+            end_to_end(&dir, n).await;
+        }
+        if runs("worker_end_to_end") {
+            worker_end_to_end(&dir, n).await;
+        }
+        if runs("end_to_end_workers") {
+            end_to_end_workers(&dir, n).await;
+        }
     });
 }
