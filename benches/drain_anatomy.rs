@@ -22,7 +22,8 @@
 //!   which read no message (what a lock of its own does in the store);
 //! - `no_floor_trigger`: no `mqlite_seq_floor` trigger (how G1 is kept today);
 //! - `no_lease_index`: no `mqlite_msg_lease` (what the reaper and peek seek);
-//! - `integer_state`: the state as an integer, its tests integer comparisons;
+//! - `text_state`: the state as its name, as the layouts before `mqlite-rs/14` stored it
+//!   (not part of `all`: it puts back what `mqlite-rs/14` took away);
 //! - `body_last`: the body as the row's last column;
 //! - `all`: every one of the above at once;
 //! - `bare`: the bare drain loop over the bare table (`mqlite_benches::bare_drain`).
@@ -55,20 +56,20 @@ const VARIANTS: [&str; 10] = [
     "no_receipts",
     "no_floor_trigger",
     "no_lease_index",
-    "integer_state",
+    "text_state",
     "body_last",
     "all",
     "bare",
 ];
 
-/// The store's states and the integers `integer_state` gives them.
-const STATES: [(&str, &str); 6] = [
-    ("'active'", "0"),
-    ("'locked'", "1"),
-    ("'deferred'", "2"),
-    ("'scheduled'", "3"),
-    ("'completed'", "4"),
-    ("'dead_lettered'", "5"),
+/// The store's states, by the number `mqlite-rs/14` stores (`mqlite_sql::rows::state_code`).
+const STATES: [&str; 6] = [
+    "active",
+    "locked",
+    "deferred",
+    "scheduled",
+    "completed",
+    "dead_lettered",
 ];
 
 /// The parts of the layout a variant takes away or changes.
@@ -79,7 +80,7 @@ struct Parts {
     batch_receipt: bool,
     no_trigger: bool,
     no_lease: bool,
-    integer_state: bool,
+    text_state: bool,
     body_last: bool,
 }
 
@@ -93,17 +94,25 @@ impl Parts {
             batch_receipt: has("batch_receipt"),
             no_trigger: has("no_floor_trigger"),
             no_lease: has("no_lease_index"),
-            integer_state: has("integer_state"),
+            text_state: name.split('+').any(|p| p == "text_state"),
             body_last: has("body_last"),
         }
     }
 
-    /// `text` (DDL or a statement) with the states as integers when the variant says so.
+    /// `text` (DDL or a statement) with the states as their names when the variant says
+    /// so: the statements write a state as `1 /* locked */`, the DDL and the shared
+    /// predicates as a bare number after `state =` or `state <>`.
     fn states(&self, text: &str) -> String {
         let mut out = text.to_owned();
-        if self.integer_state {
-            for (name, code) in STATES {
-                out = out.replace(name, code);
+        if self.text_state {
+            for (code, name) in STATES.iter().enumerate() {
+                out = out.replace(&format!("{code} /* {name} */"), &format!("'{name}'"));
+                for op in ["=", "<>"] {
+                    out = out.replace(
+                        &format!("state {op} {code}"),
+                        &format!("state {op} '{name}'"),
+                    );
+                }
             }
         }
         out
@@ -121,12 +130,16 @@ impl Parts {
             }
             let mut s = (*stmt).to_owned();
             if s.starts_with("CREATE TABLE mqlite_messages") {
-                if self.integer_state {
-                    let start = s.find("state ").expect("the state column");
-                    let end = start + s[start..].find("),\n").expect("its CHECK") + 2;
-                    s.replace_range(
-                        start..end,
-                        "state INTEGER NOT NULL DEFAULT 0 CHECK (state BETWEEN 0 AND 5),",
+                if self.text_state {
+                    s = s.replace(
+                        "state                   INTEGER NOT NULL DEFAULT 0 CHECK (state BETWEEN 0 AND 5),",
+                        "state TEXT NOT NULL DEFAULT 'active' CHECK (state = 'active' \
+                         OR state = 'locked' OR state = 'deferred' OR state = 'scheduled' \
+                         OR state = 'completed' OR state = 'dead_lettered'),",
+                    );
+                    assert!(
+                        s.contains("state TEXT"),
+                        "the state column as the schema writes it"
                     );
                 }
                 if self.body_last {
@@ -225,7 +238,7 @@ impl Lane {
             conn,
             insert: parts.states(
                 "INSERT INTO mqlite_messages (id, queue, state, enqueued_at, body) \
-                 VALUES (?1, 'q', 'active', 1, ?2)",
+                 VALUES (?1, 'q', 0 /* active */, 1, ?2)",
             ),
             pick: parts.states(PICK_HEADS),
             lock: parts.states(LOCK_PICKED_PLAIN.get(N)),

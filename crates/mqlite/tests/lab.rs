@@ -495,7 +495,7 @@ async fn the_same_identity_with_another_payload_is_a_conflict() {
     let conn = Connection::open(queue_db(d)).expect("open");
     let reason: String = conn
         .query_row(
-            "SELECT dead_letter_reason FROM mqlite_messages WHERE state = 'dead_lettered'",
+            "SELECT dead_letter_reason FROM mqlite_messages WHERE state = 5",
             [],
             |r| r.get(0),
         )

@@ -1,6 +1,6 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
--- schema token: mqlite-rs/13
+-- schema token: mqlite-rs/14
 
 -- index mqlite_attempt_expiry
 CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at);
@@ -12,37 +12,37 @@ CREATE INDEX mqlite_dedup_expiry ON mqlite_dedup(expires_at);
 CREATE INDEX mqlite_inbox_applied ON mqlite_inbox(applied_at);
 
 -- index mqlite_msg_active
-CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) WHERE state = 'active' AND waiting = 0 AND priority = 0;
+CREATE INDEX mqlite_msg_active ON mqlite_messages(queue, id) WHERE state = 0 AND waiting = 0 AND priority = 0;
 
 -- index mqlite_msg_dlq
-CREATE INDEX mqlite_msg_dlq ON mqlite_messages(queue, dead_lettered_at, id) WHERE state = 'dead_lettered';
+CREATE INDEX mqlite_msg_dlq ON mqlite_messages(queue, dead_lettered_at, id) WHERE state = 5;
 
 -- index mqlite_msg_due
-CREATE INDEX mqlite_msg_due ON mqlite_messages(visible_at) WHERE state = 'scheduled';
+CREATE INDEX mqlite_msg_due ON mqlite_messages(visible_at) WHERE state = 3;
 
 -- index mqlite_msg_expiry
-CREATE INDEX mqlite_msg_expiry ON mqlite_messages(expires_at) WHERE expires_at > 0 AND state <> 'dead_lettered';
+CREATE INDEX mqlite_msg_expiry ON mqlite_messages(expires_at) WHERE expires_at > 0 AND state <> 5;
 
 -- index mqlite_msg_lease
-CREATE INDEX mqlite_msg_lease ON mqlite_messages(queue, locked_until) WHERE state = 'locked';
+CREATE INDEX mqlite_msg_lease ON mqlite_messages(queue, locked_until) WHERE state = 1;
 
 -- index mqlite_msg_line
-CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE line IS NOT NULL AND state <> 'dead_lettered';
+CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE line IS NOT NULL AND state <> 5;
 
 -- index mqlite_msg_line_deferred
-CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 'deferred' AND line IS NOT NULL;
+CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 2 AND line IS NOT NULL;
 
 -- index mqlite_msg_line_locked
-CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE state = 'locked' AND line IS NOT NULL;
+CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE state = 1 AND line IS NOT NULL;
 
 -- index mqlite_msg_line_scheduled
-CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 'scheduled' AND line IS NOT NULL;
+CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 3 AND line IS NOT NULL;
 
 -- index mqlite_msg_priority
-CREATE INDEX mqlite_msg_priority ON mqlite_messages(queue, priority DESC, id) WHERE state = 'active' AND waiting = 0 AND priority > 0;
+CREATE INDEX mqlite_msg_priority ON mqlite_messages(queue, priority DESC, id) WHERE state = 0 AND waiting = 0 AND priority > 0;
 
 -- index mqlite_msg_rest
-CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) WHERE (state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked';
+CREATE INDEX mqlite_msg_rest ON mqlite_messages(queue, id) WHERE (state <> 0 OR waiting <> 0 OR priority > 0) AND state <> 1;
 
 -- index mqlite_relay_event
 CREATE INDEX mqlite_relay_event ON mqlite_relay(source, id);
@@ -104,10 +104,7 @@ CREATE TABLE mqlite_inbox (
 CREATE TABLE mqlite_messages (
     id                      INTEGER PRIMARY KEY,
     queue                   TEXT NOT NULL,
-    state                   TEXT NOT NULL DEFAULT 'active'
-                                CHECK (state = 'active' OR state = 'locked' OR state = 'deferred'
-                                    OR state = 'scheduled' OR state = 'completed'
-                                    OR state = 'dead_lettered'),
+    state                   INTEGER NOT NULL DEFAULT 0 CHECK (state BETWEEN 0 AND 5),
     line                    TEXT,
     waiting                 INTEGER NOT NULL DEFAULT 0 CHECK (waiting IN (0,1)),
     enqueued_at             INTEGER NOT NULL,
@@ -214,4 +211,4 @@ INSERT INTO mqlite_meta(KEY, value) VALUES('seq_floor', old.id) ON CONFLICT(KEY)
 END;
 
 -- view mqlite_heads
-CREATE VIEW mqlite_heads AS SELECT m.id, m.queue, m.priority, m.visible_at, m.expires_at FROM mqlite_messages m WHERE m.state = 'active' AND m.waiting = 0 AND (m.line IS NULL OR NOT (EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue AND b.line = m.line AND b.state = 'locked' AND b.id < m.id) OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue AND b.line = m.line AND b.state = 'deferred' AND b.id < m.id) OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue AND b.line = m.line AND b.state = 'scheduled' AND b.id < m.id)));
+CREATE VIEW mqlite_heads AS SELECT m.id, m.queue, m.priority, m.visible_at, m.expires_at FROM mqlite_messages m WHERE m.state = 0 AND m.waiting = 0 AND (m.line IS NULL OR NOT (EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue AND b.line = m.line AND b.state = 1 AND b.id < m.id) OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue AND b.line = m.line AND b.state = 2 AND b.id < m.id) OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue AND b.line = m.line AND b.state = 3 AND b.id < m.id)));

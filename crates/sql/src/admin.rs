@@ -48,10 +48,10 @@ pub const QUEUE_IN_PLAY: &str = concat!(
     "SELECT EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = :queue AND ",
     active_rows!(),
     ")
- OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = :queue AND state = 'locked')
+ OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = :queue AND state = 1 /* locked */)
  OR EXISTS (SELECT 1 FROM mqlite_messages WHERE queue = :queue AND ",
     rest_rows!(),
-    " AND state <> 'dead_lettered')"
+    " AND state <> 5 /* dead_lettered */)"
 );
 
 /// Everything a name owns, deleted with it (children first). Messages go by
@@ -66,7 +66,7 @@ pub const DELETE_QUEUE: &[&str] = &[
         "DELETE FROM mqlite_messages WHERE queue = :name AND ",
         active_rows!()
     ),
-    "DELETE FROM mqlite_messages WHERE queue = :name AND state = 'locked'",
+    "DELETE FROM mqlite_messages WHERE queue = :name AND state = 1 /* locked */",
     concat!(
         "DELETE FROM mqlite_messages WHERE queue = :name AND ",
         rest_rows!()
@@ -91,7 +91,7 @@ pub const LIST_QUEUES: &str = concat!(
 /// Cancel (7.1): only a scheduled message that was never delivered; a backoff-parked
 /// redelivery has a delivery count and stays.
 pub const CANCEL_SCHEDULED: &str = "DELETE FROM mqlite_messages
- WHERE id = :seq AND queue = :queue AND state = 'scheduled' AND delivery_count = 0
+ WHERE id = :seq AND queue = :queue AND state = 3 /* scheduled */ AND delivery_count = 0
 RETURNING line, waiting";
 
 /// Browsing from a sequence number, optionally in one state (6.2): the first `:max` of
@@ -106,12 +106,12 @@ pub const PEEK: &str = concat!(
                      WHERE queue = :queue AND ",
     active_rows!(),
     " AND id >= :from
-                       AND (:state IS NULL OR :state = 'active')
+                       AND (:state IS NULL OR :state = 0 /* active */)
                      ORDER BY id LIMIT :max)
     UNION ALL
     SELECT id FROM (SELECT id FROM mqlite_messages
-                     WHERE queue = :queue AND state = 'locked' AND id >= :from
-                       AND (:state IS NULL OR :state = 'locked')
+                     WHERE queue = :queue AND state = 1 /* locked */ AND id >= :from
+                       AND (:state IS NULL OR :state = 1 /* locked */)
                      ORDER BY id LIMIT :max)
     UNION ALL
     SELECT id FROM (SELECT id FROM mqlite_messages
@@ -130,7 +130,7 @@ pub const PEEK: &str = concat!(
 /// others.
 pub const QUEUE_STATS: &str = concat!(
     "SELECT ready.n + held.n + other.n, held.n, other.deferred, other.scheduled,
-       (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 'dead_lettered'),
+       (SELECT count(*) FROM mqlite_messages WHERE queue = :queue AND state = 5 /* dead_lettered */),
        min(coalesce(ready.oldest, held.oldest, other.oldest),
            coalesce(held.oldest, other.oldest, ready.oldest),
            coalesce(other.oldest, ready.oldest, held.oldest))
@@ -139,31 +139,31 @@ pub const QUEUE_STATS: &str = concat!(
     active_rows!(),
     ") ready,
        (SELECT count(*) AS n, min(enqueued_at) AS oldest FROM mqlite_messages
-         WHERE queue = :queue AND state = 'locked') held,
-       (SELECT count(*) AS n, coalesce(sum(state = 'deferred'), 0) AS deferred,
-               coalesce(sum(state = 'scheduled'), 0) AS scheduled,
+         WHERE queue = :queue AND state = 1 /* locked */) held,
+       (SELECT count(*) AS n, coalesce(sum(state = 2 /* deferred */), 0) AS deferred,
+               coalesce(sum(state = 3 /* scheduled */), 0) AS scheduled,
                min(enqueued_at) AS oldest
           FROM mqlite_messages
          WHERE queue = :queue AND ",
     rest_rows!(),
     "
-           AND state <> 'dead_lettered') other"
+           AND state <> 5 /* dead_lettered */) other"
 );
 
 /// Redrive (6.2, 5.8): each `{id, line, waiting}` of `:items` back to active in
 /// `:target`, count reset, TTL cleared, in its target line, in one statement.
 pub const REDRIVE_MANY: &str = "UPDATE mqlite_messages
-   SET queue = :target, state = 'active', line = j.value ->> 'line',
+   SET queue = :target, state = 0 /* active */, line = j.value ->> 'line',
        waiting = j.value ->> 'waiting', delivery_count = 0, dead_letter_reason = NULL,
        dead_letter_description = NULL, dead_lettered_at = 0, visible_at = :now,
        expires_at = 0, lock_token = NULL, locked_until = 0
   FROM json_each(:items) j
- WHERE mqlite_messages.id = j.value ->> 'id' AND mqlite_messages.state = 'dead_lettered'";
+ WHERE mqlite_messages.id = j.value ->> 'id' AND mqlite_messages.state = 5 /* dead_lettered */";
 
 /// Purge (6.2): the oldest dead letters, bounded by age and count, in one statement.
 pub const PURGE: &str = "DELETE FROM mqlite_messages WHERE id IN (
     SELECT id FROM mqlite_messages
-     WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
+     WHERE queue = :queue AND state = 5 /* dead_lettered */ AND dead_lettered_at <= :cutoff
      ORDER BY dead_lettered_at, id LIMIT :limit)";
 
 /// Status: the guard token, the counts of names, the size of the data, and whether the
@@ -292,7 +292,7 @@ pub async fn peek<X: SqlExec>(x: &mut X, queue: &str, o: &PeekOptions) -> Result
         &[
             (":queue", Value::from(queue)),
             (":from", Value::from(o.from_seq.map_or(0, |s| s.0))),
-            (":state", Value::from(o.state.map(|s| s.as_str()))),
+            (":state", Value::from(o.state.map(crate::rows::state_code))),
             (":max", Value::from(i64::from(o.max))),
         ],
     )

@@ -46,12 +46,12 @@ pub static LOCK_PICKED_PLAIN: Texts =
 fn lock_picked(n: usize, tail: &str) -> String {
     format!(
         "UPDATE mqlite_messages
-   SET state = 'locked',
+   SET state = 1 /* locked */,
        locked_until = ?1 + ?2,
        lock_token = p.column2,
        delivery_count = delivery_count + 1
   FROM (VALUES {}) AS p
- WHERE mqlite_messages.id = p.column1 AND mqlite_messages.state = 'active'{tail}",
+ WHERE mqlite_messages.id = p.column1 AND mqlite_messages.state = 0 /* active */{tail}",
         values::rows(3, n, 2, false)
     )
 }
@@ -61,7 +61,7 @@ fn lock_picked(n: usize, tail: &str) -> String {
 macro_rules! lock_one_row {
     () => {
         "UPDATE mqlite_messages
-   SET state = 'locked',
+   SET state = 1 /* locked */,
        locked_until = :now + :lock_ms,
        lock_token = :token,
        delivery_count = delivery_count + 1
@@ -73,7 +73,7 @@ macro_rules! lock_one_row {
 /// one-message receive parses no JSON.
 pub const LOCK_ONE: &str = concat!(
     lock_one_row!(),
-    ":id AND state = 'active'
+    ":id AND state = 0 /* active */
 RETURNING ",
     message_columns!()
 );
@@ -85,7 +85,7 @@ RETURNING ",
 pub const CLAIM_ONE: &str = concat!(
     lock_one_row!(),
     pick_one!(),
-    " AND state = 'active'
+    " AND state = 0 /* active */
 RETURNING ",
     message_columns!()
 );
@@ -111,7 +111,7 @@ pub const LINE_SUCCESSORS: &str = concat!(
     SELECT s.id FROM json_each(:lines) j JOIN mqlite_messages s
         ON s.id IN (SELECT x.id FROM mqlite_messages x
                      WHERE x.queue = :queue AND x.line = j.value ->> 'line'
-                       AND x.state <> 'dead_lettered' AND x.id <> j.value ->> 'head'
+                       AND x.state <> 5 /* dead_lettered */ AND x.id <> j.value ->> 'head'
                      ORDER BY x.id LIMIT :max))"
 );
 
@@ -125,12 +125,12 @@ pub const CLAIM_DEFERRED: &str = concat!(
     "WITH picked AS MATERIALIZED (
     SELECT j.value AS pid, j.key AS k FROM json_each(:seqs) j)
 UPDATE mqlite_messages
-   SET state = 'locked', locked_until = :now + :lock_ms,
+   SET state = 1 /* locked */, locked_until = :now + :lock_ms,
        lock_token = json_extract(:tokens, '$[' || picked.k || ']'),
        delivery_count = delivery_count + 1
   FROM picked
  WHERE mqlite_messages.id = picked.pid AND mqlite_messages.queue = :queue
-   AND mqlite_messages.state = 'deferred'
+   AND mqlite_messages.state = 2 /* deferred */
    AND (mqlite_messages.expires_at = 0 OR mqlite_messages.expires_at > :now)
 RETURNING ",
     message_columns!()

@@ -312,7 +312,7 @@ fn needs_no_lookup(cfg: &mqlite_contract::QueueConfig, message: &OutMessage) -> 
 fn shared_values(queue: &str, now: i64, timing: &Timing) -> SharedValues {
     [
         Value::from(queue),
-        Value::from(timing.state.as_str()),
+        Value::from(crate::rows::state_code(timing.state)),
         Value::from(now),
         Value::from(timing.visible_at),
         Value::from(timing.expires_at),

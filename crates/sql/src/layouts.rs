@@ -33,12 +33,23 @@ pub const LAYOUTS: &[Layout] = &[Layout {
     token: "mqlite-rs/4",
     release: "v0.1.0",
     golden: include_str!("../layouts/mqlite-rs-4.sql"),
-    columns: &[(
-        "mqlite_receipts",
-        "bucket",
-        concat!("expires_at / ", receipt_bucket!()),
-    )],
+    columns: &[
+        (
+            "mqlite_receipts",
+            "bucket",
+            concat!("expires_at / ", receipt_bucket!()),
+        ),
+        // `mqlite-rs/14`: the state is a number (`crate::rows::state_code`).
+        ("mqlite_messages", "state", STATE_FROM_TEXT),
+    ],
 }];
+
+/// A message's state as the layouts before `mqlite-rs/14` wrote it (its name) mapped to
+/// the number it is now ([`crate::rows::state_code`]); a name outside them maps to NULL,
+/// which the new column's NOT NULL refuses, so the migration fails rather than guess.
+const STATE_FROM_TEXT: &str = "CASE state WHEN 'active' THEN 0 WHEN 'locked' THEN 1 \
+     WHEN 'deferred' THEN 2 WHEN 'scheduled' THEN 3 WHEN 'completed' THEN 4 \
+     WHEN 'dead_lettered' THEN 5 END";
 
 /// The layout this build writes. A file of it migrates as a plain copy (no column
 /// changes), also before a release has frozen it.
@@ -143,6 +154,36 @@ mod tests {
                 l.token
             );
         }
+    }
+
+    /// The migration maps each state's old name to the number the statements test for
+    /// it, and nothing else to a number.
+    #[test]
+    fn old_state_names_map_to_their_numbers() {
+        use mqlite_contract::MessageState as S;
+        let states = [
+            S::Active,
+            S::Locked,
+            S::Deferred,
+            S::Scheduled,
+            S::Completed,
+            S::DeadLettered,
+        ];
+        for s in states {
+            let code = crate::rows::state_code(s);
+            assert!(
+                STATE_FROM_TEXT.contains(&format!("WHEN '{}' THEN {code} ", s.as_str()))
+                    || STATE_FROM_TEXT.ends_with(&format!("WHEN '{}' THEN {code} END", s.as_str())),
+                "{s} maps to {code}"
+            );
+            assert_eq!(crate::rows::state_of(code).expect("a state"), s);
+        }
+        assert_eq!(STATE_FROM_TEXT.matches(" THEN ").count(), states.len());
+        assert!(
+            !STATE_FROM_TEXT.contains("ELSE"),
+            "an unknown name maps to NULL"
+        );
+        assert!(crate::rows::state_of(6).is_err() && crate::rows::state_of(-1).is_err());
     }
 
     /// The statements create tables before anything that needs them, and keep the

@@ -49,7 +49,7 @@ macro_rules! fence {
         concat!(
             "+queue = ",
             $queue,
-            " AND state = 'locked' AND locked_until > ",
+            " AND state = 1 AND locked_until > ",
             $now
         )
     };
@@ -73,11 +73,11 @@ macro_rules! line_free {
     () => {
         "(m.line IS NULL OR NOT (\
          EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue \
-                   AND b.line = m.line AND b.state = 'locked' AND b.id < m.id) \
+                   AND b.line = m.line AND b.state = 1 AND b.id < m.id) \
          OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue \
-                   AND b.line = m.line AND b.state = 'deferred' AND b.id < m.id) \
+                   AND b.line = m.line AND b.state = 2 AND b.id < m.id) \
          OR EXISTS (SELECT 1 FROM mqlite_messages b WHERE b.queue = m.queue \
-                   AND b.line = m.line AND b.state = 'scheduled' AND b.id < m.id)))"
+                   AND b.line = m.line AND b.state = 3 AND b.id < m.id)))"
     };
 }
 
@@ -158,20 +158,22 @@ macro_rules! pick_one {
 }
 
 /// The predicates of `mqlite_msg_active` and `mqlite_msg_rest`, which with
-/// `mqlite_msg_lease` (`state = 'locked'`) hold each message of a queue once: written
+/// `mqlite_msg_lease` (`state = 1`, locked) hold each message of a queue once: written
 /// once for the schema and for every statement that walks a queue's rows (Peek, stats,
 /// the in-play check, deleting a queue), since SQLite uses a partial index only for a
 /// query whose terms imply its predicate.
+/// (The schema and the views hold these texts, so they carry no comments: the state
+/// numbers are `crate::rows::state_code`'s, 0 active and 1 locked.)
 macro_rules! active_rows {
     () => {
-        "state = 'active' AND waiting = 0 AND priority = 0"
+        "state = 0 AND waiting = 0 AND priority = 0"
     };
 }
 
 /// See [`active_rows!`].
 macro_rules! rest_rows {
     () => {
-        "(state <> 'active' OR waiting <> 0 OR priority > 0) AND state <> 'locked'"
+        "(state <> 0 OR waiting <> 0 OR priority > 0) AND state <> 1"
     };
 }
 

@@ -12,7 +12,7 @@ use crate::exec::{SqlExec, Value};
 /// `:queue`: a newcomer to such a line waits. One seek of `mqlite_msg_line` per line.
 pub const BUSY_LINES: &str = "SELECT j.value FROM json_each(:lines) j
  WHERE EXISTS (SELECT 1 FROM mqlite_messages m WHERE m.queue = :queue AND m.line = j.value
-                 AND m.state <> 'dead_lettered')";
+                 AND m.state <> 5 /* dead_lettered */)";
 
 /// After heads left play: for each `{queue, line}` of `:lines`, the oldest member still
 /// in play becomes the head. Only a departing head calls for this (every other member
@@ -21,7 +21,7 @@ pub const RELEASE_LINES: &str = "UPDATE mqlite_messages SET waiting = 0
  WHERE waiting = 1 AND id IN (
        SELECT (SELECT x.id FROM mqlite_messages x
                 WHERE x.queue = j.value ->> 'queue' AND x.line = j.value ->> 'line'
-                  AND x.state <> 'dead_lettered'
+                  AND x.state <> 5 /* dead_lettered */
                 ORDER BY x.id LIMIT 1)
          FROM json_each(:lines) j)";
 

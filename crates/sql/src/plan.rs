@@ -30,7 +30,7 @@ pub fn realistic(name: &str) -> Value {
         ":ids" | ":seqs" => Value::from("[1000,1001]"),
         ":batch" => Value::from("[{\"line\":\"g\",\"waiting\":1,\"body\":\"00ff\"}]"),
         ":entries" => Value::from("[{\"key\":\"id:a\",\"hash\":\"h\",\"seq\":1000}]"),
-        ":state" => Value::from("dead_lettered"),
+        ":state" => Value::from(5i64),
         ":op" => Value::from("complete"),
         ":args" | ":after" | ":filter" | ":reason" | ":description" => Value::from(""),
         ":attempt" | ":id" | ":digest" | ":key" | ":hash" | ":token_text" => Value::from("a"),

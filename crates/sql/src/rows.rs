@@ -15,6 +15,38 @@ pub const MESSAGE_WIDTH: usize = 20;
 /// The number of columns of `queue_columns!()`, which [`queue_row`] decodes.
 pub const QUEUE_WIDTH: usize = 13;
 
+/// The number `mqlite_messages.state` stores for `state` (`mqlite-rs/14`; see
+/// [`crate::SCHEMA`]).
+pub const fn state_code(state: MessageState) -> i64 {
+    match state {
+        MessageState::Active => 0,
+        MessageState::Locked => 1,
+        MessageState::Deferred => 2,
+        MessageState::Scheduled => 3,
+        MessageState::Completed => 4,
+        MessageState::DeadLettered => 5,
+    }
+}
+
+/// The state `mqlite_messages.state` holds as `code` ([`state_code`]); a number outside
+/// them is a corrupt row (the column's CHECK refuses one).
+pub fn state_of(code: i64) -> Result<MessageState> {
+    Ok(match code {
+        0 => MessageState::Active,
+        1 => MessageState::Locked,
+        2 => MessageState::Deferred,
+        3 => MessageState::Scheduled,
+        4 => MessageState::Completed,
+        5 => MessageState::DeadLettered,
+        other => {
+            return Err(Error::backend(
+                "sql",
+                crate::exec::CorruptRow(format!("a message's state is {other}, not 0 to 5")),
+            ));
+        }
+    })
+}
+
 /// Decodes the columns of `message_columns!` starting at `at`.
 pub fn message(r: &Row, at: usize) -> Result<Message> {
     let properties = r.opt_text(at + 17)?;
@@ -26,7 +58,7 @@ pub fn message(r: &Row, at: usize) -> Result<Message> {
             .opt_text(at + 2)?
             .map(|t| t.parse::<LockToken>())
             .transpose()?,
-        state: r.text(at + 3)?.parse::<MessageState>()?,
+        state: state_of(r.int(at + 3)?)?,
         enqueued_at_ms: r.int(at + 4)?,
         expires_at_ms: r.int(at + 5)?,
         visible_at_ms: r.int(at + 6)?,

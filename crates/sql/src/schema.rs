@@ -3,7 +3,7 @@
 /// The schema guard token stored in `meta`. Open refuses any other (10.2); an
 /// incompatible layout change must change this token, never migrate in place. The
 /// golden test of the SQLite store holds the two together.
-pub const SCHEMA_TOKEN: &str = "mqlite-rs/13";
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/14";
 
 /// The nine STRICT tables and their indexes, in creation order.
 ///
@@ -12,6 +12,11 @@ pub const SCHEMA_TOKEN: &str = "mqlite-rs/13";
 /// (one line for the whole queue) on strict_fifo, NULL when unordered.
 /// `messages.waiting` is 1 while an older message of the same line is still in play;
 /// only the line's head has 0, so a claim never walks a blocked backlog (5.6).
+/// `mqlite_messages.state` is an integer ([`crate::rows::state_code`]): 0 active,
+/// 1 locked, 2 deferred, 3 scheduled, 4 completed, 5 dead_lettered. Every partial index
+/// tests it, so every row written evaluates it a dozen times; an integer compares in
+/// fewer steps than text (`mqlite-rs/14`; the statements write the name beside each
+/// number, `state = 1 /* locked */`).
 pub const SCHEMA: &[&str] = &[
     "CREATE TABLE mqlite_meta (
     key   TEXT PRIMARY KEY,
@@ -49,10 +54,7 @@ pub const SCHEMA: &[&str] = &[
     "CREATE TABLE mqlite_messages (
     id                      INTEGER PRIMARY KEY,
     queue                   TEXT NOT NULL,
-    state                   TEXT NOT NULL DEFAULT 'active'
-                                CHECK (state = 'active' OR state = 'locked' OR state = 'deferred'
-                                    OR state = 'scheduled' OR state = 'completed'
-                                    OR state = 'dead_lettered'),
+    state                   INTEGER NOT NULL DEFAULT 0 CHECK (state BETWEEN 0 AND 5),
     line                    TEXT,
     waiting                 INTEGER NOT NULL DEFAULT 0 CHECK (waiting IN (0,1)),
     enqueued_at             INTEGER NOT NULL,
@@ -101,7 +103,7 @@ END",
     // The claimable-shaped rows of a priority above 0, highest first (20.1): the claim
     // seeks it before `mqlite_msg_active`.
     "CREATE INDEX mqlite_msg_priority ON mqlite_messages(queue, priority DESC, id) \
-WHERE state = 'active' AND waiting = 0 AND priority > 0",
+WHERE state = 0 AND waiting = 0 AND priority > 0",
     // The claimable rows that head their line, or are in none (1.1, 5.1–5.5): the claim
     // reads it with its own terms (queue, priority, visible and unexpired at now), and
     // SQLite folds the view into the claim's query, so the plan is the same as with the
@@ -110,24 +112,24 @@ WHERE state = 'active' AND waiting = 0 AND priority > 0",
     // client renders it, so both stores keep the same text.)
     concat!(
         "CREATE VIEW mqlite_heads AS SELECT m.id, m.queue, m.priority, m.visible_at, \
-         m.expires_at FROM mqlite_messages m WHERE m.state = 'active' AND m.waiting = 0 AND ",
+         m.expires_at FROM mqlite_messages m WHERE m.state = 0 AND m.waiting = 0 AND ",
         line_free!()
     ),
     // One index per blocking state for the head-of-line probes (5.6): rows of a line only.
-    "CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE state = 'locked' AND line IS NOT NULL",
-    "CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 'deferred' AND line IS NOT NULL",
-    "CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 'scheduled' AND line IS NOT NULL",
+    "CREATE INDEX mqlite_msg_line_locked ON mqlite_messages(queue, line, id) WHERE state = 1 AND line IS NOT NULL",
+    "CREATE INDEX mqlite_msg_line_deferred ON mqlite_messages(queue, line, id) WHERE state = 2 AND line IS NOT NULL",
+    "CREATE INDEX mqlite_msg_line_scheduled ON mqlite_messages(queue, line, id) WHERE state = 3 AND line IS NOT NULL",
     // Every row still in play per line: who waits behind whom.
-    "CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE line IS NOT NULL AND state <> 'dead_lettered'",
+    "CREATE INDEX mqlite_msg_line ON mqlite_messages(queue, line, id) WHERE line IS NOT NULL AND state <> 5",
     // The locked rows of each queue by lease end: the reaper seeks each queue's expired
     // leases; Peek, stats and deleting a queue find its locked rows here.
-    "CREATE INDEX mqlite_msg_lease ON mqlite_messages(queue, locked_until) WHERE state = 'locked'",
+    "CREATE INDEX mqlite_msg_lease ON mqlite_messages(queue, locked_until) WHERE state = 1",
     // The scheduler: scheduled rows by due time.
-    "CREATE INDEX mqlite_msg_due ON mqlite_messages(visible_at) WHERE state = 'scheduled'",
+    "CREATE INDEX mqlite_msg_due ON mqlite_messages(visible_at) WHERE state = 3",
     // The TTL sweep: deadlines of rows not yet dead-lettered.
-    "CREATE INDEX mqlite_msg_expiry ON mqlite_messages(expires_at) WHERE expires_at > 0 AND state <> 'dead_lettered'",
+    "CREATE INDEX mqlite_msg_expiry ON mqlite_messages(expires_at) WHERE expires_at > 0 AND state <> 5",
     // Dead letters per queue, oldest first (redrive, purge, retention).
-    "CREATE INDEX mqlite_msg_dlq ON mqlite_messages(queue, dead_lettered_at, id) WHERE state = 'dead_lettered'",
+    "CREATE INDEX mqlite_msg_dlq ON mqlite_messages(queue, dead_lettered_at, id) WHERE state = 5",
     "CREATE TABLE mqlite_dedup (
     queue      TEXT NOT NULL,
     dedup_key  TEXT NOT NULL,

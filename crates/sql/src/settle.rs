@@ -3,8 +3,8 @@
 //! a retried identical request.
 
 use mqlite_contract::{
-    BatchResult, Error, LockLostReason, LockRef, OrderingMode, QueueConfig, RECEIPT_TTL_MS, Result,
-    Settlement, types::millis,
+    BatchResult, Error, LockLostReason, LockRef, MessageState, OrderingMode, QueueConfig,
+    RECEIPT_TTL_MS, Result, Settlement, types::millis,
 };
 use mqlite_kit::decide;
 use std::collections::{HashMap, HashSet};
@@ -19,15 +19,15 @@ use crate::{line::Departed, rows::load_queue};
 pub const SETTLE_COMPLETE: &str = concat!(
     "DELETE FROM mqlite_messages WHERE id = :seq AND lock_token = :token AND ",
     fence!(),
-    " RETURNING line, waiting, 'completed'"
+    " RETURNING line, waiting, 4 /* completed */"
 );
 
 /// Abandon (2.2): back to active, parked in scheduled for a delay (holding its line), or
 /// dead-lettered at the delivery bound.
 pub const SETTLE_ABANDON: &str = concat!(
     "UPDATE mqlite_messages
-   SET state = CASE WHEN delivery_count >= :max_dc THEN 'dead_lettered'
-                    WHEN :delay_ms > 0 THEN 'scheduled' ELSE 'active' END,
+   SET state = CASE WHEN delivery_count >= :max_dc THEN 5 /* dead_lettered */
+                    WHEN :delay_ms > 0 THEN 3 /* scheduled */ ELSE 0 /* active */ END,
        visible_at = CASE WHEN :delay_ms > 0 THEN :now + :delay_ms ELSE visible_at END,
        dead_letter_reason = CASE WHEN delivery_count >= :max_dc
                     THEN 'MaxDeliveryCountExceeded' ELSE dead_letter_reason END,
@@ -44,7 +44,7 @@ pub const SETTLE_ABANDON: &str = concat!(
 /// Reject (2.3): dead-lettered with the caller's reason.
 pub const SETTLE_REJECT: &str = concat!(
     "UPDATE mqlite_messages
-   SET state = 'dead_lettered', dead_letter_reason = :reason,
+   SET state = 5 /* dead_lettered */, dead_letter_reason = :reason,
        dead_letter_description = :description, dead_lettered_at = :now,
        lock_token = NULL, locked_until = 0
  WHERE id = :seq AND lock_token = :token AND ",
@@ -54,7 +54,7 @@ pub const SETTLE_REJECT: &str = concat!(
 
 /// Defer (2.4): set aside; it keeps its place at the head of its line.
 pub const SETTLE_DEFER: &str = concat!(
-    "UPDATE mqlite_messages SET state = 'deferred', lock_token = NULL, locked_until = 0
+    "UPDATE mqlite_messages SET state = 2 /* deferred */, lock_token = NULL, locked_until = 0
  WHERE id = :seq AND lock_token = :token AND ",
     fence!(),
     " RETURNING line, waiting, state"
@@ -295,7 +295,7 @@ async fn lost_reasons<X: SqlExec>(
                 None => None,
                 Some(r) => Some(decide::FoundLock {
                     in_queue: r.text(1)? == queue,
-                    locked: r.text(2)? == "locked",
+                    locked: r.int(2)? == crate::rows::state_code(MessageState::Locked),
                     same_token: r.opt_text(3)?.as_deref() == Some(token.as_str()),
                     locked_until_ms: r.int(4)?,
                     delivery_count: r.int(5)?,
@@ -461,8 +461,8 @@ pub async fn settle<X: SqlExec>(
     let changed = x.query(text, &params).await?;
     match changed.first() {
         Some(r) => {
-            let state = r.text(2)?;
-            if state == "completed" || state == "dead_lettered" {
+            let state = crate::rows::state_of(r.int(2)?)?;
+            if state == MessageState::Completed || state == MessageState::DeadLettered {
                 let mut departed = Departed::default();
                 departed.add(queue, r.opt_text(0)?, !r.flag(1)?);
                 departed.release(x).await?;

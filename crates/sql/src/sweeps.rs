@@ -12,35 +12,35 @@ use crate::line::Departed;
 /// deadline is already expired) and the largest integer at open, where every lock is an
 /// orphan. Found by `mqlite_msg_lease`, one seek per queue.
 pub const REAP_TO_DLQ: &str = "UPDATE mqlite_messages
-   SET state = 'dead_lettered', dead_letter_reason = 'MaxDeliveryCountExceeded',
+   SET state = 5 /* dead_lettered */, dead_letter_reason = 'MaxDeliveryCountExceeded',
        dead_letter_description = 'the lease expired on the final allowed delivery',
        dead_lettered_at = :now, lock_token = NULL, locked_until = 0
- WHERE queue IN (SELECT name FROM mqlite_queues) AND state = 'locked' AND locked_until <= :cutoff
+ WHERE queue IN (SELECT name FROM mqlite_queues) AND state = 1 /* locked */ AND locked_until <= :cutoff
    AND delivery_count >= (SELECT q.max_delivery_count FROM mqlite_queues q WHERE q.name = mqlite_messages.queue)
 RETURNING queue, line, waiting";
 
 /// The reaper, second half: the remaining expired leases go back to active.
 pub const REAP_TO_ACTIVE: &str = "UPDATE mqlite_messages
-   SET state = 'active', lock_token = NULL, locked_until = 0
- WHERE queue IN (SELECT name FROM mqlite_queues) AND state = 'locked' AND locked_until <= :cutoff";
+   SET state = 0 /* active */, lock_token = NULL, locked_until = 0
+ WHERE queue IN (SELECT name FROM mqlite_queues) AND state = 1 /* locked */ AND locked_until <= :cutoff";
 
 /// The scheduler (7.1): due rows, found by `mqlite_msg_due`, become active.
-pub const ACTIVATE_DUE: &str = "UPDATE mqlite_messages SET state = 'active'
- WHERE state = 'scheduled' AND visible_at <= :now";
+pub const ACTIVATE_DUE: &str = "UPDATE mqlite_messages SET state = 0 /* active */
+ WHERE state = 3 /* scheduled */ AND visible_at <= :now";
 
 /// TTL (7.2), dead-letter branch: expired rows of queues that dead-letter on expiry,
 /// found by `mqlite_msg_expiry`.
 pub const EXPIRE_TO_DLQ: &str = "UPDATE mqlite_messages
-   SET state = 'dead_lettered', dead_letter_reason = 'TTLExpiredException',
+   SET state = 5 /* dead_lettered */, dead_letter_reason = 'TTLExpiredException',
        dead_letter_description = 'the message expired before it was completed',
        dead_lettered_at = :now, lock_token = NULL, locked_until = 0
- WHERE expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= :now
+ WHERE expires_at > 0 AND state <> 5 /* dead_lettered */ AND expires_at <= :now
    AND (SELECT q.dead_letter_on_expire FROM mqlite_queues q WHERE q.name = mqlite_messages.queue) = 1
 RETURNING queue, line, waiting";
 
 /// TTL, discard branch: the same rows of queues that discard on expiry.
 pub const EXPIRE_DISCARD: &str = "DELETE FROM mqlite_messages
- WHERE expires_at > 0 AND state <> 'dead_lettered' AND expires_at <= :now
+ WHERE expires_at > 0 AND state <> 5 /* dead_lettered */ AND expires_at <= :now
    AND (SELECT q.dead_letter_on_expire FROM mqlite_queues q WHERE q.name = mqlite_messages.queue) = 0
 RETURNING queue, line, waiting";
 
@@ -53,7 +53,7 @@ pub const RETENTION_BOUNDS: &str =
 /// `mqlite_msg_dlq`).
 pub const DLQ_OLDEST: &str =
     "SELECT id, group_id, length(body), dead_lettered_at FROM mqlite_messages
- WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
+ WHERE queue = :queue AND state = 5 /* dead_lettered */ AND dead_lettered_at <= :cutoff
  ORDER BY dead_lettered_at, id LIMIT :limit";
 
 /// The dead letters among `:ids` (a JSON array of sequence numbers), in the order and
@@ -62,12 +62,12 @@ pub const DLQ_OLDEST: &str =
 pub const DLQ_PICKED: &str =
     "SELECT DISTINCT mqlite_messages.id, group_id, length(body), dead_lettered_at
   FROM json_each(:ids) j CROSS JOIN mqlite_messages ON mqlite_messages.id = j.value
- WHERE queue = :queue AND state = 'dead_lettered' AND dead_lettered_at <= :cutoff
+ WHERE queue = :queue AND state = 5 /* dead_lettered */ AND dead_lettered_at <= :cutoff
  ORDER BY dead_lettered_at, mqlite_messages.id LIMIT :limit";
 
 /// Dead-letter count and bytes of a queue (retention, 8.1).
 pub const DLQ_TOTALS: &str = "SELECT count(*), coalesce(sum(length(body)), 0) FROM mqlite_messages
- WHERE queue = :queue AND state = 'dead_lettered'";
+ WHERE queue = :queue AND state = 5 /* dead_lettered */";
 
 /// The janitor: expired attempts and dedup entries, each by its expiry index; receipts
 /// by whole buckets from the front of their key, every bucket that ended before the

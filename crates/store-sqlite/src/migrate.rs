@@ -176,19 +176,21 @@ fn copy(layout: &Layout, old: &Path, new: &Path) -> Result<MigrationReport> {
         }
         report.tables.push((table, after));
     }
-    // Every message kept its queue and its state.
-    let by_state = |schema: &str| -> Result<Vec<(String, String, i64)>> {
+    // Every message kept its queue and its state (read from the old file as the layout
+    // maps it).
+    let by_state = |schema: &str, state: &str| -> Result<Vec<(String, i64, i64)>> {
         let mut stmt = tx
             .prepare(&format!(
-                "SELECT queue, state, count(*) FROM {schema}.mqlite_messages \
-                 GROUP BY queue, state ORDER BY queue, state"
+                "SELECT queue, {state} AS s, count(*) FROM {schema}.mqlite_messages \
+                 GROUP BY queue, s ORDER BY queue, s"
             ))
             .map_err(db)?;
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .and_then(|rows| rows.collect())
             .map_err(db)
     };
-    if by_state("old")? != by_state("main")? {
+    let old_state = layout.column("mqlite_messages", "state").unwrap_or("state");
+    if by_state("old", old_state)? != by_state("main", "state")? {
         return Err(failed(
             "the messages per queue and state differ after the copy".into(),
         ));

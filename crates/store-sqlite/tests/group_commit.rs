@@ -119,7 +119,7 @@ async fn a_failing_call_leaves_its_neighbours_committed() {
     // The neighbours committed; the failures changed nothing: the held message is
     // still locked under its own token and settles with it.
     let bodies = store
-        .query_i64("SELECT count(*) FROM mqlite_messages WHERE state = 'active'")
+        .query_i64("SELECT count(*) FROM mqlite_messages WHERE state = 0")
         .await
         .expect("count");
     assert_eq!(bodies, 2, "`before` and `after` committed");
