@@ -11,15 +11,15 @@
 //! to it. The variants:
 //!
 //! - `shipped`: the DDL and the statements as the store runs them: pick the heads whole,
-//!   lock them; then the completion's receipts, each reading its lock's row to learn that
-//!   the lock holds (their count decides), and the delete;
-//! - `batch_receipt`: as `receipts_after`, but one receipt row for the whole completion,
-//!   keyed by a prefix its claim's tokens would share, its locks packed in one blob (a
-//!   form that would keep 3.2 if a claim's tokens shared that prefix);
+//!   lock them; then the completion's delete of the locks in no line, in a savepoint
+//!   kept when it took every lock, and the receipts from the locks given, one entry per
+//!   page of 32 sequence numbers (`mqlite-rs/15`);
+//! - `lock_receipts`: as shipped, but a receipt entry per lock, as `mqlite-rs/14` kept
+//!   them (its table and its statement);
+//! - `batch_receipt`: as shipped, but one receipt row for the whole completion, keyed by
+//!   a prefix its claim's tokens would share, its locks packed in one blob (a form that
+//!   would keep 3.2 if a claim's tokens shared that prefix);
 //! - `no_receipts`: the completion writes no receipts (promise 3.2's cost);
-//! - `receipts_after`: the completion's delete first, in a savepoint (a store would take
-//!   it back unless it deleted every lock), then the receipts from the bound pairs,
-//!   which read no message (what a lock of its own does in the store);
 //! - `no_floor_trigger`: no `mqlite_seq_floor` trigger (how G1 is kept today);
 //! - `no_lease_index`: no `mqlite_msg_lease` (what the reaper and peek seek);
 //! - `text_state`: the state as its name, as the layouts before `mqlite-rs/14` stored it
@@ -43,7 +43,7 @@ use rusqlite::{Connection, params_from_iter};
 
 use mqlite_sql::claim::{LOCK_PICKED_PLAIN, PICK_HEADS};
 use mqlite_sql::settle::{
-    COMPLETE_RECEIPT_ROWS, COMPLETE_ROWS_PLAIN, RECEIPT_BUCKET_MS, RECEIPT_ROWS,
+    AT_ONCE, AT_ONCE_KEEP, COMPLETE_UNLINED_ROWS, RECEIPT_BUCKET_MS, RECEIPT_PAGE, RECEIPT_ROWS,
 };
 
 /// Messages per drain, as in the throughput bench's `drain_64`.
@@ -51,7 +51,7 @@ const N: usize = 64;
 
 const VARIANTS: [&str; 10] = [
     "shipped",
-    "receipts_after",
+    "lock_receipts",
     "batch_receipt",
     "no_receipts",
     "no_floor_trigger",
@@ -76,7 +76,7 @@ const STATES: [&str; 6] = [
 #[derive(Clone, Copy, Default)]
 struct Parts {
     no_receipts: bool,
-    receipts_after: bool,
+    lock_receipts: bool,
     batch_receipt: bool,
     no_trigger: bool,
     no_lease: bool,
@@ -90,7 +90,7 @@ impl Parts {
         let has = |part: &str| name == "all" || name.split('+').any(|p| p == part);
         Parts {
             no_receipts: has("no_receipts"),
-            receipts_after: has("receipts_after") || has("batch_receipt"),
+            lock_receipts: name.split('+').any(|p| p == "lock_receipts"),
             batch_receipt: has("batch_receipt"),
             no_trigger: has("no_floor_trigger"),
             no_lease: has("no_lease_index"),
@@ -129,6 +129,9 @@ impl Parts {
                 continue;
             }
             let mut s = (*stmt).to_owned();
+            if self.lock_receipts && s.starts_with("CREATE TABLE mqlite_receipts") {
+                s = LOCK_RECEIPTS.to_owned();
+            }
             if s.starts_with("CREATE TABLE mqlite_messages") {
                 if self.text_state {
                     s = s.replace(
@@ -157,6 +160,30 @@ impl Parts {
         }
         out
     }
+}
+
+/// The `lock_receipts` variant's table: `mqlite-rs/14`'s, an entry per lock.
+const LOCK_RECEIPTS: &str = "CREATE TABLE mqlite_receipts (
+    bucket     INTEGER NOT NULL,
+    seq        INTEGER NOT NULL,
+    lock_token TEXT NOT NULL,
+    queue      TEXT NOT NULL,
+    op         TEXT NOT NULL,
+    args       TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (bucket, seq, lock_token)
+) STRICT, WITHOUT ROWID";
+
+/// The `lock_receipts` variant's receipts of `n` locks from bound pairs (`mqlite-rs/14`'s
+/// `RECEIPT_ROWS`): queue `?1`, op `?2`, args `?3`, expiry `?4`, then the pairs.
+fn lock_receipt_rows(n: usize) -> String {
+    format!(
+        "INSERT OR REPLACE INTO mqlite_receipts
+       (bucket, seq, lock_token, queue, op, args, expires_at)
+SELECT ?4 / {RECEIPT_BUCKET_MS}, p.column1, p.column2, ?1, ?2, ?3, ?4 FROM (VALUES {}) AS p
+ WHERE p.column1 IS NOT NULL",
+        mqlite_sql::values::rows(5, mqlite_sql::values::rows_for(n), 2, false)
+    )
 }
 
 /// The `batch_receipt` variant's table: one row per completion of a claim's locks, found
@@ -190,8 +217,8 @@ struct Lane {
     receipts: String,
     delete: String,
     next_id: i64,
-    /// Per message, µs: pick, lock, the lock's commit, the delete (with its BEGIN and
-    /// savepoint), the receipts, the completion's commit.
+    /// Per message, µs: pick, lock, the lock's commit, the delete (with its BEGIN), the
+    /// receipts, the completion's commit.
     spent: [Vec<f64>; 6],
 }
 
@@ -201,6 +228,16 @@ fn changed(c: &Connection, sql: &str, params: &[Value]) -> usize {
         .expect("prepare")
         .execute(params_from_iter(params))
         .expect("execute")
+}
+
+/// The receipts' leading values: queue, op, args, expiry.
+fn receipt_head(expires_at: i64) -> Vec<Value> {
+    vec![
+        Value::Text("q".into()),
+        Value::Text("complete".into()),
+        Value::Text(String::new()),
+        Value::Integer(expires_at),
+    ]
 }
 
 /// Opens `path` as the store opens its file (store-sqlite/src/schema.rs).
@@ -242,8 +279,12 @@ impl Lane {
             ),
             pick: parts.states(PICK_HEADS),
             lock: parts.states(LOCK_PICKED_PLAIN.get(N)),
-            receipts: parts.states(COMPLETE_RECEIPT_ROWS.get(N)),
-            delete: parts.states(COMPLETE_ROWS_PLAIN.get(N)),
+            receipts: if parts.lock_receipts {
+                lock_receipt_rows(N)
+            } else {
+                RECEIPT_ROWS.get(N).to_owned()
+            },
+            delete: parts.states(COMPLETE_UNLINED_ROWS.get(N)),
             next_id: 1,
             spent: Default::default(),
         }
@@ -311,22 +352,13 @@ impl Lane {
         let settle = padded([Value::Text("q".into()), Value::Integer(now + 1)]);
         let expires_at = now + 1 + mqlite_contract::RECEIPT_TTL_MS;
         c.execute_batch("BEGIN IMMEDIATE").expect("begin");
-        let t4 = Instant::now();
-        let first = !self.parts.receipts_after && !self.parts.no_receipts;
-        if first {
-            assert_eq!(changed(c, &self.receipts, &settle), N, "the receipts");
-        }
-        let t5 = Instant::now();
-        let after = self.parts.receipts_after && !self.parts.no_receipts;
-        if after {
-            c.execute_batch("SAVEPOINT complete").expect("savepoint");
-        }
+        // As the store runs it: in a savepoint, kept when it took every lock.
+        c.execute_batch(AT_ONCE).expect("savepoint");
         assert_eq!(changed(c, &self.delete, &settle), N, "the delete");
-        if after {
-            c.execute_batch("RELEASE complete").expect("release");
-        }
+        c.execute_batch(AT_ONCE_KEEP).expect("release");
         let t6 = Instant::now();
-        if after && self.parts.batch_receipt {
+        if self.parts.no_receipts {
+        } else if self.parts.batch_receipt {
             let mut items = Vec::with_capacity(40 * N);
             for pair in pairs.chunks(2) {
                 if let [Value::Integer(id), Value::Text(token)] = pair {
@@ -343,18 +375,44 @@ impl Lane {
                 Value::Integer(expires_at / RECEIPT_BUCKET_MS),
             ];
             assert_eq!(changed(c, BATCH_RECEIPT, &receipt), 1, "the receipt");
-        } else if after {
-            let mut receipts: Vec<Value> = vec![
-                Value::Text("q".into()),
-                Value::Text("complete".into()),
-                Value::Text(String::new()),
-                Value::Integer(expires_at),
-            ];
+        } else if self.parts.lock_receipts {
+            let mut receipts = receipt_head(expires_at);
             receipts.extend(pairs.iter().cloned());
             receipts.resize(4 + width, Value::Null);
+            assert_eq!(changed(c, &self.receipts, &receipts), N, "the receipts");
+        } else {
+            // One entry per page, as `settle::receipts_of` builds them.
+            let mut receipts = receipt_head(expires_at);
+            let mut pages: Vec<(i64, Vec<Value>, Vec<u8>)> = Vec::new();
+            for pair in pairs.chunks(2) {
+                if let [Value::Integer(id), Value::Text(token)] = pair {
+                    let page = id.div_euclid(RECEIPT_PAGE);
+                    if pages.last().is_none_or(|p| p.0 != page) {
+                        pages.push((
+                            page,
+                            vec![Value::Integer(*id), Value::Text(token.clone())],
+                            Vec::new(),
+                        ));
+                    }
+                    let items = &mut pages.last_mut().expect("a page").2;
+                    items.extend_from_slice(&id.to_be_bytes());
+                    let bits: u128 = token
+                        .parse::<mqlite_contract::LockToken>()
+                        .expect("a token")
+                        .as_u128();
+                    items.extend_from_slice(&bits.to_be_bytes());
+                }
+            }
+            let entries = pages.len();
+            for (page, first, items) in pages {
+                receipts.push(Value::Integer(page));
+                receipts.extend(first);
+                receipts.push(Value::Blob(items));
+            }
+            receipts.resize(4 + 4 * mqlite_sql::values::rows_for(entries), Value::Null);
             assert_eq!(
-                changed(c, RECEIPT_ROWS.get(N), &receipts),
-                N,
+                changed(c, RECEIPT_ROWS.get(entries), &receipts),
+                entries,
                 "the receipts"
             );
         }
@@ -366,8 +424,8 @@ impl Lane {
             us(t1 - t0),
             us(t2 - t1),
             us(t3 - t2),
-            us(t6 - t5) + us(t4 - t3),
-            us(t5 - t4) + us(t7 - t6),
+            us(t6 - t3),
+            us(t7 - t6),
             us(t8 - t7),
         ];
         for (k, v) in steps.into_iter().enumerate() {

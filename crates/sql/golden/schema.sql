@@ -1,6 +1,6 @@
 -- The DDL of a fresh mqlite SQLite database, as sqlite_master holds it.
 -- Checked by tests/schema_golden.rs; rewrite with MQLITE_BLESS=1.
--- schema token: mqlite-rs/14
+-- schema token: mqlite-rs/15
 
 -- index mqlite_attempt_expiry
 CREATE INDEX mqlite_attempt_expiry ON mqlite_attempts(expires_at);
@@ -160,13 +160,15 @@ CREATE TABLE mqlite_queues (
 -- table mqlite_receipts
 CREATE TABLE mqlite_receipts (
     bucket     INTEGER NOT NULL,
+    page       INTEGER NOT NULL,
     seq        INTEGER NOT NULL,
     lock_token TEXT NOT NULL,
     queue      TEXT NOT NULL,
     op         TEXT NOT NULL,
     args       TEXT NOT NULL,
     expires_at INTEGER NOT NULL,
-    PRIMARY KEY (bucket, seq, lock_token)
+    items      BLOB NOT NULL,
+    PRIMARY KEY (bucket, page, seq, lock_token)
 ) STRICT, WITHOUT ROWID;
 
 -- table mqlite_relay

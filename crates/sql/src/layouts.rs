@@ -41,6 +41,18 @@ pub const LAYOUTS: &[Layout] = &[Layout {
         ),
         // `mqlite-rs/14`: the state is a number (`crate::rows::state_code`).
         ("mqlite_messages", "state", STATE_FROM_TEXT),
+        // `mqlite-rs/15`: a receipt entry holds a page's locks; an old receipt is an
+        // entry of its one lock.
+        (
+            "mqlite_receipts",
+            "page",
+            concat!("seq / ", receipt_page!()),
+        ),
+        (
+            "mqlite_receipts",
+            "items",
+            "unhex(printf('%016x', seq) || lock_token)",
+        ),
     ],
 }];
 

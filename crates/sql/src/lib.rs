@@ -199,6 +199,14 @@ macro_rules! receipt_bucket {
     };
 }
 
+/// How many sequence numbers one receipt entry's page spans, as SQL text (see the
+/// schema's `mqlite_receipts`; `settle::RECEIPT_PAGE` is the same number).
+macro_rules! receipt_page {
+    () => {
+        "32"
+    };
+}
+
 pub mod admin;
 pub mod claim;
 pub mod enqueue;
@@ -243,10 +251,9 @@ pub static STATEMENTS: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
             ("LOCK_PICKED", &claim::LOCK_PICKED),
             ("LOCK_PICKED_PLAIN", &claim::LOCK_PICKED_PLAIN),
             ("COMPLETE_ROWS", &settle::COMPLETE_ROWS),
-            ("COMPLETE_ROWS_PLAIN", &settle::COMPLETE_ROWS_PLAIN),
             ("RENEW_ROWS", &settle::RENEW_ROWS),
             ("RECEIPT_ROWS", &settle::RECEIPT_ROWS),
-            ("COMPLETE_RECEIPT_ROWS", &settle::COMPLETE_RECEIPT_ROWS),
+            ("COMPLETE_UNLINED_ROWS", &settle::COMPLETE_UNLINED_ROWS),
         ];
         let rows = sized.into_iter().flat_map(|(name, texts)| {
             texts.all().map(move |(n, text)| {

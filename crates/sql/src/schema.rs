@@ -3,7 +3,7 @@
 /// The schema guard token stored in `meta`. Open refuses any other (10.2); an
 /// incompatible layout change must change this token, never migrate in place. The
 /// golden test of the SQLite store holds the two together.
-pub const SCHEMA_TOKEN: &str = "mqlite-rs/14";
+pub const SCHEMA_TOKEN: &str = "mqlite-rs/15";
 
 /// The nine STRICT tables and their indexes, in creation order.
 ///
@@ -139,19 +139,26 @@ WHERE state = 0 AND waiting = 0 AND priority > 0",
     PRIMARY KEY (queue, dedup_key)
 ) STRICT, WITHOUT ROWID",
     "CREATE INDEX mqlite_dedup_expiry ON mqlite_dedup(expires_at)",
-    // Receipts (3.2), one B-tree entry each: keyed by the five minutes their expiry
-    // falls in (`bucket`, `expires_at / 300000`), then by the settled lock. A replay
-    // seeks each bucket a live receipt can be in; the janitor deletes whole buckets
-    // from the front of the key, so no second index orders them by expiry.
+    // Receipts (3.2), one B-tree entry per settlement and page of 32 sequence numbers
+    // (`page`, `seq / 32`): keyed by the five minutes their expiry falls in (`bucket`,
+    // `expires_at / 300000`), the page, and the first lock the entry holds (`seq`,
+    // `lock_token`); `items` holds every lock of the settlement in that page, 24 bytes
+    // each (the sequence number, 8 bytes big-endian, then the token's 16). A drain's
+    // completion of 64 writes two or three entries, not 64. A replay seeks the page in
+    // each bucket a live receipt can be in and looks for its lock's 24 bytes in
+    // `items`; the janitor deletes whole buckets from the front of the key, so no
+    // second index orders them by expiry.
     "CREATE TABLE mqlite_receipts (
     bucket     INTEGER NOT NULL,
+    page       INTEGER NOT NULL,
     seq        INTEGER NOT NULL,
     lock_token TEXT NOT NULL,
     queue      TEXT NOT NULL,
     op         TEXT NOT NULL,
     args       TEXT NOT NULL,
     expires_at INTEGER NOT NULL,
-    PRIMARY KEY (bucket, seq, lock_token)
+    items      BLOB NOT NULL,
+    PRIMARY KEY (bucket, page, seq, lock_token)
 ) STRICT, WITHOUT ROWID",
     "CREATE TABLE mqlite_attempts (
     queue      TEXT NOT NULL,

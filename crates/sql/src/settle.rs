@@ -3,8 +3,8 @@
 //! a retried identical request.
 
 use mqlite_contract::{
-    BatchResult, Error, LockLostReason, LockRef, MessageState, OrderingMode, QueueConfig,
-    RECEIPT_TTL_MS, Result, Settlement, types::millis,
+    BatchResult, Error, LockLostReason, LockRef, LockToken, MessageState, OrderingMode,
+    QueueConfig, RECEIPT_TTL_MS, Result, Settlement, digest, types::millis,
 };
 use mqlite_kit::decide;
 use std::collections::{HashMap, HashSet};
@@ -143,12 +143,6 @@ pub static COMPLETE_ROWS: Texts = Texts::new(|| {
     })
 });
 
-/// [`COMPLETE_ROWS`] without `RETURNING`, for a driver in this process that found every
-/// lock completing first (the receipts of [`COMPLETE_RECEIPT_ROWS`] counted them): SQLite
-/// runs a `RETURNING` clause by copying every row it returns to a temporary table first.
-pub static COMPLETE_ROWS_PLAIN: Texts =
-    Texts::new(|| values::build(BOUND_LOCKS, |n| complete_rows(n, "")));
-
 /// The text of [`COMPLETE_ROWS`] for `n` locks, then `tail`.
 fn complete_rows(n: usize, tail: &str) -> String {
     let (with, presented) = presented_pairs(n);
@@ -176,51 +170,65 @@ pub static RENEW_ROWS: Texts = Texts::new(|| {
 /// [`receipt_bucket!`] as a number: the contract's grace for pruning an expired receipt.
 pub const RECEIPT_BUCKET_MS: i64 = mqlite_contract::RECEIPT_PRUNE_GRACE_MS;
 
-/// Receipts of settlements that took effect (3.2), `{seq, token}` items of one operation
-/// and its arguments, in the settlement's own transaction.
+/// [`receipt_page!`] as a number: how many sequence numbers one receipt entry's page
+/// spans.
+pub const RECEIPT_PAGE: i64 = 32;
+
+/// The bytes a lock takes in a receipt entry's `items`: its sequence number (8 bytes,
+/// big-endian), then its token (16).
+pub const RECEIPT_ITEM: usize = 24;
+
+/// Receipts of settlements that took effect (3.2), one entry per page of the settled
+/// locks (`{page, seq, token, items}` of `:pages`, `items` in hexadecimal: a batch past
+/// [`BOUND_LOCKS`] pages), of one operation and its arguments, in the settlement's own
+/// transaction.
 pub const RECEIPT_INSERT: &str = concat!(
     "INSERT OR REPLACE INTO mqlite_receipts
-       (bucket, seq, lock_token, queue, op, args, expires_at)
+       (bucket, page, seq, lock_token, queue, op, args, expires_at, items)
 SELECT :expires_at / ",
     receipt_bucket!(),
-    ", j.value ->> 'seq', j.value ->> 'token', :queue, :op, :args, :expires_at
-  FROM json_each(:items) j"
+    ", j.value ->> 'page', j.value ->> 'seq', j.value ->> 'token', :queue, :op, :args,
+       :expires_at, unhex(j.value ->> 'items')
+  FROM json_each(:pages) j"
 );
 
-/// [`RECEIPT_INSERT`] of at most [`BOUND_LOCKS`] locks: queue `?1`, op `?2`, args
-/// `?3`, expiry `?4`, then the `(seq, token)` pairs.
+/// [`RECEIPT_INSERT`] of at most [`BOUND_LOCKS`] pages: queue `?1`, op `?2`, args
+/// `?3`, expiry `?4`, then each page's `(page, seq, token, items)`.
 pub static RECEIPT_ROWS: Texts = Texts::new(|| {
     values::build(BOUND_LOCKS, |n| {
         format!(
             "INSERT OR REPLACE INTO mqlite_receipts
-       (bucket, seq, lock_token, queue, op, args, expires_at)
-SELECT ?4 / {RECEIPT_BUCKET_MS}, p.column1, p.column2, ?1, ?2, ?3, ?4 FROM (VALUES {}) AS p
+       (bucket, page, seq, lock_token, queue, op, args, expires_at, items)
+SELECT ?4 / {RECEIPT_BUCKET_MS}, p.column1, p.column2, p.column3, ?1, ?2, ?3, ?4, p.column4
+  FROM (VALUES {}) AS p
  WHERE p.column1 IS NOT NULL",
-            values::rows(5, n, 2, false)
+            values::rows(5, n, 4, false)
         )
     })
 });
 
-/// The receipts of a CompleteBatch written before its delete, for the locks of the
-/// bound pairs whose fence holds and whose message is in no line, bound as
-/// [`COMPLETE_ROWS`] is: with [`REFUSE_UNLESS_CHANGED`] after it, the delete runs only
-/// when every lock of the batch completes and no line needs its next head, so a remote
-/// store sends the whole completion in one request ([`SqlExec::last_at_once`]). In this
-/// process its count of rows written decides the same ([`COMPLETE_ROWS_PLAIN`] follows
-/// when it is the batch's size).
-pub static COMPLETE_RECEIPT_ROWS: Texts = Texts::new(|| {
-    values::build(BOUND_LOCKS, |n| {
-        let (with, presented) = presented_pairs(n);
-        format!(
-            "{with}INSERT OR REPLACE INTO mqlite_receipts
-       (bucket, seq, lock_token, queue, op, args, expires_at)
-SELECT (?2 + {RECEIPT_TTL_MS}) / {RECEIPT_BUCKET_MS}, id, lock_token, ?1, 'complete', '',
-       ?2 + {RECEIPT_TTL_MS}
-  FROM mqlite_messages WHERE {presented} AND {} AND line IS NULL",
-            fence!("?1", "?2")
-        )
-    })
-});
+/// A CompleteBatch's delete of the locks of the bound pairs whose fence holds and whose
+/// message is in no line, bound as [`COMPLETE_ROWS`] binds them, first; the receipts
+/// follow from the locks given ([`RECEIPT_ROWS`]), so no receipt reads a message. It
+/// returns nothing, and only its count tells whether it took every lock: in this process
+/// it runs in a savepoint of its own ([`AT_ONCE`]), taken back when it took fewer; a
+/// remote driver sends [`REFUSE_UNLESS_CHANGED`] and the receipts after it in one
+/// request, which undoes it unless it took every lock. (Measured on the drain of 64 in
+/// `benches/drain_anatomy.rs`: a `RETURNING` of the ids it took, to send only the
+/// others the usual way, and a count of the live locks in the same statement, to delete
+/// all or none, each cost 0.3 µs a message more than the savepoint; SQLite copies the
+/// rows a statement returns to a temporary table before it hands back the first, and the
+/// count reads every row twice.)
+pub static COMPLETE_UNLINED_ROWS: Texts =
+    Texts::new(|| values::build(BOUND_LOCKS, |n| complete_rows(n, " AND line IS NULL")));
+
+/// The savepoint of [`COMPLETE_UNLINED_ROWS`] in this process, and how it is kept
+/// ([`AT_ONCE_KEEP`]) or taken back ([`AT_ONCE_UNDO`], then kept).
+pub const AT_ONCE: &str = "SAVEPOINT mqlite_complete_at_once";
+/// See [`AT_ONCE`].
+pub const AT_ONCE_KEEP: &str = "RELEASE mqlite_complete_at_once";
+/// See [`AT_ONCE`].
+pub const AT_ONCE_UNDO: &str = "ROLLBACK TO mqlite_complete_at_once";
 
 /// The completion of one lock ([`complete_one_at_once`]), first step: the fenced delete of
 /// its message when in no line, queue `?1`, now `?2`, the lock's seq `?3` and token
@@ -245,24 +253,32 @@ fn bound_pairs(lead: Vec<Value>, locks: &[LockRef]) -> Vec<(&'static str, Value)
 /// parses no JSON.
 pub const RECEIPT_ONE: &str = concat!(
     "INSERT OR REPLACE INTO mqlite_receipts
-       (bucket, seq, lock_token, queue, op, args, expires_at)
+       (bucket, page, seq, lock_token, queue, op, args, expires_at, items)
 VALUES (:expires_at / ",
     receipt_bucket!(),
-    ", :seq, :token, :queue, :op, :args, :expires_at)"
+    ", :page, :seq, :token, :queue, :op, :args, :expires_at, :items)"
 );
 
-/// Which of `:items` have a live receipt of the identical request: expiry is checked
-/// here, at statement time, not by the janitor (3.2). One primary-key seek per item and
-/// bucket a receipt live at now can be in: from `:bucket` (now's), its expiry at most
-/// [`RECEIPT_TTL_MS`] (six buckets) later, and one bucket more for a clock that stepped
-/// back by up to five minutes since the receipt was written.
-pub const RECEIPT_LOOKUP: &str = "SELECT r.seq, r.lock_token FROM json_each(:items) j
-  JOIN mqlite_receipts r
-    ON r.bucket IN (:bucket, :bucket + 1, :bucket + 2, :bucket + 3, :bucket + 4,
-                    :bucket + 5, :bucket + 6, :bucket + 7)
-   AND r.seq = j.value ->> 'seq' AND r.lock_token = j.value ->> 'token'
-   AND r.queue = :queue AND r.op = :op AND r.args = :args
- WHERE r.expires_at > :now";
+/// Which of `:items` (`{seq, token, item}`, `item` the lock's [`RECEIPT_ITEM`] bytes in
+/// hexadecimal) have a live receipt of the identical request: expiry is checked here,
+/// at statement time, not by the janitor (3.2). One primary-key seek per item and
+/// bucket a receipt live at now can be in (from `:bucket`, now's; its expiry at most
+/// [`RECEIPT_TTL_MS`], six buckets, later; and one bucket more for a clock that stepped
+/// back by up to five minutes since the receipt was written), to the item's page, whose
+/// few entries (one per settlement that touched it) are searched for the item's bytes.
+/// (A lock's 24 bytes found across two of another entry's items would need 16 bytes of a
+/// random token to repeat there.)
+pub const RECEIPT_LOOKUP: &str = concat!(
+    "SELECT j.value ->> 'seq', j.value ->> 'token' FROM json_each(:items) j
+ WHERE EXISTS (SELECT 1 FROM mqlite_receipts r
+                WHERE r.bucket IN (:bucket, :bucket + 1, :bucket + 2, :bucket + 3,
+                                   :bucket + 4, :bucket + 5, :bucket + 6, :bucket + 7)
+                  AND r.page = (j.value ->> 'seq') / ",
+    receipt_page!(),
+    "
+                  AND r.queue = :queue AND r.op = :op AND r.args = :args
+                  AND r.expires_at > :now AND instr(r.items, unhex(j.value ->> 'item')) > 0)"
+);
 
 /// Why the items of `:items` found no live lease: each message's queue, state, token and
 /// lease end, by primary key (only on the failure path, once per call).
@@ -316,6 +332,56 @@ fn items_json(locks: &[LockRef]) -> String {
     .to_string()
 }
 
+/// The [`RECEIPT_ITEM`] bytes of the lock of `seq` under `token`, added to `items`.
+fn push_item(items: &mut Vec<u8>, seq: i64, token: &LockToken) {
+    items.extend_from_slice(&seq.to_be_bytes());
+    items.extend_from_slice(&token.as_u128().to_be_bytes());
+}
+
+/// [`RECEIPT_LOOKUP`]'s items: each lock's seq, token and receipt bytes.
+fn lookup_json(locks: &[LockRef]) -> String {
+    serde_json::Value::from_iter(locks.iter().map(|l| {
+        let mut item = Vec::with_capacity(RECEIPT_ITEM);
+        push_item(&mut item, l.seq.0, &l.token);
+        json!({"seq": l.seq.0, "token": l.token.to_string(), "item": digest::hex(&item)})
+    }))
+    .to_string()
+}
+
+/// One receipt entry: a settlement's locks in one page (see the schema's
+/// `mqlite_receipts`), keyed by its first lock.
+struct ReceiptPage {
+    page: i64,
+    seq: i64,
+    token: String,
+    items: Vec<u8>,
+}
+
+/// The receipt entries of `locks`: one per page they fall in, in the order of each
+/// page's first lock. A drain's locks are mostly consecutive, so the page of the lock
+/// before is tried first.
+fn receipt_pages(locks: &[LockRef]) -> Vec<ReceiptPage> {
+    let mut pages: Vec<ReceiptPage> = Vec::new();
+    let mut at: HashMap<i64, usize> = HashMap::new();
+    for l in locks {
+        let page = l.seq.0.div_euclid(RECEIPT_PAGE);
+        let i = match pages.last() {
+            Some(last) if last.page == page => pages.len() - 1,
+            _ => *at.entry(page).or_insert_with(|| {
+                pages.push(ReceiptPage {
+                    page,
+                    seq: l.seq.0,
+                    token: l.token.to_string(),
+                    items: Vec::with_capacity(RECEIPT_ITEM * 8),
+                });
+                pages.len() - 1
+            }),
+        };
+        push_item(&mut pages[i].items, l.seq.0, &l.token);
+    }
+    pages
+}
+
 /// The (seq, token) pairs of rows a statement returned in its first two columns.
 fn pairs(rows: &[Row]) -> Result<HashSet<(i64, String)>> {
     rows.iter().map(|r| Ok((r.int(0)?, r.text(1)?))).collect()
@@ -336,17 +402,66 @@ fn receipt_head(now: i64, queue: &str, settlement: &Settlement) -> Vec<(&'static
     ]
 }
 
-/// The parameters of [`RECEIPT_ONE`]: the receipt of one lock, `seq` under `token`.
+/// The parameters of [`RECEIPT_ONE`]: the receipt of one lock, `lock`, whose token's
+/// text is `token`.
 fn receipt_of_one(
     now: i64,
     queue: &str,
     settlement: &Settlement,
-    seq: i64,
+    lock: &LockRef,
     token: Value,
 ) -> Vec<(&'static str, Value)> {
     let mut params = receipt_head(now, queue, settlement);
-    params.extend([(":seq", Value::from(seq)), (":token", token)]);
+    let mut item = Vec::with_capacity(RECEIPT_ITEM);
+    push_item(&mut item, lock.seq.0, &lock.token);
+    params.extend([
+        (":page", Value::from(lock.seq.0.div_euclid(RECEIPT_PAGE))),
+        (":seq", Value::from(lock.seq.0)),
+        (":token", token),
+        (":items", Value::Blob(item)),
+    ]);
     params
+}
+
+/// The statement and parameters that write the receipts of `done` (3.2): one entry per
+/// page they fall in.
+fn receipts_of(
+    now: i64,
+    queue: &str,
+    settlement: &Settlement,
+    done: &[LockRef],
+) -> (&'static str, Vec<(&'static str, Value)>) {
+    if let [one] = done {
+        let token = Value::from(one.token.to_string());
+        return (
+            RECEIPT_ONE,
+            receipt_of_one(now, queue, settlement, one, token),
+        );
+    }
+    let pages = receipt_pages(done);
+    let n = pages.len();
+    if n <= BOUND_LOCKS {
+        let head = receipt_head(now, queue, settlement);
+        let total = head.len() + 4 * values::rows_for(n);
+        let values = head
+            .into_iter()
+            .map(|(_, v)| v)
+            .chain(pages.into_iter().flat_map(|p| {
+                [
+                    Value::from(p.page),
+                    Value::from(p.seq),
+                    Value::from(p.token),
+                    Value::Blob(p.items),
+                ]
+            }));
+        return (RECEIPT_ROWS.get(n), values::bind(values, total));
+    }
+    let mut params = receipt_head(now, queue, settlement);
+    let json = serde_json::Value::from_iter(pages.iter().map(
+        |p| json!({"page": p.page, "seq": p.seq, "token": p.token, "items": digest::hex(&p.items)}),
+    ));
+    params.push((":pages", Value::from(json.to_string())));
+    (RECEIPT_INSERT, params)
 }
 
 /// Records a receipt per settled lock (3.2); `last` when nothing follows it in the flow.
@@ -361,30 +476,7 @@ async fn write_receipts<X: SqlExec>(
     if done.is_empty() {
         return Ok(());
     }
-    let (text, params) = match done {
-        [one] => (
-            RECEIPT_ONE,
-            receipt_of_one(
-                now,
-                queue,
-                settlement,
-                one.seq.0,
-                Value::from(one.token.to_string()),
-            ),
-        ),
-        _ if done.len() <= BOUND_LOCKS => {
-            let head = receipt_head(now, queue, settlement);
-            (
-                RECEIPT_ROWS.get(done.len()),
-                bound_pairs(head.into_iter().map(|(_, v)| v).collect(), done),
-            )
-        }
-        _ => {
-            let mut params = receipt_head(now, queue, settlement);
-            params.push((":items", Value::from(items_json(done))));
-            (RECEIPT_INSERT, params)
-        }
-    };
+    let (text, params) = receipts_of(now, queue, settlement, done);
     if last {
         x.execute_last(text, &params).await?;
     } else {
@@ -413,7 +505,7 @@ async fn replays<X: SqlExec>(
                 (":args", Value::from(settlement.receipt_args())),
                 (":now", Value::from(now)),
                 (":bucket", Value::from(now / RECEIPT_BUCKET_MS)),
-                (":items", Value::from(items_json(missed))),
+                (":items", Value::from(lookup_json(missed))),
             ],
         )
         .await?;
@@ -431,7 +523,7 @@ pub async fn settle<X: SqlExec>(
     let cfg = load_queue(x, queue).await?;
     if matches!(settlement, Settlement::Complete)
         && lines_are_rare(&cfg)
-        && complete_at_once(x, now, queue, &[lock]).await?
+        && complete_one_at_once(x, now, queue, &lock).await?
     {
         return Ok(());
     }
@@ -497,16 +589,13 @@ fn lines_are_rare(cfg: &QueueConfig) -> bool {
 /// ([`SqlExec::last_at_once`]); false when the check refused, and the caller goes its
 /// usual way. One lock: [`complete_one_at_once`].
 ///
-/// Several locks: the receipts of the live locks in no line first
-/// ([`COMPLETE_RECEIPT_ROWS`]), then, when they are all the locks, the delete. In this
-/// process their count decides and the delete returns nothing ([`COMPLETE_ROWS_PLAIN`]).
-/// When they are fewer, the receipts written stay: each is for a lock that the usual
-/// way's delete then completes (the same pair, the same fence, in the same transaction),
-/// and its receipt writes the same row over it. (The delete first would need a savepoint
-/// to take it back when it deleted fewer than all: four statements against two, for 5 %
-/// of the drain of 64 in `benches/drain_anatomy.rs`, and more than the look-ups it saves
-/// on a batch of a few locks.) A remote driver sends [`REFUSE_UNLESS_CHANGED`] between
-/// the two, which undoes both unless every lock got its receipt.
+/// Several locks: the delete of the live locks in no line first
+/// ([`COMPLETE_UNLINED_ROWS`]), then the receipts from the locks given ([`RECEIPT_ROWS`],
+/// an entry per page of 32 sequence numbers), so no receipt reads a message. In this
+/// process the delete runs in a savepoint ([`AT_ONCE`]) and its count decides: when it
+/// took fewer than every lock it is taken back (three statements spent, two when it took
+/// none, before the usual way). A remote driver sends
+/// [`REFUSE_UNLESS_CHANGED`] after it, which undoes it unless it took every lock.
 async fn complete_at_once<X: SqlExec>(
     x: &mut X,
     now: i64,
@@ -517,30 +606,32 @@ async fn complete_at_once<X: SqlExec>(
         return complete_one_at_once(x, now, queue, one).await;
     }
     let n = locks.len();
+    let count = Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
     let params = bound_pairs(vec![Value::from(queue), Value::from(now)], locks);
+    let (receipts, receipt_params) = receipts_of(now, queue, &Settlement::Complete, locks);
     if x.in_process() {
-        if x.execute(COMPLETE_RECEIPT_ROWS.get(n), &params)
+        x.execute(AT_ONCE, &[]).await?;
+        let took = x
+            .execute(COMPLETE_UNLINED_ROWS.get(n), &params)
             .await?
-            .changes
-            != n as u64
-        {
+            .changes;
+        if took != n as u64 {
+            // A delete that took nothing has nothing to take back.
+            if took > 0 {
+                x.execute(AT_ONCE_UNDO, &[]).await?;
+            }
+            x.execute(AT_ONCE_KEEP, &[]).await?;
             return Ok(false);
         }
-        let done = x.execute_last(COMPLETE_ROWS_PLAIN.get(n), &params).await?;
-        // Each lock was found live and in no line in this transaction, so each is deleted.
-        if done.changes != n as u64 {
-            return Err(crate::exec::wrong_row_count(done.changes, n));
-        }
+        x.execute(AT_ONCE_KEEP, &[]).await?;
+        x.execute_last(receipts, &receipt_params).await?;
         return Ok(true);
     }
-    let expected = [(
-        ":expected",
-        Value::Int(i64::try_from(n).unwrap_or(i64::MAX)),
-    )];
+    let expected = [(":expected", count)];
     let steps = [
-        (COMPLETE_RECEIPT_ROWS.get(n), &params[..]),
+        (COMPLETE_UNLINED_ROWS.get(n), &params[..]),
         (crate::exec::REFUSE_UNLESS_CHANGED, &expected[..]),
-        (COMPLETE_ROWS.get(n), &params[..]),
+        (receipts, &receipt_params[..]),
     ];
     Ok(x.last_at_once(&steps).await?.is_some())
 }
@@ -568,7 +659,7 @@ async fn complete_one_at_once<X: SqlExec>(
         ],
         4,
     );
-    let receipt = receipt_of_one(now, queue, &Settlement::Complete, lock.seq.0, token);
+    let receipt = receipt_of_one(now, queue, &Settlement::Complete, lock, token);
     if x.in_process() {
         if x.execute(COMPLETE_UNLINED_ONE, &delete).await?.changes != 1 {
             return Ok(false);
@@ -594,18 +685,22 @@ pub async fn complete_batch<X: SqlExec>(
     locks: &[LockRef],
 ) -> Result<Vec<BatchResult>> {
     let cfg = load_queue(x, queue).await?;
+    let all_ok = || {
+        locks
+            .iter()
+            .map(|l| BatchResult {
+                seq: l.seq,
+                ok: true,
+                locked_until_ms: 0,
+                lost: None,
+            })
+            .collect()
+    };
+    let key = |l: &LockRef| (l.seq.0, l.token.to_string());
     let mut params = vec![(":queue", Value::from(queue)), (":now", Value::from(now))];
     let text = if locks.len() <= BOUND_LOCKS {
         if lines_are_rare(&cfg) && complete_at_once(x, now, queue, locks).await? {
-            return Ok(locks
-                .iter()
-                .map(|l| BatchResult {
-                    seq: l.seq,
-                    ok: true,
-                    locked_until_ms: 0,
-                    lost: None,
-                })
-                .collect());
+            return Ok(all_ok());
         }
         params = bound_pairs(params.into_iter().map(|(_, v)| v).collect(), locks);
         COMPLETE_ROWS.get(locks.len())
@@ -620,7 +715,6 @@ pub async fn complete_batch<X: SqlExec>(
         departed.add(queue, r.opt_text(2)?, !r.flag(3)?);
     }
     departed.release(x).await?;
-    let key = |l: &LockRef| (l.seq.0, l.token.to_string());
     let (done, missed): (Vec<LockRef>, Vec<LockRef>) =
         locks.iter().partition(|l| completed.contains(&key(l)));
     // With nothing missed, the receipts are the flow's last statement.
@@ -709,5 +803,6 @@ mod bucket_width {
     #[test]
     fn the_bucket_text_is_the_bucket_number() {
         assert_eq!(receipt_bucket!(), super::RECEIPT_BUCKET_MS.to_string());
+        assert_eq!(receipt_page!(), super::RECEIPT_PAGE.to_string());
     }
 }

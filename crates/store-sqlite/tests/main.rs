@@ -10,6 +10,7 @@ mod file_lock;
 mod group_commit;
 mod memory;
 mod plan_pins;
+mod receipts;
 mod schema_golden;
 mod schema_guard;
 mod space;

@@ -76,12 +76,13 @@ fn message(i: usize) -> OutMessage {
 }
 
 /// The count at every N is at most the count at the smallest N (a step that only some
-/// items need, such as promoting a line's next head, may be skipped) and small.
-fn assert_flat(what: &str, counts: &[(usize, u64)]) {
+/// items need, such as promoting a line's next head, may be skipped), give or take
+/// `slack` statements that only a batch of more than one spends, and small.
+fn assert_flat(what: &str, counts: &[(usize, u64)], slack: u64) {
     println!("{what}: (N, statements) = {counts:?}");
     let first = counts[0].1;
     assert!(
-        counts.iter().all(|(_, c)| *c <= first),
+        counts.iter().all(|(_, c)| *c <= first + slack),
         "{what}: statements per operation grow with N: {counts:?}"
     );
     assert!(
@@ -112,7 +113,7 @@ async fn statements_per_operation_do_not_grow_with_batch_size() {
         sends.push((n, count));
         send_steps.push((n, steps));
     }
-    assert_flat("send_batch", &sends);
+    assert_flat("send_batch", &sends, 0);
     assert_linear("send_batch", &send_steps);
 
     // Ungrouped messages so that a claim can take N at once.
@@ -136,7 +137,7 @@ async fn statements_per_operation_do_not_grow_with_batch_size() {
     }
     // One message is one statement (the pick inside the lock); a batch picks, then locks.
     assert_eq!(receives[0].1, 1, "a receive of one message: {receives:?}");
-    assert_flat("receive (peek-lock)", &receives[1..]);
+    assert_flat("receive (peek-lock)", &receives[1..], 0);
     assert_linear("receive (peek-lock)", &receive_steps);
 
     let mut renews = Vec::new();
@@ -163,8 +164,12 @@ async fn statements_per_operation_do_not_grow_with_batch_size() {
         completes.push((n, count));
         complete_steps.push((n, steps));
     }
-    assert_flat("renew_batch", &renews);
-    assert_flat("complete_batch", &completes);
+    assert_flat("renew_batch", &renews, 0);
+    // A batch of several locks on a queue without FIFO lines first tries its delete in a
+    // savepoint (`settle::AT_ONCE`). The batch of 64 holds the heads of the seven lines
+    // among messages in none: the delete takes the others, is taken back and released
+    // (three statements), and the usual way follows.
+    assert_flat("complete_batch", &completes, 3);
     assert_linear("renew_batch", &renew_steps);
     assert_linear("complete_batch", &complete_steps);
     mq.close().await;
@@ -199,7 +204,7 @@ async fn receive_and_delete_does_not_grow_with_batch_size() {
         }
         counts.push((n as usize, count));
     }
-    assert_flat("receive (receive-and-delete)", &counts);
+    assert_flat("receive (receive-and-delete)", &counts, 0);
     mq.close().await;
 }
 
@@ -250,10 +255,11 @@ async fn a_complete_batch_past_the_bound_pairs_keeps_its_cost_and_its_items() {
     mq.close().await;
 }
 
-/// A completion whose every lock is live and in no line is two statements: the receipts,
-/// which count the locks, then a delete that returns nothing. One stale lock among them
-/// sends the batch the usual way, where the receipts the first statement wrote are
-/// written again: the live locks complete and replay as before, the stale one fails
+/// A completion whose every lock is live and in no line is the delete of the locks in no
+/// line, in a savepoint kept when it took them all, then the receipts from the locks
+/// given, one entry per page of 32 sequence numbers: four statements, two of them the
+/// savepoint's. With one stale lock among them the delete is taken back and the batch
+/// goes the usual way: the live locks complete and replay as before, the stale one fails
 /// alone (2.7, 3.2).
 #[tokio::test]
 async fn a_completion_counts_its_locks_with_the_receipts_and_a_stale_one_goes_the_usual_way() {
@@ -267,7 +273,10 @@ async fn a_completion_counts_its_locks_with_the_receipts_and_a_stale_one_goes_th
 
     let (all_live, r) = statements(&mq, mq.complete_batch("q", &locks[..3])).await;
     assert!(r.expect("complete").iter().all(|r| r.ok));
-    assert_eq!(all_live, 2, "the receipts and the delete");
+    assert_eq!(
+        all_live, 4,
+        "the savepoint, the delete, the savepoint's release, the receipts"
+    );
 
     let forged = LockRef {
         seq: locks[4].seq,
@@ -282,9 +291,9 @@ async fn a_completion_counts_its_locks_with_the_receipts_and_a_stale_one_goes_th
         "the forged token fails alone"
     );
     assert_eq!(
-        usual, 5,
-        "the count, then the usual way: the delete, the receipts, the replays' lookup, \
-         the stale lock's state"
+        usual, 8,
+        "the savepoint, the delete in no line, taken back and released, then the usual \
+         way: the delete, the receipts, the replays' lookup, the stale lock's state"
     );
     // Both ways left receipts: each batch replays as it was answered.
     for (again, want) in [
@@ -301,15 +310,43 @@ async fn a_completion_counts_its_locks_with_the_receipts_and_a_stale_one_goes_th
     );
     assert_eq!(left.total, 3);
     mq.close().await;
-    // One receipt per completed lock, of the same form whichever way wrote it.
+    // One receipt entry per completion (the eight messages share a page), keyed by its
+    // first lock and holding every completed lock's 24 bytes, of the same form whichever
+    // way completed the lock.
     let file = rusqlite::Connection::open(dir.path().join("mq.db")).expect("open");
-    let mut receipts: Vec<(i64, String, String, String)> = file
-        .prepare("SELECT seq, lock_token, op, args FROM mqlite_receipts")
+    let entries: Vec<(i64, String, String, String, Vec<u8>)> = file
+        .prepare("SELECT seq, lock_token, op, args, items FROM mqlite_receipts")
         .expect("prepare")
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
         .expect("receipts")
         .collect::<Result<_, _>>()
         .expect("rows");
+    assert_eq!(entries.len(), 2, "one entry per completion: {entries:?}");
+    let mut receipts: Vec<(i64, String, String, String)> = Vec::new();
+    for (seq, token, op, args, items) in entries {
+        assert_eq!(items.len() % 24, 0, "24 bytes a lock");
+        let first = (
+            i64::from_be_bytes(items[..8].try_into().expect("8 bytes")),
+            LockToken::from_u128(u128::from_be_bytes(items[8..24].try_into().expect("16"))),
+        );
+        assert_eq!(
+            (first.0, first.1.to_string()),
+            (seq, token),
+            "keyed by its first lock"
+        );
+        for item in items.chunks(24) {
+            let seq = i64::from_be_bytes(item[..8].try_into().expect("8 bytes"));
+            let token = u128::from_be_bytes(item[8..].try_into().expect("16 bytes"));
+            receipts.push((
+                seq,
+                LockToken::from_u128(token).to_string(),
+                op.clone(),
+                args.clone(),
+            ));
+        }
+    }
     let mut want: Vec<_> = [locks[0], locks[1], locks[2], locks[3], locks[5]]
         .iter()
         .map(|l| {
@@ -479,8 +516,9 @@ async fn a_completion_of_one_lock_deletes_first_and_writes_its_receipt_from_the_
     r.expect("complete");
     assert_eq!(count, 2, "the delete and the receipt");
     // Before, the receipt read the row first: 146 steps (the receipt's look-up and the
-    // delete's); the delete first and the receipt from its bound values: 125.
-    assert!(steps <= 130, "{steps} VM steps for one completion");
+    // delete's); the delete first and the receipt from its bound values: 125; the
+    // receipt entry's page and items (`mqlite-rs/15`): 130.
+    assert!(steps <= 132, "{steps} VM steps for one completion");
     let (again, r) = statements(&mq, mq.complete("q", first)).await;
     r.expect("a retried completion replays its receipt");
     assert!(again <= 4, "{again} statements for a replay");
