@@ -608,7 +608,7 @@ async fn complete_at_once<X: SqlExec>(
     let n = locks.len();
     let count = Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
     let params = bound_pairs(vec![Value::from(queue), Value::from(now)], locks);
-    let (receipts, receipt_params) = receipts_of(now, queue, &Settlement::Complete, locks);
+    let receipts = || receipts_of(now, queue, &Settlement::Complete, locks);
     if x.in_process() {
         x.execute(AT_ONCE, &[]).await?;
         let took = x
@@ -624,14 +624,16 @@ async fn complete_at_once<X: SqlExec>(
             return Ok(false);
         }
         x.execute(AT_ONCE_KEEP, &[]).await?;
-        x.execute_last(receipts, &receipt_params).await?;
+        let (text, receipt_params) = receipts();
+        x.execute_last(text, &receipt_params).await?;
         return Ok(true);
     }
+    let (text, receipt_params) = receipts();
     let expected = [(":expected", count)];
     let steps = [
         (COMPLETE_UNLINED_ROWS.get(n), &params[..]),
         (crate::exec::REFUSE_UNLESS_CHANGED, &expected[..]),
-        (receipts, &receipt_params[..]),
+        (text, &receipt_params[..]),
     ];
     Ok(x.last_at_once(&steps).await?.is_some())
 }
