@@ -25,7 +25,8 @@
 //! - `text_state`: the state as its name, as the layouts before `mqlite-rs/14` stored it
 //!   (not part of `all`: it puts back what `mqlite-rs/14` took away);
 //! - `body_last`: the body as the row's last column;
-//! - `all`: every one of the above at once;
+//! - `all`: every one of the above at once that takes a part away or changes it, so
+//!   neither `lock_receipts` nor `text_state` (which put back what a layout took away);
 //! - `bare`: the bare drain loop over the bare table (`mqlite_benches::bare_drain`).
 //!
 //! `--variants a,b+c` runs the ones named (`+` joins parts into one variant).
@@ -43,7 +44,7 @@ use rusqlite::{Connection, params_from_iter};
 
 use mqlite_sql::claim::{LOCK_PICKED_PLAIN, PICK_HEADS};
 use mqlite_sql::settle::{
-    AT_ONCE, AT_ONCE_KEEP, COMPLETE_UNLINED_ROWS, RECEIPT_BUCKET_MS, RECEIPT_PAGE, RECEIPT_ROWS,
+    AT_ONCE, AT_ONCE_KEEP, COMPLETE_UNLINED_ROWS, RECEIPT_BUCKET_MS, RECEIPT_ROWS,
 };
 
 /// Messages per drain, as in the throughput bench's `drain_64`.
@@ -62,15 +63,14 @@ const VARIANTS: [&str; 10] = [
     "bare",
 ];
 
-/// The store's states, by the number `mqlite-rs/14` stores (`mqlite_sql::rows::state_code`).
-const STATES: [&str; 6] = [
-    "active",
-    "locked",
-    "deferred",
-    "scheduled",
-    "completed",
-    "dead_lettered",
-];
+/// The store's states by the number `mqlite-rs/14` stores, from the store's own map.
+fn states() -> impl Iterator<Item = (i64, &'static str)> {
+    (0..6).map(|code| {
+        let state = mqlite_sql::rows::state_of(code).expect("a state");
+        assert_eq!(mqlite_sql::rows::state_code(state), code);
+        (code, state.as_str())
+    })
+}
 
 /// The parts of the layout a variant takes away or changes.
 #[derive(Clone, Copy, Default)]
@@ -105,7 +105,7 @@ impl Parts {
     fn states(&self, text: &str) -> String {
         let mut out = text.to_owned();
         if self.text_state {
-            for (code, name) in STATES.iter().enumerate() {
+            for (code, name) in states() {
                 out = out.replace(&format!("{code} /* {name} */"), &format!("'{name}'"));
                 for op in ["=", "<>"] {
                     out = out.replace(
@@ -214,7 +214,8 @@ struct Lane {
     insert: String,
     pick: String,
     lock: String,
-    receipts: String,
+    /// The `lock_receipts` variant's receipts (the others build theirs per round).
+    lock_receipts: String,
     delete: String,
     next_id: i64,
     /// Per message, µs: pick, lock, the lock's commit, the delete (with its BEGIN), the
@@ -279,11 +280,7 @@ impl Lane {
             ),
             pick: parts.states(PICK_HEADS),
             lock: parts.states(LOCK_PICKED_PLAIN.get(N)),
-            receipts: if parts.lock_receipts {
-                lock_receipt_rows(N)
-            } else {
-                RECEIPT_ROWS.get(N).to_owned()
-            },
+            lock_receipts: lock_receipt_rows(N),
             delete: parts.states(COMPLETE_UNLINED_ROWS.get(N)),
             next_id: 1,
             spent: Default::default(),
@@ -330,12 +327,14 @@ impl Lane {
         }
         assert_eq!(ids.len(), N);
         let t1 = Instant::now();
+        let tokens: Vec<mqlite_contract::LockToken> = ids
+            .iter()
+            .map(|_| mqlite_contract::LockToken::random())
+            .collect();
         let pairs: Vec<Value> = ids
             .iter()
-            .flat_map(|&id| {
-                let token = mqlite_contract::LockToken::random();
-                [Value::Integer(id), Value::Text(token.to_string())]
-            })
+            .zip(&tokens)
+            .flat_map(|(&id, token)| [Value::Integer(id), Value::Text(token.to_string())])
             .collect();
         let width = 2 * mqlite_sql::values::rows_for(N);
         let padded = |lead: [Value; 2]| {
@@ -358,6 +357,7 @@ impl Lane {
         c.execute_batch(AT_ONCE_KEEP).expect("release");
         let t6 = Instant::now();
         if self.parts.no_receipts {
+            // Promise 3.2's cost: nothing written.
         } else if self.parts.batch_receipt {
             let mut items = Vec::with_capacity(40 * N);
             for pair in pairs.chunks(2) {
@@ -379,29 +379,27 @@ impl Lane {
             let mut receipts = receipt_head(expires_at);
             receipts.extend(pairs.iter().cloned());
             receipts.resize(4 + width, Value::Null);
-            assert_eq!(changed(c, &self.receipts, &receipts), N, "the receipts");
+            assert_eq!(
+                changed(c, &self.lock_receipts, &receipts),
+                N,
+                "the receipts"
+            );
         } else {
             // One entry per page, as `settle::receipts_of` builds them.
             let mut receipts = receipt_head(expires_at);
             let mut pages: Vec<(i64, Vec<Value>, Vec<u8>)> = Vec::new();
-            for pair in pairs.chunks(2) {
-                if let [Value::Integer(id), Value::Text(token)] = pair {
-                    let page = id.div_euclid(RECEIPT_PAGE);
-                    if pages.last().is_none_or(|p| p.0 != page) {
-                        pages.push((
-                            page,
-                            vec![Value::Integer(*id), Value::Text(token.clone())],
-                            Vec::new(),
-                        ));
-                    }
-                    let items = &mut pages.last_mut().expect("a page").2;
-                    items.extend_from_slice(&id.to_be_bytes());
-                    let bits: u128 = token
-                        .parse::<mqlite_contract::LockToken>()
-                        .expect("a token")
-                        .as_u128();
-                    items.extend_from_slice(&bits.to_be_bytes());
+            for (&id, token) in ids.iter().zip(&tokens) {
+                let page = mqlite_sql::settle::page_of(id);
+                if pages.last().is_none_or(|p| p.0 != page) {
+                    pages.push((
+                        page,
+                        vec![Value::Integer(id), Value::Text(token.to_string())],
+                        Vec::new(),
+                    ));
                 }
+                let items = &mut pages.last_mut().expect("a page").2;
+                items.extend_from_slice(&id.to_be_bytes());
+                items.extend_from_slice(&token.as_u128().to_be_bytes());
             }
             let entries = pages.len();
             for (page, first, items) in pages {

@@ -232,7 +232,8 @@ pub const AT_ONCE_UNDO: &str = "ROLLBACK TO mqlite_complete_at_once";
 
 /// The completion of one lock ([`complete_one_at_once`]), first step: the fenced delete of
 /// its message when in no line, queue `?1`, now `?2`, the lock's seq `?3` and token
-/// `?4`; without `RETURNING` (see [`COMPLETE_ROWS_PLAIN`]).
+/// `?4`; without `RETURNING` (SQLite copies the rows a statement returns to a temporary
+/// table before it hands back the first).
 pub const COMPLETE_UNLINED_ONE: &str = concat!(
     "DELETE FROM mqlite_messages WHERE id = ?3 AND lock_token = ?4 AND ",
     fence!("?1", "?2"),
@@ -332,6 +333,12 @@ fn items_json(locks: &[LockRef]) -> String {
     .to_string()
 }
 
+/// The receipt page of `seq`, as SQL's integer division gives it ([`RECEIPT_LOOKUP`] and
+/// the migration compute it there: `seq / 32`, rounded toward zero).
+pub fn page_of(seq: i64) -> i64 {
+    seq / RECEIPT_PAGE
+}
+
 /// The [`RECEIPT_ITEM`] bytes of the lock of `seq` under `token`, added to `items`.
 fn push_item(items: &mut Vec<u8>, seq: i64, token: &LockToken) {
     items.extend_from_slice(&seq.to_be_bytes());
@@ -364,7 +371,7 @@ fn receipt_pages(locks: &[LockRef]) -> Vec<ReceiptPage> {
     let mut pages: Vec<ReceiptPage> = Vec::new();
     let mut at: HashMap<i64, usize> = HashMap::new();
     for l in locks {
-        let page = l.seq.0.div_euclid(RECEIPT_PAGE);
+        let page = page_of(l.seq.0);
         let i = match pages.last() {
             Some(last) if last.page == page => pages.len() - 1,
             _ => *at.entry(page).or_insert_with(|| {
@@ -415,7 +422,7 @@ fn receipt_of_one(
     let mut item = Vec::with_capacity(RECEIPT_ITEM);
     push_item(&mut item, lock.seq.0, &lock.token);
     params.extend([
-        (":page", Value::from(lock.seq.0.div_euclid(RECEIPT_PAGE))),
+        (":page", Value::from(page_of(lock.seq.0))),
         (":seq", Value::from(lock.seq.0)),
         (":token", token),
         (":items", Value::Blob(item)),
@@ -593,8 +600,9 @@ fn lines_are_rare(cfg: &QueueConfig) -> bool {
 /// ([`COMPLETE_UNLINED_ROWS`]), then the receipts from the locks given ([`RECEIPT_ROWS`],
 /// an entry per page of 32 sequence numbers), so no receipt reads a message. In this
 /// process the delete runs in a savepoint ([`AT_ONCE`]) and its count decides: when it
-/// took fewer than every lock it is taken back (three statements spent, two when it took
-/// none, before the usual way). A remote driver sends
+/// took fewer than every lock it is taken back, and the usual way follows the four
+/// statements spent (three when it took none: nothing to take back). A batch retried
+/// after it completed spends them too. A remote driver sends
 /// [`REFUSE_UNLESS_CHANGED`] after it, which undoes it unless it took every lock.
 async fn complete_at_once<X: SqlExec>(
     x: &mut X,
