@@ -39,12 +39,13 @@
 
 use std::time::Instant;
 
+use mqlite_contract::{LockRef, LockToken, SeqNumber};
 use rusqlite::types::Value;
 use rusqlite::{Connection, params_from_iter};
 
 use mqlite_sql::claim::{LOCK_PICKED_PLAIN, PICK_HEADS};
 use mqlite_sql::settle::{
-    AT_ONCE, AT_ONCE_KEEP, COMPLETE_UNLINED_ROWS, RECEIPT_BUCKET_MS, RECEIPT_ROWS,
+    AT_ONCE, AT_ONCE_KEEP, COMPLETE_UNLINED_ROWS, RECEIPT_BUCKET_MS, RECEIPT_ROWS, receipt_pages,
 };
 
 /// Messages per drain, as in the throughput bench's `drain_64`.
@@ -327,14 +328,16 @@ impl Lane {
         }
         assert_eq!(ids.len(), N);
         let t1 = Instant::now();
-        let tokens: Vec<mqlite_contract::LockToken> = ids
+        let locks: Vec<LockRef> = ids
             .iter()
-            .map(|_| mqlite_contract::LockToken::random())
+            .map(|&id| LockRef {
+                seq: SeqNumber(id),
+                token: LockToken::random(),
+            })
             .collect();
-        let pairs: Vec<Value> = ids
+        let pairs: Vec<Value> = locks
             .iter()
-            .zip(&tokens)
-            .flat_map(|(&id, token)| [Value::Integer(id), Value::Text(token.to_string())])
+            .flat_map(|l| [Value::Integer(l.seq.0), Value::Text(l.token.to_string())])
             .collect();
         let width = 2 * mqlite_sql::values::rows_for(N);
         let padded = |lead: [Value; 2]| {
@@ -355,7 +358,7 @@ impl Lane {
         c.execute_batch(AT_ONCE).expect("savepoint");
         assert_eq!(changed(c, &self.delete, &settle), N, "the delete");
         c.execute_batch(AT_ONCE_KEEP).expect("release");
-        let t6 = Instant::now();
+        let t4 = Instant::now();
         if self.parts.no_receipts {
             // Promise 3.2's cost: nothing written.
         } else if self.parts.batch_receipt {
@@ -385,27 +388,17 @@ impl Lane {
                 "the receipts"
             );
         } else {
-            // One entry per page, as `settle::receipts_of` builds them.
+            // One entry per page, built by the store's own `receipt_pages`.
             let mut receipts = receipt_head(expires_at);
-            let mut pages: Vec<(i64, Vec<Value>, Vec<u8>)> = Vec::new();
-            for (&id, token) in ids.iter().zip(&tokens) {
-                let page = mqlite_sql::settle::page_of(id);
-                if pages.last().is_none_or(|p| p.0 != page) {
-                    pages.push((
-                        page,
-                        vec![Value::Integer(id), Value::Text(token.to_string())],
-                        Vec::new(),
-                    ));
-                }
-                let items = &mut pages.last_mut().expect("a page").2;
-                items.extend_from_slice(&id.to_be_bytes());
-                items.extend_from_slice(&token.as_u128().to_be_bytes());
-            }
+            let pages = receipt_pages(&locks);
             let entries = pages.len();
-            for (page, first, items) in pages {
-                receipts.push(Value::Integer(page));
-                receipts.extend(first);
-                receipts.push(Value::Blob(items));
+            for p in pages {
+                receipts.extend([
+                    Value::Integer(p.page),
+                    Value::Integer(p.seq),
+                    Value::Text(p.token),
+                    Value::Blob(p.items),
+                ]);
             }
             receipts.resize(4 + 4 * mqlite_sql::values::rows_for(entries), Value::Null);
             assert_eq!(
@@ -414,17 +407,17 @@ impl Lane {
                 "the receipts"
             );
         }
-        let t7 = Instant::now();
+        let t5 = Instant::now();
         c.execute_batch("COMMIT").expect("commit");
-        let t8 = Instant::now();
+        let t6 = Instant::now();
         let us = |d: std::time::Duration| d.as_secs_f64() * 1e6 / N as f64;
         let steps = [
             us(t1 - t0),
             us(t2 - t1),
             us(t3 - t2),
-            us(t6 - t3),
-            us(t7 - t6),
-            us(t8 - t7),
+            us(t4 - t3),
+            us(t5 - t4),
+            us(t6 - t5),
         ];
         for (k, v) in steps.into_iter().enumerate() {
             self.spent[k].push(v);

@@ -356,34 +356,35 @@ fn lookup_json(locks: &[LockRef]) -> String {
 }
 
 /// One receipt entry: a settlement's locks in one page (see the schema's
-/// `mqlite_receipts`), keyed by its first lock.
-struct ReceiptPage {
-    page: i64,
-    seq: i64,
-    token: String,
-    items: Vec<u8>,
+/// `mqlite_receipts`), keyed by its first lock; [`RECEIPT_ROWS`] binds its four fields
+/// in this order.
+pub struct ReceiptPage {
+    /// [`page_of`] its locks.
+    pub page: i64,
+    /// Its first lock's sequence number.
+    pub seq: i64,
+    /// Its first lock's token, as text.
+    pub token: String,
+    /// Each lock's [`RECEIPT_ITEM`] bytes.
+    pub items: Vec<u8>,
 }
 
 /// The receipt entries of `locks`: one per page they fall in, in the order of each
-/// page's first lock. A drain's locks are mostly consecutive, so the page of the lock
-/// before is tried first.
-fn receipt_pages(locks: &[LockRef]) -> Vec<ReceiptPage> {
+/// page's first lock.
+pub fn receipt_pages(locks: &[LockRef]) -> Vec<ReceiptPage> {
     let mut pages: Vec<ReceiptPage> = Vec::new();
     let mut at: HashMap<i64, usize> = HashMap::new();
     for l in locks {
         let page = page_of(l.seq.0);
-        let i = match pages.last() {
-            Some(last) if last.page == page => pages.len() - 1,
-            _ => *at.entry(page).or_insert_with(|| {
-                pages.push(ReceiptPage {
-                    page,
-                    seq: l.seq.0,
-                    token: l.token.to_string(),
-                    items: Vec::with_capacity(RECEIPT_ITEM * 8),
-                });
-                pages.len() - 1
-            }),
-        };
+        let i = *at.entry(page).or_insert_with(|| {
+            pages.push(ReceiptPage {
+                page,
+                seq: l.seq.0,
+                token: l.token.to_string(),
+                items: Vec::with_capacity(RECEIPT_ITEM * 8),
+            });
+            pages.len() - 1
+        });
         push_item(&mut pages[i].items, l.seq.0, &l.token);
     }
     pages
@@ -614,7 +615,6 @@ async fn complete_at_once<X: SqlExec>(
         return complete_one_at_once(x, now, queue, one).await;
     }
     let n = locks.len();
-    let count = Value::Int(i64::try_from(n).unwrap_or(i64::MAX));
     let params = bound_pairs(vec![Value::from(queue), Value::from(now)], locks);
     let receipts = || receipts_of(now, queue, &Settlement::Complete, locks);
     if x.in_process() {
@@ -637,7 +637,10 @@ async fn complete_at_once<X: SqlExec>(
         return Ok(true);
     }
     let (text, receipt_params) = receipts();
-    let expected = [(":expected", count)];
+    let expected = [(
+        ":expected",
+        Value::Int(i64::try_from(n).unwrap_or(i64::MAX)),
+    )];
     let steps = [
         (COMPLETE_UNLINED_ROWS.get(n), &params[..]),
         (crate::exec::REFUSE_UNLESS_CHANGED, &expected[..]),
@@ -695,22 +698,18 @@ pub async fn complete_batch<X: SqlExec>(
     locks: &[LockRef],
 ) -> Result<Vec<BatchResult>> {
     let cfg = load_queue(x, queue).await?;
-    let all_ok = || {
-        locks
-            .iter()
-            .map(|l| BatchResult {
-                seq: l.seq,
-                ok: true,
-                locked_until_ms: 0,
-                lost: None,
-            })
-            .collect()
-    };
-    let key = |l: &LockRef| (l.seq.0, l.token.to_string());
     let mut params = vec![(":queue", Value::from(queue)), (":now", Value::from(now))];
     let text = if locks.len() <= BOUND_LOCKS {
         if lines_are_rare(&cfg) && complete_at_once(x, now, queue, locks).await? {
-            return Ok(all_ok());
+            return Ok(locks
+                .iter()
+                .map(|l| BatchResult {
+                    seq: l.seq,
+                    ok: true,
+                    locked_until_ms: 0,
+                    lost: None,
+                })
+                .collect());
         }
         params = bound_pairs(params.into_iter().map(|(_, v)| v).collect(), locks);
         COMPLETE_ROWS.get(locks.len())
@@ -725,6 +724,7 @@ pub async fn complete_batch<X: SqlExec>(
         departed.add(queue, r.opt_text(2)?, !r.flag(3)?);
     }
     departed.release(x).await?;
+    let key = |l: &LockRef| (l.seq.0, l.token.to_string());
     let (done, missed): (Vec<LockRef>, Vec<LockRef>) =
         locks.iter().partition(|l| completed.contains(&key(l)));
     // With nothing missed, the receipts are the flow's last statement.
