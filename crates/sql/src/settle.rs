@@ -631,9 +631,11 @@ async fn complete_at_once<X: SqlExec>(
             x.execute(AT_ONCE_KEEP, &[]).await?;
             return Ok(false);
         }
-        x.execute(AT_ONCE_KEEP, &[]).await?;
+        // The receipts inside the savepoint: a failure anywhere leaves it open, and
+        // taking it back (a merged completion's fallback) undoes the delete with it.
         let (text, receipt_params) = receipts();
-        x.execute_last(text, &receipt_params).await?;
+        x.execute(text, &receipt_params).await?;
+        x.execute_last(AT_ONCE_KEEP, &[]).await?;
         return Ok(true);
     }
     let (text, receipt_params) = receipts();
@@ -752,6 +754,26 @@ pub async fn complete_batch<X: SqlExec>(
             lost: reasons.get(&key(l)).copied(),
         })
         .collect())
+}
+
+/// Completions of one lock each, made by separate callers of the same queue and merged
+/// by a local store's writer: true when every lock completed at once
+/// ([`complete_at_once`]: the fenced delete of them all, then their receipts, which a
+/// retry of any one of them finds as it finds its own). False, with nothing changed,
+/// when the queue is FIFO, there are fewer than two or more than [`BOUND_LOCKS`] locks,
+/// or the delete did not take every lock (one lost, completed already, given twice, or
+/// in a line): the caller then runs each completion's own flow ([`settle`]).
+pub async fn complete_merged<X: SqlExec>(
+    x: &mut X,
+    now: i64,
+    queue: &str,
+    locks: &[LockRef],
+) -> Result<bool> {
+    if !(2..=BOUND_LOCKS).contains(&locks.len()) {
+        return Ok(false);
+    }
+    let cfg = load_queue(x, queue).await?;
+    Ok(lines_are_rare(&cfg) && complete_at_once(x, now, queue, locks).await?)
 }
 
 /// Renews live leases in one statement (2.5, 2.8).

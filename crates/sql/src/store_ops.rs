@@ -4,7 +4,11 @@
 /// Expands to the impls of the four concern traits (`MessageOps`, `AdminOps`, `KeyOps`,
 /// `TopicOps`) for `$store`, each operation one shared flow: a send runs the store's
 /// own `fn sql_enqueue(&self, queue, messages, options)` (which may merge sends; most
-/// run [`enqueue`](crate::enqueue::enqueue) through `sql_tx_growing`); `$store` has
+/// run [`enqueue`](crate::enqueue::enqueue) through `sql_tx_growing`), a receive its
+/// `fn sql_claim(&self, queue, spec)` and a settlement of one lock its
+/// `fn sql_settle(&self, queue, lock, settlement)` (which may merge receives and
+/// completions; most run [`claim`](crate::claim::claim) and
+/// [`settle`](crate::settle::settle) through `sql_tx_sized`); `$store` has
 /// `fn sql_tx_sized(&self, items, f) -> impl Future<Output = Result<R>> + Send` running `f(&mut exec, now)` in one transaction. `items` says how much the call
 /// carries (messages, locks; [`LONG`](crate::LONG) for a scan whose length the
 /// caller does not bound), so a local store can keep long work off the caller's
@@ -30,7 +34,7 @@ macro_rules! store_ops {
                 queue: String,
                 spec: $crate::core::ClaimSpec,
             ) -> impl ::std::future::Future<Output = $crate::core::Result<Vec<$crate::core::Message>>> + Send {
-                self.sql_tx_sized(spec.max_messages as usize, async move |x, now| $crate::claim::claim(x, now, &queue, &spec).await)
+                self.sql_claim(queue, spec)
             }
 
             fn settle(
@@ -39,9 +43,7 @@ macro_rules! store_ops {
                 lock: $crate::core::LockRef,
                 settlement: $crate::core::Settlement,
             ) -> impl ::std::future::Future<Output = $crate::core::Result<()>> + Send {
-                self.sql_tx_sized(1, async move |x, now| {
-                    $crate::settle::settle(x, now, &queue, lock, &settlement).await
-                })
+                self.sql_settle(queue, lock, settlement)
             }
 
             fn complete_batch(

@@ -265,6 +265,31 @@ impl LibsqlStore {
         })
     }
 
+    /// [`store_ops!`](sql::store_ops)'s receive: one flow (the group shares a request
+    /// among the operations waiting beside it).
+    fn sql_claim(
+        &self,
+        queue: String,
+        spec: mqlite_contract::ClaimSpec,
+    ) -> impl Future<Output = Result<Vec<mqlite_contract::Message>>> + Send + 'static {
+        self.sql_tx_sized(spec.max_messages as usize, async move |x, now| {
+            sql::claim::claim(x, now, &queue, &spec).await
+        })
+    }
+
+    /// [`store_ops!`](sql::store_ops)'s settlement of one lock: one flow (the group
+    /// shares a request among the operations waiting beside it).
+    fn sql_settle(
+        &self,
+        queue: String,
+        lock: mqlite_contract::LockRef,
+        settlement: mqlite_contract::Settlement,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        self.sql_tx_sized(1, async move |x, now| {
+            sql::settle::settle(x, now, &queue, lock, &settlement).await
+        })
+    }
+
     /// Runs a shared flow as one operation, off the executor: in a transaction of its
     /// own, or sharing one (and, for a flow of one statement, one request) with the
     /// operations waiting beside it ([`group`]), on the leader's blocking thread; the

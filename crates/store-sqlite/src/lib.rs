@@ -31,8 +31,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use mqlite_contract::{
-    EnqueueSlot, Error, OutMessage, OutboxStore, Ownership, Result, SendOptions, SharedClock,
-    Store, StoreKind, StoreStatus, SystemClock, WorkStats,
+    ClaimSpec, EnqueueSlot, Error, LockRef, Message, OutMessage, OutboxStore, Ownership, Result,
+    SendOptions, Settlement, SharedClock, Store, StoreKind, StoreStatus, SystemClock, WorkStats,
 };
 use mqlite_sql as sql;
 use mqlite_sql::KnownQueues;
@@ -208,6 +208,11 @@ pub struct SqliteStore {
     /// Sends of one message that wait for the writer, merged into one INSERT
     /// ([`merge`]).
     sends: Arc<merge::Sends>,
+    /// Completions of one lock that wait for the writer, merged into one delete
+    /// ([`merge`]).
+    completes: Arc<merge::Completes>,
+    /// Receives that wait for the writer, merged into one claim ([`merge`]).
+    claims: Arc<merge::Claims>,
 }
 
 impl Drop for SqliteStore {
@@ -313,6 +318,8 @@ impl SqliteStore {
             clock: options.clock,
             location,
             sends: Arc::new(merge::sends(work.clone(), reserve.clone())),
+            completes: Arc::new(merge::completes(work.clone())),
+            claims: Arc::new(merge::claims(work.clone())),
             reserve,
             known,
             path,
@@ -461,6 +468,96 @@ impl SqliteStore {
         // 7 % of its time in that memcpy).
         Box::pin(async move {
             match way {
+                Way::Merged(f) => f.await,
+                Way::First(f) => f.await,
+                Way::Alone(f) => f.await,
+            }
+        })
+    }
+
+    /// [`store_ops!`](sql::store_ops)'s receive. A peek-lock receive of at most
+    /// [`merge::MERGED_CLAIM`] messages without a receive attempt that finds the store
+    /// busy is merged with the others waiting into one claim ([`merge`]); one made while
+    /// the store is idle runs on its caller's thread if the store is still idle when it
+    /// is first polled, and is merged if not; any other receive runs its flow in a call
+    /// of its own.
+    fn sql_claim(
+        &self,
+        queue: String,
+        spec: ClaimSpec,
+    ) -> impl Future<Output = Result<Vec<Message>>> + Send + 'static {
+        let run = if !merge::OneClaim::merges(&spec) {
+            Way::Alone(
+                self.sql_tx_sized(spec.max_messages as usize, async move |x, now| {
+                    sql::claim::claim(x, now, &queue, &spec).await
+                }),
+            )
+        } else if self.writer.idle() {
+            let work = self.work.clone();
+            Way::First(self.finish(self.writer.run_alone_or_merged(
+                &self.claims,
+                merge::OneClaim { queue, spec },
+                move |one, conn, now| {
+                    let merge::OneClaim { queue, spec } = one;
+                    run_flow(conn, &work, now, async move |x, now| {
+                        sql::claim::claim(x, now, &queue, &spec).await
+                    })
+                },
+            )))
+        } else {
+            Way::Merged(
+                self.finish(
+                    self.writer
+                        .run_merged(&self.claims, merge::OneClaim { queue, spec }),
+                ),
+            )
+        };
+        Box::pin(async move {
+            match run {
+                Way::Merged(f) => f.await,
+                Way::First(f) => f.await,
+                Way::Alone(f) => f.await,
+            }
+        })
+    }
+
+    /// [`store_ops!`](sql::store_ops)'s settlement of one lock. A completion that finds
+    /// the store busy (callers contend, or commits fsync) is merged with the others
+    /// waiting into one delete ([`merge`]); one made while the store is idle runs on its
+    /// caller's thread if the store is still idle when it is first polled, and is merged
+    /// if not; any other settlement runs its flow in a call of its own.
+    fn sql_settle(
+        &self,
+        queue: String,
+        lock: LockRef,
+        settlement: Settlement,
+    ) -> impl Future<Output = Result<()>> + Send + 'static {
+        let run = if settlement != Settlement::Complete {
+            Way::Alone(self.sql_tx_sized(1, async move |x, now| {
+                sql::settle::settle(x, now, &queue, lock, &settlement).await
+            }))
+        } else if self.writer.idle() {
+            let work = self.work.clone();
+            Way::First(self.finish(self.writer.run_alone_or_merged(
+                &self.completes,
+                merge::OneComplete { queue, lock },
+                move |one, conn, now| {
+                    let merge::OneComplete { queue, lock } = one;
+                    run_flow(conn, &work, now, async move |x, now| {
+                        sql::settle::settle(x, now, &queue, lock, &Settlement::Complete).await
+                    })
+                },
+            )))
+        } else {
+            Way::Merged(
+                self.finish(
+                    self.writer
+                        .run_merged(&self.completes, merge::OneComplete { queue, lock }),
+                ),
+            )
+        };
+        Box::pin(async move {
+            match run {
                 Way::Merged(f) => f.await,
                 Way::First(f) => f.await,
                 Way::Alone(f) => f.await,

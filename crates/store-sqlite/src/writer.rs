@@ -14,14 +14,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
-use mqlite_contract::{EnqueueSlot, Error, Result, SharedClock};
+use mqlite_contract::{Error, Result, SharedClock};
 use mqlite_kit::file::FileIdentity;
-use mqlite_kit::writer::{GroupCommit, WriterThread};
+use mqlite_kit::writer::{GroupCommit, Merge, WriterThread};
 use mqlite_sql::{KnownQueues, QueueRow};
 
 use crate::checkpoint::{ASK_FRAMES, Checkpointer};
 use crate::exec::{Exec, WorkCounter};
-use crate::merge::{OneSend, Sends};
 use crate::{Synchronous, db};
 
 /// The WAL size, in frames, at which the writer checkpoints on its own connection:
@@ -394,27 +393,27 @@ impl Writer {
         self.thread.idle()
     }
 
-    /// Leaves a send of one message in `merge` for the merged call (see
-    /// [`crate::merge`]).
-    pub(crate) fn run_merged(
+    /// Leaves a call of one item (a send of one message, a completion of one lock) in
+    /// `merge` for the merged call (see [`crate::merge`]).
+    pub(crate) fn run_merged<I: Send + 'static, R: Send + 'static>(
         &self,
-        merge: &Arc<Sends>,
-        send: OneSend,
-    ) -> impl Future<Output = Result<Vec<EnqueueSlot>>> + Send + 'static {
-        self.thread.run_merged(merge, send)
+        merge: &Arc<Merge<Conn, I, R>>,
+        item: I,
+    ) -> impl Future<Output = Result<R>> + Send + 'static {
+        self.thread.run_merged(merge, item)
     }
 
-    /// A send of one message on its caller's thread if the store is idle when first
+    /// A call of one item on its caller's thread if the store is idle when first
     /// polled (`alone`, a call alone, see [`Writer::run_tx`]), else left in `merge`:
-    /// a send that lost the race for the idle store joins the merged call instead of
+    /// a call that lost the race for the idle store joins the merged call instead of
     /// queueing its own.
-    pub(crate) fn run_alone_or_merged(
+    pub(crate) fn run_alone_or_merged<I: Send + 'static, R: Send + 'static>(
         &self,
-        merge: &Arc<Sends>,
-        send: OneSend,
-        alone: impl FnOnce(OneSend, &mut Conn, i64) -> Result<Vec<EnqueueSlot>> + Send + 'static,
-    ) -> impl Future<Output = Result<Vec<EnqueueSlot>>> + Send + 'static {
-        self.thread.run_alone_or_merged(merge, send, alone)
+        merge: &Arc<Merge<Conn, I, R>>,
+        item: I,
+        alone: impl FnOnce(I, &mut Conn, i64) -> Result<R> + Send + 'static,
+    ) -> impl Future<Output = Result<R>> + Send + 'static {
+        self.thread.run_alone_or_merged(merge, item, alone)
     }
 
     /// Calls run on their caller's thread so far.

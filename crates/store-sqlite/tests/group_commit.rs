@@ -348,3 +348,173 @@ async fn a_refused_merged_insert_goes_row_by_row() {
     let stored = support::stored(&store).await;
     assert_eq!(stored, 2);
 }
+
+/// A peek-lock claim of `max` messages.
+fn receive(
+    store: &SqliteStore,
+    max: u32,
+) -> impl Future<Output = mqlite_contract::Result<Vec<mqlite_contract::Message>>> + use<'_> {
+    store.claim(
+        "q".into(),
+        ClaimSpec {
+            max_messages: max,
+            mode: ReceiveMode::PeekLock,
+            attempt_id: None,
+        },
+    )
+}
+
+/// `n` messages sent and claimed at once: their locks, in order.
+async fn locked(store: &SqliteStore, n: usize) -> Vec<LockRef> {
+    for i in 0..n {
+        send(store, "q", &format!("m{i}")).await.expect("send");
+    }
+    let got = receive(store, n as u32).await.expect("claim");
+    assert_eq!(got.len(), n);
+    got.iter().map(LockRef::from).collect()
+}
+
+fn complete(
+    store: &SqliteStore,
+    lock: LockRef,
+) -> impl Future<Output = mqlite_contract::Result<()>> + use<'_> {
+    store.settle("q".into(), lock, Settlement::Complete)
+}
+
+/// Completions of one lock each that wait for the writer complete together: one
+/// fenced delete of every lock and their receipts, four statements however many (the
+/// savepoint that holds the delete, the delete, the receipts, the savepoint's release),
+/// where each ran its own delete and receipt. Each caller is answered Ok, the messages
+/// are gone, and a retry of any of them finds its receipt (3.2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_of_one_lock_waiting_for_the_writer_are_one_delete() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    for n in [2usize, 16, 100] {
+        let locks = locked(&store, n).await;
+        let (release, holder) = hold_writer(&store).await;
+        let (commits, before) = (store.group_commits(), statements(&store));
+        let calls: Vec<_> = locks.iter().map(|l| complete(&store, *l)).collect();
+        release.send(()).expect("release");
+        holder.await.expect("holder");
+        for c in calls {
+            c.await.expect("completed");
+        }
+        assert_eq!(
+            store.group_commits() - commits,
+            1,
+            "{n} completions, one commit"
+        );
+        assert_eq!(
+            statements(&store) - before,
+            4,
+            "{n} completions of one lock on a known queue: one delete and the receipts"
+        );
+        assert_eq!(support::stored(&store).await, 0, "every message completed");
+        for l in &locks {
+            complete(&store, *l)
+                .await
+                .expect("a retry replays the receipt");
+        }
+    }
+}
+
+/// When the merged delete does not take every lock, it is taken back and each
+/// completion goes its own way: a lock given twice completes once and its second
+/// caller finds the receipt (Ok), a stale token is `LockLost` and changes nothing, a
+/// queue that does not exist is `NotFound`, and the others complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merged_completions_that_miss_a_lock_go_each_their_own_way() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    let locks = locked(&store, 4).await;
+    let stale = LockRef {
+        seq: locks[3].seq,
+        token: LockToken::random(),
+    };
+    let (release, holder) = hold_writer(&store).await;
+    let first = complete(&store, locks[0]);
+    let twice = [complete(&store, locks[1]), complete(&store, locks[1])];
+    let forged = complete(&store, stale);
+    let elsewhere = store.settle("missing".into(), locks[2], Settlement::Complete);
+    let third = complete(&store, locks[2]);
+    release.send(()).expect("release");
+    holder.await.expect("holder");
+    first.await.expect("first");
+    for t in twice {
+        t.await.expect("a lock completed twice: Ok both times");
+    }
+    assert!(matches!(forged.await, Err(Error::LockLost { .. })));
+    assert!(matches!(elsewhere.await, Err(Error::NotFound { .. })));
+    third.await.expect("third");
+    assert_eq!(
+        support::stored(&store).await,
+        1,
+        "the message under the stale token is still there"
+    );
+    complete(&store, locks[3])
+        .await
+        .expect("its own token still completes it");
+}
+
+/// Receives that wait for the writer run as one claim of as many messages as they ask
+/// for in all, at most 64 a claim (two statements each: the pick and the lock), and
+/// each gets as many as it asked for, in claim order; those past the backlog get
+/// none. A receive whose caller left first claims nothing (13.2); one of a queue that
+/// does not exist fails alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receives_waiting_for_the_writer_are_one_claim() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    for i in 0..100 {
+        send(&store, "q", &format!("m{i}")).await.expect("send");
+    }
+    let (release, holder) = hold_writer(&store).await;
+    let (commits, before) = (store.group_commits(), statements(&store));
+    let left = receive(&store, 1);
+    let elsewhere = store.claim(
+        "missing".into(),
+        ClaimSpec {
+            max_messages: 1,
+            mode: ReceiveMode::PeekLock,
+            attempt_id: None,
+        },
+    );
+    let mut calls: Vec<_> = (0..60).map(|_| receive(&store, 1)).collect();
+    calls.push(receive(&store, 3));
+    calls.extend((0..10).map(|_| receive(&store, 4)));
+    drop(left);
+    release.send(()).expect("release");
+    holder.await.expect("holder");
+    let mut seqs = Vec::new();
+    let mut sizes = Vec::new();
+    for c in calls {
+        let got = c.await.expect("receive");
+        sizes.push(got.len());
+        seqs.extend(got.iter().map(|m| m.seq.0));
+    }
+    assert!(matches!(elsewhere.await, Err(Error::NotFound { .. })));
+    assert_eq!(store.group_commits() - commits, 1, "one commit");
+    assert_eq!(
+        statements(&store) - before,
+        5,
+        "103 messages asked for: a claim of 63 and one of 40, two statements each; the \
+         receive of a queue that does not exist reads its row and fails alone"
+    );
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "distinct messages, in claim order: {seqs:?}"
+    );
+    assert_eq!(seqs.len(), 100, "the whole backlog, once");
+    let expected: Vec<usize> = std::iter::repeat_n(1, 60)
+        .chain([3])
+        .chain(std::iter::repeat_n(4, 9))
+        .chain([1])
+        .collect();
+    assert_eq!(sizes, expected, "as many as each asked for while they last");
+    let locked = store
+        .query_i64("SELECT count(*) FROM mqlite_messages WHERE state = 1")
+        .await
+        .expect("count");
+    assert_eq!(locked, 100, "nothing locked for the receive that left");
+}
