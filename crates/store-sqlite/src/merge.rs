@@ -282,7 +282,7 @@ fn claim_merged(x: &mut Exec<'_>, now: i64, items: Vec<OneClaim>) -> Vec<Result<
             None => pieces.push((queue, vec![(i, spec)], max)),
         }
     }
-    // Alone in the merged call, a claim needs no savepoint of its own: the call's
+    // Alone in the merged call, a receive needs no savepoint of its own: the call's
     // undoes it.
     let alone = pieces.len() == 1;
     for (queue, specs, total) in pieces {
@@ -303,7 +303,9 @@ fn claim_merged(x: &mut Exec<'_>, now: i64, items: Vec<OneClaim>) -> Vec<Result<
             mode: ReceiveMode::PeekLock,
             attempt_id: None,
         };
-        let got = in_savepoint(x, alone, |x| block_on(None, claim(x, now, &queue, &spec)));
+        // Always in a savepoint of its own: when it fails, whatever it did is taken back
+        // before each receive claims alone.
+        let got = in_savepoint(x, false, |x| block_on(None, claim(x, now, &queue, &spec)));
         match got {
             Ok(messages) => {
                 let mut messages = messages.into_iter();
