@@ -23,6 +23,7 @@ mod tx;
 mod writer;
 
 pub use mqlite_kit::reserve::RESERVE_BYTES;
+use mqlite_kit::writer::Merge;
 pub use mqlite_kit::writer::{HoldBound, HoldSnapshot};
 use mqlite_kit::{blocking::block_on, reserve::Reserve};
 
@@ -234,6 +235,10 @@ fn run_flow<R>(
     // The flows' futures are ready at once: rusqlite answers synchronously.
     block_on(None, f(&mut conn.exec(work), now))
 }
+
+/// A store call's future, boxed: the ways a call may run take kilobytes together, which
+/// every caller's future would otherwise hold and move at each await.
+type Boxed<R> = std::pin::Pin<Box<dyn Future<Output = Result<R>> + Send + 'static>>;
 
 /// Which way a send runs ([`SqliteStore::sql_enqueue`]).
 enum Way<M, F, A> {
@@ -476,93 +481,67 @@ impl SqliteStore {
     }
 
     /// [`store_ops!`](sql::store_ops)'s receive. A peek-lock receive of at most
-    /// [`merge::MERGED_CLAIM`] messages without a receive attempt that finds the store
-    /// busy is merged with the others waiting into one claim ([`merge`]); one made while
-    /// the store is idle runs on its caller's thread if the store is still idle when it
-    /// is first polled, and is merged if not; any other receive runs its flow in a call
-    /// of its own.
-    fn sql_claim(
-        &self,
-        queue: String,
-        spec: ClaimSpec,
-    ) -> impl Future<Output = Result<Vec<Message>>> + Send + 'static {
-        let run = if !merge::OneClaim::merges(&spec) {
-            Way::Alone(
+    /// [`merge::MERGED_CLAIM`] messages without a receive attempt may merge with the
+    /// others waiting into one claim ([`Self::one_or_merged`]); any other receive runs
+    /// its flow in a call of its own.
+    fn sql_claim(&self, queue: String, spec: ClaimSpec) -> Boxed<Vec<Message>> {
+        if !merge::OneClaim::merges(&spec) {
+            return Box::pin(
                 self.sql_tx_sized(spec.max_messages as usize, async move |x, now| {
                     sql::claim::claim(x, now, &queue, &spec).await
                 }),
-            )
-        } else if self.writer.idle() {
-            let work = self.work.clone();
-            Way::First(self.finish(self.writer.run_alone_or_merged(
-                &self.claims,
-                merge::OneClaim { queue, spec },
-                move |one, conn, now| {
-                    let merge::OneClaim { queue, spec } = one;
-                    run_flow(conn, &work, now, async move |x, now| {
-                        sql::claim::claim(x, now, &queue, &spec).await
-                    })
-                },
-            )))
-        } else {
-            Way::Merged(
-                self.finish(
-                    self.writer
-                        .run_merged(&self.claims, merge::OneClaim { queue, spec }),
-                ),
-            )
-        };
-        Box::pin(async move {
-            match run {
-                Way::Merged(f) => f.await,
-                Way::First(f) => f.await,
-                Way::Alone(f) => f.await,
-            }
-        })
+            );
+        }
+        self.one_or_merged(
+            &self.claims,
+            merge::OneClaim { queue, spec },
+            |one, x, now| block_on(None, sql::claim::claim(x, now, &one.queue, &one.spec)),
+        )
     }
 
-    /// [`store_ops!`](sql::store_ops)'s settlement of one lock. A completion that finds
-    /// the store busy (callers contend, or commits fsync) is merged with the others
-    /// waiting into one delete ([`merge`]); one made while the store is idle runs on its
-    /// caller's thread if the store is still idle when it is first polled, and is merged
-    /// if not; any other settlement runs its flow in a call of its own.
-    fn sql_settle(
-        &self,
-        queue: String,
-        lock: LockRef,
-        settlement: Settlement,
-    ) -> impl Future<Output = Result<()>> + Send + 'static {
-        let run = if settlement != Settlement::Complete {
-            Way::Alone(self.sql_tx_sized(1, async move |x, now| {
+    /// [`store_ops!`](sql::store_ops)'s settlement of one lock. A completion may merge
+    /// with the others waiting into one delete ([`Self::one_or_merged`]); any other
+    /// settlement runs its flow in a call of its own.
+    fn sql_settle(&self, queue: String, lock: LockRef, settlement: Settlement) -> Boxed<()> {
+        if settlement != Settlement::Complete {
+            return Box::pin(self.sql_tx_sized(1, async move |x, now| {
                 sql::settle::settle(x, now, &queue, lock, &settlement).await
-            }))
-        } else if self.writer.idle() {
-            let work = self.work.clone();
-            Way::First(self.finish(self.writer.run_alone_or_merged(
-                &self.completes,
-                merge::OneComplete { queue, lock },
-                move |one, conn, now| {
-                    let merge::OneComplete { queue, lock } = one;
-                    run_flow(conn, &work, now, async move |x, now| {
-                        sql::settle::settle(x, now, &queue, lock, &Settlement::Complete).await
-                    })
-                },
-            )))
-        } else {
-            Way::Merged(
-                self.finish(
-                    self.writer
-                        .run_merged(&self.completes, merge::OneComplete { queue, lock }),
-                ),
-            )
-        };
-        Box::pin(async move {
-            match run {
-                Way::Merged(f) => f.await,
-                Way::First(f) => f.await,
-                Way::Alone(f) => f.await,
-            }
-        })
+            }));
+        }
+        self.one_or_merged(
+            &self.completes,
+            merge::OneComplete { queue, lock },
+            |one, x, now| {
+                block_on(
+                    None,
+                    sql::settle::settle(x, now, &one.queue, one.lock, &Settlement::Complete),
+                )
+            },
+        )
+    }
+
+    /// A call of one item that may merge ([`merge`]): made while the store is idle, it
+    /// runs `alone` on its caller's thread if the store is still idle when it is first
+    /// polled, and joins the merged call if not; made while the store is busy (callers
+    /// contend, or commits fsync), it joins the merged call.
+    fn one_or_merged<I: Send + 'static, R: Send + 'static>(
+        &self,
+        merge: &Arc<Merge<writer::Conn, I, R>>,
+        item: I,
+        alone: impl FnOnce(I, &mut Exec<'_>, i64) -> Result<R> + Send + 'static,
+    ) -> Boxed<R> {
+        if !self.writer.idle() {
+            return Box::pin(self.finish(self.writer.run_merged(merge, item)));
+        }
+        let work = self.work.clone();
+        Box::pin(
+            self.finish(
+                self.writer
+                    .run_alone_or_merged(merge, item, move |item, conn, now| {
+                        alone(item, &mut conn.exec(&work), now)
+                    }),
+            ),
+        )
     }
 
     /// How many group commits the writer has made: calls waiting for the writer share
