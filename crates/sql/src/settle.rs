@@ -605,7 +605,11 @@ fn lines_are_rare(cfg: &QueueConfig) -> bool {
 /// statements spent (three when it took none: nothing to take back). A batch retried
 /// after it completed spends them too. A remote driver sends
 /// [`REFUSE_UNLESS_CHANGED`] after it, which undoes it unless it took every lock.
-async fn complete_at_once<X: SqlExec>(
+///
+/// In this process, a failure after [`AT_ONCE`] leaves that savepoint open: the caller
+/// undoes the whole transaction, or (a store's merged completions) takes it back with
+/// [`AT_ONCE_UNDO`] and [`AT_ONCE_KEEP`].
+pub async fn complete_at_once<X: SqlExec>(
     x: &mut X,
     now: i64,
     queue: &str,
@@ -756,24 +760,15 @@ pub async fn complete_batch<X: SqlExec>(
         .collect())
 }
 
-/// Completions of one lock each, made by separate callers of the same queue and merged
-/// by a local store's writer: true when every lock completed at once
-/// ([`complete_at_once`]: the fenced delete of them all, then their receipts, which a
-/// retry of any one of them finds as it finds its own). False, with nothing changed,
-/// when the queue is FIFO, there are fewer than two or more than [`BOUND_LOCKS`] locks,
-/// or the delete did not take every lock (one lost, completed already, given twice, or
-/// in a line): the caller then runs each completion's own flow ([`settle`]).
-pub async fn complete_merged<X: SqlExec>(
-    x: &mut X,
-    now: i64,
-    queue: &str,
-    locks: &[LockRef],
-) -> Result<bool> {
-    if !(2..=BOUND_LOCKS).contains(&locks.len()) {
+/// Whether the completions of `n` locks of one lock each, made by separate callers of
+/// `queue` and merged by a local store's writer, may complete at once
+/// ([`complete_at_once`]): two to [`BOUND_LOCKS`] locks of a queue that is not FIFO.
+/// Reads the queue's row (unless the driver knows it) and writes nothing.
+pub async fn merges_at_once<X: SqlExec>(x: &mut X, queue: &str, n: usize) -> Result<bool> {
+    if !(2..=BOUND_LOCKS).contains(&n) {
         return Ok(false);
     }
-    let cfg = load_queue(x, queue).await?;
-    Ok(lines_are_rare(&cfg) && complete_at_once(x, now, queue, locks).await?)
+    Ok(lines_are_rare(&load_queue(x, queue).await?))
 }
 
 /// Renews live leases in one statement (2.5, 2.8).

@@ -1,16 +1,25 @@
-//! Sends of one message merged into one INSERT: while the store is busy (callers
-//! contend, or every commit fsyncs under `synchronous=FULL`), a send of one message
-//! waits in the store kit's [`Merge`] instead of queueing a call of its own, and the
-//! one merged call the writer reaches inserts every send waiting then with ONE INSERT
-//! per queue and timing and per 1,024 sends (`INSERT_ROWS`, its largest text, after one
-//! read of the next number), where each call ran its own INSERT in its own savepoint.
-//! The numbers are contiguous and in arrival order (G1); every send is answered after
-//! the commit that holds it (14.6).
+//! Calls of one item merged on the writer thread: while the store is busy (callers
+//! contend, or every commit fsyncs under `synchronous=FULL`), a send of one message, a
+//! peek-lock receive of a few or a completion of one lock waits in the store kit's
+//! [`Merge`] instead of queueing a call of its own, and the one merged call the writer
+//! reaches runs every item waiting then together, where each call ran its own
+//! statements in its own savepoint.
 //!
-//! A send the merge cannot take runs its usual flow in a savepoint of its own, beside
-//! the merged ones: one to a queue with a dedup window (a lookup and an entry) or into
-//! a line (the line's head). A merged statement the database refuses inserted nothing;
-//! each of its rows is then inserted alone, so a refusal stays with its own send.
+//! - Sends ([`sends`]): ONE INSERT per queue and timing and per 1,024 sends
+//!   (`INSERT_ROWS`, its largest text, after one read of the next number). The numbers
+//!   are contiguous and in arrival order (G1). A send the merge cannot take runs its
+//!   usual flow in a savepoint of its own, beside the merged ones: one to a queue with
+//!   a dedup window (a lookup and an entry) or into a line (the line's head). A merged
+//!   statement the database refuses inserted nothing; each of its rows is then
+//!   inserted alone, so a refusal stays with its own send.
+//! - Receives ([`claims`]): ONE claim per queue of as many messages as they ask for in
+//!   all, handed out in claim order.
+//! - Completions ([`completes`]): ONE fenced delete per queue and its receipts, or each
+//!   its own flow when that delete misses a lock.
+//!
+//! Every item is answered after the commit that holds it (14.6). A piece that fails is
+//! taken back alone; when taking it back fails too, every item of the merged call
+//! fails, so that the call is undone whole and nothing of the failed piece commits.
 
 use mqlite_contract::{
     ClaimSpec, EnqueueSlot, Error, LockRef, Message, OutMessage, ReceiveMode, Result, SendOptions,
@@ -24,7 +33,7 @@ use mqlite_sql::claim::claim;
 use mqlite_sql::enqueue::{
     MAX_INSERT_ROWS, ROW_PARAMS, SharedValues, enqueue, insert_merged, insert_one, one_row,
 };
-use mqlite_sql::settle::{AT_ONCE_KEEP, AT_ONCE_UNDO, complete_merged, settle};
+use mqlite_sql::settle::{AT_ONCE_KEEP, AT_ONCE_UNDO, complete_at_once, merges_at_once, settle};
 
 use crate::exec::{Exec, WorkCounter};
 use crate::writer::{Conn, run_sql};
@@ -45,24 +54,27 @@ pub(crate) type Sends = Merge<Conn, OneSend, Vec<EnqueueSlot>>;
 /// The merge for a store whose statements `work` counts and whose sends `reserve`
 /// admits.
 pub(crate) fn sends(work: std::sync::Arc<WorkCounter>, reserve: std::sync::Arc<Reserve>) -> Sends {
-    Merge::new(move |conn: &mut Conn, now, items: Vec<OneSend>| {
-        // The reserve is the store's: while it is given up, no send writes (as in the
-        // usual flow, which checks it first). Each send hears the refusal: only the
-        // writer thread, this one, puts the reserve back, so none of these is Ok.
-        if reserve.ensure_armed().is_err() {
-            return items
-                .iter()
-                .map(|_| reserve.ensure_armed().map(|()| Vec::new()))
-                .collect();
-        }
-        run(&mut conn.exec(&work), now, items)
-    })
+    Merge::new(
+        move |conn: &mut Conn, now, items: Vec<OneSend>, _gone: &Gone<'_>| {
+            // The reserve is the store's: while it is given up, no send writes (as in the
+            // usual flow, which checks it first). Each send hears the refusal: only the
+            // writer thread, this one, puts the reserve back, so none of these is Ok.
+            if reserve.ensure_armed().is_err() {
+                return items
+                    .iter()
+                    .map(|_| reserve.ensure_armed().map(|()| Vec::new()))
+                    .collect();
+            }
+            run(&mut conn.exec(&work), now, items)
+        },
+    )
 }
 
 /// Runs the sends `items` in the open transaction; each one's outcome, in order.
 fn run(x: &mut Exec<'_>, now: i64, items: Vec<OneSend>) -> Vec<Sent> {
     let n = items.len();
     let mut out: Vec<Option<Sent>> = (0..n).map(|_| None).collect();
+    let mut broken = None;
     // Rows by the values they share, in order of their first send.
     let mut merges: Vec<(SharedValues, Vec<usize>, Vec<[Value; ROW_PARAMS]>)> = Vec::new();
     let mut alone: Vec<(usize, OneSend)> = Vec::new();
@@ -127,14 +139,12 @@ fn run(x: &mut Exec<'_>, now: i64, items: Vec<OneSend>) -> Vec<Sent> {
                 message,
                 options,
             } = item;
-            in_savepoint(x, false, |x| {
+            in_savepoint(x, false, &mut broken, |x| {
                 block_on(None, enqueue(x, now, &queue, vec![message], options, false))
             })
         });
     }
-    out.into_iter()
-        .map(|o| o.unwrap_or_else(|| Err(lost())))
-        .collect()
+    outcomes(out, broken)
 }
 
 /// The outcome of a send behind one that made the database roll the transaction back
@@ -158,20 +168,24 @@ pub(crate) type Completes = Merge<Conn, OneComplete, ()>;
 
 /// The merge of completions for a store whose statements `work` counts: the
 /// completions waiting for one queue complete at once, with one fenced delete and
-/// their receipts ([`complete_merged`]), where each ran its own delete and receipt in
+/// their receipts ([`complete_at_once`]), where each ran its own delete and receipt in
 /// its own savepoint. When that delete does not take every lock (one lost, completed
-/// already, in a line), nothing of it stays and each completion runs its own flow in a
-/// savepoint of its own, so each caller hears what a call of its own would have said.
+/// already, given twice, in a line), nothing of it stays and each completion runs its
+/// own flow in a savepoint of its own, so each caller hears what a call of its own
+/// would have said.
 pub(crate) fn completes(work: std::sync::Arc<WorkCounter>) -> Completes {
-    Merge::new(move |conn: &mut Conn, now, items: Vec<OneComplete>| {
-        complete(&mut conn.exec(&work), now, items)
-    })
+    Merge::new(
+        move |conn: &mut Conn, now, items: Vec<OneComplete>, _gone: &Gone<'_>| {
+            complete(&mut conn.exec(&work), now, items)
+        },
+    )
 }
 
 /// Runs the completions `items` in the open transaction; each one's outcome, in order.
 fn complete(x: &mut Exec<'_>, now: i64, items: Vec<OneComplete>) -> Vec<Result<()>> {
     let n = items.len();
     let mut out: Vec<Option<Result<()>>> = (0..n).map(|_| None).collect();
+    let mut broken = None;
     // Locks by queue, in order of each queue's first completion.
     let mut queues: Vec<(String, Vec<usize>, Vec<LockRef>)> = Vec::new();
     for (i, OneComplete { queue, lock }) in items.into_iter().enumerate() {
@@ -183,9 +197,19 @@ fn complete(x: &mut Exec<'_>, now: i64, items: Vec<OneComplete>) -> Vec<Result<(
             None => queues.push((queue, vec![i], vec![lock])),
         }
     }
+    // Alone in the merged call, a completion needs no savepoint of its own: the call's
+    // undoes it.
+    let alone = n == 1;
     for (queue, idx, locks) in queues {
-        if !x.conn.is_autocommit() {
-            match block_on(None, complete_merged(x, now, &queue, &locks)) {
+        // A queue that cannot complete them at once (or whose row cannot be read) sends
+        // each its own way, where each hears why.
+        if !x.conn.is_autocommit()
+            && matches!(
+                block_on(None, merges_at_once(x, &queue, locks.len())),
+                Ok(true)
+            )
+        {
+            match block_on(None, complete_at_once(x, now, &queue, &locks)) {
                 Ok(true) => {
                     for i in idx {
                         out[i] = Some(Ok(()));
@@ -194,31 +218,30 @@ fn complete(x: &mut Exec<'_>, now: i64, items: Vec<OneComplete>) -> Vec<Result<(
                 }
                 Ok(false) => {}
                 Err(e) => {
-                    // Whatever of it ran is taken back (its savepoint is open unless it
-                    // failed before it); each completion then goes its own way.
+                    // Whatever of it ran is taken back with its savepoint; each
+                    // completion then goes its own way.
                     tracing::debug!(error = %e, locks = locks.len(), "merged completions failed; each goes its own way while the transaction holds");
-                    if run_sql(x.conn, AT_ONCE_UNDO).is_ok() {
-                        let _ = run_sql(x.conn, AT_ONCE_KEEP);
+                    if !x.conn.is_autocommit()
+                        && let Err(undo) = run_sql(x.conn, AT_ONCE_UNDO)
+                            .and_then(|()| run_sql(x.conn, AT_ONCE_KEEP))
+                        && !x.conn.is_autocommit()
+                    {
+                        broken = Some(undo);
                     }
                 }
             }
         }
-        // Alone in the merged call, a completion needs no savepoint of its own: the
-        // call's undoes it.
-        let alone = n == 1;
         for (i, lock) in idx.into_iter().zip(locks) {
             out[i] = Some(if x.conn.is_autocommit() {
                 Err(lost())
             } else {
-                in_savepoint(x, alone, |x| {
+                in_savepoint(x, alone, &mut broken, |x| {
                     block_on(None, settle(x, now, &queue, lock, &Settlement::Complete))
                 })
             });
         }
     }
-    out.into_iter()
-        .map(|o| o.unwrap_or_else(|| Err(lost())))
-        .collect()
+    outcomes(out, broken)
 }
 
 /// A peek-lock receive of a few messages, with no receive attempt, waiting for the
@@ -250,110 +273,185 @@ pub(crate) type Claims = Merge<Conn, OneClaim, Vec<Message>>;
 /// ([`claim`]: one pick and one lock), where each ran its own claim in its own
 /// savepoint, and the messages it locked are handed out in claim order, each receive
 /// taking as many as it asked for (the last ones may get fewer, or none, as when
-/// receives race). A merged claim that fails leaves nothing, and each receive then runs
-/// its own claim.
+/// receives race). A receive whose caller left while the claim ran would hold locks
+/// nobody hears of, each a delivery counted (1.3, 1.4): the claim is then taken back and
+/// runs again for the receives still waiting. A merged claim that fails is taken back,
+/// and each receive then runs its own claim.
 pub(crate) fn claims(work: std::sync::Arc<WorkCounter>) -> Claims {
-    Merge::new(move |conn: &mut Conn, now, items: Vec<OneClaim>| {
-        claim_merged(&mut conn.exec(&work), now, items)
-    })
+    Merge::new(
+        move |conn: &mut Conn, now, items: Vec<OneClaim>, gone: &Gone<'_>| {
+            claim_merged(&mut conn.exec(&work), now, items, gone)
+        },
+    )
 }
+
+/// Whether the caller of the item at an index has left ([`Merge`]).
+type Gone<'a> = dyn Fn(usize) -> bool + 'a;
 
 /// Receives merged into one claim: their queue, each one's place among the items and
 /// its spec, and how many messages they ask for in all.
 type Piece = (String, Vec<(usize, ClaimSpec)>, u32);
 
 /// Runs the receives `items` in the open transaction; each one's messages, in order.
-fn claim_merged(x: &mut Exec<'_>, now: i64, items: Vec<OneClaim>) -> Vec<Result<Vec<Message>>> {
+fn claim_merged(
+    x: &mut Exec<'_>,
+    now: i64,
+    items: Vec<OneClaim>,
+    gone: &Gone<'_>,
+) -> Vec<Result<Vec<Message>>> {
     let n = items.len();
     let mut out: Vec<Option<Result<Vec<Message>>>> = (0..n).map(|_| None).collect();
-    // Receives by queue, in order of each queue's first, in pieces of at most
-    // MERGED_CLAIM messages.
+    let mut broken = None;
+    // Receives by queue, in pieces of at most MERGED_CLAIM messages: a receive joins
+    // its queue's last piece, so pieces are served in the order their receives came.
     let mut pieces: Vec<Piece> = Vec::new();
     for (i, OneClaim { queue, spec }) in items.into_iter().enumerate() {
         let max = spec.max_messages;
-        match pieces
-            .iter_mut()
-            .find(|(q, _, total)| *q == queue && total + max <= MERGED_CLAIM)
-        {
-            Some((_, specs, total)) => {
+        match pieces.iter_mut().rev().find(|(q, _, _)| *q == queue) {
+            Some((_, specs, total)) if *total + max <= MERGED_CLAIM => {
                 specs.push((i, spec));
                 *total += max;
             }
-            None => pieces.push((queue, vec![(i, spec)], max)),
+            _ => pieces.push((queue, vec![(i, spec)], max)),
         }
     }
-    // Alone in the merged call, a receive needs no savepoint of its own: the call's
-    // undoes it.
-    let alone = pieces.len() == 1;
-    for (queue, specs, total) in pieces {
-        if x.conn.is_autocommit() {
-            for (i, _) in specs {
-                out[i] = Some(Err(lost()));
-            }
-            continue;
-        }
-        if let [(i, spec)] = &specs[..] {
-            out[*i] = Some(in_savepoint(x, alone, |x| {
-                block_on(None, claim(x, now, &queue, spec))
-            }));
-            continue;
-        }
-        let spec = ClaimSpec {
-            max_messages: total,
-            mode: ReceiveMode::PeekLock,
-            attempt_id: None,
-        };
-        // Always in a savepoint of its own: when it fails, whatever it did is taken back
-        // before each receive claims alone.
-        let got = in_savepoint(x, false, |x| block_on(None, claim(x, now, &queue, &spec)));
-        match got {
-            Ok(messages) => {
-                let mut messages = messages.into_iter();
-                for (i, spec) in specs {
-                    out[i] = Some(Ok(messages
-                        .by_ref()
-                        .take(spec.max_messages as usize)
-                        .collect()));
+    if let ([(queue, specs, _)], 1) = (&pieces[..], n) {
+        // Alone in the merged call: a claim of its own, which the call undoes if it
+        // fails or its caller left.
+        out[specs[0].0] = Some(block_on(None, claim(x, now, queue, &specs[0].1)));
+        return outcomes(out, broken);
+    }
+    for (queue, mut specs, _) in pieces {
+        loop {
+            // A receive whose caller left claims nothing.
+            specs.retain(|(i, _)| {
+                let left = gone(*i);
+                if left {
+                    out[*i] = Some(Err(Error::Cancelled));
                 }
+                !left
+            });
+            if specs.is_empty() {
+                break;
             }
-            Err(e) => {
-                tracing::debug!(error = %e, receives = specs.len(), "a merged claim failed; each receive claims alone while the transaction holds");
-                for (i, spec) in specs {
-                    out[i] = Some(if x.conn.is_autocommit() {
-                        Err(lost())
-                    } else {
-                        in_savepoint(x, false, |x| block_on(None, claim(x, now, &queue, &spec)))
-                    });
+            if x.conn.is_autocommit() {
+                for (i, _) in &specs {
+                    out[*i] = Some(Err(lost()));
+                }
+                break;
+            }
+            let spec = ClaimSpec {
+                max_messages: specs.iter().map(|(_, s)| s.max_messages).sum(),
+                mode: ReceiveMode::PeekLock,
+                attempt_id: None,
+            };
+            let got = in_savepoint_if(
+                x,
+                &mut broken,
+                |x| block_on(None, claim(x, now, &queue, &spec)),
+                |_| !specs.iter().any(|(i, _)| gone(*i)),
+            );
+            match got {
+                Ok(Some(messages)) => {
+                    let mut messages = messages.into_iter();
+                    for (i, spec) in &specs {
+                        out[*i] = Some(Ok(messages
+                            .by_ref()
+                            .take(spec.max_messages as usize)
+                            .collect()));
+                    }
+                    break;
+                }
+                // A caller left while it ran: taken back, and again without it.
+                Ok(None) => {}
+                Err(e) if specs.len() == 1 => {
+                    out[specs[0].0] = Some(Err(e));
+                    break;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, receives = specs.len(), "a merged claim failed; each receive claims alone while the transaction holds");
+                    for (i, spec) in &specs {
+                        out[*i] = Some(if x.conn.is_autocommit() {
+                            Err(lost())
+                        } else {
+                            in_savepoint(x, false, &mut broken, |x| {
+                                block_on(None, claim(x, now, &queue, spec))
+                            })
+                        });
+                    }
+                    break;
                 }
             }
         }
     }
-    out.into_iter()
-        .map(|o| o.unwrap_or_else(|| Err(lost())))
-        .collect()
+    outcomes(out, broken)
 }
 
-/// Runs `f` in a savepoint of its own (undone alone if it fails), or bare when
-/// `alone`: the merged call's own savepoint or transaction then undoes it.
+/// Each item's outcome; when a failed piece could not be taken back (`broken`), every
+/// item fails, so the merged call is undone whole and nothing of that piece commits.
+fn outcomes<R>(out: Vec<Option<Result<R>>>, broken: Option<Error>) -> Vec<Result<R>> {
+    match broken {
+        None => out
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| Err(lost())))
+            .collect(),
+        Some(why) => out
+            .iter()
+            .map(|_| {
+                Err(Error::backend(
+                    crate::BACKEND,
+                    std::io::Error::other(format!(
+                        "a failed part of a merged call could not be taken back, so the \
+                         whole call was: {why}"
+                    )),
+                ))
+            })
+            .collect(),
+    }
+}
+
+/// Runs `f` in a savepoint of its own, undone alone if it fails, or bare when `alone`
+/// (the merged call's own savepoint or transaction then undoes it).
 fn in_savepoint<R>(
     x: &mut Exec<'_>,
     alone: bool,
+    broken: &mut Option<Error>,
     f: impl FnOnce(&mut Exec<'_>) -> Result<R>,
 ) -> Result<R> {
     if alone {
         return f(x);
     }
+    in_savepoint_if(x, broken, f, |_| true)?.ok_or_else(lost)
+}
+
+/// Runs `f` in a savepoint of its own, and keeps what it did if it succeeded and `keep`
+/// says so (None: taken back). When it fails, or `keep` refuses, the savepoint is taken
+/// back; when that fails too with the transaction still open, `broken` says why.
+fn in_savepoint_if<R>(
+    x: &mut Exec<'_>,
+    broken: &mut Option<Error>,
+    f: impl FnOnce(&mut Exec<'_>) -> Result<R>,
+    keep: impl FnOnce(&R) -> bool,
+) -> Result<Option<R>> {
     run_sql(x.conn, "SAVEPOINT mqlite_merged")?;
     let out = f(x);
     if x.conn.is_autocommit() {
         // The database rolled the transaction back: the writer fails the group.
-        return out;
+        return out.map(Some);
     }
-    // Kept, or undone alone when it failed (or its savepoint could not be released).
-    let out = out.and_then(|r| run_sql(x.conn, "RELEASE mqlite_merged").map(|()| r));
-    if out.is_err() && !x.conn.is_autocommit() {
-        run_sql(x.conn, "ROLLBACK TO mqlite_merged")?;
-        run_sql(x.conn, "RELEASE mqlite_merged")?;
+    let out = match out {
+        Ok(r) if keep(&r) => match run_sql(x.conn, "RELEASE mqlite_merged") {
+            Ok(()) => return Ok(Some(r)),
+            Err(e) => Err(e),
+        },
+        Ok(_) => Ok(None),
+        Err(e) => Err(e),
+    };
+    if let Err(undo) = run_sql(x.conn, "ROLLBACK TO mqlite_merged")
+        .and_then(|()| run_sql(x.conn, "RELEASE mqlite_merged"))
+        && !x.conn.is_autocommit()
+    {
+        *broken = Some(undo);
     }
     out
 }

@@ -466,7 +466,7 @@ async fn merged_completions_that_miss_a_lock_go_each_their_own_way() {
 async fn receives_waiting_for_the_writer_are_one_claim() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store(&dir).await;
-    for i in 0..100 {
+    for i in 0..110 {
         send(&store, "q", &format!("m{i}")).await.expect("send");
     }
     let (release, holder) = hold_writer(&store).await;
@@ -505,16 +505,87 @@ async fn receives_waiting_for_the_writer_are_one_claim() {
         seqs.windows(2).all(|w| w[1] == w[0] + 1),
         "distinct messages, in claim order: {seqs:?}"
     );
-    assert_eq!(seqs.len(), 100, "the whole backlog, once");
+    assert_eq!(seqs.len(), 103, "each message once");
     let expected: Vec<usize> = std::iter::repeat_n(1, 60)
         .chain([3])
-        .chain(std::iter::repeat_n(4, 9))
-        .chain([1])
+        .chain(std::iter::repeat_n(4, 10))
         .collect();
-    assert_eq!(sizes, expected, "as many as each asked for while they last");
+    assert_eq!(sizes, expected, "as many as each asked for");
     let locked = store
         .query_i64("SELECT count(*) FROM mqlite_messages WHERE state = 1")
         .await
         .expect("count");
-    assert_eq!(locked, 100, "nothing locked for the receive that left");
+    assert_eq!(locked, 103, "nothing locked for the receive that left");
+    // Past the backlog: the last receives get fewer, then none.
+    let (release, holder) = hold_writer(&store).await;
+    let calls: Vec<_> = (0..4).map(|_| receive(&store, 4)).collect();
+    release.send(()).expect("release");
+    holder.await.expect("holder");
+    let mut sizes = Vec::new();
+    for c in calls {
+        sizes.push(c.await.expect("receive").len());
+    }
+    assert_eq!(sizes, [4, 3, 0, 0], "the 7 left, in claim order");
+}
+
+/// A receive whose caller leaves while the merged claim runs would hold locks nobody
+/// hears of, each a delivery counted: the claim is taken back and runs again for the
+/// receives still waiting, so the message it would have held stays active, its
+/// delivery count untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receive_that_leaves_while_the_merged_claim_runs_holds_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    for i in 0..3 {
+        send(&store, "q", &format!("m{i}")).await.expect("send");
+    }
+    // The first row the claim locks stops the writer thread until the test says go.
+    let (paused, is_paused) = std::sync::mpsc::channel::<()>();
+    let (go, wait_go) = std::sync::mpsc::channel::<()>();
+    let fired = AtomicBool::new(false);
+    use mqlite_contract::OutboxStore;
+    store
+        .in_tx(async move |tx| -> Result<(), Error> {
+            tx.sql()?.update_hook(Some(
+                move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
+                    if table == "mqlite_messages" && !fired.swap(true, Ordering::SeqCst) {
+                        let _ = paused.send(());
+                        let _ = wait_go.recv();
+                    }
+                },
+            ));
+            Ok(())
+        })
+        .await
+        .expect("hook");
+    let (release, holder) = hold_writer(&store).await;
+    let first = receive(&store, 1);
+    let leaving = receive(&store, 1);
+    let last = receive(&store, 1);
+    release.send(()).expect("release");
+    tokio::task::spawn_blocking(move || is_paused.recv().expect("the claim runs"))
+        .await
+        .expect("paused");
+    drop(leaving);
+    go.send(()).expect("go");
+    holder.await.expect("holder");
+    let first = first.await.expect("first");
+    let last = last.await.expect("last");
+    assert_eq!((first.len(), last.len()), (1, 1));
+    assert_ne!(first[0].seq, last[0].seq);
+    let count = |sql: &'static str| {
+        let store = store.clone();
+        async move { store.query_i64(sql).await.expect("count") }
+    };
+    assert_eq!(
+        count("SELECT count(*) FROM mqlite_messages WHERE state = 1 AND delivery_count = 1").await,
+        2,
+        "the two receives still there hold one message each"
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM mqlite_messages WHERE state = 0 AND delivery_count = 0").await,
+        1,
+        "the one the leaving receive would have held is active, never delivered"
+    );
 }

@@ -1,9 +1,10 @@
-//! Calls merged into one: callers of the same small operation (a send of one message)
-//! that find the store busy leave their items in a [`Merge`] instead of each queueing a
-//! call of its own. The first of them queues ONE grouped call; when the writer reaches
-//! it, it takes every item left by then and runs them together, so a store can write
-//! them with one statement where each call would have run its own statement in its own
-//! savepoint. The promises of a grouped call hold for each item:
+//! Calls merged into one: callers of the same small operation (a send of one message, a
+//! receive of a few, a completion of one lock) that find the store busy leave their
+//! items in a [`Merge`] instead of each queueing a call of its own. The first of them
+//! queues ONE grouped call; when the writer reaches it, it takes every item left by then
+//! and runs them together, so a store can run them with one statement where each call
+//! would have run its own statement in its own savepoint. The promises of a grouped call
+//! hold for each item:
 //!
 //! - no caller is answered before the commit that holds its work (14.6), and a failed
 //!   commit fails every item it held;
@@ -15,7 +16,9 @@
 //! One difference from a call of its own: a caller that leaves while the merged
 //! statement runs is not undone alone (its row is one of many in one statement); it
 //! commits with the others, like a call whose caller left after its savepoint was
-//! released. Undoing it would undo its neighbours'.
+//! released. Undoing it would undo its neighbours'. Where that matters (a receive's
+//! locks count a delivery), the merged function asks which callers are gone
+//! ([`MergedFn`]'s last argument) and runs its statement again without them.
 
 use std::sync::Arc;
 
@@ -23,10 +26,12 @@ use mqlite_contract::error::{Error, Result};
 
 use super::*;
 
-/// What the merged call runs with the handle: the items taken, in arrival order; it
-/// returns each item's outcome, in the same order. An item it fails must leave nothing
-/// of itself behind.
-pub type MergedFn<T, I, R> = dyn Fn(&mut T, i64, Vec<I>) -> Vec<Result<R>> + Send + Sync;
+/// What the merged call runs with the handle: the items taken, in arrival order, and a
+/// check of whether the caller of the item at an index has left since; it returns each
+/// item's outcome, in the same order. An item it fails must leave nothing of itself
+/// behind.
+pub type MergedFn<T, I, R> =
+    dyn Fn(&mut T, i64, Vec<I>, &dyn Fn(usize) -> bool) -> Vec<Result<R>> + Send + Sync;
 
 /// The items waiting for one merged call, and what runs them.
 pub struct Merge<T, I, R> {
@@ -43,7 +48,10 @@ struct Waiting<I, R> {
 impl<T, I, R> Merge<T, I, R> {
     /// Items merged by `run` (see [`MergedFn`]).
     pub fn new(
-        run: impl Fn(&mut T, i64, Vec<I>) -> Vec<Result<R>> + Send + Sync + 'static,
+        run: impl Fn(&mut T, i64, Vec<I>, &dyn Fn(usize) -> bool) -> Vec<Result<R>>
+        + Send
+        + Sync
+        + 'static,
     ) -> Self {
         Merge {
             waiting: Mutex::new(Waiting {
@@ -198,7 +206,8 @@ where
         }
         let now = clock.now_ms();
         let n = items.len();
-        let outcomes = match failing_on_panic(|| Ok((merge.run)(handle, now, items))) {
+        let gone = |i: usize| txs.get(i).is_none_or(|tx| tx.is_closed());
+        let outcomes = match failing_on_panic(|| Ok((merge.run)(handle, now, items, &gone))) {
             Ok(o) if o.len() == n => o,
             Ok(o) => {
                 let e = Error::backend(

@@ -86,7 +86,10 @@ const SPIN: std::time::Duration = std::time::Duration::from_micros(15);
 /// the kernel's switch and wake-up paths). Measured on the 2-core machine, six
 /// alternated runs each of the peers' end to end (docs/benchmark.md): 15 µs spinning
 /// 10.2k msg/s, 50 / 100 / 200 µs yielding 11.6k / 11.9k / 11.5k; the worker's end to
-/// end 20.4k → 22.1k, four workers of concurrency 1 unchanged.
+/// end 20.4k → 22.1k, four workers of concurrency 1 unchanged. The CPU is spent on
+/// purpose: with no other thread ready, a yield returns at once, so after each group
+/// the writer spins up to this long until [`CONTENDED_FOR`] of idleness ends the
+/// contention.
 const SPIN_CONTENDED: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// How long the writer thread must find nothing to do before the store counts as
