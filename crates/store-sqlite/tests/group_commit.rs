@@ -29,6 +29,31 @@ fn send<'a>(
     )
 }
 
+/// A peek-lock receive of at most `max` messages of `queue`.
+fn receive<'a>(
+    store: &'a SqliteStore,
+    queue: &str,
+    max: u32,
+) -> impl Future<Output = mqlite_contract::Result<Vec<mqlite_contract::Message>>> + use<'a> {
+    store.claim(
+        queue.into(),
+        ClaimSpec {
+            max_messages: max,
+            mode: ReceiveMode::PeekLock,
+            attempt_id: None,
+        },
+    )
+}
+
+/// The completion of `lock` on `queue`.
+fn complete<'a>(
+    store: &'a SqliteStore,
+    queue: &str,
+    lock: LockRef,
+) -> impl Future<Output = mqlite_contract::Result<()>> + use<'a> {
+    store.settle(queue.into(), lock, Settlement::Complete)
+}
+
 /// The sequence number each of `calls`, sends of one message, was given, in order.
 async fn numbers(
     calls: impl IntoIterator<Item = impl Future<Output = mqlite_contract::Result<Vec<EnqueueSlot>>>>,
@@ -73,29 +98,18 @@ async fn a_failing_call_leaves_its_neighbours_committed() {
     let store = store(&dir).await;
     // One message held under a real token, to be settled with a forged one.
     send(&store, "q", "held").await.expect("send");
-    let held = store
-        .claim(
-            "q".into(),
-            ClaimSpec {
-                max_messages: 1,
-                mode: ReceiveMode::PeekLock,
-                attempt_id: None,
-            },
-        )
-        .await
-        .expect("claim")
-        .remove(0);
+    let held = receive(&store, "q", 1).await.expect("claim").remove(0);
     let (release, holder) = hold_writer(&store).await;
     let before = store.group_commits();
     let first = send(&store, "q", "before");
     let missing = send(&store, "missing", "nowhere");
-    let forged = store.settle(
-        "q".into(),
+    let forged = complete(
+        &store,
+        "q",
         LockRef {
             seq: held.seq,
             token: LockToken::random(),
         },
-        Settlement::Complete,
     );
     let gone = store.settle(
         "q".into(),
@@ -123,8 +137,7 @@ async fn a_failing_call_leaves_its_neighbours_committed() {
         .await
         .expect("count");
     assert_eq!(bodies, 2, "`before` and `after` committed");
-    store
-        .settle("q".into(), LockRef::from(&held), Settlement::Complete)
+    complete(&store, "q", LockRef::from(&held))
         .await
         .expect("the real token still settles");
 }
@@ -349,36 +362,14 @@ async fn a_refused_merged_insert_goes_row_by_row() {
     assert_eq!(stored, 2);
 }
 
-/// A peek-lock claim of `max` messages.
-fn receive(
-    store: &SqliteStore,
-    max: u32,
-) -> impl Future<Output = mqlite_contract::Result<Vec<mqlite_contract::Message>>> + use<'_> {
-    store.claim(
-        "q".into(),
-        ClaimSpec {
-            max_messages: max,
-            mode: ReceiveMode::PeekLock,
-            attempt_id: None,
-        },
-    )
-}
-
 /// `n` messages sent and claimed at once: their locks, in order.
 async fn locked(store: &SqliteStore, n: usize) -> Vec<LockRef> {
     for i in 0..n {
         send(store, "q", &format!("m{i}")).await.expect("send");
     }
-    let got = receive(store, n as u32).await.expect("claim");
+    let got = receive(store, "q", n as u32).await.expect("claim");
     assert_eq!(got.len(), n);
     got.iter().map(LockRef::from).collect()
-}
-
-fn complete(
-    store: &SqliteStore,
-    lock: LockRef,
-) -> impl Future<Output = mqlite_contract::Result<()>> + use<'_> {
-    store.settle("q".into(), lock, Settlement::Complete)
 }
 
 /// Completions of one lock each that wait for the writer complete together: one
@@ -394,7 +385,7 @@ async fn completions_of_one_lock_waiting_for_the_writer_are_one_delete() {
         let locks = locked(&store, n).await;
         let (release, holder) = hold_writer(&store).await;
         let (commits, before) = (store.group_commits(), statements(&store));
-        let calls: Vec<_> = locks.iter().map(|l| complete(&store, *l)).collect();
+        let calls: Vec<_> = locks.iter().map(|l| complete(&store, "q", *l)).collect();
         release.send(()).expect("release");
         holder.await.expect("holder");
         for c in calls {
@@ -412,7 +403,7 @@ async fn completions_of_one_lock_waiting_for_the_writer_are_one_delete() {
         );
         assert_eq!(support::stored(&store).await, 0, "every message completed");
         for l in &locks {
-            complete(&store, *l)
+            complete(&store, "q", *l)
                 .await
                 .expect("a retry replays the receipt");
         }
@@ -433,11 +424,14 @@ async fn merged_completions_that_miss_a_lock_go_each_their_own_way() {
         token: LockToken::random(),
     };
     let (release, holder) = hold_writer(&store).await;
-    let first = complete(&store, locks[0]);
-    let twice = [complete(&store, locks[1]), complete(&store, locks[1])];
-    let forged = complete(&store, stale);
-    let elsewhere = store.settle("missing".into(), locks[2], Settlement::Complete);
-    let third = complete(&store, locks[2]);
+    let first = complete(&store, "q", locks[0]);
+    let twice = [
+        complete(&store, "q", locks[1]),
+        complete(&store, "q", locks[1]),
+    ];
+    let forged = complete(&store, "q", stale);
+    let elsewhere = complete(&store, "missing", locks[2]);
+    let third = complete(&store, "q", locks[2]);
     release.send(()).expect("release");
     holder.await.expect("holder");
     first.await.expect("first");
@@ -452,7 +446,7 @@ async fn merged_completions_that_miss_a_lock_go_each_their_own_way() {
         1,
         "the message under the stale token is still there"
     );
-    complete(&store, locks[3])
+    complete(&store, "q", locks[3])
         .await
         .expect("its own token still completes it");
 }
@@ -471,18 +465,11 @@ async fn receives_waiting_for_the_writer_are_one_claim() {
     }
     let (release, holder) = hold_writer(&store).await;
     let (commits, before) = (store.group_commits(), statements(&store));
-    let left = receive(&store, 1);
-    let elsewhere = store.claim(
-        "missing".into(),
-        ClaimSpec {
-            max_messages: 1,
-            mode: ReceiveMode::PeekLock,
-            attempt_id: None,
-        },
-    );
-    let mut calls: Vec<_> = (0..60).map(|_| receive(&store, 1)).collect();
-    calls.push(receive(&store, 3));
-    calls.extend((0..10).map(|_| receive(&store, 4)));
+    let left = receive(&store, "q", 1);
+    let elsewhere = receive(&store, "missing", 1);
+    let mut calls: Vec<_> = (0..60).map(|_| receive(&store, "q", 1)).collect();
+    calls.push(receive(&store, "q", 3));
+    calls.extend((0..10).map(|_| receive(&store, "q", 4)));
     drop(left);
     release.send(()).expect("release");
     holder.await.expect("holder");
@@ -518,7 +505,7 @@ async fn receives_waiting_for_the_writer_are_one_claim() {
     assert_eq!(locked, 103, "nothing locked for the receive that left");
     // Past the backlog: the last receives get fewer, then none.
     let (release, holder) = hold_writer(&store).await;
-    let calls: Vec<_> = (0..4).map(|_| receive(&store, 4)).collect();
+    let calls: Vec<_> = (0..4).map(|_| receive(&store, "q", 4)).collect();
     release.send(()).expect("release");
     holder.await.expect("holder");
     let mut sizes = Vec::new();
@@ -560,9 +547,9 @@ async fn a_receive_that_leaves_while_the_merged_claim_runs_holds_nothing() {
         .await
         .expect("hook");
     let (release, holder) = hold_writer(&store).await;
-    let first = receive(&store, 1);
-    let leaving = receive(&store, 1);
-    let last = receive(&store, 1);
+    let first = receive(&store, "q", 1);
+    let leaving = receive(&store, "q", 1);
+    let last = receive(&store, "q", 1);
     release.send(()).expect("release");
     tokio::task::spawn_blocking(move || is_paused.recv().expect("the claim runs"))
         .await
