@@ -90,6 +90,20 @@ RETURNING ",
     message_columns!()
 );
 
+/// [`CLAIM_ONE`] that locks nothing unless the owner epoch in force is `:epoch`
+/// ([`owner_holds!`]): a remote store's receive of one carries its owner's check in the
+/// claim rather than in a statement of its own. A claim that answers nothing does not
+/// tell an empty queue from a deposed owner; the store asks which afterwards.
+pub const CLAIM_ONE_OWNED: &str = concat!(
+    lock_one_row!(),
+    pick_one!(),
+    " AND state = 0 /* active */ AND ",
+    owner_holds!(),
+    "
+RETURNING ",
+    message_columns!()
+);
+
 /// Receive-and-delete, first step: the eligible heads themselves, with their lines.
 pub const PICK_HEADS: &str = concat!(
     "SELECT ",

@@ -218,6 +218,16 @@ impl<X: SqlExec> SqlExec for NotLast<'_, X> {
 pub const REFUSE_UNLESS_CHANGED: &str =
     "INSERT INTO mqlite_meta (key, value) SELECT NULL, '' WHERE changes() <> :expected";
 
+/// [`REFUSE_UNLESS_CHANGED`] that also refuses unless the owner epoch in force is
+/// `:epoch` ([`owner_holds!`]): a remote store folds its owner's check into the step it
+/// sends anyway. The statement before it wrote, so the transaction holds the write lock
+/// and reads the epoch in force; a refusal, for either reason, commits nothing, and the
+/// flow's usual way (whose opening checks the owner on its own) tells which.
+pub const REFUSE_UNLESS_CHANGED_OWNED: &str = concat!(
+    "INSERT INTO mqlite_meta (key, value) SELECT NULL, '' WHERE changes() <> :expected OR NOT ",
+    owner_holds!()
+);
+
 /// What the database answers when [`REFUSE_UNLESS_CHANGED`] refuses.
 pub const STEP_REFUSED: &str = "NOT NULL constraint failed: mqlite_meta.key";
 

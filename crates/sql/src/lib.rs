@@ -55,6 +55,17 @@ macro_rules! fence {
     };
 }
 
+/// Holds while the owner epoch in force (`mqlite_meta`'s `owner_epoch`, which a remote
+/// store's owner lease raises at each takeover) is `:epoch`: the check such a store
+/// folds into a statement its request sends anyway, where it would otherwise send a
+/// guard statement of its own ([`claim::CLAIM_ONE_OWNED`],
+/// [`exec::REFUSE_UNLESS_CHANGED_OWNED`]).
+macro_rules! owner_holds {
+    () => {
+        "EXISTS (SELECT 1 FROM mqlite_meta WHERE key = 'owner_epoch' AND value = :epoch)"
+    };
+}
+
 /// The rule that makes a row of `mqlite_heads` ([`line_free!`]) an eligible head (1.1,
 /// 5.1–5.5): visible and unexpired at `:now`.
 macro_rules! head_rule {
@@ -227,8 +238,8 @@ pub mod topics;
 pub mod values;
 
 pub use exec::{
-    Executed, KnownQueues, Numbered, Params, QueueRow, REFUSE_UNLESS_CHANGED, Row, STEP_REFUSED,
-    SqlExec, Value,
+    Executed, KnownQueues, Numbered, Params, QueueRow, REFUSE_UNLESS_CHANGED,
+    REFUSE_UNLESS_CHANGED_OWNED, Row, STEP_REFUSED, SqlExec, Value,
 };
 /// The contract, for [`store_ops!`]'s expansion.
 #[doc(hidden)]
@@ -278,6 +289,7 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("CLAIM", claim::CLAIM),
     ("LOCK_ONE", claim::LOCK_ONE),
     ("CLAIM_ONE", claim::CLAIM_ONE),
+    ("CLAIM_ONE_OWNED", claim::CLAIM_ONE_OWNED),
     ("PICK_HEADS", claim::PICK_HEADS),
     ("LINE_SUCCESSORS", claim::LINE_SUCCESSORS),
     ("DELETE_IDS", claim::DELETE_IDS),
@@ -295,6 +307,10 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("RECEIPT_LOOKUP", settle::RECEIPT_LOOKUP),
     ("LOCK_STATE", settle::LOCK_STATE),
     ("REFUSE_UNLESS_CHANGED", exec::REFUSE_UNLESS_CHANGED),
+    (
+        "REFUSE_UNLESS_CHANGED_OWNED",
+        exec::REFUSE_UNLESS_CHANGED_OWNED,
+    ),
     ("REAP_TO_DLQ", sweeps::REAP_TO_DLQ),
     ("REAP_TO_ACTIVE", sweeps::REAP_TO_ACTIVE),
     ("ACTIVATE_DUE", sweeps::ACTIVATE_DUE),

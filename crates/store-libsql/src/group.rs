@@ -614,7 +614,7 @@ async fn shared_request(
         .map(|(_, text)| text.as_str())
         .collect::<Vec<_>>()
         .join("; ");
-    match x.send_ending(&body).await {
+    match x.send_ending(&body, false).await {
         Ok(mut batch) => {
             *parked_at = x.parked.then(Instant::now);
             inner

@@ -10,8 +10,8 @@ use std::time::Duration;
 use libtest_mimic::Arguments;
 
 use mqlite_contract::{
-    Error, LockRef, ManualClock, Message, OutMessage, PeekOptions, QueueConfig, SeqNumber,
-    SystemClock,
+    Error, LockRef, ManualClock, Message, MessageState, OutMessage, PeekOptions, QueueConfig,
+    SeqNumber, SystemClock,
 };
 use mqlite_engine::Engine;
 use mqlite_store_libsql::LibsqlStore;
@@ -36,6 +36,10 @@ fn main() {
         trial(
             "faults::a_deposed_owner_cannot_complete_in_one_request",
             deposed_complete,
+        ),
+        trial(
+            "faults::a_deposed_owner_s_first_receive_or_complete_changes_nothing",
+            deposed_first_calls,
         ),
         trial("faults::close_releases_the_lease", close_releases),
         trial(
@@ -271,6 +275,77 @@ fn deposed_complete(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Outp
             .ok_or("the message, recovered by the new owner")?;
         second.complete(Q, &again).await?;
         second.close().await;
+        Ok(())
+    })
+}
+
+/// A deposed owner's first call after the takeover, when it is a receive of one or a
+/// complete: neither sends a guard statement of its own; each carries the owner's check
+/// inside the statement that would change something (the claim's lock, the check of
+/// the delete). Each must still fail with Deposed and change nothing: a receive with a
+/// message waiting (the takeover took the first owner's lock back), a receive on an
+/// empty queue (the claim takes nothing either way, and the owner asks which it was),
+/// a complete whose delete finds its row (the test puts the first owner's lock back
+/// behind the takeover's back, as if the takeover had not taken it). Each case is the first call of a fresh takeover: once an owner knows it
+/// was deposed, its calls fail before reaching the server.
+fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output = Outcome>>> {
+    Box::pin(async move {
+        for case in ["receive_waiting", "receive_empty", "complete"] {
+            let server = Sqld::start(&dir.path().join(case))?;
+            let clock = ManualClock::new(1_700_000_000_000);
+            let first = engine(server.url(), clock.shared()).await?;
+            first.create_queue(Q, QueueConfig::default()).await?;
+            first.send(Q, OutMessage::new("held")).await?;
+            let held = first.receive_one(Q).await?.ok_or("a message")?;
+            if case == "receive_empty" {
+                first.complete(Q, &held).await?;
+            }
+            clock.advance(61_000);
+            let second = engine(server.url(), clock.shared()).await?;
+            let answer = if case == "complete" {
+                let raw = libsql::Builder::new_remote(server.url().to_owned(), String::new())
+                    .build()
+                    .await?
+                    .connect()?;
+                let relocked = raw
+                    .execute(
+                        "UPDATE mqlite_messages SET state = 1, lock_token = ?1, \
+                         locked_until = ?2 WHERE id = ?3",
+                        libsql::params![
+                            LockRef::from(&held).token.to_string(),
+                            1_800_000_000_000i64,
+                            held.seq.0
+                        ],
+                    )
+                    .await?;
+                if relocked != 1 {
+                    return Err("the held message's lock was not put back".into());
+                }
+                first.complete(Q, &held).await.map(drop)
+            } else {
+                first.receive_one(Q).await.map(drop)
+            };
+            if !matches!(answer, Err(Error::Deposed { .. })) {
+                return Err(format!("the deposed owner's {case}: {answer:?}").into());
+            }
+            // Nothing changed: the message waits (or, in the complete's case, is still
+            // locked as the test left it), delivered once.
+            let left: Vec<_> = second
+                .peek(Q, PeekOptions::default())
+                .await?
+                .iter()
+                .map(|m| (m.seq, m.state, m.delivery_count))
+                .collect();
+            let expected = match case {
+                "receive_empty" => vec![],
+                "complete" => vec![(held.seq, MessageState::Locked, 1)],
+                _ => vec![(held.seq, MessageState::Active, 1)],
+            };
+            if left != expected {
+                return Err(format!("{case}: left {left:?}, not {expected:?}").into());
+            }
+            second.close().await;
+        }
         Ok(())
     })
 }
