@@ -1,6 +1,6 @@
 //! What the owner's epoch check costs a libSQL request (docs/benchmark.md, "The owner's
-//! check folded into the claim and the completion"): the requests a receive of one and
-//! its completion send, in each form, against one sqld on loopback, timed one after
+//! check folded into the claim and the completion"): the requests a send of one, a
+//! receive of one and its completion send, in each form, against one sqld on loopback, timed one after
 //! another in turn (each round runs every form once, starting from a different one), so
 //! that the machine's drift between criterion runs, larger than what is measured here,
 //! falls on every form alike.
@@ -8,6 +8,8 @@
 //! Each request runs on a stream parked as the store parks its own (a deferred BEGIN
 //! that ran nothing) and parks it again (`COMMIT; BEGIN`). The forms:
 //!
+//! - send: the guard and the insert (before), the insert carrying the check
+//!   (`INSERT_ONE_OWNED`, now), the insert alone (the floor);
 //! - receive: the guard and the claim (as the store sent it before), the claim carrying
 //!   the check (`CLAIM_ONE_OWNED`, as it sends it now), the claim alone (no check: the
 //!   floor), and `SELECT 1` before the claim (a statement that reads no table);
@@ -27,12 +29,19 @@ use std::time::Instant;
 
 use mqlite_contract::{OutMessage, QueueConfig, SystemClock};
 use mqlite_sql::claim::{CLAIM_ONE, CLAIM_ONE_OWNED};
+use mqlite_sql::enqueue::{INSERT_ONE, INSERT_ONE_OWNED};
 use mqlite_sql::settle::COMPLETE_UNLINED_ONE;
 use mqlite_sql::{REFUSE_UNLESS_CHANGED, REFUSE_UNLESS_CHANGED_OWNED};
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
 use mqlite_testbed::libsql::Sqld;
 
 type Failure = Box<dyn std::error::Error>;
+
+/// The positional parameters of a send of one, `?1` … `?18`.
+const POSITIONS: [&str; 18] = [
+    "?1", "?2", "?3", "?4", "?5", "?6", "?7", "?8", "?9", "?10", "?11", "?12", "?13", "?14", "?15",
+    "?16", "?17", "?18",
+];
 
 /// `sql` with its parameters written in.
 fn written(sql: &str, values: &[(&str, String)]) -> String {
@@ -122,7 +131,28 @@ fn main() -> Result<(), Failure> {
         );
         let park = "; COMMIT; BEGIN";
         let claim = written(CLAIM_ONE, &claim_values);
+        let mut insert_values: Vec<(&str, String)> =
+            ["'q'", "0", "0", "0", "0", "NULL", "NULL", "0"]
+                .into_iter()
+                .map(str::to_owned)
+                .chain([format!("X'{}'", "ab".repeat(256))])
+                .chain(std::iter::repeat_n("NULL".to_owned(), 8))
+                .chain(["0".to_owned()])
+                .enumerate()
+                .map(|(i, v)| (POSITIONS[i], v))
+                .collect();
+        insert_values.push((":epoch", format!("'{epoch}'")));
+        let insert = written(INSERT_ONE, &insert_values);
         let receives = [
+            (
+                "send: guard; insert (before)",
+                format!("{guard}; {insert}{park}"),
+            ),
+            (
+                "send: insert carrying the check (now)",
+                format!("{}{park}", written(INSERT_ONE_OWNED, &insert_values)),
+            ),
+            ("send: insert alone (no check)", format!("{insert}{park}")),
             (
                 "receive: guard; claim (before)",
                 format!("{guard}; {claim}{park}"),

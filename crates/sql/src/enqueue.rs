@@ -94,18 +94,32 @@ SELECT {base} + v.column1, ?1, ?2, v.column2, v.column3, ?3, ?4, ?5,
     )
 }
 
+/// The head of [`INSERT_ONE`] and [`INSERT_ONE_OWNED`]: the table and its columns.
+macro_rules! insert_one_columns {
+    () => {
+        "INSERT INTO mqlite_messages (queue, state, enqueued_at, visible_at,
+       expires_at, id, line, waiting, body, message_id, group_id, subject,
+       correlation_id, reply_to, content_type, properties, event, priority)
+"
+    };
+}
+
+/// The row's values of [`INSERT_ONE`] and [`INSERT_ONE_OWNED`], in the columns' order.
+macro_rules! insert_one_values {
+    () => {
+        concat!(
+            "?1, ?2, ?3, ?4, ?5, coalesce(?6, (SELECT ",
+            next_seq!(),
+            ")), ?7, ?8, coalesce(?9, X''), ?10, ?11, ?12, ?13, ?14,
+       ?15, ?16, ?17, ?18"
+        )
+    };
+}
+
 /// The text of [`INSERT_ONE`] without its `RETURNING id` ([`INSERT_ONE_PLAIN`]).
 macro_rules! insert_one {
     () => {
-        concat!(
-            "INSERT INTO mqlite_messages (queue, state, enqueued_at, visible_at,
-       expires_at, id, line, waiting, body, message_id, group_id, subject,
-       correlation_id, reply_to, content_type, properties, event, priority)
-VALUES (?1, ?2, ?3, ?4, ?5, coalesce(?6, (SELECT ",
-            next_seq!(),
-            ")), ?7, ?8, coalesce(?9, X''), ?10, ?11, ?12, ?13, ?14,
-       ?15, ?16, ?17, ?18)"
-        )
+        concat!(insert_one_columns!(), "VALUES (", insert_one_values!(), ")")
     };
 }
 
@@ -124,6 +138,19 @@ pub const INSERT_ONE: &str = concat!(insert_one!(), "\nRETURNING id");
 /// runs a `RETURNING` clause by collecting the rows in a temporary table first, which
 /// cost a single send about 3 µs of its 40 (docs/benchmark.md).
 pub const INSERT_ONE_PLAIN: &str = insert_one!();
+
+/// [`INSERT_ONE`] that stores nothing unless the owner epoch in force is `:epoch`
+/// ([`owner_holds!`]): a remote store's send of one carries its owner's check in the
+/// insert rather than in a statement of its own. It returns its number, or no row for a
+/// deposed owner (the store then asks the epoch to be sure).
+pub const INSERT_ONE_OWNED: &str = concat!(
+    insert_one_columns!(),
+    "SELECT ",
+    insert_one_values!(),
+    " WHERE ",
+    owner_holds!(),
+    "\nRETURNING id"
+);
 
 /// The dedup entries of the fresh rows (an expired entry for a key is replaced).
 pub const DEDUP_INSERT: &str = "INSERT OR REPLACE INTO mqlite_dedup

@@ -59,7 +59,7 @@ macro_rules! fence {
 /// store's owner lease raises at each takeover) is `:epoch`: the check such a store
 /// folds into a statement its request sends anyway, where it would otherwise send a
 /// guard statement of its own ([`claim::CLAIM_ONE_OWNED`],
-/// [`exec::REFUSE_UNLESS_CHANGED_OWNED`]).
+/// [`enqueue::INSERT_ONE_OWNED`], [`exec::REFUSE_UNLESS_CHANGED_OWNED`]).
 macro_rules! owner_holds {
     () => {
         "EXISTS (SELECT 1 FROM mqlite_meta WHERE key = 'owner_epoch' AND value = :epoch)"
@@ -284,6 +284,7 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("DEDUP_INSERT", enqueue::DEDUP_INSERT),
     ("INSERT_ONE", enqueue::INSERT_ONE),
     ("INSERT_ONE_PLAIN", enqueue::INSERT_ONE_PLAIN),
+    ("INSERT_ONE_OWNED", enqueue::INSERT_ONE_OWNED),
     ("BUSY_LINES", line::BUSY_LINES),
     ("RELEASE_LINES", line::RELEASE_LINES),
     ("CLAIM", claim::CLAIM),

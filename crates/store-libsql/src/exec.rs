@@ -159,8 +159,8 @@ async fn refused(
     }
 }
 
-/// `sql`, a statement's form that carries the owner's check itself
-/// ([`mqlite_sql::claim::CLAIM_ONE_OWNED`], [`mqlite_sql::REFUSE_UNLESS_CHANGED_OWNED`]:
+/// `sql`, a statement's form that carries the owner's check itself ([`owned_form`],
+/// [`mqlite_sql::REFUSE_UNLESS_CHANGED_OWNED`]:
 /// it changes nothing, and the request commits nothing, unless the epoch in force is
 /// `lease`'s), with `params` and the owner's epoch inlined; and the lease. An opening
 /// request that sends it needs no guard of its own: a statement fewer for sqld to parse
@@ -168,6 +168,19 @@ async fn refused(
 fn owned<'l>(sql: &str, params: Params<'_>, lease: &'l Lease) -> Result<(String, &'l Lease)> {
     let epoch = [(":epoch", Value::Text(lease.epoch().to_string()))];
     Ok((inline(sql, &[params, &epoch[..]].concat())?, lease))
+}
+
+/// The form of a flow's last statement that carries the owner's check itself, for the
+/// statements that have one: the claim of one and the send of one. Each answers no row
+/// for a deposed owner ([`Exec::still_owner`] then tells it from an empty queue).
+fn owned_form(sql: &str) -> Option<&'static str> {
+    if sql == mqlite_sql::claim::CLAIM_ONE {
+        Some(mqlite_sql::claim::CLAIM_ONE_OWNED)
+    } else if sql == mqlite_sql::enqueue::INSERT_ONE {
+        Some(mqlite_sql::enqueue::INSERT_ONE_OWNED)
+    } else {
+        None
+    }
 }
 
 /// Whether the server's answer to a failed request says `what`.
@@ -321,15 +334,18 @@ impl<'t> Exec<'t> {
         if let Some(shared) = self.in_group(last).await {
             return shared;
         }
-        // An opening claim of one carries the owner's check itself (its form that locks
-        // nothing for a deposed owner); an empty answer then asks which it was.
+        // An opening claim or send of one carries the owner's check itself (its form
+        // that changes nothing for a deposed owner); an empty answer then asks which it
+        // was.
         let owned = self
             .opening
-            .filter(|_| sql == mqlite_sql::claim::CLAIM_ONE)
-            .map(|lease| owned(mqlite_sql::claim::CLAIM_ONE_OWNED, params, lease))
+            .and_then(|lease| owned_form(sql).map(|form| owned(form, params, lease)))
             .transpose()?;
         let mut batch = match &owned {
-            Some((text, _)) => self.send_ending(text, true).await?,
+            Some((text, _)) => {
+                let text = format!("{text}{}", counts(write));
+                self.send_ending(&text, true).await?
+            }
             None => self.send_ending(&body, false).await?,
         };
         let answer = step_answer(&mut batch, write).await?;
@@ -341,10 +357,11 @@ impl<'t> Exec<'t> {
         Ok(answer)
     }
 
-    /// After an opening claim that carried the owner's check and took nothing: one
-    /// request reads the epoch in force (in the parked transaction, which it commits and
-    /// parks again), `Deposed` once another owner took over, so that a deposed owner's
-    /// receive fails as its other calls do rather than answer an empty queue.
+    /// After an opening statement that carried the owner's check and answered no row (a
+    /// claim that took nothing, an insert that stored nothing): one request reads the
+    /// epoch in force (in the parked transaction, which it commits and parks again),
+    /// `Deposed` once another owner took over, so that a deposed owner's receive fails as
+    /// its other calls do rather than answer an empty queue.
     async fn still_owner(&mut self, lease: &Lease) -> Result<()> {
         let text = if self.parked {
             format!("{READ_EPOCH}{}", self.commit_text())

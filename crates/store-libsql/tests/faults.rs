@@ -38,7 +38,7 @@ fn main() {
             deposed_complete,
         ),
         trial(
-            "faults::a_deposed_owner_s_first_receive_or_complete_changes_nothing",
+            "faults::a_deposed_owner_s_first_send_receive_or_complete_changes_nothing",
             deposed_first_calls,
         ),
         trial("faults::close_releases_the_lease", close_releases),
@@ -279,18 +279,19 @@ fn deposed_complete(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Outp
     })
 }
 
-/// A deposed owner's first call after the takeover, when it is a receive of one or a
-/// complete: neither sends a guard statement of its own; each carries the owner's check
-/// inside the statement that would change something (the claim's lock, the check of
-/// the delete). Each must still fail with Deposed and change nothing: a receive with a
-/// message waiting (the takeover took the first owner's lock back), a receive on an
+/// A deposed owner's first call after the takeover, when it is a send of one, a receive
+/// of one or a complete: none sends a guard statement of its own; each carries the
+/// owner's check inside the statement that would change something (the insert, the
+/// claim's lock, the check of the delete). Each must still fail with Deposed and change
+/// nothing: a send, a receive with a message waiting (the takeover took the first
+/// owner's lock back), a receive on an
 /// empty queue (the claim takes nothing either way, and the owner asks which it was),
 /// a complete whose delete finds its row (the test puts the first owner's lock back
 /// behind the takeover's back, as if the takeover had not taken it). Each case is the first call of a fresh takeover: once an owner knows it
 /// was deposed, its calls fail before reaching the server.
 fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output = Outcome>>> {
     Box::pin(async move {
-        for case in ["receive_waiting", "receive_empty", "complete"] {
+        for case in ["send", "receive_waiting", "receive_empty", "complete"] {
             let server = Sqld::start(&dir.path().join(case))?;
             let clock = ManualClock::new(1_700_000_000_000);
             let first = engine(server.url(), clock.shared()).await?;
@@ -302,7 +303,9 @@ fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<O
             }
             clock.advance(61_000);
             let second = engine(server.url(), clock.shared()).await?;
-            let answer = if case == "complete" {
+            let answer = if case == "send" {
+                first.send(Q, OutMessage::new("late")).await.map(drop)
+            } else if case == "complete" {
                 let raw = libsql::Builder::new_remote(server.url().to_owned(), String::new())
                     .build()
                     .await?
