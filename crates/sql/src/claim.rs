@@ -90,16 +90,19 @@ RETURNING ",
     message_columns!()
 );
 
-/// [`CLAIM_ONE`] that locks nothing unless the owner epoch in force is `:epoch`
-/// ([`owner_holds!`]): a remote store's receive of one carries its owner's check in the
-/// claim rather than in a statement of its own. A claim that answers nothing does not
-/// tell an empty queue from a deposed owner; the store asks which afterwards.
+/// [`CLAIM_ONE`] that fails unless the owner epoch in force is `:epoch`: the id it
+/// picks plus [`owner_zero!`], evaluated once before the row is sought, so a deposed
+/// owner's claim fails ([`crate::exec::OWNER_REFUSED`]) whether the queue holds a
+/// message or none, and locks nothing. A remote store's receive of one carries its
+/// owner's check so, rather than in a statement of its own, and an empty queue still
+/// answers in one request.
 pub const CLAIM_ONE_OWNED: &str = concat!(
     lock_one_row!(),
+    "(",
     pick_one!(),
-    " AND state = 0 /* active */ AND ",
-    owner_holds!(),
-    "
+    ") + ",
+    owner_zero!(),
+    " AND state = 0 /* active */
 RETURNING ",
     message_columns!()
 );

@@ -228,6 +228,10 @@ pub const REFUSE_UNLESS_CHANGED_OWNED: &str = concat!(
     owner_holds!()
 );
 
+/// What the database answers when a statement carrying [`owner_zero!`] finds the owner
+/// epoch moved.
+pub const OWNER_REFUSED: &str = "malformed JSON";
+
 /// What the database answers when [`REFUSE_UNLESS_CHANGED`] refuses.
 pub const STEP_REFUSED: &str = "NOT NULL constraint failed: mqlite_meta.key";
 

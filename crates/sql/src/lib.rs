@@ -58,11 +58,22 @@ macro_rules! fence {
 /// Holds while the owner epoch in force (`mqlite_meta`'s `owner_epoch`, which a remote
 /// store's owner lease raises at each takeover) is `:epoch`: the check such a store
 /// folds into a statement its request sends anyway, where it would otherwise send a
-/// guard statement of its own ([`claim::CLAIM_ONE_OWNED`],
-/// [`enqueue::INSERT_ONE_OWNED`], [`exec::REFUSE_UNLESS_CHANGED_OWNED`]).
+/// guard statement of its own ([`enqueue::INSERT_ONE_OWNED`],
+/// [`exec::REFUSE_UNLESS_CHANGED_OWNED`]).
 macro_rules! owner_holds {
     () => {
         "EXISTS (SELECT 1 FROM mqlite_meta WHERE key = 'owner_epoch' AND value = :epoch)"
+    };
+}
+
+/// 0 while the owner epoch in force is `:epoch`; otherwise its evaluation fails the
+/// statement ([`exec::OWNER_REFUSED`]: `json` refuses the text `{`). Added to a value
+/// the statement computes once, it makes the statement fail for a deposed owner
+/// whether or not it would have found a row ([`claim::CLAIM_ONE_OWNED`]).
+macro_rules! owner_zero {
+    () => {
+        "json(coalesce((SELECT '0' FROM mqlite_meta \
+         WHERE key = 'owner_epoch' AND value = :epoch), '{'))"
     };
 }
 
@@ -238,7 +249,7 @@ pub mod topics;
 pub mod values;
 
 pub use exec::{
-    Executed, KnownQueues, Numbered, Params, QueueRow, REFUSE_UNLESS_CHANGED,
+    Executed, KnownQueues, Numbered, OWNER_REFUSED, Params, QueueRow, REFUSE_UNLESS_CHANGED,
     REFUSE_UNLESS_CHANGED_OWNED, Row, STEP_REFUSED, SqlExec, Value,
 };
 /// The contract, for [`store_ops!`]'s expansion.

@@ -29,7 +29,9 @@ impl Sent {
 /// `opening` holds the lease, the transaction is not open yet: the owner's epoch guard
 /// ([`Lease::guard`], a write, so it also takes the write lock) goes out in one request
 /// with the flow's first statement, after a BEGIN unless the stream is parked; a moved
-/// epoch fails the guard, and nothing after it runs.
+/// epoch fails the guard, and nothing after it runs. A first statement that carries the
+/// owner's check itself ([`owned_form`], and the check of the changes in
+/// [`SqlExec::last_at_once`]) goes without the guard.
 pub(crate) struct Exec<'t> {
     pub(crate) conn: &'t libsql::Connection,
     /// Whether the stream waits in a deferred transaction that has run nothing
@@ -141,15 +143,16 @@ fn counts(write: bool) -> &'static str {
     }
 }
 
-/// `Deposed` when the owner's epoch guard refused the request ([`Lease::guard`]; the
-/// epoch is read again to be sure, inside the still open transaction); else `e`.
+/// `Deposed` when the owner's epoch guard refused the request ([`Lease::guard`]), or a
+/// statement carrying the owner's check did ([`mqlite_sql::OWNER_REFUSED`]): the epoch
+/// is read again to be sure, inside the still open transaction; else `e`.
 async fn refused(
     e: mqlite_contract::Error,
     lease: &Lease,
     conn: &libsql::Connection,
     sent: &Sent,
 ) -> mqlite_contract::Error {
-    if !says(&e, GUARD_REFUSED) {
+    if !says(&e, GUARD_REFUSED) && !says(&e, mqlite_sql::OWNER_REFUSED) {
         return e;
     }
     sent.add();
@@ -171,13 +174,17 @@ fn owned<'l>(sql: &str, params: Params<'_>, lease: &'l Lease) -> Result<(String,
 }
 
 /// The form of a flow's last statement that carries the owner's check itself, for the
-/// statements that have one: the claim of one and the send of one. Each answers no row
-/// for a deposed owner ([`Exec::still_owner`] then tells it from an empty queue).
-fn owned_form(sql: &str) -> Option<&'static str> {
+/// statements that have one, and whether a deposed owner's answer is no row rather than
+/// a failure:
+/// - the claim of one fails for a deposed owner ([`mqlite_sql::OWNER_REFUSED`], which
+///   [`refused`] confirms), and answers no row only for an empty queue;
+/// - the send of one stores nothing and answers no row, which it never answers
+///   otherwise ([`Exec::confirm_owner`] then asks).
+fn owned_form(sql: &str) -> Option<(&'static str, bool)> {
     if sql == mqlite_sql::claim::CLAIM_ONE {
-        Some(mqlite_sql::claim::CLAIM_ONE_OWNED)
+        Some((mqlite_sql::claim::CLAIM_ONE_OWNED, false))
     } else if sql == mqlite_sql::enqueue::INSERT_ONE {
-        Some(mqlite_sql::enqueue::INSERT_ONE_OWNED)
+        Some((mqlite_sql::enqueue::INSERT_ONE_OWNED, true))
     } else {
         None
     }
@@ -335,34 +342,33 @@ impl<'t> Exec<'t> {
             return shared;
         }
         // An opening claim or send of one carries the owner's check itself (its form
-        // that changes nothing for a deposed owner); an empty answer then asks which it
-        // was.
-        let owned = self
-            .opening
-            .and_then(|lease| owned_form(sql).map(|form| owned(form, params, lease)))
-            .transpose()?;
+        // that changes nothing for a deposed owner).
+        let owned = match (self.opening, owned_form(sql)) {
+            (Some(lease), Some((form, answers_nothing))) => {
+                Some((owned(form, params, lease)?, answers_nothing))
+            }
+            _ => None,
+        };
         let mut batch = match &owned {
-            Some((text, _)) => {
+            Some(((text, _), _)) => {
                 let text = format!("{text}{}", counts(write));
                 self.send_ending(&text, true).await?
             }
             None => self.send_ending(&body, false).await?,
         };
         let answer = step_answer(&mut batch, write).await?;
-        if let Some((_, lease)) = owned
+        if let Some(((_, lease), true)) = owned
             && answer.0.is_empty()
         {
-            self.still_owner(lease).await?;
+            self.confirm_owner(lease).await?;
         }
         Ok(answer)
     }
 
-    /// After an opening statement that carried the owner's check and answered no row (a
-    /// claim that took nothing, an insert that stored nothing): one request reads the
-    /// epoch in force (in the parked transaction, which it commits and parks again),
-    /// `Deposed` once another owner took over, so that a deposed owner's receive fails as
-    /// its other calls do rather than answer an empty queue.
-    async fn still_owner(&mut self, lease: &Lease) -> Result<()> {
+    /// After an opening insert that carried the owner's check and stored nothing: one
+    /// request reads the epoch in force (in the parked transaction, which it commits and
+    /// parks again), `Deposed` once another owner took over.
+    async fn confirm_owner(&mut self, lease: &Lease) -> Result<()> {
         let text = if self.parked {
             format!("{READ_EPOCH}{}", self.commit_text())
         } else {

@@ -38,7 +38,7 @@ fn main() {
             deposed_complete,
         ),
         trial(
-            "faults::a_deposed_owner_s_first_send_receive_or_complete_changes_nothing",
+            "faults::a_deposed_owner_s_first_call_without_a_guard_changes_nothing",
             deposed_first_calls,
         ),
         trial("faults::close_releases_the_lease", close_releases),
@@ -244,7 +244,7 @@ fn restart_between_operations(
     })
 }
 
-/// A completion is one request whose epoch guard refuses a deposed owner on the server:
+/// A completion is one request whose check refuses a deposed owner on the server:
 /// the owner's first call after a takeover, a complete, fails with Deposed and leaves
 /// the message to the new owner.
 fn deposed_complete(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output = Outcome>>> {
@@ -280,18 +280,31 @@ fn deposed_complete(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Outp
 }
 
 /// A deposed owner's first call after the takeover, when it is a send of one, a receive
-/// of one or a complete: none sends a guard statement of its own; each carries the
-/// owner's check inside the statement that would change something (the insert, the
-/// claim's lock, the check of the delete). Each must still fail with Deposed and change
-/// nothing: a send, a receive with a message waiting (the takeover took the first
-/// owner's lock back), a receive on an
-/// empty queue (the claim takes nothing either way, and the owner asks which it was),
-/// a complete whose delete finds its row (the test puts the first owner's lock back
-/// behind the takeover's back, as if the takeover had not taken it). Each case is the first call of a fresh takeover: once an owner knows it
+/// of one, a complete or a renewal: none sends a guard statement of its own; each
+/// carries the owner's check inside a statement (the insert, the claim, the check of
+/// what the delete or the renewal changed). Each must still fail with Deposed, told by
+/// the server, and change nothing:
+/// - a send;
+/// - a receive with a message waiting (the takeover took the first owner's lock back);
+/// - a receive on an empty queue (the claim fails for a deposed owner either way);
+/// - a complete whose delete finds its row, and a renewal that would move its lock (the
+///   test puts the first owner's lock back behind the takeover's back, as if the
+///   takeover had not taken it).
+///
+/// Each case is the first call of a fresh takeover: once an owner knows it
 /// was deposed, its calls fail before reaching the server.
 fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Output = Outcome>>> {
     Box::pin(async move {
-        for case in ["send", "receive_waiting", "receive_empty", "complete"] {
+        // A lock the test puts back behind the takeover's back: live, and short enough
+        // that a renewal would move it.
+        let put_back = 1_700_000_066_000i64;
+        for case in [
+            "send",
+            "receive_waiting",
+            "receive_empty",
+            "complete",
+            "renew",
+        ] {
             let server = Sqld::start(&dir.path().join(case))?;
             let clock = ManualClock::new(1_700_000_000_000);
             let first = engine(server.url(), clock.shared()).await?;
@@ -303,9 +316,10 @@ fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<O
             }
             clock.advance(61_000);
             let second = engine(server.url(), clock.shared()).await?;
+            let sent = first.store().statements_sent();
             let answer = if case == "send" {
                 first.send(Q, OutMessage::new("late")).await.map(drop)
-            } else if case == "complete" {
+            } else if case == "complete" || case == "renew" {
                 let raw = libsql::Builder::new_remote(server.url().to_owned(), String::new())
                     .build()
                     .await?
@@ -316,7 +330,7 @@ fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<O
                          locked_until = ?2 WHERE id = ?3",
                         libsql::params![
                             LockRef::from(&held).token.to_string(),
-                            1_800_000_000_000i64,
+                            put_back,
                             held.seq.0
                         ],
                     )
@@ -324,25 +338,33 @@ fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<O
                 if relocked != 1 {
                     return Err("the held message's lock was not put back".into());
                 }
-                first.complete(Q, &held).await.map(drop)
+                if case == "complete" {
+                    first.complete(Q, &held).await.map(drop)
+                } else {
+                    first.renew(Q, &held).await.map(drop)
+                }
             } else {
                 first.receive_one(Q).await.map(drop)
             };
             if !matches!(answer, Err(Error::Deposed { .. })) {
                 return Err(format!("the deposed owner's {case}: {answer:?}").into());
             }
-            // Nothing changed: the message waits (or, in the complete's case, is still
-            // locked as the test left it), delivered once.
+            // Told by the server, not by a renewal of the lease that found it first.
+            if first.store().statements_sent() == sent {
+                return Err(format!("the deposed owner's {case} never reached the server").into());
+            }
+            // Nothing changed: the message waits (or, for the complete and the renewal,
+            // is still locked as the test left it), delivered once.
             let left: Vec<_> = second
                 .peek(Q, PeekOptions::default())
                 .await?
                 .iter()
-                .map(|m| (m.seq, m.state, m.delivery_count))
+                .map(|m| (m.seq, m.state, m.delivery_count, m.locked_until_ms))
                 .collect();
             let expected = match case {
                 "receive_empty" => vec![],
-                "complete" => vec![(held.seq, MessageState::Locked, 1)],
-                _ => vec![(held.seq, MessageState::Active, 1)],
+                "complete" | "renew" => vec![(held.seq, MessageState::Locked, 1, put_back)],
+                _ => vec![(held.seq, MessageState::Active, 1, 0)],
             };
             if left != expected {
                 return Err(format!("{case}: left {left:?}, not {expected:?}").into());
