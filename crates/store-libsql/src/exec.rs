@@ -163,11 +163,12 @@ async fn refused(
 }
 
 /// `sql`, a statement's form that carries the owner's check itself ([`owned_form`],
-/// [`mqlite_sql::REFUSE_UNLESS_CHANGED_OWNED`]:
-/// it changes nothing, and the request commits nothing, unless the epoch in force is
-/// `lease`'s), with `params` and the owner's epoch inlined; and the lease. An opening
-/// request that sends it needs no guard of its own: a statement fewer for sqld to parse
-/// and run, about 65 µs a request on loopback (docs/benchmark.md).
+/// [`mqlite_sql::REFUSE_UNLESS_CHANGED_OWNED`]: it changes nothing, and the request
+/// commits nothing, unless the epoch in force is `lease`'s), with `params` and the
+/// owner's epoch inlined; and the lease. An opening request that sends it needs no guard
+/// of its own: the guard costs about 85 µs a request on loopback, the folded check 30–40
+/// µs of it (docs/benchmark.md, "The owner's check folded into the claim, the send and
+/// the completion").
 fn owned<'l>(sql: &str, params: Params<'_>, lease: &'l Lease) -> Result<(String, &'l Lease)> {
     let epoch = [(":epoch", Value::Text(lease.epoch().to_string()))];
     Ok((inline(sql, &[params, &epoch[..]].concat())?, lease))
