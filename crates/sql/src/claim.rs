@@ -91,7 +91,7 @@ RETURNING ",
 );
 
 /// [`CLAIM_ONE`] that fails unless the owner epoch in force is `:epoch`: the id it
-/// picks plus [`owner_zero!`], evaluated once before the row is sought, so a deposed
+/// picks plus `owner_zero!`, evaluated once before the row is sought, so a deposed
 /// owner's claim fails ([`crate::exec::OWNER_REFUSED`]) whether the queue holds a
 /// message or none, and locks nothing. A remote store's receive of one carries its
 /// owner's check so, rather than in a statement of its own, and an empty queue still

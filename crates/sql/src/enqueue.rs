@@ -140,7 +140,7 @@ pub const INSERT_ONE: &str = concat!(insert_one!(), "\nRETURNING id");
 pub const INSERT_ONE_PLAIN: &str = insert_one!();
 
 /// [`INSERT_ONE`] that stores nothing unless the owner epoch in force is `:epoch`
-/// ([`owner_holds!`]): a remote store's send of one carries its owner's check in the
+/// (`owner_holds!`): a remote store's send of one carries its owner's check in the
 /// insert rather than in a statement of its own. It returns its number, or no row for a
 /// deposed owner (the store then asks the epoch to be sure).
 pub const INSERT_ONE_OWNED: &str = concat!(

@@ -219,7 +219,7 @@ pub const REFUSE_UNLESS_CHANGED: &str =
     "INSERT INTO mqlite_meta (key, value) SELECT NULL, '' WHERE changes() <> :expected";
 
 /// [`REFUSE_UNLESS_CHANGED`] that also refuses unless the owner epoch in force is
-/// `:epoch` ([`owner_holds!`]): a remote store folds its owner's check into the step it
+/// `:epoch` (`owner_holds!`): a remote store folds its owner's check into the step it
 /// sends anyway. The statement before it wrote, so the transaction holds the write lock
 /// and reads the epoch in force; a refusal, for either reason, commits nothing, and the
 /// flow's usual way (whose opening checks the owner on its own) tells which.
@@ -228,7 +228,7 @@ pub const REFUSE_UNLESS_CHANGED_OWNED: &str = concat!(
     owner_holds!()
 );
 
-/// What the database answers when a statement carrying [`owner_zero!`] finds the owner
+/// What the database answers when a statement carrying `owner_zero!` finds the owner
 /// epoch moved.
 pub const OWNER_REFUSED: &str = "malformed JSON";
 
