@@ -210,3 +210,12 @@ impl Drop for LatenessProbe {
         self.stop.store(true, Ordering::Relaxed);
     }
 }
+
+/// An example's rounds: its first argument, or `default` without one.
+pub fn rounds_arg(default: usize) -> Result<usize, std::num::ParseIntError> {
+    std::env::args()
+        .nth(1)
+        .map(|a| a.parse())
+        .transpose()
+        .map(|rounds| rounds.unwrap_or(default))
+}

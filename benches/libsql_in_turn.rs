@@ -64,11 +64,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() -> Result<(), Failure> {
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .map(|a| a.parse())
-        .transpose()?
-        .unwrap_or(2000);
+    let rounds = mqlite_benches::rounds_arg(2000)?;
     mqlite_testbed::libsql::sqld_binary()?;
     let w = world();
     let mut times = vec![Vec::with_capacity(rounds); PATHS.len()];

@@ -83,11 +83,7 @@ fn report(name: &str, times: &mut [f64]) {
 }
 
 fn main() -> Result<(), Failure> {
-    let rounds: usize = std::env::args()
-        .nth(1)
-        .map(|a| a.parse())
-        .transpose()?
-        .unwrap_or(2000);
+    let rounds = mqlite_benches::rounds_arg(2000)?;
     let rt = mqlite_benches::runtime();
     let dir = tempfile::tempdir()?;
     let server = Sqld::start(&dir.path().join("sqld"))?;
