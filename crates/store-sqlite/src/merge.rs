@@ -131,18 +131,14 @@ fn run(x: &mut Exec<'_>, now: i64, items: Vec<OneSend>) -> Vec<Sent> {
         }
     }
     for (i, item) in alone {
-        out[i] = Some(if x.conn.is_autocommit() {
-            Err(lost())
-        } else {
-            let OneSend {
-                queue,
-                message,
-                options,
-            } = item;
-            in_savepoint(x, false, &mut broken, |x| {
-                block_on(None, enqueue(x, now, &queue, vec![message], options, false))
-            })
-        });
+        let OneSend {
+            queue,
+            message,
+            options,
+        } = item;
+        out[i] = Some(in_savepoint(x, false, &mut broken, |x| {
+            block_on(None, enqueue(x, now, &queue, vec![message], options, false))
+        }));
     }
     outcomes(out, broken)
 }
@@ -221,24 +217,16 @@ fn complete(x: &mut Exec<'_>, now: i64, items: Vec<OneComplete>) -> Vec<Result<(
                     // Whatever of it ran is taken back with its savepoint; each
                     // completion then goes its own way.
                     tracing::debug!(error = %e, locks = locks.len(), "merged completions failed; each goes its own way while the transaction holds");
-                    if !x.conn.is_autocommit()
-                        && let Err(undo) = run_sql(x.conn, AT_ONCE_UNDO)
-                            .and_then(|()| run_sql(x.conn, AT_ONCE_KEEP))
-                        && !x.conn.is_autocommit()
-                    {
-                        broken = Some(undo);
+                    if !x.conn.is_autocommit() {
+                        take_back(x, AT_ONCE_UNDO, AT_ONCE_KEEP, &mut broken);
                     }
                 }
             }
         }
         for (i, lock) in idx.into_iter().zip(locks) {
-            out[i] = Some(if x.conn.is_autocommit() {
-                Err(lost())
-            } else {
-                in_savepoint(x, alone, &mut broken, |x| {
-                    block_on(None, settle(x, now, &queue, lock, &Settlement::Complete))
-                })
-            });
+            out[i] = Some(in_savepoint(x, alone, &mut broken, |x| {
+                block_on(None, settle(x, now, &queue, lock, &Settlement::Complete))
+            }));
         }
     }
     outcomes(out, broken)
@@ -371,13 +359,9 @@ fn claim_merged(
                 Err(e) => {
                     tracing::debug!(error = %e, receives = specs.len(), "a merged claim failed; each receive claims alone while the transaction holds");
                     for (i, spec) in &specs {
-                        out[*i] = Some(if x.conn.is_autocommit() {
-                            Err(lost())
-                        } else {
-                            in_savepoint(x, false, &mut broken, |x| {
-                                block_on(None, claim(x, now, &queue, spec))
-                            })
-                        });
+                        out[*i] = Some(in_savepoint(x, false, &mut broken, |x| {
+                            block_on(None, claim(x, now, &queue, spec))
+                        }));
                     }
                     break;
                 }
@@ -411,13 +395,17 @@ fn outcomes<R>(out: Vec<Option<Result<R>>>, broken: Option<Error>) -> Vec<Result
 }
 
 /// Runs `f` in a savepoint of its own, undone alone if it fails, or bare when `alone`
-/// (the merged call's own savepoint or transaction then undoes it).
+/// (the merged call's own savepoint or transaction then undoes it). Nothing runs once
+/// the database rolled the transaction back (an item before it made it): [`lost`].
 fn in_savepoint<R>(
     x: &mut Exec<'_>,
     alone: bool,
     broken: &mut Option<Error>,
     f: impl FnOnce(&mut Exec<'_>) -> Result<R>,
 ) -> Result<R> {
+    if x.conn.is_autocommit() {
+        return Err(lost());
+    }
     if alone {
         return f(x);
     }
@@ -447,11 +435,21 @@ fn in_savepoint_if<R>(
         Ok(_) => Ok(None),
         Err(e) => Err(e),
     };
-    if let Err(undo) = run_sql(x.conn, "ROLLBACK TO mqlite_merged")
-        .and_then(|()| run_sql(x.conn, "RELEASE mqlite_merged"))
+    take_back(
+        x,
+        "ROLLBACK TO mqlite_merged",
+        "RELEASE mqlite_merged",
+        broken,
+    );
+    out
+}
+
+/// Takes a savepoint back (`undo`, then `release`); when that fails with the transaction
+/// still open, `broken` says why ([`outcomes`]).
+fn take_back(x: &mut Exec<'_>, undo: &str, release: &str, broken: &mut Option<Error>) {
+    if let Err(why) = run_sql(x.conn, undo).and_then(|()| run_sql(x.conn, release))
         && !x.conn.is_autocommit()
     {
-        *broken = Some(undo);
+        *broken = Some(why);
     }
-    out
 }
