@@ -165,13 +165,13 @@ async fn refused(
 /// `sql`, a statement's form that carries the owner's check itself ([`owned_form`],
 /// [`mqlite_sql::REFUSE_UNLESS_CHANGED_OWNED`]: it changes nothing, and the request
 /// commits nothing, unless the epoch in force is `lease`'s), with `params` and the
-/// owner's epoch inlined; and the lease. An opening request that sends it needs no guard
+/// owner's epoch inlined. An opening request that sends it needs no guard
 /// of its own: the guard costs about 85 µs a request on loopback, the folded check 30–40
 /// µs of it (docs/benchmark.md, "The owner's check folded into the claim, the send and
 /// the completion").
-fn owned<'l>(sql: &str, params: Params<'_>, lease: &'l Lease) -> Result<(String, &'l Lease)> {
+fn owned(sql: &str, params: Params<'_>, lease: &Lease) -> Result<String> {
     let epoch = [(":epoch", Value::Text(lease.epoch().to_string()))];
-    Ok((inline(sql, &[params, &epoch[..]].concat())?, lease))
+    inline(sql, &[params, &epoch[..]].concat())
 }
 
 /// The form of a flow's last statement that carries the owner's check itself, for the
@@ -345,20 +345,19 @@ impl<'t> Exec<'t> {
         // An opening claim or send of one carries the owner's check itself (its form
         // that changes nothing for a deposed owner).
         let owned = match (self.opening, owned_form(sql)) {
-            (Some(lease), Some((form, answers_nothing))) => {
-                Some((owned(form, params, lease)?, answers_nothing))
-            }
+            (Some(lease), Some((form, answers_nothing))) => Some((
+                format!("{}{}", owned(form, params, lease)?, counts(write)),
+                lease,
+                answers_nothing,
+            )),
             _ => None,
         };
         let mut batch = match &owned {
-            Some(((text, _), _)) => {
-                let text = format!("{text}{}", counts(write));
-                self.send_ending(&text, true).await?
-            }
+            Some((text, _, _)) => self.send_ending(text, true).await?,
             None => self.send_ending(&body, false).await?,
         };
         let answer = step_answer(&mut batch, write).await?;
-        if let Some(((_, lease), true)) = owned
+        if let Some((_, lease, true)) = owned
             && answer.0.is_empty()
         {
             self.confirm_owner(lease).await?;
@@ -368,27 +367,19 @@ impl<'t> Exec<'t> {
 
     /// After an opening insert that carried the owner's check and stored nothing: one
     /// request reads the epoch in force (in the parked transaction, which it commits and
-    /// parks again), `Deposed` once another owner took over.
+    /// parks again: only an operation's own flow, which parks, sends the folded forms),
+    /// `Deposed` once another owner took over.
     async fn confirm_owner(&mut self, lease: &Lease) -> Result<()> {
-        let text = if self.parked {
-            format!("{READ_EPOCH}{}", self.commit_text())
-        } else {
-            READ_EPOCH.to_owned()
-        };
         self.sent.add();
-        let mut batch = match self.conn.execute_batch(&text).await {
-            Ok(batch) => batch,
+        let text = format!("{READ_EPOCH}{}", self.commit_text());
+        match rows(self.conn, &text, NO_PARAMS).await {
+            Ok(found) => lease.verify(&found),
             Err(e) => {
                 self.parked = false;
                 self.conn.reset().await;
-                return Err(db(e));
+                Err(e)
             }
-        };
-        let found = match batch.next_stmt_row() {
-            Some(Some(r)) => collect(r).await?,
-            _ => Vec::new(),
-        };
-        lease.verify(&found)
+        }
     }
 
     /// Sends `body` (statements) as the request that ends the transaction, with COMMIT
@@ -668,8 +659,11 @@ impl SqlExec for Exec<'_> {
             match opening {
                 Some(lease) if !owns && *sql == mqlite_sql::REFUSE_UNLESS_CHANGED => {
                     owns = true;
-                    let text = owned(mqlite_sql::REFUSE_UNLESS_CHANGED_OWNED, params, lease)?.0;
-                    body.push_str(&text);
+                    body.push_str(&owned(
+                        mqlite_sql::REFUSE_UNLESS_CHANGED_OWNED,
+                        params,
+                        lease,
+                    )?);
                 }
                 _ => body.push_str(&inline(sql, params)?),
             }
