@@ -29,7 +29,9 @@ use std::time::Instant;
 
 use mqlite_contract::{OutMessage, QueueConfig, SystemClock};
 use mqlite_sql::claim::{CLAIM_ONE, CLAIM_ONE_OWNED};
-use mqlite_sql::enqueue::{INSERT_ONE, INSERT_ONE_OWNED};
+use mqlite_sql::enqueue::{
+    INSERT_ONE, INSERT_ONE_OWNED, INSERT_PLAIN_AT_OWNED, INSERT_PLAIN_OWNED,
+};
 use mqlite_sql::settle::COMPLETE_UNLINED_ONE;
 use mqlite_sql::{REFUSE_UNLESS_CHANGED, REFUSE_UNLESS_CHANGED_OWNED};
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
@@ -139,6 +141,10 @@ fn main() -> Result<(), Failure> {
                 .collect();
         insert_values.push((":epoch", format!("'{epoch}'")));
         let insert = written(INSERT_ONE, &insert_values);
+        // A number above every one handed out, and its successors.
+        let mut known_values = insert_values.clone();
+        known_values[5].1 = "KNOWN_ID".to_owned();
+        let mut known = 1_000_000_000_i64;
         let receives = [
             (
                 "send: guard; insert (before)",
@@ -149,6 +155,14 @@ fn main() -> Result<(), Failure> {
                 format!("{}{park}", written(INSERT_ONE_OWNED, &insert_values)),
             ),
             ("send: insert alone (no check)", format!("{insert}{park}")),
+            (
+                "send: plain insert carrying the check",
+                format!("{}{park}", written(INSERT_PLAIN_OWNED, &insert_values)),
+            ),
+            (
+                "send: plain insert at a known number",
+                format!("{}{park}", written(INSERT_PLAIN_AT_OWNED, &known_values)),
+            ),
             (
                 "receive: guard; claim (before)",
                 format!("{guard}; {claim}{park}"),
@@ -199,7 +213,9 @@ fn main() -> Result<(), Failure> {
         for round in 0..rounds {
             for k in 0..receives.len() {
                 let k = (k + round) % receives.len();
-                let (us, _) = timed(&conn, &receives[k].1).await?;
+                known += 1;
+                let text = receives[k].1.replace("KNOWN_ID", &known.to_string());
+                let (us, _) = timed(&conn, &text).await?;
                 receive_times[k].push(us);
             }
             for k in 0..completions.len() {

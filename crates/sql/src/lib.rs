@@ -296,6 +296,8 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("INSERT_ONE", enqueue::INSERT_ONE),
     ("INSERT_ONE_PLAIN", enqueue::INSERT_ONE_PLAIN),
     ("INSERT_ONE_OWNED", enqueue::INSERT_ONE_OWNED),
+    ("INSERT_PLAIN_OWNED", enqueue::INSERT_PLAIN_OWNED),
+    ("INSERT_PLAIN_AT_OWNED", enqueue::INSERT_PLAIN_AT_OWNED),
     ("BUSY_LINES", line::BUSY_LINES),
     ("RELEASE_LINES", line::RELEASE_LINES),
     ("CLAIM", claim::CLAIM),

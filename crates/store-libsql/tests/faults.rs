@@ -284,7 +284,7 @@ fn deposed_complete(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Outp
 /// carries the owner's check inside a statement (the insert, the claim, the check of
 /// what the delete or the renewal changed). Each must still fail with Deposed, told by
 /// the server, and change nothing:
-/// - a send;
+/// - a send of a plain message, and of one with a header (two forms of the insert);
 /// - a receive with a message waiting (the takeover took the first owner's lock back);
 /// - a receive on an empty queue (the claim fails for a deposed owner either way);
 /// - a complete whose delete finds its row, and a renewal that would move its lock (the
@@ -300,6 +300,7 @@ fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<O
         let put_back = 1_700_000_066_000i64;
         for case in [
             "send",
+            "send_headed",
             "receive_waiting",
             "receive_empty",
             "complete",
@@ -319,6 +320,10 @@ fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<O
             let sent = first.store().statements_sent();
             let answer = if case == "send" {
                 first.send(Q, OutMessage::new("late")).await.map(drop)
+            } else if case == "send_headed" {
+                let mut late = OutMessage::new("late");
+                late.subject = Some("headed".into());
+                first.send(Q, late).await.map(drop)
             } else if case == "complete" || case == "renew" {
                 let raw = libsql::Builder::new_remote(server.url().to_owned(), String::new())
                     .build()
