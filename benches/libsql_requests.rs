@@ -29,9 +29,7 @@ use std::time::Instant;
 
 use mqlite_contract::{OutMessage, QueueConfig, SystemClock};
 use mqlite_sql::claim::{CLAIM_ONE, CLAIM_ONE_OWNED};
-use mqlite_sql::enqueue::{
-    INSERT_ONE, INSERT_ONE_OWNED, INSERT_PLAIN_AT_OWNED, INSERT_PLAIN_OWNED,
-};
+use mqlite_sql::enqueue::{INSERT_BODY_AT_OWNED, INSERT_BODY_OWNED, INSERT_ONE, INSERT_ONE_OWNED};
 use mqlite_sql::settle::COMPLETE_UNLINED_ONE;
 use mqlite_sql::{REFUSE_UNLESS_CHANGED, REFUSE_UNLESS_CHANGED_OWNED};
 use mqlite_store_libsql::{LibsqlOptions, LibsqlStore};
@@ -63,7 +61,7 @@ async fn timed(conn: &libsql::Connection, text: &str) -> Result<(f64, Vec<i64>),
     while let Some(step) = batch.next_stmt_row() {
         if let Some(mut rows) = step {
             while let Some(row) = rows.next().await? {
-                if let Ok(id) = row.get::<i64>(0) {
+                if let Ok(libsql::Value::Integer(id)) = row.get_value(0) {
                     ids.push(id);
                 }
             }
@@ -156,12 +154,12 @@ fn main() -> Result<(), Failure> {
             ),
             ("send: insert alone (no check)", format!("{insert}{park}")),
             (
-                "send: plain insert carrying the check",
-                format!("{}{park}", written(INSERT_PLAIN_OWNED, &insert_values)),
+                "send: body-only insert carrying the check",
+                format!("{}{park}", written(INSERT_BODY_OWNED, &insert_values)),
             ),
             (
-                "send: plain insert at a known number",
-                format!("{}{park}", written(INSERT_PLAIN_AT_OWNED, &known_values)),
+                "send: body-only insert at a known number",
+                format!("{}{park}", written(INSERT_BODY_AT_OWNED, &known_values)),
             ),
             (
                 "receive: guard; claim (before)",
@@ -176,6 +174,20 @@ fn main() -> Result<(), Failure> {
                 format!("SELECT 1; {claim}{park}"),
             ),
             ("receive: claim alone (no check)", format!("{claim}{park}")),
+            (
+                "receive: claim checked in its WHERE; epoch read",
+                format!(
+                    "{}; SELECT value FROM mqlite_meta WHERE key = 'owner_epoch'{park}",
+                    claim.replace(
+                        " AND state = 0 /* active */",
+                        &format!(" AND state = 0 AND (SELECT value FROM mqlite_meta WHERE key = 'owner_epoch') = '{epoch}'")
+                    )
+                ),
+            ),
+            (
+                "receive: claim; epoch read",
+                format!("{claim}; SELECT value FROM mqlite_meta WHERE key = 'owner_epoch'{park}"),
+            ),
             ("COMMIT; BEGIN alone", "COMMIT; BEGIN".to_owned()),
         ];
         let completions = [

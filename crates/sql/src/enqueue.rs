@@ -74,6 +74,44 @@ pub static INSERT_ROWS_NEXT: Texts =
 pub static INSERT_ROWS_NEXT_PLAIN: Texts =
     Texts::new(|| values::build(MAX_INSERT_ROWS, |n| insert_rows_next(n, "")));
 
+/// The values of one row of [`INSERT_ROWS_NEXT_BODIES`]: body and priority.
+pub const BODY_PARAMS: usize = 2;
+
+/// [`INSERT_ROWS_NEXT`] for sends of messages of only a body ([`is_body_only`]): each
+/// row's values are its body and its priority ([`BODY_PARAMS`]), the other columns
+/// keep their defaults. A remote driver's group sends it in place of
+/// [`INSERT_ROWS_NEXT`] when every send it merges is of such a message: the client and
+/// sqld parse each of a statement's terms, and a row here has 3 where it has 13 there.
+pub static INSERT_ROWS_NEXT_BODIES: Texts = Texts::new(|| {
+    values::build(MAX_INSERT_ROWS, |n| {
+        format!(
+            "INSERT INTO mqlite_messages (id, queue, state, enqueued_at, visible_at,
+       expires_at, body, priority)
+SELECT ({}) + v.column1, ?1, ?2, ?3, ?4, ?5, v.column2, v.column3
+  FROM (VALUES {}) AS v WHERE v.column1 < ?6
+RETURNING id",
+            next_seq!(),
+            values::rows(SHARED_PARAMS, n, BODY_PARAMS, true)
+        )
+    })
+});
+
+/// The parameters of [`INSERT_ROWS_NEXT_BODIES`] for `n` rows: the shared values, the
+/// row count, then each row's body and priority.
+pub fn bodies_next_params(
+    shared: impl IntoIterator<Item = Value>,
+    n: usize,
+    rows: impl IntoIterator<Item = Value>,
+) -> Vec<(&'static str, Value)> {
+    values::bind(
+        shared
+            .into_iter()
+            .chain([Value::from(n as i64)])
+            .chain(rows),
+        SHARED_PARAMS - 1 + values::rows_for(n) * BODY_PARAMS,
+    )
+}
+
 /// The text of [`INSERT_ROWS_NEXT`] for `n` rows, then `tail`.
 fn insert_rows_next(n: usize, tail: &str) -> String {
     insert_rows(concat!("(", next_seq!(), ")"), SHARED_PARAMS, n, tail)
@@ -152,10 +190,10 @@ pub const INSERT_ONE_OWNED: &str = concat!(
     "\nRETURNING id"
 );
 
-/// The columns a plain message fills ([`is_plain`]): one with no line, no ids, no
+/// The columns a message of only a body (and a priority) fills ([`is_body_only`]): one with no line, no ids, no
 /// header and no properties, whose other columns keep their defaults (NULL, `waiting`
 /// 0).
-macro_rules! insert_plain_columns {
+macro_rules! insert_body_columns {
     () => {
         "INSERT INTO mqlite_messages (queue, state, enqueued_at, visible_at, expires_at, id,
        body, priority)
@@ -164,42 +202,42 @@ SELECT ?1, ?2, ?3, ?4, ?5, "
 }
 
 /// The row of `mqlite_meta` that is there only while the owner epoch in force is
-/// `:epoch`: the one row an insert of [`INSERT_PLAIN_OWNED`] selects its values from.
+/// `:epoch`: the one row an insert of [`INSERT_BODY_OWNED`] selects its values from.
 macro_rules! owner_row {
     () => {
         "\n  FROM mqlite_meta WHERE key = 'owner_epoch' AND value = :epoch"
     };
 }
 
-/// [`INSERT_ONE_OWNED`] for a plain message ([`is_plain`]): the columns it leaves out
+/// [`INSERT_ONE_OWNED`] for a message of only a body ([`is_body_only`]): the columns it leaves out
 /// take their defaults, and the owner's check is the row its values are selected from,
 /// so a deposed owner's insert stores nothing. The libSQL client and sqld each parse a
 /// statement's text into a tree before SQLite compiles it, at a cost that grows with
 /// its terms: this form parses in two thirds of [`INSERT_ONE_OWNED`]'s time, and its
 /// request takes about 50 µs less on loopback (docs/benchmark.md).
-pub const INSERT_PLAIN_OWNED: &str = concat!(
-    insert_plain_columns!(),
+pub const INSERT_BODY_OWNED: &str = concat!(
+    insert_body_columns!(),
     next_seq!(),
     ", ?9, ?18",
     owner_row!(),
     "\nRETURNING id"
 );
 
-/// [`INSERT_PLAIN_OWNED`] under the number `?6`, which the caller knows to be above every
+/// [`INSERT_BODY_OWNED`] under the number `?6`, which the caller knows to be above every
 /// number handed out (G1): no read of the next number. Measured only
 /// (`benches/libsql_requests.rs`): no store sends it.
-pub const INSERT_PLAIN_AT_OWNED: &str = concat!(
-    insert_plain_columns!(),
+pub const INSERT_BODY_AT_OWNED: &str = concat!(
+    insert_body_columns!(),
     "?6, ?9, ?18",
     owner_row!(),
     "\nRETURNING id"
 );
 
-/// Whether a send of one bound for [`INSERT_ONE`] (`params`, in its order) is of a plain
-/// message, which [`INSERT_PLAIN_OWNED`] stores as well: it takes the next number (a NULL
+/// Whether a send of one bound for [`INSERT_ONE`] (`params`, in its order) is of a
+/// message of only a body (and a priority), which [`INSERT_BODY_OWNED`] stores as well: it takes the next number (a NULL
 /// `?6`) and leaves every column that form does not name at its default (no line, not
 /// waiting, no ids, header or properties).
-pub fn is_plain(params: crate::exec::Params<'_>) -> bool {
+pub fn is_body_only(params: crate::exec::Params<'_>) -> bool {
     let value = |n: usize| params.get(n - 1).map(|(_, v)| v);
     params.len() == SHARED_PARAMS - 1 + ROW_PARAMS
         && value(8) == Some(&Value::Int(0))
@@ -625,21 +663,21 @@ mod tests {
     }
 
     #[test]
-    fn only_a_message_with_nothing_but_a_body_and_a_priority_is_plain() {
+    fn only_a_message_with_nothing_but_a_body_and_a_priority_is_body_only() {
         let mut prioritized = OutMessage::new("b");
         prioritized.priority = 7;
-        assert!(is_plain(&params_of(OutMessage::new("b"), None)));
-        assert!(is_plain(&params_of(prioritized, None)));
+        assert!(is_body_only(&params_of(OutMessage::new("b"), None)));
+        assert!(is_body_only(&params_of(prioritized, None)));
         let mut headed = OutMessage::new("b");
         headed.subject = Some("s".into());
-        assert!(!is_plain(&params_of(headed, None)));
+        assert!(!is_body_only(&params_of(headed, None)));
         let mut keyed = OutMessage::new("b");
         keyed.message_id = Some("m".into());
-        assert!(!is_plain(&params_of(keyed, None)));
-        assert!(!is_plain(&params_of(OutMessage::new("b"), Some("g"))));
+        assert!(!is_body_only(&params_of(keyed, None)));
+        assert!(!is_body_only(&params_of(OutMessage::new("b"), Some("g"))));
         // A number of its own: the plain form takes the next one itself.
         let mut numbered = params_of(OutMessage::new("b"), None);
         numbered[5].1 = Value::Int(9);
-        assert!(!is_plain(&numbered));
+        assert!(!is_body_only(&numbered));
     }
 }

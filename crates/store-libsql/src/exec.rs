@@ -180,17 +180,17 @@ fn owned(sql: &str, params: Params<'_>, lease: &Lease) -> Result<String> {
 /// - the claim of one fails for a deposed owner ([`mqlite_sql::OWNER_REFUSED`], which
 ///   [`refused`] confirms), and answers no row only for an empty queue;
 /// - the send of one stores nothing and answers no row, which it never answers
-///   otherwise ([`Exec::confirm_owner`] then asks). A plain message's goes in the
+///   otherwise ([`Exec::confirm_owner`] then asks). A message of only a body goes in the
 ///   shorter form that names only the columns it fills
-///   ([`mqlite_sql::enqueue::INSERT_PLAIN_OWNED`]): sqld and the client parse a
+///   ([`mqlite_sql::enqueue::INSERT_BODY_OWNED`]): sqld and the client parse a
 ///   statement's text at a cost that grows with its terms, and it saves the request
 ///   about 50 µs on loopback (docs/benchmark.md).
 fn owned_form(sql: &str, params: Params<'_>) -> Option<(&'static str, bool)> {
-    use mqlite_sql::enqueue::{INSERT_ONE, INSERT_ONE_OWNED, INSERT_PLAIN_OWNED, is_plain};
+    use mqlite_sql::enqueue::{INSERT_BODY_OWNED, INSERT_ONE, INSERT_ONE_OWNED, is_body_only};
     if sql == mqlite_sql::claim::CLAIM_ONE {
         Some((mqlite_sql::claim::CLAIM_ONE_OWNED, false))
-    } else if sql == INSERT_ONE && is_plain(params) {
-        Some((INSERT_PLAIN_OWNED, true))
+    } else if sql == INSERT_ONE && is_body_only(params) {
+        Some((INSERT_BODY_OWNED, true))
     } else if sql == INSERT_ONE {
         Some((INSERT_ONE_OWNED, true))
     } else {

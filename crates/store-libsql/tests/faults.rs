@@ -284,7 +284,7 @@ fn deposed_complete(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Outp
 /// carries the owner's check inside a statement (the insert, the claim, the check of
 /// what the delete or the renewal changed). Each must still fail with Deposed, told by
 /// the server, and change nothing:
-/// - a send of a plain message, and of one with a header (two forms of the insert);
+/// - a send of a message of only a body, and of one with a header (two forms of the insert);
 /// - a receive with a message waiting (the takeover took the first owner's lock back);
 /// - a receive on an empty queue (the claim fails for a deposed owner either way);
 /// - a complete whose delete finds its row, and a renewal that would move its lock (the

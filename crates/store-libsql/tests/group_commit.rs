@@ -301,7 +301,9 @@ async fn the_stores_close_finishes_every_queued_call_first(dir: tempfile::TempDi
 /// Sends of one message each to two queues, some scheduled (other shared values),
 /// queued together: they go out in one request, the sends of one queue and one timing
 /// as one multi-row INSERT; every call is answered the number its own message was
-/// stored under, and the numbers of one INSERT follow the calls' order.
+/// stored under, and the numbers of one INSERT follow the calls' order. Two of the
+/// three INSERTs hold messages of only a body (the shorter form); the third also holds
+/// messages with a subject (the full form), and each keeps its own.
 async fn a_groups_sends_to_one_queue_are_one_insert_numbered_in_order(
     dir: tempfile::TempDir,
 ) -> Outcome {
@@ -328,17 +330,17 @@ async fn a_groups_sends_to_one_queue_are_one_insert_numbered_in_order(
             ),
         };
         let body = format!("s{i}");
+        let mut message = OutMessage::new(body.clone());
+        if i % 6 == 3 {
+            message.subject = Some(format!("subject of s{i}"));
+        }
         let engine = mq.clone();
         let scheduled = options.scheduled_at_ms.is_some();
         calls.push((
             queue,
             scheduled,
             body.clone(),
-            tokio::spawn(async move {
-                engine
-                    .send_with(queue, OutMessage::new(body), options)
-                    .await
-            }),
+            tokio::spawn(async move { engine.send_with(queue, message, options).await }),
         ));
         // One at a time, so the group holds them in this order.
         queued(&mq, i + 1).await;
@@ -366,6 +368,11 @@ async fn a_groups_sends_to_one_queue_are_one_insert_numbered_in_order(
                 .ok_or_else(|| format!("{q}: no message under {seq:?}"))?;
             if m.content.body != body.as_bytes() {
                 return Err(format!("{seq:?} holds another send's body").into());
+            }
+            let i: usize = body[1..].parse()?;
+            let subject = (i % 6 == 3).then(|| format!("subject of {body}"));
+            if m.content.subject != subject {
+                return Err(format!("{seq:?}: subject {:?}", m.content.subject).into());
             }
             if (m.state == MessageState::Scheduled) != *scheduled {
                 return Err(format!("{seq:?}: another send's timing").into());
