@@ -93,9 +93,9 @@ fn main() -> Result<(), Failure> {
                 .await?;
         let epoch = store.epoch();
         let engine = mqlite_benches::engine_with_queue(store, "q", QueueConfig::default()).await;
-        // Each round claims a message in each of four receive forms, and one more for
+        // Each round claims a message in each of six receive forms, and one more for
         // each of three completions.
-        for _ in 0..(rounds * 7).div_ceil(64) {
+        for _ in 0..(rounds * 9).div_ceil(64) {
             let batch = (0..64).map(|i| OutMessage::new(vec![i; 256])).collect();
             engine.send_batch("q", batch).await?;
         }

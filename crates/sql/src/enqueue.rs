@@ -103,13 +103,7 @@ pub fn bodies_next_params(
     n: usize,
     rows: impl IntoIterator<Item = Value>,
 ) -> Vec<(&'static str, Value)> {
-    values::bind(
-        shared
-            .into_iter()
-            .chain([Value::from(n as i64)])
-            .chain(rows),
-        SHARED_PARAMS - 1 + values::rows_for(n) * BODY_PARAMS,
-    )
+    next_params(shared, n, rows, BODY_PARAMS)
 }
 
 /// The text of [`INSERT_ROWS_NEXT`] for `n` rows, then `tail`.
@@ -515,12 +509,23 @@ pub fn rows_next_params(
     n: usize,
     rows: impl IntoIterator<Item = Value>,
 ) -> Vec<(&'static str, Value)> {
+    next_params(shared, n, rows, ROW_PARAMS)
+}
+
+/// The shared values, the row count `n`, then the rows' values, `per_row` each, padded
+/// to the size of the text for `n` rows.
+fn next_params(
+    shared: impl IntoIterator<Item = Value>,
+    n: usize,
+    rows: impl IntoIterator<Item = Value>,
+    per_row: usize,
+) -> Vec<(&'static str, Value)> {
     values::bind(
         shared
             .into_iter()
             .chain([Value::from(n as i64)])
             .chain(rows),
-        SHARED_PARAMS - 1 + values::rows_for(n) * ROW_PARAMS,
+        SHARED_PARAMS - 1 + values::rows_for(n) * per_row,
     )
 }
 
