@@ -95,7 +95,7 @@ fn main() -> Result<(), Failure> {
         let engine = mqlite_benches::engine_with_queue(store, "q", QueueConfig::default()).await;
         // Each round claims a message in each of six receive forms, and one more for
         // each of three completions.
-        for _ in 0..(rounds * 9).div_ceil(64) {
+        for _ in 0..(rounds * 10).div_ceil(64) {
             let batch = (0..64).map(|i| OutMessage::new(vec![i; 256])).collect();
             engine.send_batch("q", batch).await?;
         }
@@ -127,6 +127,7 @@ fn main() -> Result<(), Failure> {
         );
         let park = "; COMMIT; BEGIN";
         let claim = written(CLAIM_ONE, &claim_values);
+        let owned_claim = written(CLAIM_ONE_OWNED, &claim_values);
         let mut insert_values: Vec<(&str, String)> =
             ["'q'", "0", "0", "0", "0", "NULL", "NULL", "0"]
                 .into_iter()
@@ -174,6 +175,13 @@ fn main() -> Result<(), Failure> {
                 format!("SELECT 1; {claim}{park}"),
             ),
             ("receive: claim alone (no check)", format!("{claim}{park}")),
+            (
+                "receive: claim carrying the check, RETURNING *",
+                format!(
+                    "{}RETURNING *{park}",
+                    &owned_claim[..owned_claim.find("RETURNING").unwrap_or(owned_claim.len())]
+                ),
+            ),
             (
                 "receive: claim checked in its WHERE; epoch read",
                 format!(

@@ -27,6 +27,12 @@ macro_rules! message_columns {
     };
 }
 
+/// The names of the message columns ([`claim::CLAIM_ONE`] returns them), in the order
+/// a message row is decoded in: a driver that asks for every column
+/// ([`claim::CLAIM_ONE_OWNED_ALL`]) puts its answer's columns in this order by name.
+pub static MESSAGE_COLUMNS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| message_columns!().split(',').map(str::trim).collect());
+
 /// The queue columns [`rows::queue_row`] decodes, in its order.
 macro_rules! queue_columns {
     () => {
@@ -298,6 +304,7 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("INSERT_ONE_PLAIN", enqueue::INSERT_ONE_PLAIN),
     ("INSERT_ONE_OWNED", enqueue::INSERT_ONE_OWNED),
     ("INSERT_BODY_OWNED", enqueue::INSERT_BODY_OWNED),
+    ("CLAIM_ONE_OWNED_ALL", claim::CLAIM_ONE_OWNED_ALL),
     ("INSERT_BODY_AT_OWNED", enqueue::INSERT_BODY_AT_OWNED),
     ("BUSY_LINES", line::BUSY_LINES),
     ("RELEASE_LINES", line::RELEASE_LINES),
@@ -367,3 +374,24 @@ pub const FIXED_STATEMENTS: &[(&str, &str)] = &[
     ("SUB_LIST_TOPIC", topics::SUB_LIST_TOPIC),
     ("STATUS", admin::STATUS),
 ];
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_message_columns_are_the_claims_and_each_a_column_of_the_table() {
+        assert_eq!(super::MESSAGE_COLUMNS.join(", "), message_columns!());
+        let table = super::SCHEMA
+            .iter()
+            .find(|s| s.starts_with("CREATE TABLE mqlite_messages ("))
+            .expect("the messages table");
+        for name in super::MESSAGE_COLUMNS.iter() {
+            assert!(
+                table
+                    .lines()
+                    .any(|l| l.split_whitespace().next() == Some(*name)),
+                "{name} is no column of mqlite_messages"
+            );
+        }
+        assert_eq!(super::MESSAGE_COLUMNS.len(), 20);
+    }
+}

@@ -134,7 +134,9 @@ pub fn text(name: &str) -> Option<&'static str> {
 /// table).
 pub fn pinned_indexes(name: &str) -> Vec<&'static str> {
     match name {
-        "CLAIM" | "CLAIM_ONE" | "CLAIM_ONE_OWNED" | "PICK_HEADS" => CLAIM_INDEXES.to_vec(),
+        "CLAIM" | "CLAIM_ONE" | "CLAIM_ONE_OWNED" | "CLAIM_ONE_OWNED_ALL" | "PICK_HEADS" => {
+            CLAIM_INDEXES.to_vec()
+        }
         _ => INDEX_PINS
             .iter()
             .filter(|(n, _)| *n == name)

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use mqlite_contract::{QueueConfig, QueueKind, Result};
 use mqlite_sql::{Executed, KnownQueues, Params, Row, SqlExec, Value};
 
-use crate::db;
 use crate::group::{Last, Slot, Went};
 use crate::owner::{GUARD_REFUSED, Lease, READ_EPOCH};
+use crate::{BACKEND, db};
 
 /// Statements sent since open (the store's work counter: the client reports no rows
 /// read, so `visits` stays 0 and the TCK's visit pins are skipped on this store).
@@ -188,7 +188,7 @@ fn owned(sql: &str, params: Params<'_>, lease: &Lease) -> Result<String> {
 fn owned_form(sql: &str, params: Params<'_>) -> Option<(&'static str, bool)> {
     use mqlite_sql::enqueue::{INSERT_BODY_OWNED, INSERT_ONE, INSERT_ONE_OWNED, is_body_only};
     if sql == mqlite_sql::claim::CLAIM_ONE {
-        Some((mqlite_sql::claim::CLAIM_ONE_OWNED, false))
+        Some((mqlite_sql::claim::CLAIM_ONE_OWNED_ALL, false))
     } else if sql == INSERT_ONE && is_body_only(params) {
         Some((INSERT_BODY_OWNED, true))
     } else if sql == INSERT_ONE {
@@ -363,7 +363,12 @@ impl<'t> Exec<'t> {
             Some((text, _, _)) => self.send_ending(text, true).await?,
             None => self.send_ending(&body, false).await?,
         };
-        let answer = step_answer(&mut batch, write).await?;
+        // The claim's form returns every column: put them in the order the flow reads.
+        let order = owned
+            .as_ref()
+            .filter(|_| sql == mqlite_sql::claim::CLAIM_ONE)
+            .map(|_| mqlite_sql::MESSAGE_COLUMNS.as_slice());
+        let answer = step_answer_in(&mut batch, write, order).await?;
         if let Some((_, lease, true)) = owned
             && answer.0.is_empty()
         {
@@ -556,14 +561,51 @@ pub(crate) async fn collect(mut rows: libsql::Rows) -> Result<Vec<Row>> {
     Ok(out)
 }
 
+/// The rows of `rows`, each holding the columns named `names`, in that order: an answer
+/// without one of them is corrupt.
+async fn collect_in(mut rows: libsql::Rows, names: &[&str]) -> Result<Vec<Row>> {
+    let at = names
+        .iter()
+        .map(|name| {
+            (0..rows.column_count())
+                .find(|&i| rows.column_name(i) == Some(*name))
+                .ok_or_else(|| {
+                    mqlite_contract::Error::backend(
+                        BACKEND,
+                        mqlite_sql::exec::CorruptRow(format!("the answer has no column {name}")),
+                    )
+                })
+        })
+        .collect::<Result<Vec<i32>>>()?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next().await.map_err(db)? {
+        let mut cols = Vec::with_capacity(at.len());
+        for &i in &at {
+            cols.push(from_libsql(r.get_value(i).map_err(db)?));
+        }
+        out.push(Row(cols));
+    }
+    Ok(out)
+}
+
 /// The answer of a statement sent with [`counts`]: its rows, then for a write what it
 /// changed (the counts step's row); the next steps of `batch`.
 pub(crate) async fn step_answer(
     batch: &mut libsql::BatchRows,
     write: bool,
 ) -> Result<(Vec<Row>, Executed)> {
-    let rows = match batch.next_stmt_row() {
-        Some(Some(r)) => collect(r).await?,
+    step_answer_in(batch, write, None).await
+}
+
+/// [`step_answer`], the rows' columns put in `order` by name when given.
+async fn step_answer_in(
+    batch: &mut libsql::BatchRows,
+    write: bool,
+    order: Option<&[&str]>,
+) -> Result<(Vec<Row>, Executed)> {
+    let rows = match (batch.next_stmt_row(), order) {
+        (Some(Some(r)), None) => collect(r).await?,
+        (Some(Some(r)), Some(names)) => collect_in(r, names).await?,
         _ => Vec::new(),
     };
     let mut done = Executed::default();

@@ -4,7 +4,9 @@
 //! epoch check go with the first statement, COMMIT with the last; an operation of one
 //! statement is one request (BEGIN, the epoch guard, the statement, COMMIT). The counts
 //! are printed; docs/libsql.md records them. A queue's row is read once and then known
-//! to its owner, until a flow changes a queue.
+//! to its owner, until a flow changes a queue. A receive of one, whose one request asks
+//! for every column of the row (`CLAIM_ONE_OWNED_ALL`), answers each field of the
+//! message as it was sent.
 
 mod support;
 
@@ -30,6 +32,10 @@ fn main() {
         trial("round_trips::a_changed_queue_is_read_again", |d| {
             Box::pin(changed(d))
         }),
+        trial(
+            "round_trips::a_receive_of_one_answers_every_field_of_the_message",
+            |d| Box::pin(every_field(d)),
+        ),
     ];
     libtest_mimic::run(&args, trials).exit();
 }
@@ -204,6 +210,50 @@ async fn changed(dir: tempfile::TempDir) -> Outcome {
         Err(mqlite_contract::Error::NotFound { kind: "queue", .. }) => {}
         other => return Err(format!("a receive from the deleted queue gave {other:?}").into()),
     }
+    mq.close().await;
+    Ok(())
+}
+
+async fn every_field(dir: tempfile::TempDir) -> Outcome {
+    let server = Sqld::start(&dir.path().join("sqld"))?;
+    let clock = ManualClock::new(1_700_000_000_000);
+    let mq = support::engine(server.url(), clock.shared(), Duration::from_secs(600)).await?;
+    mq.create_queue(
+        "q",
+        QueueConfig {
+            default_ttl: Duration::from_secs(3_600),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let mut out = OutMessage::new(vec![7u8; 300]);
+    out.message_id = Some("the id".into());
+    out.subject = Some("a subject".into());
+    out.correlation_id = Some("a correlation".into());
+    out.reply_to = Some("a reply-to".into());
+    out.content_type = Some("text/plain".into());
+    out.properties.insert("k".into(), "v".into());
+    out.priority = 3;
+    let seq = mq.send("q", out.clone()).await?;
+    let (trips, got) = sent(&mq, mq.receive_one("q")).await;
+    let got = got?.ok_or("the message")?;
+    if trips != 1 {
+        return Err(format!("the receive took {trips} requests").into());
+    }
+    let now = clock.now();
+    let expected = (seq, 1, now, now + 3_600_000, now, now + 30_000);
+    let found = (
+        got.seq,
+        got.delivery_count,
+        got.enqueued_at_ms,
+        got.expires_at_ms,
+        got.visible_at_ms,
+        got.locked_until_ms,
+    );
+    if found != expected || got.content != out || got.lock_token.is_none() {
+        return Err(format!("received {got:?}, sent {out:?} under {seq:?}").into());
+    }
+    mq.complete("q", &got).await?;
     mq.close().await;
     Ok(())
 }
