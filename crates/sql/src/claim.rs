@@ -95,7 +95,8 @@ RETURNING ",
 /// owner's claim fails ([`crate::exec::OWNER_REFUSED`]) whether the queue holds a
 /// message or none, and locks nothing. A remote store's receive of one carries its
 /// owner's check so, rather than in a statement of its own, and an empty queue still
-/// answers in one request.
+/// answers in one request; it sends the form returning every column,
+/// [`CLAIM_ONE_OWNED_ALL`].
 pub const CLAIM_ONE_OWNED: &str = concat!(
     lock_one_row!(),
     "(",
