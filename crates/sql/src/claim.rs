@@ -90,6 +90,21 @@ RETURNING ",
     message_columns!()
 );
 
+/// The text of [`CLAIM_ONE_OWNED`] up to what it returns.
+macro_rules! claim_one_owned {
+    () => {
+        concat!(
+            lock_one_row!(),
+            "(",
+            pick_one!(),
+            ") + ",
+            owner_zero!(),
+            " AND state = 0 /* active */
+RETURNING "
+        )
+    };
+}
+
 /// [`CLAIM_ONE`] that fails unless the owner epoch in force is `:epoch`: the id it
 /// picks plus `owner_zero!`, evaluated once before the row is sought, so a deposed
 /// owner's claim fails ([`crate::exec::OWNER_REFUSED`]) whether the queue holds a
@@ -97,31 +112,14 @@ RETURNING ",
 /// owner's check so, rather than in a statement of its own, and an empty queue still
 /// answers in one request; it sends the form returning every column,
 /// [`CLAIM_ONE_OWNED_ALL`].
-pub const CLAIM_ONE_OWNED: &str = concat!(
-    lock_one_row!(),
-    "(",
-    pick_one!(),
-    ") + ",
-    owner_zero!(),
-    " AND state = 0 /* active */
-RETURNING ",
-    message_columns!()
-);
+pub const CLAIM_ONE_OWNED: &str = concat!(claim_one_owned!(), message_columns!());
 
 /// [`CLAIM_ONE_OWNED`] returning every column of the row (`RETURNING *`), in the table's
 /// order, where it names the message columns one by one: a remote store's receive of one
 /// sends it, and puts the answer's columns in [`crate::MESSAGE_COLUMNS`]' order by the
 /// names the answer carries. The client and sqld parse each of a statement's terms,
 /// and the request times about 30 µs shorter on loopback (docs/benchmark.md).
-pub const CLAIM_ONE_OWNED_ALL: &str = concat!(
-    lock_one_row!(),
-    "(",
-    pick_one!(),
-    ") + ",
-    owner_zero!(),
-    " AND state = 0 /* active */
-RETURNING *"
-);
+pub const CLAIM_ONE_OWNED_ALL: &str = concat!(claim_one_owned!(), "*");
 
 /// Receive-and-delete, first step: the eligible heads themselves, with their lines.
 pub const PICK_HEADS: &str = concat!(
