@@ -240,6 +240,13 @@ pub fn is_body_only(params: crate::exec::Params<'_>) -> bool {
             .all(|n| value(n) == Some(&Value::Null))
 }
 
+/// The values of a send of one bound for [`INSERT_ONE`] that [`INSERT_BODY_OWNED`] and a
+/// row of [`INSERT_ROWS_NEXT_BODIES`] store ([`BODY_PARAMS`]): its body (`?9`) and its
+/// priority (`?18`).
+pub fn body_values(params: crate::exec::Params<'_>) -> [Value; BODY_PARAMS] {
+    [8, 17].map(|i| params.get(i).map_or(Value::Null, |(_, v)| v.clone()))
+}
+
 /// The dedup entries of the fresh rows (an expired entry for a key is replaced).
 pub const DEDUP_INSERT: &str = "INSERT OR REPLACE INTO mqlite_dedup
        (queue, dedup_key, body_hash, seq, expires_at)
@@ -672,7 +679,11 @@ mod tests {
         let mut prioritized = OutMessage::new("b");
         prioritized.priority = 7;
         assert!(is_body_only(&params_of(OutMessage::new("b"), None)));
-        assert!(is_body_only(&params_of(prioritized, None)));
+        assert!(is_body_only(&params_of(prioritized.clone(), None)));
+        assert_eq!(
+            body_values(&params_of(prioritized, None)),
+            [Value::Blob(b"b".to_vec()), Value::Int(7)]
+        );
         let mut headed = OutMessage::new("b");
         headed.subject = Some("s".into());
         assert!(!is_body_only(&params_of(headed, None)));

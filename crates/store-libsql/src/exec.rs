@@ -356,20 +356,21 @@ impl<'t> Exec<'t> {
                 format!("{}{}", owned(form, params, lease)?, counts(write)),
                 lease,
                 answers_nothing,
+                form,
             )),
             _ => None,
         };
         let mut batch = match &owned {
-            Some((text, _, _)) => self.send_ending(text, true).await?,
+            Some((text, ..)) => self.send_ending(text, true).await?,
             None => self.send_ending(&body, false).await?,
         };
         // The claim's form returns every column: put them in the order the flow reads.
         let order = owned
             .as_ref()
-            .filter(|_| sql == mqlite_sql::claim::CLAIM_ONE)
+            .filter(|(.., form)| *form == mqlite_sql::claim::CLAIM_ONE_OWNED_ALL)
             .map(|_| mqlite_sql::MESSAGE_COLUMNS.as_slice());
         let answer = step_answer_in(&mut batch, write, order).await?;
-        if let Some((_, lease, true)) = owned
+        if let Some((_, lease, true, _)) = owned
             && answer.0.is_empty()
         {
             self.confirm_owner(lease).await?;
@@ -548,22 +549,14 @@ fn position(name: &str) -> Option<usize> {
 }
 
 /// Reads every row of a result.
-pub(crate) async fn collect(mut rows: libsql::Rows) -> Result<Vec<Row>> {
-    let width = rows.column_count();
-    let mut out = Vec::new();
-    while let Some(r) = rows.next().await.map_err(db)? {
-        let mut cols = Vec::with_capacity(usize::try_from(width).unwrap_or(0));
-        for i in 0..width {
-            cols.push(from_libsql(r.get_value(i).map_err(db)?));
-        }
-        out.push(Row(cols));
-    }
-    Ok(out)
+pub(crate) async fn collect(rows: libsql::Rows) -> Result<Vec<Row>> {
+    let every = (0..rows.column_count()).collect();
+    read_columns(rows, every).await
 }
 
 /// The rows of `rows`, each holding the columns named `names`, in that order: an answer
 /// without one of them is corrupt.
-async fn collect_in(mut rows: libsql::Rows, names: &[&str]) -> Result<Vec<Row>> {
+async fn collect_in(rows: libsql::Rows, names: &[&str]) -> Result<Vec<Row>> {
     let at = names
         .iter()
         .map(|name| {
@@ -577,6 +570,11 @@ async fn collect_in(mut rows: libsql::Rows, names: &[&str]) -> Result<Vec<Row>> 
                 })
         })
         .collect::<Result<Vec<i32>>>()?;
+    read_columns(rows, at).await
+}
+
+/// Every row of `rows`, each made of the columns at `at`, in that order.
+async fn read_columns(mut rows: libsql::Rows, at: Vec<i32>) -> Result<Vec<Row>> {
     let mut out = Vec::new();
     while let Some(r) = rows.next().await.map_err(db)? {
         let mut cols = Vec::with_capacity(at.len());

@@ -35,7 +35,7 @@ use std::time::Instant;
 use mqlite_contract::{Error, Result};
 use mqlite_sql::enqueue::{
     INSERT_ONE, INSERT_ROWS_NEXT, INSERT_ROWS_NEXT_BODIES, ROW_PARAMS, SHARED_PARAMS,
-    bodies_next_params, is_body_only, returned_numbers, rows_next_params,
+    bodies_next_params, body_values, is_body_only, returned_numbers, rows_next_params,
 };
 use mqlite_sql::{Executed, Params, Row, Value};
 
@@ -741,16 +741,14 @@ fn pieces(queued: &[Queued]) -> Vec<(Piece, String)> {
 /// The text of [`INSERT_ROWS_NEXT`] for these sends (of the same shared values): the
 /// shared values, the row count, then each send's row values, inlined; or of
 /// [`INSERT_ROWS_NEXT_BODIES`] when every send is of a message of only a body (each
-/// row then its body and priority, `?9` and `?18` of the send).
+/// row then its body and priority, [`body_values`]).
 fn merged(sends: &[&Queued]) -> Result<String> {
     let n = sends.len();
     let shared = sends[0].1.params[..SHARED_PARAMS - 2]
         .iter()
         .map(|(_, v)| v.clone());
     if sends.iter().all(|(_, s)| is_body_only(&s.params)) {
-        let rows = sends
-            .iter()
-            .flat_map(|(_, s)| [s.params[8].1.clone(), s.params[17].1.clone()]);
+        let rows = sends.iter().flat_map(|(_, s)| body_values(&s.params));
         return inline(
             INSERT_ROWS_NEXT_BODIES.get(n),
             &bodies_next_params(shared, n, rows),
