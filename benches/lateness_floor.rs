@@ -12,7 +12,9 @@
 //!   syncs what it copied);
 //! - `bare_insert`: the bare side's autocommit INSERTs (WAL, NORMAL) on the thread.
 //!
-//! One JSON line per run: p50, p99, p99.9 and the largest lateness, in µs.
+//! One JSON line per run: p50, p99, p99.9 and the largest lateness, in µs, and how late
+//! the probe's ticking thread woke from its own sleeps (`wake_*`, the machine's wake-up in
+//! the same window).
 //!
 //! `cargo run --release -p mqlite-benches --example lateness_floor -- --secs 3 --runs 3`
 
@@ -105,13 +107,17 @@ fn main() {
             worker.join().expect("scenario thread");
             let late = probe.finish();
             let us = |d: Duration| d.as_micros();
+            let (p, w) = (late.probe, late.wake);
             println!(
-                "{{\"scenario\":\"{scenario}\",\"run\":{run},\"ticks\":{},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{}}}",
-                late.ticks,
-                us(late.p50),
-                us(late.p99),
-                us(late.p999),
-                us(late.max)
+                "{{\"scenario\":\"{scenario}\",\"run\":{run},\"ticks\":{},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{},\"wake_p99_us\":{},\"wake_p999_us\":{},\"wake_max_us\":{}}}",
+                p.count,
+                us(p.p50),
+                us(p.p99),
+                us(p.p999),
+                us(p.max),
+                us(w.p99),
+                us(w.p999),
+                us(w.max)
             );
         }
     }

@@ -1,10 +1,6 @@
 //! Benchmarks of mqlite live in this crate's bench targets; see docs/benchmark.md. What
 //! they share lives here.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-
 use mqlite_contract::{QueueConfig, Store};
 use mqlite_engine::{Engine, EngineOptions};
 
@@ -111,105 +107,9 @@ pub fn bare_drain(conn: &rusqlite::Connection, max: usize) -> usize {
     ids.len()
 }
 
-/// The executor budget's measure (docs/benchmark.md, "Where store work runs"): a thread
-/// outside the runtime ticks every millisecond and hands each tick's time to a task on
-/// the runtime; the task records how long after the tick it ran. A store call that
-/// holds an executor thread too long shows here as lateness. (A thread feeds the task
-/// because tokio's own timer rounds every deadline up to its millisecond wheel, which
-/// would hide the delay being measured.)
-pub struct LatenessProbe {
-    stop: Arc<AtomicBool>,
-    ticker: Option<std::thread::JoinHandle<()>>,
-    task: Option<tokio::task::JoinHandle<Vec<Duration>>>,
-    rt: tokio::runtime::Handle,
-}
-
-impl LatenessProbe {
-    /// Starts ticking; the probe task runs on `rt`.
-    pub fn start(rt: &tokio::runtime::Handle) -> Self {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
-        let ticker = std::thread::spawn(move || {
-            while !stopped.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(1));
-                if tx.send(Instant::now()).is_err() {
-                    return;
-                }
-            }
-        });
-        let task = rt.spawn(async move {
-            let mut late = Vec::new();
-            while let Some(tick) = rx.recv().await {
-                late.push(tick.elapsed());
-            }
-            late
-        });
-        LatenessProbe {
-            stop,
-            ticker: Some(ticker),
-            task: Some(task),
-            rt: rt.clone(),
-        }
-    }
-
-    /// Stops the probe and prints its percentiles under `label` (stderr, beside
-    /// criterion's lines); returns p99.9.
-    pub fn report(self, label: &str) -> Duration {
-        let late = self.finish();
-        eprintln!(
-            "lateness {label}: {} ticks, p50 {:?}, p99 {:?}, p99.9 {:?}, max {:?}",
-            late.ticks, late.p50, late.p99, late.p999, late.max
-        );
-        late.p999
-    }
-
-    /// Stops the probe; the percentiles of how late its task ran.
-    pub fn finish(mut self) -> Lateness {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.ticker.take() {
-            let _ = t.join();
-        }
-        let mut late = match self.task.take() {
-            Some(task) => self.rt.block_on(task).unwrap_or_default(),
-            None => Vec::new(),
-        };
-        late.sort();
-        let at = |q: f64| {
-            late.get(((late.len() as f64 * q) as usize).min(late.len().saturating_sub(1)))
-                .copied()
-                .unwrap_or_default()
-        };
-        Lateness {
-            ticks: late.len(),
-            p50: at(0.5),
-            p99: at(0.99),
-            p999: at(0.999),
-            max: late.last().copied().unwrap_or_default(),
-        }
-    }
-}
-
-/// What a [`LatenessProbe`] recorded: how many ticks, and how late its task ran.
-#[derive(Debug, Clone, Copy)]
-pub struct Lateness {
-    /// Ticks recorded.
-    pub ticks: usize,
-    /// The median lateness.
-    pub p50: Duration,
-    /// The 99th percentile.
-    pub p99: Duration,
-    /// The 99.9th percentile: the budget's measure.
-    pub p999: Duration,
-    /// The largest.
-    pub max: Duration,
-}
-
-impl Drop for LatenessProbe {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
+/// The executor budget's measure, shared with the broker's load test: see
+/// [`mqlite_kit::lateness`].
+pub use mqlite_kit::lateness::{Lateness, LatenessProbe, Percentiles};
 
 /// An example's rounds: its first argument, or `default` without one.
 pub fn rounds_arg(default: usize) -> Result<usize, std::num::ParseIntError> {

@@ -7,19 +7,21 @@
 //! `cargo bench -p mqlite-benches --bench libsql` (quick: add `-- --quick`). Groups:
 //! send_single, send_batch_64, receive_complete, and producers_16 (16 concurrent
 //! producers of 8 single sends each against one producer's 8, the store alone; the
-//! run prints how many sends went in their group's shared request).
+//! run prints how many sends went in their group's shared request). Each path runs
+//! under the lateness probe (`mqlite_kit::lateness`) on the world's runtime, printed as
+//! `lateness libsql/<group>/<name>`.
 
 use std::sync::atomic::Ordering;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use mqlite_benches::body;
+use mqlite_benches::{LatenessProbe, body};
 use mqlite_contract::{LockRef, OutMessage};
 use mqlite_testbed::libsql::sqld_binary;
 
 #[path = "libsql_world.rs"]
 mod libsql_world;
 
-use libsql_world::{Q, world};
+use libsql_world::{Q, World, world};
 
 fn libsql_paths(c: &mut Criterion) {
     if let Err(why) = sqld_binary() {
@@ -47,26 +49,34 @@ fn libsql_paths(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("libsql/send_single");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("mqlite", |b| {
-        b.iter(|| {
-            w.rt.block_on(w.engine.send(Q, OutMessage::new(w.next())))
-                .expect("send")
+    probed(&w, "libsql/send_single/mqlite", || {
+        g.bench_function("mqlite", |b| {
+            b.iter(|| {
+                w.rt.block_on(w.engine.send(Q, OutMessage::new(w.next())))
+                    .expect("send")
+            });
         });
     });
-    g.bench_function("bare", |b| b.iter(|| w.rt.block_on(w.bare_send(w.next()))));
+    probed(&w, "libsql/send_single/bare", || {
+        g.bench_function("bare", |b| b.iter(|| w.rt.block_on(w.bare_send(w.next()))));
+    });
     g.finish();
 
     let mut g = c.benchmark_group("libsql/send_batch_64");
     g.throughput(Throughput::Elements(64));
-    g.bench_function("mqlite", |b| {
-        b.iter(|| {
-            let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
-            w.rt.block_on(w.engine.send_batch(Q, batch)).expect("send")
+    probed(&w, "libsql/send_batch_64/mqlite", || {
+        g.bench_function("mqlite", |b| {
+            b.iter(|| {
+                let batch = (0..64).map(|_| OutMessage::new(w.next())).collect();
+                w.rt.block_on(w.engine.send_batch(Q, batch)).expect("send")
+            });
         });
     });
-    g.bench_function("bare", |b| {
-        b.iter(|| {
-            w.rt.block_on(w.bare_send_64((0..64).map(|_| w.next()).collect()))
+    probed(&w, "libsql/send_batch_64/bare", || {
+        g.bench_function("bare", |b| {
+            b.iter(|| {
+                w.rt.block_on(w.bare_send_64((0..64).map(|_| w.next()).collect()))
+            });
         });
     });
     g.finish();
@@ -74,44 +84,48 @@ fn libsql_paths(c: &mut Criterion) {
     // Enough backlog on both sides for every receive below.
     let mut g = c.benchmark_group("libsql/receive_complete");
     g.throughput(Throughput::Elements(1));
-    g.bench_function("mqlite", |b| {
-        b.iter_custom(|iters| {
-            w.rt.block_on(async {
-                for _ in 0..iters {
-                    w.engine
-                        .send(Q, OutMessage::new(w.next()))
-                        .await
-                        .expect("refill");
-                }
-                let start = std::time::Instant::now();
-                for _ in 0..iters {
-                    let m = w
-                        .engine
-                        .receive_one(Q)
-                        .await
-                        .expect("receive")
-                        .expect("one");
-                    w.engine
-                        .complete_batch(Q, &[LockRef::from(&m)])
-                        .await
-                        .expect("complete");
-                }
-                start.elapsed()
-            })
+    probed(&w, "libsql/receive_complete/mqlite", || {
+        g.bench_function("mqlite", |b| {
+            b.iter_custom(|iters| {
+                w.rt.block_on(async {
+                    for _ in 0..iters {
+                        w.engine
+                            .send(Q, OutMessage::new(w.next()))
+                            .await
+                            .expect("refill");
+                    }
+                    let start = std::time::Instant::now();
+                    for _ in 0..iters {
+                        let m = w
+                            .engine
+                            .receive_one(Q)
+                            .await
+                            .expect("receive")
+                            .expect("one");
+                        w.engine
+                            .complete_batch(Q, &[LockRef::from(&m)])
+                            .await
+                            .expect("complete");
+                    }
+                    start.elapsed()
+                })
+            });
         });
     });
-    g.bench_function("bare", |b| {
-        b.iter_custom(|iters| {
-            w.rt.block_on(async {
-                for _ in 0..iters {
-                    w.bare_send(w.next()).await;
-                }
-                let start = std::time::Instant::now();
-                for _ in 0..iters {
-                    w.bare_receive_complete().await;
-                }
-                start.elapsed()
-            })
+    probed(&w, "libsql/receive_complete/bare", || {
+        g.bench_function("bare", |b| {
+            b.iter_custom(|iters| {
+                w.rt.block_on(async {
+                    for _ in 0..iters {
+                        w.bare_send(w.next()).await;
+                    }
+                    let start = std::time::Instant::now();
+                    for _ in 0..iters {
+                        w.bare_receive_complete().await;
+                    }
+                    start.elapsed()
+                })
+            });
         });
     });
     g.finish();
@@ -127,26 +141,32 @@ fn libsql_paths(c: &mut Criterion) {
     );
     for producers in [1usize, 16] {
         g.throughput(Throughput::Elements((producers * PER_PRODUCER) as u64));
-        g.bench_function(format!("mqlite/{producers}"), |b| {
-            b.iter(|| {
-                w.rt.block_on(async {
-                    let tasks: Vec<_> = (0..producers)
-                        .map(|_| {
-                            let (e, n) = (w.engine.clone(), w.n.clone());
-                            tokio::spawn(async move {
-                                for _ in 0..PER_PRODUCER {
-                                    let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
-                                    e.send(Q, OutMessage::new(b)).await.expect("send");
-                                }
-                            })
+        probed(
+            &w,
+            &format!("libsql/producers_16/mqlite/{producers}"),
+            || {
+                g.bench_function(format!("mqlite/{producers}"), |b| {
+                    b.iter(|| {
+                        w.rt.block_on(async {
+                            let tasks: Vec<_> = (0..producers)
+                                .map(|_| {
+                                    let (e, n) = (w.engine.clone(), w.n.clone());
+                                    tokio::spawn(async move {
+                                        for _ in 0..PER_PRODUCER {
+                                            let b = body(n.fetch_add(1, Ordering::Relaxed) as u64);
+                                            e.send(Q, OutMessage::new(b)).await.expect("send");
+                                        }
+                                    })
+                                })
+                                .collect();
+                            for t in tasks {
+                                t.await.expect("producer");
+                            }
                         })
-                        .collect();
-                    for t in tasks {
-                        t.await.expect("producer");
-                    }
-                })
-            });
-        });
+                    });
+                });
+            },
+        );
     }
     println!(
         "libsql/producers_16: {} requests for the run's sends, {} of them in a shared request",
@@ -155,6 +175,14 @@ fn libsql_paths(c: &mut Criterion) {
     );
     g.finish();
     w.rt.block_on(w.engine.close());
+}
+
+/// Runs `bench` under the lateness probe on the world's runtime and prints it as
+/// `label`.
+fn probed(w: &World, label: &str, bench: impl FnOnce()) {
+    let probe = LatenessProbe::start(w.rt.handle());
+    bench();
+    probe.report(label);
 }
 
 criterion_group!(benches, libsql_paths);

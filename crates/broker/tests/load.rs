@@ -10,8 +10,10 @@
 //! ```
 //!
 //! It prints messages per second end to end through the broker and through the
-//! in-process engine (the same workload shape, same run), and p99 latency per RPC; the
-//! figures are recorded in docs/benchmark.md. Nothing here asserts a time.
+//! in-process engine (the same workload shape, same run), p99 latency per RPC, and the
+//! executor's lateness while the clients ran (the probe of `mqlite_kit::lateness`, on
+//! the runtime that serves the broker and its clients); the figures are recorded in
+//! docs/benchmark.md. Nothing here asserts a time.
 
 mod common;
 
@@ -156,6 +158,7 @@ async fn load_over_loopback_loses_nothing_and_never_answers_5xx() {
 
     let per = per_sender();
     let total = SENDERS * per;
+    let probe = mqlite_kit::lateness::LatenessProbe::start(&tokio::runtime::Handle::current());
     let started = Instant::now();
     let senders: Vec<_> = (0..SENDERS)
         .map(|s| {
@@ -236,6 +239,7 @@ async fn load_over_loopback_loses_nothing_and_never_answers_5xx() {
         t.await.expect("receiver");
     }
     let elapsed = started.elapsed();
+    let lateness = probe.finish_within().await;
 
     // Wake every parked long-poll with a message of its own.
     let wake: Vec<WireMessage> = (0..parked_n)
@@ -299,6 +303,10 @@ async fn load_over_loopback_loses_nothing_and_never_answers_5xx() {
             v.len()
         ));
     }
+    report.push_str(&format!(
+        "  {}\n",
+        lateness.line("broker (clients on the same runtime)")
+    ));
     broker.shutdown().await.expect("shutdown");
 
     // The same workload shape in process, same run, for the ratio.
