@@ -107,7 +107,10 @@ impl<T: GroupCommit + Send + 'static> WriterThread<T> {
         async move {
             let item = if inline {
                 match run_inline_with(&queue, item, alone) {
-                    Ok(answer) => return answer,
+                    Ok(answer) => {
+                        after_inline().await;
+                        return answer;
+                    }
                     Err(item) => item,
                 }
             } else {

@@ -433,7 +433,10 @@ impl<T: Send + 'static> WriterThread<T> {
             let rx = match plan {
                 Plan::Sent(rx) => rx?,
                 Plan::Inline(queue, f) => match run_inline(&queue, f) {
-                    Ok(answer) => return answer,
+                    Ok(answer) => {
+                        after_inline().await;
+                        return answer;
+                    }
                     Err(f) => send_grouped(&queue, f)?,
                 },
             };
@@ -545,8 +548,52 @@ where
             rx.try_recv().unwrap_or(Err(Error::Closed))
         }
     };
-    queue.inline_hold.record(held.elapsed());
+    let held = held.elapsed();
+    queue.inline_hold.record(held);
+    share_core(held);
     Ok(out)
+}
+
+/// How long calls on one caller's own thread may hold it in all before the thread
+/// offers its core, and the calling task its executor thread ([`share_core`]).
+const YIELD_AFTER: std::time::Duration = std::time::Duration::from_micros(250);
+
+thread_local! {
+    /// How long calls on this thread have held it since it last offered its core.
+    static HELD_SINCE_YIELD: std::cell::Cell<std::time::Duration> =
+        const { std::cell::Cell::new(std::time::Duration::ZERO) };
+    /// [`share_core`] offered the core: the task whose call answered last on this
+    /// thread offers its executor thread too ([`after_inline`]).
+    static TASK_YIELD_DUE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Counts a call's `held` time on its caller's thread; once [`YIELD_AFTER`] has
+/// gathered, offers the core (`sched_yield`) and marks the calling task's turn to
+/// yield ([`after_inline`]). A caller that calls the store in a loop, each call
+/// answered on its own thread, never blocks: the kernel may queue a woken thread (a
+/// runtime worker with a task to run) behind it for the rest of its time slice,
+/// milliseconds, while another core sits idle, and on a runtime worker the task never
+/// returns to the executor, so the tasks queued there wait as long (docs/benchmark.md,
+/// "Lateness: what the probe waits for"). With nothing queued the yield returns at
+/// once: one system call per quarter millisecond of calls.
+fn share_core(held: std::time::Duration) {
+    let total = HELD_SINCE_YIELD.get() + held;
+    if total >= YIELD_AFTER {
+        HELD_SINCE_YIELD.set(std::time::Duration::ZERO);
+        TASK_YIELD_DUE.set(true);
+        std::thread::yield_now();
+    } else {
+        HELD_SINCE_YIELD.set(total);
+    }
+}
+
+/// After an answer given on the caller's own thread, in the same poll: the task yields
+/// to its executor once [`share_core`] asked for it (`tokio::task::yield_now`, which
+/// outside a runtime's worker returns at the next poll).
+async fn after_inline() {
+    if TASK_YIELD_DUE.replace(false) {
+        tokio::task::yield_now().await;
+    }
 }
 
 /// Takes the grouped calls waiting into `calls` (up to [`MAX_GROUP`]); returns the first
@@ -656,5 +703,44 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
         for a in answers {
             a();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+
+    /// Whether `after_inline` yields: Pending at its first poll, then Ready.
+    fn yields() -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut f = pin!(after_inline());
+        match f.as_mut().poll(&mut cx) {
+            Poll::Ready(()) => false,
+            Poll::Pending => {
+                assert!(f.as_mut().poll(&mut cx).is_ready(), "one yield, then done");
+                true
+            }
+        }
+    }
+
+    #[test]
+    fn a_caller_s_thread_is_offered_after_a_quarter_millisecond_of_calls_and_not_before() {
+        let us = Duration::from_micros;
+        HELD_SINCE_YIELD.set(Duration::ZERO);
+        TASK_YIELD_DUE.set(false);
+        share_core(us(100));
+        assert!(!yields(), "100 µs held: no yield yet");
+        share_core(us(100));
+        assert!(!yields(), "200 µs held: no yield yet");
+        share_core(us(50));
+        assert!(yields(), "250 µs held in all: the task yields once");
+        assert!(!yields(), "and only once");
+        share_core(us(200));
+        assert!(!yields(), "the count starts over after a yield");
+        share_core(us(1000));
+        assert!(yields(), "one long call alone is enough");
     }
 }
