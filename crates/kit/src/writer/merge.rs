@@ -106,11 +106,9 @@ impl<T: GroupCommit + Send + 'static> WriterThread<T> {
         let inline = self.inline.load(Ordering::Relaxed);
         async move {
             let item = if inline {
+                offer_executor().await;
                 match run_inline_with(&queue, item, alone) {
-                    Ok(answer) => {
-                        after_inline().await;
-                        return answer;
-                    }
+                    Ok(answer) => return answer,
                     Err(item) => item,
                 }
             } else {

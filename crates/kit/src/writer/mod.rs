@@ -432,13 +432,13 @@ impl<T: Send + 'static> WriterThread<T> {
         async move {
             let rx = match plan {
                 Plan::Sent(rx) => rx?,
-                Plan::Inline(queue, f) => match run_inline(&queue, f) {
-                    Ok(answer) => {
-                        after_inline().await;
-                        return answer;
+                Plan::Inline(queue, f) => {
+                    offer_executor().await;
+                    match run_inline(&queue, f) {
+                        Ok(answer) => return answer,
+                        Err(f) => send_grouped(&queue, f)?,
                     }
-                    Err(f) => send_grouped(&queue, f)?,
-                },
+                }
             };
             rx.await.map_err(|_| Error::Closed)?
         }
@@ -562,20 +562,20 @@ thread_local! {
     /// How long calls on this thread have held it since it last offered its core.
     static HELD_SINCE_YIELD: std::cell::Cell<std::time::Duration> =
         const { std::cell::Cell::new(std::time::Duration::ZERO) };
-    /// [`share_core`] offered the core: the task whose call answered last on this
-    /// thread offers its executor thread too ([`after_inline`]).
+    /// [`share_core`] offered the core: the next call to run on this thread offers
+    /// its task's executor thread first ([`offer_executor`]).
     static TASK_YIELD_DUE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Counts a call's `held` time on its caller's thread; once [`YIELD_AFTER`] has
-/// gathered, offers the core (`sched_yield`) and marks the calling task's turn to
-/// yield ([`after_inline`]). A caller that calls the store in a loop, each call
-/// answered on its own thread, never blocks: the kernel may queue a woken thread (a
-/// runtime worker with a task to run) behind it for the rest of its time slice,
-/// milliseconds, while another core sits idle, and on a runtime worker the task never
-/// returns to the executor, so the tasks queued there wait as long (docs/benchmark.md,
-/// "Lateness: what the probe waits for"). With nothing queued the yield returns at
-/// once: one system call per quarter millisecond of calls.
+/// gathered, offers the core (`sched_yield`) and marks the turn of the next call on
+/// this thread to yield its task first ([`offer_executor`]). A caller that calls the
+/// store in a loop, each call answered on its own thread, never blocks: the kernel may
+/// queue a woken thread (a runtime worker with a task to run) behind it for the rest of
+/// its time slice, milliseconds, while another core sits idle; and on a runtime worker
+/// the task never returns to the executor, so the tasks queued there wait as long
+/// (docs/benchmark.md, "Lateness: what the probe waits for"). With nothing queued the
+/// yield returns at once: one system call per quarter millisecond of calls.
 fn share_core(held: std::time::Duration) {
     let total = HELD_SINCE_YIELD.get() + held;
     if total >= YIELD_AFTER {
@@ -587,10 +587,12 @@ fn share_core(held: std::time::Duration) {
     }
 }
 
-/// After an answer given on the caller's own thread, in the same poll: the task yields
-/// to its executor once [`share_core`] asked for it (`tokio::task::yield_now`, which
-/// outside a runtime's worker returns at the next poll).
-async fn after_inline() {
+/// Before a call runs on its caller's thread: the task yields to its executor once
+/// [`share_core`] asked for it (`tokio::task::yield_now`; outside a runtime's worker it
+/// is ready again at the next poll). Before the call, not after it: a caller that
+/// drops the call meanwhile has run nothing, and a call that runs still runs whole
+/// within one poll (13.1–13.4).
+async fn offer_executor() {
     if TASK_YIELD_DUE.replace(false) {
         tokio::task::yield_now().await;
     }
@@ -713,10 +715,10 @@ mod tests {
     use std::task::{Context, Poll, Waker};
     use std::time::Duration;
 
-    /// Whether `after_inline` yields: Pending at its first poll, then Ready.
+    /// Whether `offer_executor` yields: Pending at its first poll, then Ready.
     fn yields() -> bool {
         let mut cx = Context::from_waker(Waker::noop());
-        let mut f = pin!(after_inline());
+        let mut f = pin!(offer_executor());
         match f.as_mut().poll(&mut cx) {
             Poll::Ready(()) => false,
             Poll::Pending => {
