@@ -433,7 +433,7 @@ impl<T: Send + 'static> WriterThread<T> {
             let rx = match plan {
                 Plan::Sent(rx) => rx?,
                 Plan::Inline(queue, f) => {
-                    offer_executor().await;
+                    offer_executor(queue.slot.idle()).await;
                     match run_inline(&queue, f) {
                         Ok(answer) => return answer,
                         Err(f) => send_grouped(&queue, f)?,
@@ -589,11 +589,13 @@ fn share_core(held: std::time::Duration) {
 
 /// Before a call runs on its caller's thread: the task yields to its executor once
 /// [`share_core`] asked for it (`tokio::task::yield_now`; outside a runtime's worker it
-/// is ready again at the next poll). Before the call, not after it: a caller that
-/// drops the call meanwhile has run nothing, and a call that runs still runs whole
-/// within one poll (13.1–13.4).
-async fn offer_executor() {
-    if TASK_YIELD_DUE.replace(false) {
+/// is ready again at the next poll), if the store is `idle`. Before the call, not after
+/// it: a caller that drops the call meanwhile has run nothing, and a call that runs
+/// still runs whole within one poll (13.1–13.4). Not when the store is busy: the call
+/// then waits for the writer thread, which yields the task anyway, and it joins the
+/// calls waiting there at its first poll, as it would have.
+async fn offer_executor(idle: bool) {
+    if TASK_YIELD_DUE.replace(false) && idle {
         tokio::task::yield_now().await;
     }
 }
@@ -715,10 +717,11 @@ mod tests {
     use std::task::{Context, Poll, Waker};
     use std::time::Duration;
 
-    /// Whether `offer_executor` yields: Pending at its first poll, then Ready.
+    /// Whether `offer_executor` yields for a call to an idle store: Pending at its first
+    /// poll, then Ready.
     fn yields() -> bool {
         let mut cx = Context::from_waker(Waker::noop());
-        let mut f = pin!(offer_executor());
+        let mut f = pin!(offer_executor(true));
         match f.as_mut().poll(&mut cx) {
             Poll::Ready(()) => false,
             Poll::Pending => {
@@ -744,5 +747,12 @@ mod tests {
         assert!(!yields(), "the count starts over after a yield");
         share_core(us(1000));
         assert!(yields(), "one long call alone is enough");
+        share_core(us(300));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(
+            pin!(offer_executor(false)).poll(&mut cx).is_ready(),
+            "a call to a busy store goes on to wait for the writer, which yields anyway"
+        );
+        assert!(!yields(), "and the turn is spent");
     }
 }
