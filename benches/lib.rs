@@ -17,13 +17,89 @@ pub async fn engine_with_queue<S: Store>(store: S, queue: &str, config: QueueCon
 }
 
 /// The runtime every bench runs its engine on: two worker threads, as many as the
-/// project machine has cores.
+/// project machine has cores. Built with `RUSTFLAGS="--cfg tokio_unstable"`, it also
+/// counts how long each task poll held its worker ([`PollTimes`]).
 pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(2).enable_all();
+    #[cfg(tokio_unstable)]
+    builder
+        .enable_metrics_poll_time_histogram()
+        .metrics_poll_time_histogram_configuration(tokio::runtime::HistogramConfiguration::linear(
+            POLL_BUCKET,
+            POLL_BUCKETS,
+        ));
+    builder.build().expect("runtime")
+}
+
+/// The width of a bucket of [`PollTimes`].
+#[cfg(tokio_unstable)]
+const POLL_BUCKET: std::time::Duration = std::time::Duration::from_micros(250);
+/// How many buckets [`PollTimes`] counts: the last holds every poll of 1.75 ms and more.
+#[cfg(tokio_unstable)]
+const POLL_BUCKETS: usize = 8;
+
+/// How long the runtime's task polls held its workers, counted by tokio in buckets of
+/// 250 µs: the time a task held an executor thread, which the lateness probe also pays
+/// for when it waits behind it. Only in a build with `--cfg tokio_unstable` (tokio's
+/// own metric); otherwise empty. Two snapshots subtract ([`PollTimes::since`]).
+#[derive(Debug, Clone, Default)]
+pub struct PollTimes {
+    /// Polls per bucket, all workers together.
+    pub counts: Vec<u64>,
+}
+
+impl PollTimes {
+    /// The counts so far on `rt`.
+    pub fn of(rt: &tokio::runtime::Runtime) -> Self {
+        #[cfg(tokio_unstable)]
+        {
+            let m = rt.metrics();
+            let counts = (0..m.poll_time_histogram_num_buckets())
+                .map(|b| {
+                    (0..m.num_workers())
+                        .map(|w| m.poll_time_histogram_bucket_count(w, b))
+                        .sum()
+                })
+                .collect();
+            PollTimes { counts }
+        }
+        #[cfg(not(tokio_unstable))]
+        {
+            let _ = rt;
+            PollTimes::default()
+        }
+    }
+
+    /// The polls counted since `earlier`.
+    pub fn since(&self, earlier: &PollTimes) -> PollTimes {
+        PollTimes {
+            counts: self
+                .counts
+                .iter()
+                .enumerate()
+                .map(|(i, c)| c - earlier.counts.get(i).copied().unwrap_or(0))
+                .collect(),
+        }
+    }
+
+    /// One line for a report: the polls, those of 1 ms and more, and the bucket of the
+    /// longest; None when the build does not count them.
+    pub fn line(&self) -> Option<String> {
+        if self.counts.is_empty() {
+            return None;
+        }
+        let total: u64 = self.counts.iter().sum();
+        let over_1ms: u64 = self.counts.iter().skip(4).sum();
+        let longest = self
+            .counts
+            .iter()
+            .rposition(|&c| c > 0)
+            .map_or(0, |b| b * 250);
+        Some(format!(
+            "{total} task polls, {over_1ms} of 1 ms or more, the longest in the bucket from {longest} µs"
+        ))
+    }
 }
 
 /// Bytes of a benchmark message body.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
-use mqlite_benches::{LatenessProbe, body};
+use mqlite_benches::{LatenessProbe, PollTimes, body};
 use mqlite_contract::{DynStore, LockRef, OutMessage, QueueConfig, ReceiveOptions, SystemClock};
 use mqlite_engine::Engine;
 use mqlite_store_sqlite::{HoldBound, SqliteOptions, SqliteStore, Synchronous};
@@ -95,9 +95,13 @@ impl World {
             )
         };
         let before = engine.map(counts);
+        let polls = PollTimes::of(&self.rt);
         let probe = LatenessProbe::start(self.rt.handle());
         bench();
         probe.report(&format!("{group}/{name}"));
+        if let Some(line) = PollTimes::of(&self.rt).since(&polls).line() {
+            eprintln!("polls {group}/{name}: {line}");
+        }
         if let (Some(e), Some((calls, commits, hold))) = (engine, before) {
             let (calls2, commits2, hold2) = counts(e);
             let held = hold2.since(&hold);
