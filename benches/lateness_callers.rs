@@ -26,86 +26,69 @@ const SCENARIOS: [&str; 2] = ["thread", "tasks"];
 const Q: &str = "q";
 
 fn main() {
-    let (mut secs, mut runs) = (3u64, 3usize);
-    let mut only: Option<String> = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--secs" => secs = args.next().and_then(|v| v.parse().ok()).expect("--secs N"),
-            "--runs" => runs = args.next().and_then(|v| v.parse().ok()).expect("--runs N"),
-            "--only" => only = args.next(),
-            other => {
-                panic!("usage: lateness_callers [--secs N] [--runs N] [--only SCENARIO] ({other}?)")
-            }
-        }
-    }
+    let args = mqlite_benches::ScenarioArgs::parse("lateness_callers");
     let rt = mqlite_benches::runtime();
     let dir = tempfile::tempdir().expect("tempdir");
-    for run in 0..runs {
-        for scenario in SCENARIOS {
-            if only.as_deref().is_some_and(|o| o != scenario) {
-                continue;
-            }
-            let path = dir.path().join(format!("{scenario}-{run}.db"));
-            let engine: Engine<SqliteStore> = rt.block_on(async {
-                let store = SqliteStore::open(
-                    SqliteOptions::new(path.display().to_string()).clock(SystemClock::shared()),
-                )
-                .await
-                .expect("open");
-                mqlite_benches::engine_with_queue(store, Q, QueueConfig::default()).await
-            });
-            let stop = Arc::new(AtomicBool::new(false));
-            let sent = Arc::new(AtomicU64::new(0));
-            let send_loop = {
+    for (run, scenario) in args.each(&SCENARIOS) {
+        let path = dir.path().join(format!("{scenario}-{run}.db"));
+        let engine: Engine<SqliteStore> = rt.block_on(async {
+            let store = SqliteStore::open(
+                SqliteOptions::new(path.display().to_string()).clock(SystemClock::shared()),
+            )
+            .await
+            .expect("open");
+            mqlite_benches::engine_with_queue(store, Q, QueueConfig::default()).await
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicU64::new(0));
+        let send_loop = {
+            let (engine, stop, sent) = (engine.clone(), stop.clone(), sent.clone());
+            move || {
                 let (engine, stop, sent) = (engine.clone(), stop.clone(), sent.clone());
-                move || {
-                    let (engine, stop, sent) = (engine.clone(), stop.clone(), sent.clone());
-                    async move {
-                        while !stop.load(Ordering::Relaxed) {
-                            let i = sent.fetch_add(1, Ordering::Relaxed);
-                            engine
-                                .send(Q, OutMessage::new(body(i)))
-                                .await
-                                .expect("send");
-                        }
-                    }
-                }
-            };
-            let probe = LatenessProbe::start(rt.handle());
-            let started = Instant::now();
-            match scenario {
-                "thread" => {
-                    let handle = rt.handle().clone();
-                    let caller = std::thread::spawn(move || handle.block_on(send_loop()));
-                    std::thread::sleep(Duration::from_secs(secs));
-                    stop.store(true, Ordering::Relaxed);
-                    caller.join().expect("caller thread");
-                }
-                _ => {
-                    let tasks: Vec<_> = (0..2).map(|_| rt.spawn(send_loop())).collect();
-                    std::thread::sleep(Duration::from_secs(secs));
-                    stop.store(true, Ordering::Relaxed);
-                    for t in tasks {
-                        rt.block_on(t).expect("caller task");
+                async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        let i = sent.fetch_add(1, Ordering::Relaxed);
+                        engine
+                            .send(Q, OutMessage::new(body(i)))
+                            .await
+                            .expect("send");
                     }
                 }
             }
-            let elapsed = started.elapsed();
-            let late = probe.finish();
-            rt.block_on(engine.close());
-            let us = |d: Duration| d.as_micros();
-            let (p, w) = (late.probe, late.wake);
-            println!(
-                "{{\"scenario\":\"{scenario}\",\"run\":{run},\"ticks\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{},\"wake_p999_us\":{},\"wake_max_us\":{},\"sends_per_s\":{:.0}}}",
-                p.count,
-                us(p.p99),
-                us(p.p999),
-                us(p.max),
-                us(w.p999),
-                us(w.max),
-                sent.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64()
-            );
+        };
+        let probe = LatenessProbe::start(rt.handle());
+        let started = Instant::now();
+        match scenario {
+            "thread" => {
+                let handle = rt.handle().clone();
+                let caller = std::thread::spawn(move || handle.block_on(send_loop()));
+                std::thread::sleep(Duration::from_secs(args.secs));
+                stop.store(true, Ordering::Relaxed);
+                caller.join().expect("caller thread");
+            }
+            _ => {
+                let tasks: Vec<_> = (0..2).map(|_| rt.spawn(send_loop())).collect();
+                std::thread::sleep(Duration::from_secs(args.secs));
+                stop.store(true, Ordering::Relaxed);
+                for t in tasks {
+                    rt.block_on(t).expect("caller task");
+                }
+            }
         }
+        let elapsed = started.elapsed();
+        let late = probe.finish();
+        rt.block_on(engine.close());
+        let us = |d: Duration| d.as_micros();
+        let (p, w) = (late.probe, late.wake);
+        println!(
+            "{{\"scenario\":\"{scenario}\",\"run\":{run},\"ticks\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{},\"wake_p999_us\":{},\"wake_max_us\":{},\"sends_per_s\":{:.0}}}",
+            p.count,
+            us(p.p99),
+            us(p.p999),
+            us(p.max),
+            us(w.p999),
+            us(w.max),
+            sent.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64()
+        );
     }
 }

@@ -76,49 +76,32 @@ fn work(scenario: &str, dir: &std::path::Path, stop: &AtomicBool) {
 }
 
 fn main() {
-    let (mut secs, mut runs) = (3u64, 3usize);
-    let mut only: Option<String> = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--secs" => secs = args.next().and_then(|v| v.parse().ok()).expect("--secs N"),
-            "--runs" => runs = args.next().and_then(|v| v.parse().ok()).expect("--runs N"),
-            "--only" => only = args.next(),
-            other => {
-                panic!("usage: lateness_floor [--secs N] [--runs N] [--only SCENARIO] ({other}?)")
-            }
-        }
-    }
+    let args = mqlite_benches::ScenarioArgs::parse("lateness_floor");
     let rt = mqlite_benches::runtime();
     let dir = tempfile::tempdir().expect("tempdir");
-    for run in 0..runs {
-        for scenario in SCENARIOS {
-            if only.as_deref().is_some_and(|o| o != scenario) {
-                continue;
-            }
-            let stop = Arc::new(AtomicBool::new(false));
-            let probe = LatenessProbe::start(rt.handle());
-            let worker = {
-                let (stop, dir) = (stop.clone(), dir.path().to_owned());
-                std::thread::spawn(move || work(scenario, &dir, &stop))
-            };
-            std::thread::sleep(Duration::from_secs(secs));
-            stop.store(true, Ordering::Relaxed);
-            worker.join().expect("scenario thread");
-            let late = probe.finish();
-            let us = |d: Duration| d.as_micros();
-            let (p, w) = (late.probe, late.wake);
-            println!(
-                "{{\"scenario\":\"{scenario}\",\"run\":{run},\"ticks\":{},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{},\"wake_p99_us\":{},\"wake_p999_us\":{},\"wake_max_us\":{}}}",
-                p.count,
-                us(p.p50),
-                us(p.p99),
-                us(p.p999),
-                us(p.max),
-                us(w.p99),
-                us(w.p999),
-                us(w.max)
-            );
-        }
+    for (run, scenario) in args.each(&SCENARIOS) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let probe = LatenessProbe::start(rt.handle());
+        let worker = {
+            let (stop, dir) = (stop.clone(), dir.path().to_owned());
+            std::thread::spawn(move || work(scenario, &dir, &stop))
+        };
+        std::thread::sleep(Duration::from_secs(args.secs));
+        stop.store(true, Ordering::Relaxed);
+        worker.join().expect("scenario thread");
+        let late = probe.finish();
+        let us = |d: Duration| d.as_micros();
+        let (p, w) = (late.probe, late.wake);
+        println!(
+            "{{\"scenario\":\"{scenario}\",\"run\":{run},\"ticks\":{},\"p50_us\":{},\"p99_us\":{},\"p999_us\":{},\"max_us\":{},\"wake_p99_us\":{},\"wake_p999_us\":{},\"wake_max_us\":{}}}",
+            p.count,
+            us(p.p50),
+            us(p.p99),
+            us(p.p999),
+            us(p.max),
+            us(w.p99),
+            us(w.p999),
+            us(w.max)
+        );
     }
 }

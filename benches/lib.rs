@@ -187,6 +187,59 @@ pub fn bare_drain(conn: &rusqlite::Connection, max: usize) -> usize {
 /// [`mqlite_kit::lateness`].
 pub use mqlite_kit::lateness::{Lateness, LatenessProbe, Percentiles};
 
+/// The arguments of the lateness examples: `--secs N` (default 3) of each scenario,
+/// `--runs N` (default 3) of all of them, `--only SCENARIO`.
+#[derive(Debug, Clone)]
+pub struct ScenarioArgs {
+    /// Seconds each scenario runs.
+    pub secs: u64,
+    /// How many times every scenario runs.
+    pub runs: usize,
+    /// The one scenario to run, if named.
+    pub only: Option<String>,
+}
+
+impl ScenarioArgs {
+    /// Reads the process's arguments; panics with `example`'s usage on one it does not
+    /// know.
+    pub fn parse(example: &str) -> Self {
+        let mut parsed = ScenarioArgs {
+            secs: 3,
+            runs: 3,
+            only: None,
+        };
+        let mut args = std::env::args().skip(1);
+        while let Some(a) = args.next() {
+            match a.as_str() {
+                "--secs" => {
+                    parsed.secs = args.next().and_then(|v| v.parse().ok()).expect("--secs N")
+                }
+                "--runs" => {
+                    parsed.runs = args.next().and_then(|v| v.parse().ok()).expect("--runs N")
+                }
+                "--only" => parsed.only = args.next(),
+                other => {
+                    panic!("usage: {example} [--secs N] [--runs N] [--only SCENARIO] ({other}?)")
+                }
+            }
+        }
+        parsed
+    }
+
+    /// Each run of each scenario to run, in order: `(run, scenario)`.
+    pub fn each<'a>(
+        &'a self,
+        scenarios: &'a [&'static str],
+    ) -> impl Iterator<Item = (usize, &'static str)> + 'a {
+        (0..self.runs).flat_map(move |run| {
+            scenarios
+                .iter()
+                .filter(|s| self.only.as_deref().is_none_or(|o| o == **s))
+                .map(move |s| (run, *s))
+        })
+    }
+}
+
 /// An example's rounds: its first argument, or `default` without one.
 pub fn rounds_arg(default: usize) -> Result<usize, std::num::ParseIntError> {
     std::env::args()
