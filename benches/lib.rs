@@ -32,9 +32,11 @@ pub fn runtime() -> tokio::runtime::Runtime {
     builder.build().expect("runtime")
 }
 
-/// The width of a bucket of [`PollTimes`].
+/// The width of a bucket of [`PollTimes`], in µs.
+const POLL_BUCKET_US: u128 = 250;
+/// [`POLL_BUCKET_US`] as a duration, for tokio.
 #[cfg(tokio_unstable)]
-const POLL_BUCKET: std::time::Duration = std::time::Duration::from_micros(250);
+const POLL_BUCKET: std::time::Duration = std::time::Duration::from_micros(POLL_BUCKET_US as u64);
 /// How many buckets [`PollTimes`] counts: the last holds every poll of 1.75 ms and more.
 #[cfg(tokio_unstable)]
 const POLL_BUCKETS: usize = 8;
@@ -90,12 +92,16 @@ impl PollTimes {
             return None;
         }
         let total: u64 = self.counts.iter().sum();
-        let over_1ms: u64 = self.counts.iter().skip(4).sum();
+        let over_1ms: u64 = self
+            .counts
+            .iter()
+            .skip((1000 / POLL_BUCKET_US) as usize)
+            .sum();
         let longest = self
             .counts
             .iter()
             .rposition(|&c| c > 0)
-            .map_or(0, |b| b * 250);
+            .map_or(0, |b| b as u128 * POLL_BUCKET_US);
         Some(format!(
             "{total} task polls, {over_1ms} of 1 ms or more, the longest in the bucket from {longest} µs"
         ))

@@ -24,7 +24,10 @@ impl Wake for Unpark {
 ///
 /// With `runtime`, the runtime is entered first, so a body that awaits a tokio timer or
 /// channel finds its driver. From inside an async task, only for a future that never
-/// waits (a SQL flow over rusqlite): anything else would park the executor's thread.
+/// waits (a SQL flow over rusqlite): anything else would park the executor's thread. Not
+/// for a call of the writer thread's handle (`crate::writer::WriterThread`) on a
+/// runtime's worker thread: such a call may yield its task first, and the worker wakes
+/// a yielded task from its own loop, which this would park for good.
 pub fn block_on<F: Future>(runtime: Option<&tokio::runtime::Handle>, future: F) -> F::Output {
     let _entered = runtime.map(tokio::runtime::Handle::enter);
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));

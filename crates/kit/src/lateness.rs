@@ -82,10 +82,16 @@ impl LatenessProbe {
         Lateness::of(late, wake)
     }
 
-    /// [`Self::finish`] from a task on the runtime (a test's own runtime, as the
-    /// broker's load test runs).
+    /// [`Self::finish`] from a task on a runtime (a test's own, as the broker's load
+    /// test runs); the ticking thread is joined off the executor.
     pub async fn finish_within(mut self) -> Lateness {
-        let wake = self.halt();
+        self.stop.store(true, Ordering::Relaxed);
+        let wake = match self.ticker.take() {
+            Some(t) => tokio::task::spawn_blocking(move || t.join().unwrap_or_default())
+                .await
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
         let late = match self.task.take() {
             Some(task) => task.await.unwrap_or_default(),
             None => Vec::new(),

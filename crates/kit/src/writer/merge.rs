@@ -106,7 +106,7 @@ impl<T: GroupCommit + Send + 'static> WriterThread<T> {
         let inline = self.inline.load(Ordering::Relaxed);
         async move {
             let item = if inline {
-                offer_executor(queue.slot.idle()).await;
+                offer_executor(|| queue.slot.free()).await;
                 match run_inline_with(&queue, item, alone) {
                     Ok(answer) => return answer,
                     Err(item) => item,

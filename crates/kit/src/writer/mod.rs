@@ -196,6 +196,13 @@ impl<T> Slot<T> {
             && !self.contended.load(Ordering::Relaxed)
     }
 
+    /// Whether the store is idle and nobody holds the handle right now (the writer
+    /// thread, or a caller running a call on its own thread): what a call about to try
+    /// its caller's thread would find, without taking the handle.
+    fn free(&self) -> bool {
+        self.idle() && !matches!(self.handle.try_lock(), Err(TryLockError::WouldBlock))
+    }
+
     /// The handle if the store is idle and nobody holds it. A call that finds another
     /// caller holding it, or calls queued, marks the store contended.
     fn try_idle(&self) -> Option<MutexGuard<'_, Option<T>>> {
@@ -433,7 +440,7 @@ impl<T: Send + 'static> WriterThread<T> {
             let rx = match plan {
                 Plan::Sent(rx) => rx?,
                 Plan::Inline(queue, f) => {
-                    offer_executor(queue.slot.idle()).await;
+                    offer_executor(|| queue.slot.free()).await;
                     match run_inline(&queue, f) {
                         Ok(answer) => return answer,
                         Err(f) => send_grouped(&queue, f)?,
@@ -562,20 +569,22 @@ thread_local! {
     /// How long calls on this thread have held it since it last offered its core.
     static HELD_SINCE_YIELD: std::cell::Cell<std::time::Duration> =
         const { std::cell::Cell::new(std::time::Duration::ZERO) };
-    /// [`share_core`] offered the core: the next call to run on this thread offers
-    /// its task's executor thread first ([`offer_executor`]).
+    /// [`share_core`] offered the core: the next call about to run on this thread,
+    /// whichever task makes it, yields its task first ([`offer_executor`]).
     static TASK_YIELD_DUE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Counts a call's `held` time on its caller's thread; once [`YIELD_AFTER`] has
-/// gathered, offers the core (`sched_yield`) and marks the turn of the next call on
-/// this thread to yield its task first ([`offer_executor`]). A caller that calls the
-/// store in a loop, each call answered on its own thread, never blocks: the kernel may
-/// queue a woken thread (a runtime worker with a task to run) behind it for the rest of
-/// its time slice, milliseconds, while another core sits idle; and on a runtime worker
-/// the task never returns to the executor, so the tasks queued there wait as long
-/// (docs/benchmark.md, "Lateness: what the probe waits for"). With nothing queued the
-/// yield returns at once: one system call per quarter millisecond of calls.
+/// gathered, offers the core (`sched_yield`) and marks the turn of the next call about
+/// to run on this thread to yield its task first ([`offer_executor`]). A caller that
+/// calls the store in a loop, each call answered on its own thread, never blocks: the
+/// kernel may queue a woken thread (a runtime worker with a task to run) behind it for
+/// the rest of its time slice, milliseconds, while another core sits idle; and on a
+/// runtime worker the task never returns to the executor, so the tasks queued there
+/// wait as long (docs/benchmark.md, "Lateness: what the probe waits for"). The count
+/// belongs to the thread and never decays: a caller that calls now and then yields as
+/// often per call held, one system call and one task yield per quarter millisecond of
+/// calls, at once when nothing else is queued.
 fn share_core(held: std::time::Duration) {
     let total = HELD_SINCE_YIELD.get() + held;
     if total >= YIELD_AFTER {
@@ -589,13 +598,16 @@ fn share_core(held: std::time::Duration) {
 
 /// Before a call runs on its caller's thread: the task yields to its executor once
 /// [`share_core`] asked for it (`tokio::task::yield_now`; outside a runtime's worker it
-/// is ready again at the next poll), if the store is `idle`. Before the call, not after
-/// it: a caller that drops the call meanwhile has run nothing, and a call that runs
-/// still runs whole within one poll (13.1–13.4). Not when the store is busy: the call
-/// then waits for the writer thread, which yields the task anyway, and it joins the
-/// calls waiting there at its first poll, as it would have.
-async fn offer_executor(idle: bool) {
-    if TASK_YIELD_DUE.replace(false) && idle {
+/// is ready again at the next poll), if the store is `free` then. Before the call, not
+/// after it: a caller that drops the call meanwhile has run nothing, and a call that
+/// runs still runs whole within one poll (13.1–13.4). Not when the store is busy (the
+/// writer thread or another caller holds it): the call then goes to the writer thread
+/// or joins the calls merged there at this first poll, as it would have, and the turn
+/// is used up. A runtime's worker wakes a yielded task from its own loop, so a call of
+/// this writer must not be driven by a blocking loop on a worker thread (see
+/// `crate::blocking::block_on`).
+async fn offer_executor(free: impl FnOnce() -> bool) {
+    if TASK_YIELD_DUE.replace(false) && free() {
         tokio::task::yield_now().await;
     }
 }
@@ -721,7 +733,7 @@ mod tests {
     /// poll, then Ready.
     fn yields() -> bool {
         let mut cx = Context::from_waker(Waker::noop());
-        let mut f = pin!(offer_executor(true));
+        let mut f = pin!(offer_executor(|| true));
         match f.as_mut().poll(&mut cx) {
             Poll::Ready(()) => false,
             Poll::Pending => {
@@ -750,7 +762,7 @@ mod tests {
         share_core(us(300));
         let mut cx = Context::from_waker(Waker::noop());
         assert!(
-            pin!(offer_executor(false)).poll(&mut cx).is_ready(),
+            pin!(offer_executor(|| false)).poll(&mut cx).is_ready(),
             "a call to a busy store goes on to wait for the writer, which yields anyway"
         );
         assert!(!yields(), "and the turn is spent");
