@@ -26,6 +26,7 @@ use common::ADMIN;
 use mqlite::SystemClock;
 use mqlite_broker::wire::*;
 use mqlite_broker::{AuthConfig, Broker, BrokerConfig, Client, ClientError, Rpc};
+use mqlite_kit::lateness::{LatenessProbe, Percentiles};
 
 const SENDERS: usize = 64;
 const RECEIVERS: usize = 64;
@@ -84,13 +85,6 @@ async fn timed<T>(
         .unwrap_or_else(|e| e.into_inner())
         .note(rpc, started.elapsed(), &r);
     r
-}
-
-fn p99(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v.get((v.len() * 99 / 100).min(v.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -170,7 +164,7 @@ async fn load_over_loopback_loses_nothing_and_never_answers_5xx() {
 
     let per = per_sender();
     let total = SENDERS * per;
-    let probe = mqlite_kit::lateness::LatenessProbe::start(served.handle());
+    let probe = LatenessProbe::start(served.handle());
     let started = Instant::now();
     let senders: Vec<_> = (0..SENDERS)
         .map(|s| {
@@ -308,12 +302,10 @@ async fn load_over_loopback_loses_nothing_and_never_answers_5xx() {
         "broker end to end: {total} messages, {SENDERS} senders x {RECEIVERS} receivers, \
          single operations, {parked_n} parked long-polls: {rate:.0} msg/s\n"
     );
-    for (rpc, mut v) in latencies {
-        report.push_str(&format!(
-            "  p99 {rpc}: {:?} over {} calls\n",
-            p99(&mut v),
-            v.len()
-        ));
+    for (rpc, v) in latencies {
+        let calls = v.len();
+        let p99 = Percentiles::of(v).p99;
+        report.push_str(&format!("  p99 {rpc}: {p99:?} over {calls} calls\n"));
     }
     report.push_str(&format!("  {}\n", lateness.line("the broker's runtime")));
     served

@@ -19,11 +19,15 @@ use std::time::{Duration, Instant};
 /// How often the probe ticks.
 const TICK: Duration = Duration::from_millis(1);
 
+/// What the ticking thread (how late it woke) and the probe's task (how late it ran)
+/// each return: one delay per tick.
+type Samples = Vec<Duration>;
+
 /// A running probe: see the module's documentation.
 pub struct LatenessProbe {
     stop: Arc<AtomicBool>,
-    ticker: Option<std::thread::JoinHandle<Vec<Duration>>>,
-    task: Option<tokio::task::JoinHandle<Vec<Duration>>>,
+    ticker: Option<std::thread::JoinHandle<Samples>>,
+    task: Option<tokio::task::JoinHandle<Samples>>,
     rt: tokio::runtime::Handle,
 }
 
@@ -74,38 +78,40 @@ impl LatenessProbe {
     /// Not from inside the runtime (it blocks on the probe's task): see
     /// [`Self::finish_within`].
     pub fn finish(mut self) -> Lateness {
-        let wake = self.halt();
-        let late = match self.task.take() {
-            Some(task) => self.rt.block_on(task).unwrap_or_default(),
-            None => Vec::new(),
-        };
-        Lateness::of(late, wake)
+        let (ticker, task) = self.halt();
+        let wake = ticker.map(|t| t.join().unwrap_or_default());
+        let late = task.map(|t| self.rt.block_on(t).unwrap_or_default());
+        Lateness::of(late.unwrap_or_default(), wake.unwrap_or_default())
     }
 
     /// [`Self::finish`] from a task on a runtime (a test's own, as the broker's load
     /// test runs); the ticking thread is joined off the executor.
     pub async fn finish_within(mut self) -> Lateness {
-        self.stop.store(true, Ordering::Relaxed);
-        let wake = match self.ticker.take() {
+        let (ticker, task) = self.halt();
+        let wake = match ticker {
             Some(t) => tokio::task::spawn_blocking(move || t.join().unwrap_or_default())
                 .await
                 .unwrap_or_default(),
             None => Vec::new(),
         };
-        let late = match self.task.take() {
-            Some(task) => task.await.unwrap_or_default(),
+        let late = match task {
+            Some(t) => t.await.unwrap_or_default(),
             None => Vec::new(),
         };
         Lateness::of(late, wake)
     }
 
-    /// Stops the ticking thread (within one tick) and takes how late it woke.
-    fn halt(&mut self) -> Vec<Duration> {
+    /// Tells the ticking thread to stop (it ends within one tick, and the probe's task
+    /// when it has); their handles, for [`Self::finish`] and [`Self::finish_within`] to
+    /// join each its own way.
+    fn halt(
+        &mut self,
+    ) -> (
+        Option<std::thread::JoinHandle<Samples>>,
+        Option<tokio::task::JoinHandle<Samples>>,
+    ) {
         self.stop.store(true, Ordering::Relaxed);
-        match self.ticker.take() {
-            Some(t) => t.join().unwrap_or_default(),
-            None => Vec::new(),
-        }
+        (self.ticker.take(), self.task.take())
     }
 }
 
