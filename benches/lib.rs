@@ -17,11 +17,16 @@ pub async fn engine_with_queue<S: Store>(store: S, queue: &str, config: QueueCon
 }
 
 /// The runtime every bench runs its engine on: two worker threads, as many as the
-/// project machine has cores. Built with `RUSTFLAGS="--cfg tokio_unstable"`, it also
+/// project machine has cores. Its workers note when they wake from parking, so that the
+/// lateness probe splits a late tick into the worker's wake-up and its queue
+/// ([`mqlite_kit::lateness::unparked`]). Built with `RUSTFLAGS="--cfg tokio_unstable"`, it also
 /// counts how long each task poll held its worker ([`PollTimes`]).
 pub fn runtime() -> tokio::runtime::Runtime {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(2).enable_all();
+    builder
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_unpark(mqlite_kit::lateness::unparked);
     #[cfg(tokio_unstable)]
     builder
         .enable_metrics_poll_time_histogram()

@@ -101,6 +101,7 @@ async fn load_over_loopback_loses_nothing_and_never_answers_5xx() {
     let served = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
+        .on_thread_unpark(mqlite_kit::lateness::unparked)
         .build()
         .expect("the broker's runtime");
     let broker = served
