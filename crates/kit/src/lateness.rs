@@ -124,8 +124,8 @@ impl LatenessProbe {
         l.probe.p999
     }
 
-    /// Stops the probe; how late its task ran, and how late its ticking thread woke.
-    /// Not from inside the runtime (it blocks on the probe's task): see
+    /// Stops the probe; how late its task ran, how late its ticking thread woke, and
+    /// how late the parked thread ran after each tick. Not from inside the runtime (it blocks on the probe's task): see
     /// [`Self::finish_within`]. The runtime must run its tasks on threads of its own (a
     /// multi-thread runtime): a current-thread runtime's handle cannot drive the probe's
     /// task to its end.
@@ -169,7 +169,8 @@ impl LatenessProbe {
 
 impl Drop for LatenessProbe {
     fn drop(&mut self) {
-        // A probe dropped unfinished (a bench that panicked) stops its thread.
+        // A probe dropped unfinished (a bench that panicked) stops its ticking thread,
+        // and with it the parked one.
         self.stop.store(true, Ordering::Relaxed);
     }
 }
@@ -193,10 +194,8 @@ pub struct Lateness {
 /// The ticks later than the budget (1 ms), by what they waited for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Split {
-    /// Ticks over the budget.
-    pub over: usize,
-    /// Of those, the ticks whose worker was parked at the tick: how long after the tick
-    /// the worker woke (the kernel's part).
+    /// Of the ticks over the budget, those whose worker was parked at the tick: how
+    /// long after the tick the worker woke (the kernel's part).
     pub parked_wake: Percentiles,
     /// The same ticks: how long they then waited on the awake worker (the queue's
     /// part).
@@ -224,11 +223,16 @@ impl Split {
             }
         }
         Some(Split {
-            over: wake.len() + running.len(),
             parked_wake: Percentiles::of(wake),
             parked_queue: Percentiles::of(queue),
             running: Percentiles::of(running),
         })
+    }
+
+    /// How many ticks were over the budget: those whose worker was parked and those
+    /// whose worker was running.
+    pub fn over(&self) -> usize {
+        self.parked_wake.count + self.running.count
     }
 }
 
@@ -244,7 +248,8 @@ impl Lateness {
     }
 
     /// One line for a report: `lateness <label>: …`, the probe's percentiles, then the
-    /// plain thread's wake-up in the same window.
+    /// sleeping thread's and the parked thread's wake-ups in the same window, then the
+    /// split of the ticks over the budget when there is one and any tick was over.
     pub fn line(&self, label: &str) -> String {
         let (p, w, k) = (self.probe, self.wake, self.parked);
         let mut line = format!(
@@ -253,12 +258,12 @@ impl Lateness {
              a parked thread woken by the tick: p99 {:?}, p99.9 {:?}, max {:?}",
             p.count, p.p50, p.p99, p.p999, p.max, w.p99, w.p999, w.max, k.p99, k.p999, k.max
         );
-        if let Some(s) = self.split.filter(|s| s.over > 0) {
+        if let Some(s) = self.split.filter(|s| s.over() > 0) {
             line.push_str(&format!(
                 "; of the {} ticks over 1 ms, {} found their worker parked (it woke p50 {:?}, \
                  max {:?} after the tick; then queued p50 {:?}, max {:?}) and {} found it \
                  running (queued p50 {:?}, max {:?})",
-                s.over,
+                s.over(),
                 s.parked_wake.count,
                 s.parked_wake.p50,
                 s.parked_wake.max,
@@ -334,7 +339,7 @@ mod tests {
             (us(1800), None),           // over: its worker was running
         ];
         let s = Split::of(&ticks, true).expect("hooked");
-        assert_eq!(s.over, 3);
+        assert_eq!(s.over(), 3);
         assert_eq!(s.parked_wake.count, 2);
         assert_eq!(s.parked_wake.max, us(1200));
         assert_eq!(s.parked_queue.max, us(2100));
