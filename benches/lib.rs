@@ -22,6 +22,7 @@ pub async fn engine_with_queue<S: Store>(store: S, queue: &str, config: QueueCon
 /// ([`mqlite_kit::lateness::unparked`]). Built with `RUSTFLAGS="--cfg tokio_unstable"`, it also
 /// counts how long each task poll held its worker ([`PollTimes`]).
 pub fn runtime() -> tokio::runtime::Runtime {
+    shm_hold_from_env();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder
         .worker_threads(2)
@@ -35,6 +36,18 @@ pub fn runtime() -> tokio::runtime::Runtime {
             POLL_BUCKETS,
         ));
     builder.build().expect("runtime")
+}
+
+/// `MQLITE_BENCH_SHM_HOLD_MS`, when set, is how long the SQLite store's VFS keeps the
+/// WAL index's locks after a transaction ([`mqlite_sqlite_vfs::shm::set_hold`]; 0: not
+/// at all, as SQLite's own VFS): one binary measures both ways, alternated.
+fn shm_hold_from_env() {
+    if let Some(ms) = std::env::var("MQLITE_BENCH_SHM_HOLD_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        mqlite_sqlite_vfs::shm::set_hold(std::time::Duration::from_millis(ms));
+    }
 }
 
 /// The width of a bucket of [`PollTimes`], in µs.

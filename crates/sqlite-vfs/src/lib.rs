@@ -1,5 +1,6 @@
 //! A SQLite VFS over the platform's default one whose write-ahead log takes a commit's
-//! writes as ONE write.
+//! writes as ONE write, and whose WAL-index locks are kept from one transaction to the
+//! next ([`shm`]).
 //!
 //! SQLite appends a commit to the WAL frame by frame, and each frame in two writes: its
 //! 24-byte header, then the page. A commit of two pages (a send: the table's leaf and an
@@ -10,9 +11,10 @@
 //!
 //! What the VFS does, and why it is safe:
 //!
-//! - Only files SQLite opens as a WAL (`SQLITE_OPEN_WAL`) are wrapped. Every other file
-//!   (the database, its shared memory, temporary files) is the default VFS's own, with
-//!   its own methods: nothing of theirs passes through here.
+//! - Only files SQLite opens as a WAL (`SQLITE_OPEN_WAL`) gather their writes. A main
+//!   database file is wrapped for its WAL-index locks only ([`shm`]): every other method
+//!   of it is the default VFS's own, called with the default VFS's file. Every other
+//!   file (temporary files, journals) is the default VFS's own, with its own methods.
 //! - A write to the WAL that continues the gathered bytes joins them; any other write
 //!   first writes what is gathered. So the file receives the same bytes at the same
 //!   offsets, in the same order, in fewer calls.
@@ -32,12 +34,14 @@
 //!
 //! This is the workspace's one crate with unsafe code: a VFS is a table of C callbacks.
 
-use std::ffi::{CStr, c_int, c_void};
+use std::ffi::{CStr, CString, c_int, c_void};
 use std::ptr;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use libsqlite3_sys as ffi;
+
+pub mod shm;
 
 /// The name the VFS is registered under ([`register`]); give it to
 /// `rusqlite::Connection::open_with_flags_and_vfs`.
@@ -112,6 +116,36 @@ struct WalFile {
     gathered: *mut Gathered,
 }
 
+/// A main database file opened through this VFS: SQLite's file header with our methods,
+/// its WAL-index locks, and the wrapped VFS's file right after this struct (at the
+/// same place as a [`WalFile`]'s).
+#[repr(C)]
+struct DbFile {
+    base: ffi::sqlite3_file,
+    db: *mut Db,
+}
+
+// The wrapped file sits after ours at one offset whichever kind ours is.
+const _: () = assert!(size_of::<DbFile>() == size_of::<WalFile>());
+
+/// What a main database file keeps beside the wrapped VFS's file.
+struct Db {
+    /// The path of its `-shm` file, as SQLite's unix VFS names it.
+    shm: CString,
+    /// Who keeps its WAL-index locks.
+    locks: DbLocks,
+}
+
+/// Who keeps a main database file's WAL-index locks.
+enum DbLocks {
+    /// The shared memory is not mapped yet (or no longer).
+    Unmapped,
+    /// This VFS's table ([`shm`]).
+    Kept(shm::Locks),
+    /// The wrapped VFS: this VFS's table could not open the `-shm` file.
+    Wrapped,
+}
+
 /// The bytes held for one WAL file.
 struct Gathered {
     /// The bytes, to be written at `start`.
@@ -125,7 +159,7 @@ struct Gathered {
 ///
 /// # Safety
 ///
-/// `file` was opened by [`open`] as a WAL file.
+/// `file` was opened by [`open`] as a WAL file or by [`open_db`].
 unsafe fn inner_of(file: *mut ffi::sqlite3_file) -> *mut ffi::sqlite3_file {
     // SAFETY: the VFS's `szOsFile` leaves room for both, the wrapped file after ours
     // (whose size keeps 8-byte alignment).
@@ -166,6 +200,10 @@ unsafe extern "C" fn open(
     let Some(inner_open) = (unsafe { (*inner_vfs).xOpen }) else {
         return ffi::SQLITE_ERROR;
     };
+    if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 && !name.is_null() {
+        // SAFETY: as for a WAL file below; `name` is a NUL-terminated path.
+        return unsafe { open_db(inner_open, inner_vfs, name, file, flags, out_flags) };
+    }
     if flags & ffi::SQLITE_OPEN_WAL == 0 {
         // Not a WAL: the wrapped VFS's file, at the start of the room SQLite gave.
         // SAFETY: the room is larger than the wrapped VFS asks for.
@@ -194,6 +232,125 @@ unsafe extern "C" fn open(
         (*wal).base.pMethods = &WAL_METHODS;
     }
     ffi::SQLITE_OK
+}
+
+/// Opens a main database file: the wrapped VFS's file after ours, with the methods of
+/// [`DB_METHODS`].
+///
+/// # Safety
+///
+/// As SQLite's `xOpen`, with `name` a NUL-terminated path.
+unsafe fn open_db(
+    inner_open: unsafe extern "C" fn(
+        *mut ffi::sqlite3_vfs,
+        ffi::sqlite3_filename,
+        *mut ffi::sqlite3_file,
+        c_int,
+        *mut c_int,
+    ) -> c_int,
+    inner_vfs: *mut ffi::sqlite3_vfs,
+    name: ffi::sqlite3_filename,
+    file: *mut ffi::sqlite3_file,
+    flags: c_int,
+    out_flags: *mut c_int,
+) -> c_int {
+    let db = file.cast::<DbFile>();
+    // SAFETY: SQLite hands `open` room of this VFS's `szOsFile`, and `name` lives until
+    // the file closes; until this returns success, SQLite only reads the methods
+    // pointer (null: nothing to close).
+    unsafe {
+        (*db).base.pMethods = ptr::null();
+        (*db).db = ptr::null_mut();
+        let inner = inner_of(file);
+        let rc = inner_open(inner_vfs, name, inner, flags, out_flags);
+        if rc != ffi::SQLITE_OK || (*inner).pMethods.is_null() {
+            return if rc == ffi::SQLITE_OK {
+                ffi::SQLITE_ERROR
+            } else {
+                rc
+            };
+        }
+        let mut shm = CStr::from_ptr(name).to_bytes().to_vec();
+        shm.extend_from_slice(b"-shm");
+        (*db).db = Box::into_raw(Box::new(Db {
+            // A path from SQLite holds no NUL before its end.
+            shm: CString::new(shm).unwrap_or_default(),
+            locks: DbLocks::Unmapped,
+        }));
+        (*db).base.pMethods = &DB_METHODS;
+    }
+    ffi::SQLITE_OK
+}
+
+/// What the main database file `file` keeps.
+///
+/// # Safety
+///
+/// `file` was opened by [`open_db`] and is not closed.
+unsafe fn db<'a>(file: *mut ffi::sqlite3_file) -> &'a mut Db {
+    // SAFETY: set by `open_db`, freed only by `db_close`; SQLite calls one file's
+    // methods from one thread at a time.
+    unsafe { &mut *(*file.cast::<DbFile>()).db }
+}
+
+unsafe extern "C" fn db_shm_map(
+    file: *mut ffi::sqlite3_file,
+    page: c_int,
+    size: c_int,
+    extend: c_int,
+    out: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: SQLite calls this only on a file `open_db` wrapped.
+    unsafe {
+        let rc = shm_map(file, page, size, extend, out);
+        let db = db(file);
+        if rc == ffi::SQLITE_OK && matches!(db.locks, DbLocks::Unmapped) {
+            // The wrapped VFS has opened (or created) the `-shm` file by now.
+            db.locks = match shm::Locks::open(&db.shm) {
+                Some(locks) => DbLocks::Kept(locks),
+                None => DbLocks::Wrapped,
+            };
+        }
+        rc
+    }
+}
+
+unsafe extern "C" fn db_shm_lock(
+    file: *mut ffi::sqlite3_file,
+    offset: c_int,
+    n: c_int,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: SQLite calls this only on a file `open_db` wrapped.
+    unsafe {
+        match &mut db(file).locks {
+            DbLocks::Kept(locks) => locks.lock(offset, n, flags),
+            DbLocks::Unmapped | DbLocks::Wrapped => shm_lock(file, offset, n, flags),
+        }
+    }
+}
+
+unsafe extern "C" fn db_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
+    // SAFETY: SQLite calls this only on a file `open_db` wrapped. The table's locks go
+    // first: the wrapped VFS may delete the file they are on.
+    unsafe {
+        db(file).locks = DbLocks::Unmapped;
+        shm_unmap(file, delete)
+    }
+}
+
+unsafe extern "C" fn db_close(file: *mut ffi::sqlite3_file) -> c_int {
+    // SAFETY: SQLite closes a file `open_db` wrapped once, and calls nothing on it after.
+    unsafe {
+        let d = file.cast::<DbFile>();
+        drop(Box::from_raw((*d).db));
+        (*d).db = ptr::null_mut();
+        let inner = inner_of(file);
+        match methods(inner).xClose {
+            Some(close) => close(inner),
+            None => ffi::SQLITE_OK,
+        }
+    }
 }
 
 /// Writes `amount` bytes at `data` to `offset` with one write of the wrapped file, and
@@ -364,6 +521,13 @@ passed!(shm_map, xShmMap, (page: c_int, size: c_int, extend: c_int, out: *mut *m
 passed!(shm_lock, xShmLock, (offset: c_int, n: c_int, flags: c_int), ffi::SQLITE_IOERR_SHMLOCK);
 passed!(shm_unmap, xShmUnmap, (delete: c_int), ffi::SQLITE_OK);
 passed!(unfetch, xUnfetch, (offset: ffi::sqlite3_int64, p: *mut c_void), ffi::SQLITE_OK);
+passed!(db_read, xRead, (buf: *mut c_void, amount: c_int, offset: ffi::sqlite3_int64), ffi::SQLITE_IOERR_READ);
+passed!(db_write, xWrite, (data: *const c_void, amount: c_int, offset: ffi::sqlite3_int64), ffi::SQLITE_IOERR_WRITE);
+passed!(db_truncate, xTruncate, (size: ffi::sqlite3_int64), ffi::SQLITE_IOERR_TRUNCATE);
+passed!(db_sync, xSync, (flags: c_int), ffi::SQLITE_IOERR_FSYNC);
+passed!(db_file_size, xFileSize, (size: *mut ffi::sqlite3_int64), ffi::SQLITE_IOERR_FSTAT);
+passed!(db_file_control, xFileControl, (op: c_int, arg: *mut c_void), ffi::SQLITE_NOTFOUND);
+passed!(db_fetch, xFetch, (offset: ffi::sqlite3_int64, amount: c_int, out: *mut *mut c_void), ffi::SQLITE_OK);
 
 unsafe extern "C" fn shm_barrier(file: *mut ffi::sqlite3_file) {
     // SAFETY: SQLite calls this only on a file `open` wrapped.
@@ -394,5 +558,28 @@ static WAL_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
     xShmBarrier: Some(shm_barrier),
     xShmUnmap: Some(shm_unmap),
     xFetch: Some(fetch),
+    xUnfetch: Some(unfetch),
+};
+
+/// A main database file's methods: the wrapped file's own, but for its WAL-index locks.
+static DB_METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
+    iVersion: 3,
+    xClose: Some(db_close),
+    xRead: Some(db_read),
+    xWrite: Some(db_write),
+    xTruncate: Some(db_truncate),
+    xSync: Some(db_sync),
+    xFileSize: Some(db_file_size),
+    xLock: Some(lock),
+    xUnlock: Some(unlock),
+    xCheckReservedLock: Some(check_reserved_lock),
+    xFileControl: Some(db_file_control),
+    xSectorSize: Some(sector_size),
+    xDeviceCharacteristics: Some(device_characteristics),
+    xShmMap: Some(db_shm_map),
+    xShmLock: Some(db_shm_lock),
+    xShmBarrier: Some(shm_barrier),
+    xShmUnmap: Some(db_shm_unmap),
+    xFetch: Some(db_fetch),
     xUnfetch: Some(unfetch),
 };

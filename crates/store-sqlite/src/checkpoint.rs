@@ -65,13 +65,23 @@ pub(crate) struct Checkpointer {
 
 impl Checkpointer {
     /// Opens a second connection to the database at `path` (which the writer's
-    /// connection has opened and set up) and starts the thread.
-    /// `passes` counts the checkpoints it runs.
-    pub(crate) fn start(path: &Path, sync: Synchronous, passes: Arc<AtomicU64>) -> Result<Self> {
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
+    /// connection has opened and set up) and starts the thread. `through_vfs`: through
+    /// the store's VFS, as the writer's connection (which registered it), so that the
+    /// two share the WAL index's locks the VFS keeps between transactions; through
+    /// SQLite's own, the checkpoint would find the writer's read mark kept from it and
+    /// stop short. `passes` counts the checkpoints it runs.
+    pub(crate) fn start(
+        path: &Path,
+        sync: Synchronous,
+        through_vfs: bool,
+        passes: Arc<AtomicU64>,
+    ) -> Result<Self> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = if through_vfs {
+            Connection::open_with_flags_and_vfs(path, flags, mqlite_sqlite_vfs::NAME)
+        } else {
+            Connection::open_with_flags(path, flags)
+        }
         .map_err(db)?;
         // A checkpoint syncs as its connection's setting says: the writer's.
         conn.execute_batch(&format!("PRAGMA synchronous = {}", sync.pragma()))

@@ -148,8 +148,9 @@ pub struct SqliteOptions {
     pub caller_thread: bool,
     /// Whether the write-ahead log takes each commit's frames in one write (default:
     /// yes), through the VFS of `mqlite-sqlite-vfs`, where SQLite alone makes two
-    /// writes per page (docs/internals.md, "One write per commit"). Off, the
-    /// connection uses SQLite's default VFS unchanged.
+    /// writes per page (docs/internals.md, "One write per commit"), and whose WAL
+    /// index's locks are kept between transactions ("The WAL index's locks, kept
+    /// between transactions"). Off, the connections use SQLite's default VFS unchanged.
     pub gather_wal_writes: bool,
 }
 
@@ -295,6 +296,7 @@ impl SqliteStore {
             inline,
             sync,
             file,
+            gather,
             known.clone(),
             move || {
                 // The lock comes first: nothing, not even the guard check, reads a file that

@@ -324,12 +324,14 @@ impl Writer {
     /// Starts the writer thread; `open` runs on it and its error is returned here. The
     /// connection closes (checkpointing the WAL) before the guard is released. `inline`:
     /// short calls may run on their callers' threads; `fsyncs`: every commit fsyncs (the
-    /// writer then gathers its callers before a group).
+    /// writer then gathers its callers before a group); `through_vfs`: the checkpoint
+    /// thread's connection opens through the store's VFS, as `open`'s does.
     pub(crate) async fn start<T: 'static>(
         clock: SharedClock,
         inline: bool,
         sync: Synchronous,
         path: Option<PathBuf>,
+        through_vfs: bool,
         known: Arc<KnownQueues>,
         open: impl FnOnce() -> Result<(Connection, T)> + Send + 'static,
     ) -> Result<Self> {
@@ -345,7 +347,7 @@ impl Writer {
             let (conn, guard) = open()?;
             // A file database's checkpoints run on a thread of their own.
             let checkpointer = match &path {
-                Some(p) => Some(Checkpointer::start(p, sync, passes)?),
+                Some(p) => Some(Checkpointer::start(p, sync, through_vfs, passes)?),
                 None => None,
             };
             // Taken once the file exists (the connection made it).

@@ -1,0 +1,548 @@
+//! The WAL index's locks, kept from one transaction to the next.
+//!
+//! SQLite guards its WAL with eight locks on bytes of the `-shm` file: the write lock,
+//! the checkpointer's, recovery's and five read marks. Its unix VFS takes and releases
+//! them with `fcntl` around every transaction: about six system calls a commit, a
+//! quarter of a one-row send on the project machine (docs/benchmark.md, "Where a
+//! commit's time goes now: file locks"). Here, a database file opened through this VFS
+//! takes those locks from a table of this process (one per `-shm` file, shared by every
+//! connection of the process that opens it through this VFS), and the table holds the
+//! lock on the file itself (an open file description lock, `F_OFD_SETLK`, on a
+//! descriptor of its own) for a while after the last connection of the process let go
+//! of it. A connection that takes it again in that while pays no system call.
+//!
+//! Why it is safe:
+//!
+//! - Between connections of this process, the table decides, exactly as SQLite's unix
+//!   VFS decides between them: an exclusive lock is refused (`SQLITE_BUSY`) while any
+//!   other connection holds the lock, a shared one while another holds it exclusively.
+//! - Against everything else (another process, or a connection of this process through
+//!   another VFS, whose locks the kernel keeps apart from these), the file always holds
+//!   at least what the table's connections hold: a lock is taken on the file before the
+//!   table grants it, and the file's lock is only ever lowered to what the table still
+//!   holds. So another process is shut out at least as long as it would be with
+//!   SQLite's own VFS, and sometimes longer; it never sees a lock free that a connection
+//!   here holds.
+//! - "Longer" is bounded: a lock the file holds beyond what the table holds is lowered
+//!   at the first lock call after it has been held [`HOLD`] (under load; [`set_hold`]
+//!   changes it), and by a
+//!   thread of this module when no call comes (idle). Another process waits on such a
+//!   lock as it waits on a busy writer: SQLite retries a read for about ten seconds and
+//!   a write for the connection's busy timeout, both far longer than [`HOLD`].
+//! - A process that dies loses its descriptors, and with them every lock here: the
+//!   kernel releases them as it releases SQLite's own.
+//!
+//! Only Linux has open file description locks with byte ranges that conflict with
+//! SQLite's own (`fcntl` record locks, which belong to the process); elsewhere, and
+//! wherever the table cannot open the `-shm` file, a connection's locks are SQLite's own.
+
+use std::ffi::{CStr, c_int};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use libsqlite3_sys as ffi;
+
+/// How long the file keeps a lock no connection of this process holds any more, unless
+/// [`set_hold`] says otherwise.
+pub const HOLD: Duration = Duration::from_millis(10);
+
+/// The hold in force, in nanoseconds.
+static HOLD_NANOS: AtomicU64 = AtomicU64::new(HOLD.as_nanos() as u64);
+
+/// Sets how long the file keeps a lock after its last holder in this process, for
+/// every connection of the process (zero: none is kept, as with SQLite's own VFS).
+pub fn set_hold(hold: Duration) {
+    HOLD_NANOS.store(
+        u64::try_from(hold.as_nanos()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
+    // The keeper may wait out the old hold: it looks again now.
+    keeper::nudge();
+}
+
+/// The hold in force ([`set_hold`]).
+pub fn hold() -> Duration {
+    Duration::from_nanos(HOLD_NANOS.load(Ordering::Relaxed))
+}
+
+/// Lowers at once every lock a file keeps with no holder in this process, as the hold
+/// running out would.
+pub fn release_kept() {
+    for table in tables() {
+        let mut state = table.state();
+        lower_due(&table, &mut state, Instant::now(), true);
+    }
+}
+
+/// Every table of this process.
+fn tables() -> Vec<Arc<Table>> {
+    let mut all = TABLES.lock().unwrap_or_else(PoisonError::into_inner);
+    all.retain(|t| t.strong_count() > 0);
+    all.iter().filter_map(Weak::upgrade).collect()
+}
+
+/// SQLite's number of WAL-index locks (`SQLITE_SHM_NLOCK`).
+const NLOCK: usize = 8;
+
+/// The byte of the `-shm` file that is lock 0, as SQLite's unix VFS places them
+/// (`UNIX_SHM_BASE`): every process must agree on it.
+const BASE: i64 = 120;
+
+/// Calls to lock or unlock bytes of a `-shm` file made by this module, process-wide.
+static FILE_LOCK_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times this module has locked or unlocked bytes of a `-shm` file in this
+/// process: what SQLite's own VFS pays about six times a commit.
+pub fn file_lock_calls() -> u64 {
+    FILE_LOCK_CALLS.load(Ordering::Relaxed)
+}
+
+/// What the file holds of one lock for this process.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Held {
+    Nothing,
+    Shared,
+    Exclusive,
+}
+
+/// One lock in the table.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    /// Connections holding it: -1 one exclusively, n > 0 that many shared, 0 none.
+    holders: i32,
+    /// What the file holds.
+    file: Held,
+    /// When the file took what it holds.
+    since: Instant,
+}
+
+impl Slot {
+    /// What the file must hold for the connections that hold this lock.
+    fn needed(&self) -> Held {
+        match self.holders {
+            0 => Held::Nothing,
+            n if n < 0 => Held::Exclusive,
+            _ => Held::Shared,
+        }
+    }
+}
+
+/// The table of one `-shm` file in this process.
+struct Table {
+    /// The file's identity (device, inode), which finds the table again.
+    key: (u64, u64),
+    /// The table's own descriptor of the file, which the file's locks belong to.
+    fd: OwnedFd,
+    state: Mutex<State>,
+}
+
+/// The table's locks.
+struct State {
+    slots: [Slot; NLOCK],
+    /// The one read mark's lock (of marks 1 to 4) the file may keep exclusively with no
+    /// holder: the one a connection let go of last.
+    kept_read: Option<usize>,
+}
+
+impl Table {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The write lock's index, which the file may keep ([`may_keep`]).
+const WRITE: usize = 0;
+/// The index of read mark 0's lock: marks 1 to 4 follow it.
+const READ0: usize = 3;
+
+/// Whether the file may keep lock `i` as `held` with no holder in this process, for a
+/// while: what a run of transactions takes again at once, and no more, so that another
+/// process is never shut out of reading.
+///
+/// - The write lock: each write transaction takes it (another process's writer waits).
+/// - A read mark's lock, shared: another process's reader may share it.
+/// - One read mark's lock (of marks 1 to 4), exclusive: each transaction after a commit
+///   moves a mark, and SQLite tries the marks in order, so one connection's run takes
+///   the same one again. Another process's reader moves one of the three others.
+///
+/// Never the checkpointer's or recovery's lock, nor read mark 0's exclusively (a
+/// checkpoint's), nor more than one mark's exclusively (recovery takes them all).
+fn may_keep(i: usize, held: Held, kept_read: Option<usize>) -> bool {
+    match (i, held) {
+        (WRITE, _) => true,
+        (i, Held::Shared) => i >= READ0,
+        (i, Held::Exclusive) => i > READ0 && kept_read == Some(i),
+        _ => false,
+    }
+}
+
+/// Sets the file's lock on `n` locks from `first` to `to` (`F_RDLCK`, `F_WRLCK` or
+/// `F_UNLCK`), without waiting; whether it did.
+fn set_file_lock(fd: &OwnedFd, to: c_int, first: usize, n: usize) -> bool {
+    FILE_LOCK_CALLS.fetch_add(1, Ordering::Relaxed);
+    // SAFETY: a zeroed `flock` is a valid value of the plain C struct; open file
+    // description locks require `l_pid` 0.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = to as _;
+    lock.l_whence = libc::SEEK_SET as _;
+    lock.l_start = (BASE + first as i64) as _;
+    lock.l_len = n as _;
+    lock.l_pid = 0;
+    // SAFETY: `fd` is an open descriptor this table owns; `lock` lives across the call.
+    unsafe { libc::fcntl(fd.as_raw_fd(), SETLK, &lock) != -1 }
+}
+
+/// Whether the kernel knows open file description locks: asks it what would stop a
+/// write lock on the eight locks' bytes (an older kernel refuses the question).
+fn ofd_locks_work(fd: &OwnedFd) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: as in `set_file_lock`.
+        let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+        lock.l_type = libc::F_WRLCK as _;
+        lock.l_whence = libc::SEEK_SET as _;
+        lock.l_start = BASE as _;
+        lock.l_len = NLOCK as _;
+        // SAFETY: `fd` is open; `lock` lives across the call.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) != -1 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = fd;
+        false
+    }
+}
+
+/// Sets an open file description lock, without waiting.
+#[cfg(target_os = "linux")]
+const SETLK: c_int = libc::F_OFD_SETLK;
+/// Elsewhere no table is made ([`table_of`]), so nothing calls it.
+#[cfg(not(target_os = "linux"))]
+const SETLK: c_int = libc::F_SETLK;
+
+/// Lowers what the file holds to what the table's connections hold, for every lock the
+/// file may not keep ([`may_keep`]) or has kept for the hold ([`hold`]) by `now` (every
+/// such lock when `all`); whether the file still keeps some lock.
+fn lower_due(table: &Table, state: &mut State, now: Instant, all: bool) -> bool {
+    let hold = hold();
+    let mut kept = false;
+    for i in 0..NLOCK {
+        let slot = state.slots[i];
+        let needed = slot.needed();
+        if slot.file <= needed {
+            continue;
+        }
+        let due = all
+            || !may_keep(i, slot.file, state.kept_read)
+            || now.saturating_duration_since(slot.since) >= hold;
+        if due {
+            let to = match needed {
+                Held::Nothing => libc::F_UNLCK,
+                _ => libc::F_RDLCK,
+            };
+            if set_file_lock(&table.fd, to as c_int, i, 1) {
+                state.slots[i].file = needed;
+                state.slots[i].since = now;
+                if state.kept_read == Some(i) {
+                    state.kept_read = None;
+                }
+                continue;
+            }
+        }
+        kept = true;
+    }
+    kept
+}
+
+/// A connection's locks: the table it takes them from, and which it holds.
+pub(crate) struct Locks {
+    table: Arc<Table>,
+    shared: u8,
+    exclusive: u8,
+}
+
+impl Locks {
+    /// The locks of a connection to the database whose `-shm` file is `shm`: `None`
+    /// where this module cannot keep them (not Linux, or the file cannot be opened for
+    /// writing), and SQLite's own VFS keeps them.
+    pub(crate) fn open(shm: &CStr) -> Option<Locks> {
+        let table = table_of(shm)?;
+        Some(Locks {
+            table,
+            shared: 0,
+            exclusive: 0,
+        })
+    }
+
+    /// SQLite's `xShmLock`: `n` locks from `first`, as `flags` says.
+    pub(crate) fn lock(&mut self, first: c_int, n: c_int, flags: c_int) -> c_int {
+        let (Ok(first), Ok(n)) = (usize::try_from(first), usize::try_from(n)) else {
+            return ffi::SQLITE_IOERR_SHMLOCK;
+        };
+        if n == 0 || first + n > NLOCK {
+            return ffi::SQLITE_IOERR_SHMLOCK;
+        }
+        let mask = (((1u16 << (first + n)) - (1u16 << first)) & 0xff) as u8;
+        let table = Arc::clone(&self.table);
+        let mut state = table.state();
+        let now = Instant::now();
+        let rc = if flags & ffi::SQLITE_SHM_UNLOCK != 0 {
+            self.release(&mut state, first, n, mask, flags);
+            ffi::SQLITE_OK
+        } else if flags & ffi::SQLITE_SHM_SHARED != 0 {
+            self.take_shared(&table, &mut state.slots, first, mask, now)
+        } else {
+            self.take_exclusive(&table, &mut state.slots, first, n, mask, now)
+        };
+        let more = lower_due(&table, &mut state, now, !keeper::running());
+        drop(state);
+        if more {
+            keeper::wake();
+        }
+        rc
+    }
+
+    /// Lets go of the locks in `mask` that this connection holds (the file keeps them a
+    /// while).
+    fn release(&mut self, state: &mut State, first: usize, n: usize, mask: u8, flags: c_int) {
+        if (self.shared | self.exclusive) & mask == 0 {
+            return;
+        }
+        if n == 1 && first > READ0 && state.slots[first].file == Held::Exclusive {
+            // The read mark a run of transactions takes again: the one to keep.
+            state.kept_read = Some(first);
+        }
+        let slots = &mut state.slots;
+        if flags & ffi::SQLITE_SHM_SHARED != 0 {
+            let slot = &mut slots[first];
+            if self.shared & mask != 0 && slot.holders > 0 {
+                slot.holders -= 1;
+            }
+            self.shared &= !mask;
+        } else {
+            for (i, slot) in slots.iter_mut().enumerate().skip(first).take(n) {
+                if self.exclusive & (1 << i) != 0 {
+                    slot.holders = 0;
+                }
+            }
+            self.exclusive &= !mask;
+        }
+    }
+
+    fn take_shared(
+        &mut self,
+        table: &Table,
+        slots: &mut [Slot; NLOCK],
+        first: usize,
+        mask: u8,
+        now: Instant,
+    ) -> c_int {
+        if self.shared & mask != 0 {
+            return ffi::SQLITE_OK;
+        }
+        let slot = &mut slots[first];
+        if slot.holders < 0 {
+            return ffi::SQLITE_BUSY;
+        }
+        if slot.file == Held::Nothing {
+            if !set_file_lock(&table.fd, libc::F_RDLCK as c_int, first, 1) {
+                return ffi::SQLITE_BUSY;
+            }
+            slot.file = Held::Shared;
+            slot.since = now;
+        }
+        slot.holders += 1;
+        self.shared |= mask;
+        ffi::SQLITE_OK
+    }
+
+    fn take_exclusive(
+        &mut self,
+        table: &Table,
+        slots: &mut [Slot; NLOCK],
+        first: usize,
+        n: usize,
+        mask: u8,
+        now: Instant,
+    ) -> c_int {
+        let range = first..first + n;
+        if slots[range.clone()].iter().any(|s| s.holders != 0) {
+            return ffi::SQLITE_BUSY;
+        }
+        if slots[range.clone()]
+            .iter()
+            .any(|s| s.file != Held::Exclusive)
+        {
+            // One call for the range: the kernel takes all of it or none.
+            if !set_file_lock(&table.fd, libc::F_WRLCK as c_int, first, n) {
+                return ffi::SQLITE_BUSY;
+            }
+            for slot in &mut slots[range.clone()] {
+                if slot.file != Held::Exclusive {
+                    slot.file = Held::Exclusive;
+                    slot.since = now;
+                }
+            }
+        }
+        for slot in &mut slots[range] {
+            slot.holders = -1;
+        }
+        self.exclusive |= mask;
+        ffi::SQLITE_OK
+    }
+}
+
+impl Drop for Locks {
+    /// A connection that unmaps or closes lets go of whatever it still holds.
+    fn drop(&mut self) {
+        let table = Arc::clone(&self.table);
+        let mut state = table.state();
+        for (i, slot) in state.slots.iter_mut().enumerate() {
+            let bit = 1u8 << i;
+            if self.exclusive & bit != 0 {
+                slot.holders = 0;
+            } else if self.shared & bit != 0 && slot.holders > 0 {
+                slot.holders -= 1;
+            }
+        }
+        self.shared = 0;
+        self.exclusive = 0;
+        let more = lower_due(&table, &mut state, Instant::now(), !keeper::running());
+        drop(state);
+        if more {
+            keeper::wake();
+        }
+    }
+}
+
+/// The tables of this process, found by their file's identity.
+static TABLES: Mutex<Vec<Weak<Table>>> = Mutex::new(Vec::new());
+
+/// The table of the `-shm` file at `shm`, opened if this process has none for it.
+fn table_of(shm: &CStr) -> Option<Arc<Table>> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    // SAFETY: `shm` is a NUL-terminated path; the descriptor returned, if any, is ours.
+    let raw = unsafe { libc::open(shm.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if raw < 0 {
+        return None;
+    }
+    // SAFETY: `raw` is an open descriptor nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: a zeroed `stat` is a valid value of the plain C struct, filled by fstat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open and `st` lives across the call.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return None;
+    }
+    if !ofd_locks_work(&fd) {
+        // A kernel before 3.15: SQLite's own locks.
+        return None;
+    }
+    let key = (st.st_dev as u64, st.st_ino as u64);
+    let mut tables = TABLES.lock().unwrap_or_else(PoisonError::into_inner);
+    tables.retain(|t| t.strong_count() > 0);
+    if let Some(table) = tables
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|t| t.key == key)
+    {
+        // This process has the file's table already; the new descriptor is closed
+        // holding no lock (closing it releases none of the table's: those belong to
+        // the table's own descriptor).
+        return Some(table);
+    }
+    let now = Instant::now();
+    let table = Arc::new(Table {
+        key,
+        fd,
+        state: Mutex::new(State {
+            slots: [Slot {
+                holders: 0,
+                file: Held::Nothing,
+                since: now,
+            }; NLOCK],
+            kept_read: None,
+        }),
+    });
+    tables.push(Arc::downgrade(&table));
+    drop(tables);
+    keeper::start();
+    Some(table)
+}
+
+/// The thread that lowers the locks the files keep when no connection calls.
+mod keeper {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Condvar, Mutex, PoisonError};
+    use std::time::{Duration, Instant};
+
+    use super::{hold, lower_due, tables};
+
+    /// The shortest the thread waits between looks, whatever the hold.
+    const MIN_WAIT: Duration = Duration::from_millis(1);
+
+    /// Whether the thread runs (once started, it runs for the rest of the process).
+    static RUNNING: AtomicBool = AtomicBool::new(false);
+    /// Whether the thread waits with no deadline (it found nothing kept).
+    static ASLEEP: AtomicBool = AtomicBool::new(false);
+    /// What the thread waits on.
+    static WAIT: Mutex<()> = Mutex::new(());
+    static WAKE: Condvar = Condvar::new();
+
+    /// Whether the thread runs: without it, no lock is kept after its last holder.
+    pub(super) fn running() -> bool {
+        RUNNING.load(Ordering::Acquire)
+    }
+
+    /// Starts the thread if it has not started.
+    pub(super) fn start() {
+        static STARTED: std::sync::Once = std::sync::Once::new();
+        STARTED.call_once(|| {
+            let spawned = std::thread::Builder::new()
+                .name("mqlite-shm-locks".into())
+                .spawn(run);
+            RUNNING.store(spawned.is_ok(), Ordering::Release);
+        });
+    }
+
+    /// Wakes the thread if it waits with no deadline: a file keeps a lock now.
+    pub(super) fn wake() {
+        if ASLEEP.load(Ordering::Relaxed) && ASLEEP.swap(false, Ordering::SeqCst) {
+            let _wait = WAIT.lock().unwrap_or_else(PoisonError::into_inner);
+            WAKE.notify_one();
+        }
+    }
+
+    /// Makes the thread look again now, whatever it waits for.
+    pub(super) fn nudge() {
+        let _wait = WAIT.lock().unwrap_or_else(PoisonError::into_inner);
+        WAKE.notify_one();
+    }
+
+    fn run() {
+        let mut wait = WAIT.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            // Said before looking: a lock kept after the look wakes the thread.
+            ASLEEP.store(true, Ordering::SeqCst);
+            let tables = tables();
+            let mut kept = false;
+            for table in &tables {
+                let mut state = table.state();
+                kept |= lower_due(table, &mut state, Instant::now(), false);
+            }
+            drop(tables);
+            wait = if kept {
+                ASLEEP.store(false, Ordering::SeqCst);
+                WAKE.wait_timeout(wait, hold().max(MIN_WAIT))
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            } else {
+                WAKE.wait(wait).unwrap_or_else(PoisonError::into_inner)
+            };
+        }
+    }
+}
