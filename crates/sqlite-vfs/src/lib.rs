@@ -213,16 +213,10 @@ unsafe extern "C" fn open(
     // SAFETY: SQLite hands `open` room of this VFS's `szOsFile`; until this returns
     // success, SQLite only reads its methods pointer (null: nothing to close).
     unsafe {
-        (*wal).base.pMethods = ptr::null();
         (*wal).gathered = ptr::null_mut();
-        let inner = inner_of(file);
-        let rc = inner_open(inner_vfs, name, inner, flags, out_flags);
-        if rc != ffi::SQLITE_OK || (*inner).pMethods.is_null() {
-            return if rc == ffi::SQLITE_OK {
-                ffi::SQLITE_ERROR
-            } else {
-                rc
-            };
+        let rc = open_inner(inner_open, inner_vfs, name, file, flags, out_flags);
+        if rc != ffi::SQLITE_OK {
+            return rc;
         }
         (*wal).gathered = Box::into_raw(Box::new(Gathered {
             bytes: Vec::new(),
@@ -234,6 +228,42 @@ unsafe extern "C" fn open(
     ffi::SQLITE_OK
 }
 
+/// The wrapped VFS's `xOpen`.
+type OpenFn = unsafe extern "C" fn(
+    *mut ffi::sqlite3_vfs,
+    ffi::sqlite3_filename,
+    *mut ffi::sqlite3_file,
+    c_int,
+    *mut c_int,
+) -> c_int;
+
+/// Opens the wrapped VFS's file after ours in `file`'s room, with ours not open yet
+/// (its methods null); SQLite's result (an error when the wrapped VFS set no methods).
+///
+/// # Safety
+///
+/// As SQLite's `xOpen`, `file` having this VFS's `szOsFile`.
+unsafe fn open_inner(
+    inner_open: OpenFn,
+    inner_vfs: *mut ffi::sqlite3_vfs,
+    name: ffi::sqlite3_filename,
+    file: *mut ffi::sqlite3_file,
+    flags: c_int,
+    out_flags: *mut c_int,
+) -> c_int {
+    // SAFETY: the caller's; the wrapped file's room follows ours.
+    unsafe {
+        (*file).pMethods = ptr::null();
+        let inner = inner_of(file);
+        let rc = inner_open(inner_vfs, name, inner, flags, out_flags);
+        if rc == ffi::SQLITE_OK && (*inner).pMethods.is_null() {
+            ffi::SQLITE_ERROR
+        } else {
+            rc
+        }
+    }
+}
+
 /// Opens a main database file: the wrapped VFS's file after ours, with the methods of
 /// [`DB_METHODS`].
 ///
@@ -241,13 +271,7 @@ unsafe extern "C" fn open(
 ///
 /// As SQLite's `xOpen`, with `name` a NUL-terminated path.
 unsafe fn open_db(
-    inner_open: unsafe extern "C" fn(
-        *mut ffi::sqlite3_vfs,
-        ffi::sqlite3_filename,
-        *mut ffi::sqlite3_file,
-        c_int,
-        *mut c_int,
-    ) -> c_int,
+    inner_open: OpenFn,
     inner_vfs: *mut ffi::sqlite3_vfs,
     name: ffi::sqlite3_filename,
     file: *mut ffi::sqlite3_file,
@@ -259,16 +283,10 @@ unsafe fn open_db(
     // the file closes; until this returns success, SQLite only reads the methods
     // pointer (null: nothing to close).
     unsafe {
-        (*db).base.pMethods = ptr::null();
         (*db).db = ptr::null_mut();
-        let inner = inner_of(file);
-        let rc = inner_open(inner_vfs, name, inner, flags, out_flags);
-        if rc != ffi::SQLITE_OK || (*inner).pMethods.is_null() {
-            return if rc == ffi::SQLITE_OK {
-                ffi::SQLITE_ERROR
-            } else {
-                rc
-            };
+        let rc = open_inner(inner_open, inner_vfs, name, file, flags, out_flags);
+        if rc != ffi::SQLITE_OK {
+            return rc;
         }
         let mut shm = CStr::from_ptr(name).to_bytes().to_vec();
         shm.extend_from_slice(b"-shm");

@@ -39,6 +39,13 @@ fn plain(path: &std::path::Path, wait: Duration) -> Connection {
     conn
 }
 
+/// Runs a truncating checkpoint on `conn`: whether a reader stopped it (SQLite's
+/// "busy" column).
+fn truncating_checkpoint(conn: &Connection) -> i64 {
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+        .expect("checkpoint")
+}
+
 #[test]
 fn a_run_of_commits_takes_the_files_locks_a_bounded_number_of_times() {
     let _turn = turn();
@@ -107,11 +114,7 @@ fn connections_of_this_process_exclude_each_other_as_sqlite_does() {
     // The reader's mark holds the WAL: a checkpoint that must pass it cannot (and does
     // not wait for it).
     a.busy_timeout(Duration::ZERO).expect("no wait");
-    let (busy_ckpt, _, _): (i64, i64, i64) = a
-        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })
-        .expect("checkpoint");
+    let busy_ckpt = truncating_checkpoint(&a);
     assert_eq!(
         busy_ckpt, 1,
         "a reader's snapshot stops a truncating checkpoint"
@@ -119,11 +122,7 @@ fn connections_of_this_process_exclude_each_other_as_sqlite_does() {
     assert_eq!(count(&reader), 3);
     reader.execute_batch("COMMIT").expect("end read");
     assert_eq!(count(&reader), 5);
-    let (busy_ckpt, _, _): (i64, i64, i64) = a
-        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })
-        .expect("checkpoint");
+    let busy_ckpt = truncating_checkpoint(&a);
     assert_eq!(busy_ckpt, 0, "with no reader the checkpoint passes");
     assert_eq!(count(&b), 5);
     assert_eq!(integrity(&b), "ok");
