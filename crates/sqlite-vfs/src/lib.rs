@@ -349,11 +349,15 @@ unsafe extern "C" fn db_shm_lock(
 }
 
 unsafe extern "C" fn db_shm_unmap(file: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
-    // SAFETY: SQLite calls this only on a file `open_db` wrapped. The table's locks go
-    // first: the wrapped VFS may delete the file they are on.
+    // SAFETY: SQLite calls this only on a file `open_db` wrapped. The connection's
+    // locks go after the wrapped VFS unmapped (and perhaps removed) the file: a table
+    // left with no connection then closes its descriptor if the file has no name, and
+    // parks it if it has (shm.rs, `PARKED`).
     unsafe {
-        db(file).locks = DbLocks::Unmapped;
-        shm_unmap(file, delete)
+        let locks = std::mem::replace(&mut db(file).locks, DbLocks::Unmapped);
+        let rc = shm_unmap(file, delete);
+        drop(locks);
+        rc
     }
 }
 

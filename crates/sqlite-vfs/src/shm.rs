@@ -9,7 +9,9 @@
 //! connection of the process that opens it through this VFS), and the table holds the
 //! lock on the file itself (an open file description lock, `F_OFD_SETLK`, on a
 //! descriptor of its own) for a while after the last connection of the process let go
-//! of it. A connection that takes it again in that while pays no system call.
+//! of it. A connection that takes it again in that while pays no system call. A commit
+//! then makes two: the read mark's lock raised to move the mark, and lowered to shared
+//! once the connection reads at it, so that another process may read at it too.
 //!
 //! Why it is safe:
 //!
@@ -20,24 +22,36 @@
 //!   another VFS, whose locks the kernel keeps apart from these), the file always holds
 //!   at least what the table's connections hold: a lock is taken on the file before the
 //!   table grants it, and the file's lock is only ever lowered to what the table still
-//!   holds. So another process is shut out at least as long as it would be with
-//!   SQLite's own VFS, and sometimes longer; it never sees a lock free that a connection
-//!   here holds.
-//! - "Longer" is bounded: a lock the file holds beyond what the table holds is lowered
-//!   at the first lock call after it has been held [`HOLD`] (under load; [`set_hold`]
-//!   changes it), and by a
-//!   thread of this module when no call comes (idle). Another process waits on such a
-//!   lock as it waits on a busy writer: SQLite retries a read for about ten seconds and
-//!   a write for the connection's busy timeout, both far longer than [`HOLD`].
+//!   holds. So another process never sees a lock free that a connection here holds.
+//! - What the file holds beyond that is only what a run of transactions takes again
+//!   ([`may_keep`]), and a read mark some connection here reads at is held shared, never
+//!   exclusively: another process reads as with SQLite's own VFS. Its writer (which
+//!   promise 10.1 does not expect) waits for the write lock: a lock kept is lowered at
+//!   the first lock call after it has been held [`HOLD`] (under load; [`set_hold`]
+//!   changes it), and by a thread of this module when no call comes (idle, within about
+//!   twice the hold). Under a steady load the write lock is free only at those
+//!   lowerings; SQLite retries a write for the connection's busy timeout.
+//! - No descriptor of a `-shm` file is closed while the file has a name ([`PARKED`]):
+//!   closing one would drop the POSIX locks the process holds on it through SQLite's
+//!   own descriptor, its dead-man switch among them.
 //! - A process that dies loses its descriptors, and with them every lock here: the
 //!   kernel releases them as it releases SQLite's own.
+//!
+//! Limits: a child of `fork` shares its parent's descriptors, and so the table's locks,
+//! until it execs (the descriptors close on exec); it must not use its parent's
+//! connections (as SQLite requires) and makes a table of its own for connections it
+//! opens, but its keeper thread does not run. The table is found by the `-shm` file's
+//! identity, named after each connection's path, where SQLite names the file after the
+//! first connection's: two hard links to one database, opened in one process, would
+//! lock two files. `SQLITE_FCNTL_EXTERNAL_READER` (which SQLite's core does not use)
+//! would count this process's kept read marks as another's.
 //!
 //! Only Linux has open file description locks with byte ranges that conflict with
 //! SQLite's own (`fcntl` record locks, which belong to the process); elsewhere, and
 //! wherever the table cannot open the `-shm` file, a connection's locks are SQLite's own.
 
 use std::ffi::{CStr, c_int};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -133,9 +147,71 @@ impl Slot {
 struct Table {
     /// The file's identity (device, inode), which finds the table again.
     key: (u64, u64),
-    /// The table's own descriptor of the file, which the file's locks belong to.
-    fd: OwnedFd,
+    /// The table's own descriptor of the file, which the file's locks belong to. Never
+    /// closed while the file has a name ([`Table`]'s drop, [`PARKED`]).
+    fd: RawFd,
+    /// The process that made the table: a child of `fork` makes its own.
+    pid: u32,
     state: Mutex<State>,
+}
+
+impl Drop for Table {
+    /// Lets go of the table's own locks on the file and parks its descriptor (or closes
+    /// it, if the file has lost its name).
+    fn drop(&mut self) {
+        set_file_lock(self.fd, libc::F_UNLCK as c_int, 0, NLOCK);
+        park_or_close(self.key, self.fd);
+    }
+}
+
+/// Descriptors of `-shm` files whose table is gone while the file still has a name.
+/// Closing a descriptor of a file drops every POSIX lock the process holds on that
+/// file, whichever descriptor took it: SQLite's own, its dead-man switch above all
+/// (without it, the next process to open the database would truncate the `-shm` file
+/// under this one's mapping). So a descriptor waits here, holding no lock, for a table
+/// of the same file to take it again, and is closed once the file has no name (SQLite
+/// removes it only when no connection of any process has it open).
+static PARKED: Mutex<Vec<((u64, u64), RawFd)>> = Mutex::new(Vec::new());
+
+/// The identity (device, inode) of the open file `fd`, and whether it still has a name.
+fn identity(fd: RawFd) -> Option<((u64, u64), bool)> {
+    // SAFETY: a zeroed `stat` is a valid value of the plain C struct, filled by fstat.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` lives across the call; a closed `fd` only makes it fail.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    Some(((st.st_dev as u64, st.st_ino as u64), st.st_nlink > 0))
+}
+
+/// Parks `fd` (of the file `key`), or closes it if its file has no name any more.
+fn park_or_close(key: (u64, u64), fd: RawFd) {
+    match identity(fd) {
+        Some((_, false)) => {
+            // SAFETY: `fd` is a descriptor this module opened and nothing else holds.
+            unsafe { libc::close(fd) };
+        }
+        _ => PARKED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((key, fd)),
+    }
+}
+
+/// A parked descriptor of the file `key`, if there is one; closes those whose file has
+/// lost its name meanwhile.
+fn unpark(key: (u64, u64)) -> Option<RawFd> {
+    let mut parked = PARKED.lock().unwrap_or_else(PoisonError::into_inner);
+    parked.retain(|&(_, fd)| match identity(fd) {
+        Some((_, false)) => {
+            // SAFETY: as in `park_or_close`.
+            unsafe { libc::close(fd) };
+            false
+        }
+        _ => true,
+    });
+    let at = parked.iter().position(|&(k, _)| k == key)?;
+    Some(parked.swap_remove(at).1)
 }
 
 /// The table's locks.
@@ -163,9 +239,11 @@ const READ0: usize = 3;
 ///
 /// - The write lock: each write transaction takes it (another process's writer waits).
 /// - A read mark's lock, shared: another process's reader may share it.
-/// - One read mark's lock (of marks 1 to 4), exclusive: each transaction after a commit
-///   moves a mark, and SQLite tries the marks in order, so one connection's run takes
-///   the same one again. Another process's reader moves one of the three others.
+/// - One read mark's lock (of marks 1 to 4), exclusive, while no connection here reads
+///   at it (a connection that does lowers it to shared): each transaction after a
+///   commit moves a mark, and SQLite tries the marks in order, so one connection's run
+///   takes the same one again. Its mark is then older than the WAL's end, and another
+///   process's reader moves one of the three others.
 ///
 /// Never the checkpointer's or recovery's lock, nor read mark 0's exclusively (a
 /// checkpoint's), nor more than one mark's exclusively (recovery takes them all).
@@ -180,7 +258,7 @@ fn may_keep(i: usize, held: Held, kept_read: Option<usize>) -> bool {
 
 /// Sets the file's lock on `n` locks from `first` to `to` (`F_RDLCK`, `F_WRLCK` or
 /// `F_UNLCK`), without waiting; whether it did.
-fn set_file_lock(fd: &OwnedFd, to: c_int, first: usize, n: usize) -> bool {
+fn set_file_lock(fd: RawFd, to: c_int, first: usize, n: usize) -> bool {
     FILE_LOCK_CALLS.fetch_add(1, Ordering::Relaxed);
     // SAFETY: a zeroed `flock` is a valid value of the plain C struct; open file
     // description locks require `l_pid` 0.
@@ -191,12 +269,12 @@ fn set_file_lock(fd: &OwnedFd, to: c_int, first: usize, n: usize) -> bool {
     lock.l_len = n as _;
     lock.l_pid = 0;
     // SAFETY: `fd` is an open descriptor this table owns; `lock` lives across the call.
-    unsafe { libc::fcntl(fd.as_raw_fd(), SETLK, &lock) != -1 }
+    unsafe { libc::fcntl(fd, SETLK, &lock) != -1 }
 }
 
 /// Whether the kernel knows open file description locks: asks it what would stop a
 /// write lock on the eight locks' bytes (an older kernel refuses the question).
-fn ofd_locks_work(fd: &OwnedFd) -> bool {
+fn ofd_locks_work(fd: RawFd) -> bool {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: as in `set_file_lock`.
@@ -206,7 +284,7 @@ fn ofd_locks_work(fd: &OwnedFd) -> bool {
         lock.l_start = BASE as _;
         lock.l_len = NLOCK as _;
         // SAFETY: `fd` is open; `lock` lives across the call.
-        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_GETLK, &mut lock) != -1 }
+        unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut lock) != -1 }
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -242,7 +320,7 @@ fn lower_due(table: &Table, state: &mut State, now: Instant, all: bool) -> bool 
                 Held::Nothing => libc::F_UNLCK,
                 _ => libc::F_RDLCK,
             };
-            if set_file_lock(&table.fd, to as c_int, i, 1) {
+            if set_file_lock(table.fd, to as c_int, i, 1) {
                 state.slots[i].file = needed;
                 state.slots[i].since = now;
                 if state.kept_read == Some(i) {
@@ -346,8 +424,17 @@ impl Locks {
         if slot.holders < 0 {
             return ffi::SQLITE_BUSY;
         }
+        if slot.file == Held::Exclusive && set_file_lock(table.fd, libc::F_RDLCK as c_int, first, 1)
+        {
+            // Kept exclusive since this process moved the mark: from here it is read
+            // at, and another process's reader whose snapshot is this mark's shares it
+            // (SQLite's walTryBeginRead), as with SQLite's own VFS. (Should the call
+            // fail, the file holds more than needed, never less.)
+            slot.file = Held::Shared;
+            slot.since = now;
+        }
         if slot.file == Held::Nothing {
-            if !set_file_lock(&table.fd, libc::F_RDLCK as c_int, first, 1) {
+            if !set_file_lock(table.fd, libc::F_RDLCK as c_int, first, 1) {
                 return ffi::SQLITE_BUSY;
             }
             slot.file = Held::Shared;
@@ -376,7 +463,7 @@ impl Locks {
             .any(|s| s.file != Held::Exclusive)
         {
             // One call for the range: the kernel takes all of it or none.
-            if !set_file_lock(&table.fd, libc::F_WRLCK as c_int, first, n) {
+            if !set_file_lock(table.fd, libc::F_WRLCK as c_int, first, n) {
                 return ffi::SQLITE_BUSY;
             }
             for slot in &mut slots[range.clone()] {
@@ -420,45 +507,66 @@ impl Drop for Locks {
 /// The tables of this process, found by their file's identity.
 static TABLES: Mutex<Vec<Weak<Table>>> = Mutex::new(Vec::new());
 
-/// The table of the `-shm` file at `shm`, opened if this process has none for it.
+/// Whether open file description locks were found not to work (a kernel before 3.15).
+static NO_OFD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The table of the `-shm` file at `shm`, made if this process has none for it.
 fn table_of(shm: &CStr) -> Option<Arc<Table>> {
-    if !cfg!(target_os = "linux") {
+    if !cfg!(target_os = "linux") || NO_OFD.load(Ordering::Relaxed) {
         return None;
     }
-    // SAFETY: `shm` is a NUL-terminated path; the descriptor returned, if any, is ours.
-    let raw = unsafe { libc::open(shm.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if raw < 0 {
-        return None;
-    }
-    // SAFETY: `raw` is an open descriptor nothing else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-    // SAFETY: a zeroed `stat` is a valid value of the plain C struct, filled by fstat.
+    // SAFETY: a zeroed `stat` is a valid value of the plain C struct, filled by stat.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open and `st` lives across the call.
-    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-        return None;
-    }
-    if !ofd_locks_work(&fd) {
-        // A kernel before 3.15: SQLite's own locks.
+    // SAFETY: `shm` is a NUL-terminated path and `st` lives across the call.
+    if unsafe { libc::stat(shm.as_ptr(), &mut st) } != 0 {
         return None;
     }
     let key = (st.st_dev as u64, st.st_ino as u64);
+    let pid = std::process::id();
     let mut tables = TABLES.lock().unwrap_or_else(PoisonError::into_inner);
     tables.retain(|t| t.strong_count() > 0);
     if let Some(table) = tables
         .iter()
         .filter_map(Weak::upgrade)
-        .find(|t| t.key == key)
+        .find(|t| t.key == key && t.pid == pid)
     {
-        // This process has the file's table already; the new descriptor is closed
-        // holding no lock (closing it releases none of the table's: those belong to
-        // the table's own descriptor).
         return Some(table);
+    }
+    // A descriptor is opened only when no table and no parked descriptor has the file:
+    // none is ever closed while the file has a name (see [`PARKED`]).
+    let fd = match unpark(key) {
+        Some(fd) => fd,
+        None => {
+            // SAFETY: `shm` is a NUL-terminated path; the descriptor is ours.
+            let fd = unsafe { libc::open(shm.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+            if fd < 0 {
+                return None;
+            }
+            fd
+        }
+    };
+    match identity(fd) {
+        Some((opened, true)) if opened == key => {}
+        Some((opened, _)) => {
+            // The file was replaced between the look and the open: SQLite's own locks.
+            park_or_close(opened, fd);
+            return None;
+        }
+        None => {
+            park_or_close(key, fd);
+            return None;
+        }
+    }
+    if !ofd_locks_work(fd) {
+        NO_OFD.store(true, Ordering::Relaxed);
+        park_or_close(key, fd);
+        return None;
     }
     let now = Instant::now();
     let table = Arc::new(Table {
         key,
         fd,
+        pid,
         state: Mutex::new(State {
             slots: [Slot {
                 holders: 0,
