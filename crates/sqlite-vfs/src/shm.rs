@@ -171,7 +171,9 @@ impl Drop for Table {
 /// under this one's mapping). So a descriptor waits here, holding no lock, for a table
 /// of the same file to take it again, and is closed once the file has no name (SQLite
 /// removes it only when no connection of any process has it open).
-static PARKED: Mutex<Vec<((u64, u64), RawFd)>> = Mutex::new(Vec::new());
+/// Each is kept with the process that parked it: a child of `fork` inherits the list,
+/// but a descriptor shared with the parent would share the parent's locks.
+static PARKED: Mutex<Vec<((u64, u64), u32, RawFd)>> = Mutex::new(Vec::new());
 
 /// The identity (device, inode) of the open file `fd`, and whether it still has a name.
 fn identity(fd: RawFd) -> Option<((u64, u64), bool)> {
@@ -191,10 +193,11 @@ fn park_or_close(key: (u64, u64), fd: RawFd) {
             // SAFETY: `fd` is a descriptor this module opened and nothing else holds.
             unsafe { libc::close(fd) };
         }
-        _ => PARKED
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((key, fd)),
+        _ => PARKED.lock().unwrap_or_else(PoisonError::into_inner).push((
+            key,
+            std::process::id(),
+            fd,
+        )),
     }
 }
 
@@ -202,7 +205,7 @@ fn park_or_close(key: (u64, u64), fd: RawFd) {
 /// lost its name meanwhile.
 fn unpark(key: (u64, u64)) -> Option<RawFd> {
     let mut parked = PARKED.lock().unwrap_or_else(PoisonError::into_inner);
-    parked.retain(|&(_, fd)| match identity(fd) {
+    parked.retain(|&(_, _, fd)| match identity(fd) {
         Some((_, false)) => {
             // SAFETY: as in `park_or_close`.
             unsafe { libc::close(fd) };
@@ -210,8 +213,9 @@ fn unpark(key: (u64, u64)) -> Option<RawFd> {
         }
         _ => true,
     });
-    let at = parked.iter().position(|&(k, _)| k == key)?;
-    Some(parked.swap_remove(at).1)
+    let pid = std::process::id();
+    let at = parked.iter().position(|&(k, p, _)| k == key && p == pid)?;
+    Some(parked.swap_remove(at).2)
 }
 
 /// The table's locks.
