@@ -173,7 +173,14 @@ impl Drop for Table {
 /// removes it only when no connection of any process has it open).
 /// Each is kept with the process that parked it: a child of `fork` inherits the list,
 /// but a descriptor shared with the parent would share the parent's locks.
-static PARKED: Mutex<Vec<((u64, u64), u32, RawFd)>> = Mutex::new(Vec::new());
+static PARKED: Mutex<Vec<Parked>> = Mutex::new(Vec::new());
+
+/// A parked descriptor: its file's identity, the process that parked it, the descriptor.
+struct Parked {
+    key: (u64, u64),
+    pid: u32,
+    fd: RawFd,
+}
 
 /// The identity (device, inode) of the open file `fd`, and whether it still has a name.
 fn identity(fd: RawFd) -> Option<((u64, u64), bool)> {
@@ -193,11 +200,14 @@ fn park_or_close(key: (u64, u64), fd: RawFd) {
             // SAFETY: `fd` is a descriptor this module opened and nothing else holds.
             unsafe { libc::close(fd) };
         }
-        _ => PARKED.lock().unwrap_or_else(PoisonError::into_inner).push((
-            key,
-            std::process::id(),
-            fd,
-        )),
+        _ => PARKED
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Parked {
+                key,
+                pid: std::process::id(),
+                fd,
+            }),
     }
 }
 
@@ -205,17 +215,17 @@ fn park_or_close(key: (u64, u64), fd: RawFd) {
 /// lost its name meanwhile.
 fn unpark(key: (u64, u64)) -> Option<RawFd> {
     let mut parked = PARKED.lock().unwrap_or_else(PoisonError::into_inner);
-    parked.retain(|&(_, _, fd)| match identity(fd) {
+    parked.retain(|p| match identity(p.fd) {
         Some((_, false)) => {
             // SAFETY: as in `park_or_close`.
-            unsafe { libc::close(fd) };
+            unsafe { libc::close(p.fd) };
             false
         }
         _ => true,
     });
     let pid = std::process::id();
-    let at = parked.iter().position(|&(k, p, _)| k == key && p == pid)?;
-    Some(parked.swap_remove(at).2)
+    let at = parked.iter().position(|p| p.key == key && p.pid == pid)?;
+    Some(parked.swap_remove(at).fd)
 }
 
 /// The table's locks.
