@@ -108,22 +108,19 @@ unsafe fn register_once() -> c_int {
     unsafe { ffi::sqlite3_vfs_register(vfs, 0) }
 }
 
-/// A WAL file opened through this VFS: SQLite's file header with our methods, what is
-/// gathered, and the wrapped VFS's file right after this struct.
+/// A file this VFS wraps: SQLite's file header with our methods, what we keep for it
+/// (`T`), and the wrapped VFS's file right after this struct.
 #[repr(C)]
-struct WalFile {
+struct Wrapped<T> {
     base: ffi::sqlite3_file,
-    gathered: *mut Gathered,
+    kept: *mut T,
 }
 
-/// A main database file opened through this VFS: SQLite's file header with our methods,
-/// its WAL-index locks, and the wrapped VFS's file right after this struct (at the
-/// same place as a [`WalFile`]'s).
-#[repr(C)]
-struct DbFile {
-    base: ffi::sqlite3_file,
-    db: *mut Db,
-}
+/// A WAL file opened through this VFS: it keeps what is gathered.
+type WalFile = Wrapped<Gathered>;
+
+/// A main database file opened through this VFS: it keeps its WAL-index locks.
+type DbFile = Wrapped<Db>;
 
 // The wrapped file sits after ours at one offset whichever kind ours is.
 const _: () = assert!(size_of::<DbFile>() == size_of::<WalFile>());
@@ -184,7 +181,7 @@ unsafe fn methods(inner: *mut ffi::sqlite3_file) -> &'static ffi::sqlite3_io_met
 unsafe fn gathered<'a>(file: *mut ffi::sqlite3_file) -> &'a mut Gathered {
     // SAFETY: set by `open`, freed only by `close`; SQLite calls one file's methods
     // from one thread at a time.
-    unsafe { &mut *(*file.cast::<WalFile>()).gathered }
+    unsafe { &mut *(*file.cast::<WalFile>()).kept }
 }
 
 unsafe extern "C" fn open(
@@ -200,32 +197,30 @@ unsafe extern "C" fn open(
     let Some(inner_open) = (unsafe { (*inner_vfs).xOpen }) else {
         return ffi::SQLITE_ERROR;
     };
+    let open = Open {
+        inner_open,
+        inner_vfs,
+        name,
+        file,
+        flags,
+        out_flags,
+    };
     if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 && !name.is_null() {
-        // SAFETY: as for a WAL file below; `name` is a NUL-terminated path.
-        return unsafe { open_db(inner_open, inner_vfs, name, file, flags, out_flags) };
+        // SAFETY: as SQLite's `xOpen`; `name` is a NUL-terminated path.
+        return unsafe { open_db(&open) };
     }
     if flags & ffi::SQLITE_OPEN_WAL == 0 {
         // Not a WAL: the wrapped VFS's file, at the start of the room SQLite gave.
         // SAFETY: the room is larger than the wrapped VFS asks for.
         return unsafe { inner_open(inner_vfs, name, file, flags, out_flags) };
     }
-    let wal = file.cast::<WalFile>();
-    // SAFETY: SQLite hands `open` room of this VFS's `szOsFile`; until this returns
-    // success, SQLite only reads its methods pointer (null: nothing to close).
-    unsafe {
-        (*wal).gathered = ptr::null_mut();
-        let rc = open_inner(inner_open, inner_vfs, name, file, flags, out_flags);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        (*wal).gathered = Box::into_raw(Box::new(Gathered {
-            bytes: Vec::new(),
-            start: 0,
-            commit_next: false,
-        }));
-        (*wal).base.pMethods = &WAL_METHODS;
-    }
-    ffi::SQLITE_OK
+    let gathered = || Gathered {
+        bytes: Vec::new(),
+        start: 0,
+        commit_next: false,
+    };
+    // SAFETY: as SQLite's `xOpen`.
+    unsafe { open_wrapped(&open, gathered, &WAL_METHODS) }
 }
 
 /// The wrapped VFS's `xOpen`.
@@ -237,31 +232,47 @@ type OpenFn = unsafe extern "C" fn(
     *mut c_int,
 ) -> c_int;
 
-/// Opens the wrapped VFS's file after ours in `file`'s room, with ours not open yet
-/// (its methods null); SQLite's result (an error when the wrapped VFS set no methods).
-///
-/// # Safety
-///
-/// As SQLite's `xOpen`, `file` having this VFS's `szOsFile`.
-unsafe fn open_inner(
+/// An `xOpen` call: the wrapped VFS's `xOpen` and the call's arguments.
+struct Open {
     inner_open: OpenFn,
     inner_vfs: *mut ffi::sqlite3_vfs,
     name: ffi::sqlite3_filename,
     file: *mut ffi::sqlite3_file,
     flags: c_int,
     out_flags: *mut c_int,
+}
+
+/// Opens the wrapped VFS's file in the room SQLite gave and, if it opened, wraps it:
+/// what `keep` makes is kept beside it, and SQLite calls `methods` on it.
+///
+/// # Safety
+///
+/// As SQLite's `xOpen`, the room having this VFS's `szOsFile`; `methods` take the file
+/// as a `Wrapped<T>`.
+unsafe fn open_wrapped<T>(
+    open: &Open,
+    keep: impl FnOnce() -> T,
+    methods: &'static ffi::sqlite3_io_methods,
 ) -> c_int {
-    // SAFETY: the caller's; the wrapped file's room follows ours.
+    let file = open.file;
+    let wrapped = file.cast::<Wrapped<T>>();
+    // SAFETY: until this returns success, SQLite only reads the file's methods pointer
+    // (null: nothing to close); the wrapped file's room follows ours.
     unsafe {
+        (*wrapped).kept = ptr::null_mut();
         (*file).pMethods = ptr::null();
         let inner = inner_of(file);
-        let rc = inner_open(inner_vfs, name, inner, flags, out_flags);
-        if rc == ffi::SQLITE_OK && (*inner).pMethods.is_null() {
-            ffi::SQLITE_ERROR
-        } else {
-            rc
+        let rc = (open.inner_open)(open.inner_vfs, open.name, inner, open.flags, open.out_flags);
+        if rc != ffi::SQLITE_OK {
+            return rc;
         }
+        if (*inner).pMethods.is_null() {
+            return ffi::SQLITE_ERROR;
+        }
+        (*wrapped).kept = Box::into_raw(Box::new(keep()));
+        (*wrapped).base.pMethods = methods;
     }
+    ffi::SQLITE_OK
 }
 
 /// Opens a main database file: the wrapped VFS's file after ours, with the methods of
@@ -269,35 +280,18 @@ unsafe fn open_inner(
 ///
 /// # Safety
 ///
-/// As SQLite's `xOpen`, with `name` a NUL-terminated path.
-unsafe fn open_db(
-    inner_open: OpenFn,
-    inner_vfs: *mut ffi::sqlite3_vfs,
-    name: ffi::sqlite3_filename,
-    file: *mut ffi::sqlite3_file,
-    flags: c_int,
-    out_flags: *mut c_int,
-) -> c_int {
-    let db = file.cast::<DbFile>();
-    // SAFETY: SQLite hands `open` room of this VFS's `szOsFile`, and `name` lives until
-    // the file closes; until this returns success, SQLite only reads the methods
-    // pointer (null: nothing to close).
-    unsafe {
-        (*db).db = ptr::null_mut();
-        let rc = open_inner(inner_open, inner_vfs, name, file, flags, out_flags);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let mut shm = CStr::from_ptr(name).to_bytes().to_vec();
-        shm.extend_from_slice(b"-shm");
-        (*db).db = Box::into_raw(Box::new(Db {
-            // A path from SQLite holds no NUL before its end.
-            shm: CString::new(shm).unwrap_or_default(),
-            locks: DbLocks::Unmapped,
-        }));
-        (*db).base.pMethods = &DB_METHODS;
-    }
-    ffi::SQLITE_OK
+/// As SQLite's `xOpen`, with `open.name` a NUL-terminated path.
+unsafe fn open_db(open: &Open) -> c_int {
+    // SAFETY: `name` is a NUL-terminated path, which lives until the file closes.
+    let mut shm = unsafe { CStr::from_ptr(open.name) }.to_bytes().to_vec();
+    shm.extend_from_slice(b"-shm");
+    let db = || Db {
+        // A path from SQLite holds no NUL before its end.
+        shm: CString::new(shm).unwrap_or_default(),
+        locks: DbLocks::Unmapped,
+    };
+    // SAFETY: as SQLite's `xOpen`.
+    unsafe { open_wrapped(open, db, &DB_METHODS) }
 }
 
 /// What the main database file `file` keeps.
@@ -308,7 +302,7 @@ unsafe fn open_db(
 unsafe fn db<'a>(file: *mut ffi::sqlite3_file) -> &'a mut Db {
     // SAFETY: set by `open_db`, freed only by `db_close`; SQLite calls one file's
     // methods from one thread at a time.
-    unsafe { &mut *(*file.cast::<DbFile>()).db }
+    unsafe { &mut *(*file.cast::<DbFile>()).kept }
 }
 
 unsafe extern "C" fn db_shm_map(
@@ -365,8 +359,8 @@ unsafe extern "C" fn db_close(file: *mut ffi::sqlite3_file) -> c_int {
     // SAFETY: SQLite closes a file `open_db` wrapped once, and calls nothing on it after.
     unsafe {
         let d = file.cast::<DbFile>();
-        drop(Box::from_raw((*d).db));
-        (*d).db = ptr::null_mut();
+        drop(Box::from_raw((*d).kept));
+        (*d).kept = ptr::null_mut();
         let inner = inner_of(file);
         match methods(inner).xClose {
             Some(close) => close(inner),
@@ -482,8 +476,8 @@ unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
             None => ffi::SQLITE_OK,
         };
         let wal = file.cast::<WalFile>();
-        drop(Box::from_raw((*wal).gathered));
-        (*wal).gathered = ptr::null_mut();
+        drop(Box::from_raw((*wal).kept));
+        (*wal).kept = ptr::null_mut();
         if flushed != ffi::SQLITE_OK {
             flushed
         } else {
