@@ -84,17 +84,21 @@ pub fn hold() -> Duration {
 /// Lowers at once every lock a file keeps with no holder in this process, as the hold
 /// running out would.
 pub fn release_kept() {
-    for table in tables() {
-        let mut state = table.state();
-        lower_due(&table, &mut state, Instant::now(), true);
-    }
+    lower_every_table(true);
 }
 
-/// Every table of this process.
-fn tables() -> Vec<Arc<Table>> {
-    let mut all = TABLES.lock().unwrap_or_else(PoisonError::into_inner);
-    all.retain(|t| t.strong_count() > 0);
-    all.iter().filter_map(Weak::upgrade).collect()
+/// [`lower_due`] on every table of this process; whether some file still keeps a lock.
+fn lower_every_table(all: bool) -> bool {
+    let tables: Vec<Arc<Table>> = {
+        let mut tables = TABLES.lock().unwrap_or_else(PoisonError::into_inner);
+        tables.retain(|t| t.strong_count() > 0);
+        tables.iter().filter_map(Weak::upgrade).collect()
+    };
+    let mut kept = false;
+    for table in &tables {
+        kept |= lower_due(table, &mut table.state(), Instant::now(), all);
+    }
+    kept
 }
 
 /// SQLite's number of WAL-index locks (`SQLITE_SHM_NLOCK`).
@@ -190,7 +194,14 @@ fn identity(fd: RawFd) -> Option<((u64, u64), bool)> {
     if unsafe { libc::fstat(fd, &mut st) } != 0 {
         return None;
     }
-    Some(((st.st_dev as u64, st.st_ino as u64), st.st_nlink > 0))
+    Some((key_of(&st), st.st_nlink > 0))
+}
+
+/// A file's identity (device, inode) as its `stat` gives it.
+// `dev_t` and `ino_t` are `u64` on Linux and other widths elsewhere.
+#[allow(clippy::unnecessary_cast)]
+fn key_of(st: &libc::stat) -> (u64, u64) {
+    (st.st_dev as u64, st.st_ino as u64)
 }
 
 /// Parks `fd` (of the file `key`), or closes it if its file has no name any more.
@@ -274,16 +285,22 @@ fn may_keep(i: usize, held: Held, kept_read: Option<usize>) -> bool {
 /// `F_UNLCK`), without waiting; whether it did.
 fn set_file_lock(fd: RawFd, to: c_int, first: usize, n: usize) -> bool {
     FILE_LOCK_CALLS.fetch_add(1, Ordering::Relaxed);
+    let lock = flock(to, first, n);
+    // SAFETY: `fd` is an open descriptor this table owns; `lock` lives across the call.
+    unsafe { libc::fcntl(fd, SETLK, &lock) != -1 }
+}
+
+/// The lock `kind` (`F_RDLCK`, `F_WRLCK`, `F_UNLCK`) on `n` locks from `first`, as
+/// `fcntl` takes it.
+fn flock(kind: c_int, first: usize, n: usize) -> libc::flock {
     // SAFETY: a zeroed `flock` is a valid value of the plain C struct; open file
-    // description locks require `l_pid` 0.
+    // description locks require `l_pid` 0, which zero leaves.
     let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    lock.l_type = to as _;
+    lock.l_type = kind as _;
     lock.l_whence = libc::SEEK_SET as _;
     lock.l_start = (BASE + first as i64) as _;
     lock.l_len = n as _;
-    lock.l_pid = 0;
-    // SAFETY: `fd` is an open descriptor this table owns; `lock` lives across the call.
-    unsafe { libc::fcntl(fd, SETLK, &lock) != -1 }
+    lock
 }
 
 /// Whether the kernel knows open file description locks: asks it what would stop a
@@ -291,12 +308,7 @@ fn set_file_lock(fd: RawFd, to: c_int, first: usize, n: usize) -> bool {
 fn ofd_locks_work(fd: RawFd) -> bool {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: as in `set_file_lock`.
-        let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-        lock.l_type = libc::F_WRLCK as _;
-        lock.l_whence = libc::SEEK_SET as _;
-        lock.l_start = BASE as _;
-        lock.l_len = NLOCK as _;
+        let mut lock = flock(libc::F_WRLCK as c_int, 0, NLOCK);
         // SAFETY: `fd` is open; `lock` lives across the call.
         unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut lock) != -1 }
     }
@@ -351,6 +363,12 @@ fn lower_due(table: &Table, state: &mut State, now: Instant, all: bool) -> bool 
 /// A connection's locks: the table it takes them from, and which it holds.
 pub(crate) struct Locks {
     table: Arc<Table>,
+    held: Holds,
+}
+
+/// Which locks a connection holds, a bit each.
+#[derive(Default)]
+struct Holds {
     shared: u8,
     exclusive: u8,
 }
@@ -363,8 +381,7 @@ impl Locks {
         let table = table_of(shm)?;
         Some(Locks {
             table,
-            shared: 0,
-            exclusive: 0,
+            held: Holds::default(),
         })
     }
 
@@ -377,25 +394,36 @@ impl Locks {
             return ffi::SQLITE_IOERR_SHMLOCK;
         }
         let mask = (((1u16 << (first + n)) - (1u16 << first)) & 0xff) as u8;
-        let table = Arc::clone(&self.table);
+        let table = &*self.table;
         let mut state = table.state();
         let now = Instant::now();
         let rc = if flags & ffi::SQLITE_SHM_UNLOCK != 0 {
-            self.release(&mut state, first, n, mask, flags);
+            self.held.release(&mut state, first, n, mask, flags);
             ffi::SQLITE_OK
         } else if flags & ffi::SQLITE_SHM_SHARED != 0 {
-            self.take_shared(&table, &mut state.slots, first, mask, now)
+            self.held
+                .take_shared(table, &mut state.slots, first, mask, now)
         } else {
-            self.take_exclusive(&table, &mut state.slots, first, n, mask, now)
+            self.held
+                .take_exclusive(table, &mut state.slots, first, n, mask, now)
         };
-        let more = lower_due(&table, &mut state, now, !keeper::running());
-        drop(state);
-        if more {
-            keeper::wake();
-        }
+        lower_after(table, state, now);
         rc
     }
+}
 
+/// After a connection's call: lowers what is due ([`lower_due`]; everything kept when
+/// the keeper thread does not run) and, if the file still keeps a lock, makes sure the
+/// keeper will look.
+fn lower_after(table: &Table, mut state: MutexGuard<'_, State>, now: Instant) {
+    let kept = lower_due(table, &mut state, now, !keeper::running());
+    drop(state);
+    if kept {
+        keeper::wake();
+    }
+}
+
+impl Holds {
     /// Lets go of the locks in `mask` that this connection holds (the file keeps them a
     /// while).
     fn release(&mut self, state: &mut State, first: usize, n: usize, mask: u8, flags: c_int) {
@@ -438,21 +466,18 @@ impl Locks {
         if slot.holders < 0 {
             return ffi::SQLITE_BUSY;
         }
-        if slot.file == Held::Exclusive && set_file_lock(table.fd, libc::F_RDLCK as c_int, first, 1)
-        {
-            // Kept exclusive since this process moved the mark: from here it is read
-            // at, and another process's reader whose snapshot is this mark's shares it
-            // (SQLite's walTryBeginRead), as with SQLite's own VFS. (Should the call
-            // fail, the file holds more than needed, never less.)
-            slot.file = Held::Shared;
-            slot.since = now;
-        }
-        if slot.file == Held::Nothing {
-            if !set_file_lock(table.fd, libc::F_RDLCK as c_int, first, 1) {
+        // The file takes the lock shared, or lowers it to shared if it kept it
+        // exclusive since this process moved the mark: from here the mark is read at,
+        // and another process's reader whose snapshot is this mark's shares it (SQLite's
+        // walTryBeginRead), as with SQLite's own VFS. A lowering that fails leaves the
+        // file holding more than needed, never less.
+        if slot.file != Held::Shared {
+            if set_file_lock(table.fd, libc::F_RDLCK as c_int, first, 1) {
+                slot.file = Held::Shared;
+                slot.since = now;
+            } else if slot.file == Held::Nothing {
                 return ffi::SQLITE_BUSY;
             }
-            slot.file = Held::Shared;
-            slot.since = now;
         }
         slot.holders += 1;
         self.shared |= mask;
@@ -498,23 +523,18 @@ impl Locks {
 impl Drop for Locks {
     /// A connection that unmaps or closes lets go of whatever it still holds.
     fn drop(&mut self) {
-        let table = Arc::clone(&self.table);
+        let table = &*self.table;
         let mut state = table.state();
         for (i, slot) in state.slots.iter_mut().enumerate() {
             let bit = 1u8 << i;
-            if self.exclusive & bit != 0 {
+            if self.held.exclusive & bit != 0 {
                 slot.holders = 0;
-            } else if self.shared & bit != 0 && slot.holders > 0 {
+            } else if self.held.shared & bit != 0 && slot.holders > 0 {
                 slot.holders -= 1;
             }
         }
-        self.shared = 0;
-        self.exclusive = 0;
-        let more = lower_due(&table, &mut state, Instant::now(), !keeper::running());
-        drop(state);
-        if more {
-            keeper::wake();
-        }
+        self.held = Holds::default();
+        lower_after(table, state, Instant::now());
     }
 }
 
@@ -535,7 +555,7 @@ fn table_of(shm: &CStr) -> Option<Arc<Table>> {
     if unsafe { libc::stat(shm.as_ptr(), &mut st) } != 0 {
         return None;
     }
-    let key = (st.st_dev as u64, st.st_ino as u64);
+    let key = key_of(&st);
     let pid = std::process::id();
     let mut tables = TABLES.lock().unwrap_or_else(PoisonError::into_inner);
     tables.retain(|t| t.strong_count() > 0);
@@ -600,9 +620,9 @@ fn table_of(shm: &CStr) -> Option<Arc<Table>> {
 mod keeper {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Condvar, Mutex, PoisonError};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
-    use super::{hold, lower_due, tables};
+    use super::{hold, lower_every_table};
 
     /// The shortest the thread waits between looks, whatever the hold.
     const MIN_WAIT: Duration = Duration::from_millis(1);
@@ -650,14 +670,7 @@ mod keeper {
         loop {
             // Said before looking: a lock kept after the look wakes the thread.
             ASLEEP.store(true, Ordering::SeqCst);
-            let tables = tables();
-            let mut kept = false;
-            for table in &tables {
-                let mut state = table.state();
-                kept |= lower_due(table, &mut state, Instant::now(), false);
-            }
-            drop(tables);
-            wait = if kept {
+            wait = if lower_every_table(false) {
                 ASLEEP.store(false, Ordering::SeqCst);
                 WAKE.wait_timeout(wait, hold().max(MIN_WAIT))
                     .unwrap_or_else(PoisonError::into_inner)
