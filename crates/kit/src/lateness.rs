@@ -125,10 +125,10 @@ impl LatenessProbe {
     }
 
     /// Stops the probe; how late its task ran, how late its ticking thread woke, and
-    /// how late the parked thread ran after each tick. Not from inside the runtime (it blocks on the probe's task): see
-    /// [`Self::finish_within`]. The runtime must run its tasks on threads of its own (a
-    /// multi-thread runtime): a current-thread runtime's handle cannot drive the probe's
-    /// task to its end.
+    /// how late the parked thread ran after each tick. Not from inside the runtime (it
+    /// blocks on the probe's task): see [`Self::finish_within`]. The runtime must run
+    /// its tasks on threads of its own (a multi-thread runtime): a current-thread
+    /// runtime's handle cannot drive the probe's task to its end.
     pub fn finish(mut self) -> Lateness {
         let (ticker, task) = self.halt();
         let wake = ticker.map(|t| t.join().unwrap_or_default());

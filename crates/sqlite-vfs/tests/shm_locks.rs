@@ -20,9 +20,39 @@ use common::{count, insert, integrity, open};
 /// The cases take turns: each sets the process's hold.
 static TURN: Mutex<()> = Mutex::new(());
 
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    TURN.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// A hold long enough that nothing kept is let go during a case, but by
+/// `shm::release_kept`.
+const LONG: Duration = Duration::from_secs(3600);
+
+/// One case's turn, with the process's hold set, and a directory of its own. The hold
+/// is the default again when the case ends, however it ends.
+struct Case {
+    _turn: std::sync::MutexGuard<'static, ()>,
+    dir: tempfile::TempDir,
+}
+
+impl Case {
+    fn new(hold: Duration) -> Case {
+        let turn = TURN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        shm::set_hold(hold);
+        Case {
+            _turn: turn,
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    /// The database `name` in the case's directory.
+    fn path(&self, name: &str) -> std::path::PathBuf {
+        self.dir.path().join(name)
+    }
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        shm::set_hold(shm::HOLD);
+    }
 }
 
 /// Whether `result` is SQLite's "database is locked".
@@ -49,17 +79,15 @@ fn truncating_checkpoint(conn: &Connection) -> i64 {
 
 #[test]
 fn a_commit_takes_the_files_locks_twice_where_sqlite_takes_them_six_times() {
-    let _turn = turn();
     if !cfg!(target_os = "linux") {
         eprintln!("skipped: the locks are kept on Linux only");
         return;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let conn = open(&dir.path().join("n.db"));
+    let case = Case::new(LONG);
+    let conn = open(&case.path("n.db"));
     // A checkpoint takes locks a commit does not (counted apart, in the store's tests).
     conn.execute_batch("PRAGMA wal_autocheckpoint = 0")
         .expect("no checkpoints");
-    shm::set_hold(Duration::from_secs(3600));
     insert(&conn, 1, 64);
     for n in [100, 1_000] {
         let before = shm::file_lock_calls();
@@ -85,18 +113,15 @@ fn a_commit_takes_the_files_locks_twice_where_sqlite_takes_them_six_times() {
     );
     assert_eq!(count(&conn), 1_201);
     assert_eq!(integrity(&conn), "ok");
-    shm::set_hold(shm::HOLD);
 }
 
 #[test]
 fn connections_of_this_process_exclude_each_other_as_sqlite_does() {
-    let _turn = turn();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("x.db");
+    let case = Case::new(LONG);
+    let path = case.path("x.db");
     let a = open(&path);
     let b = open(&path);
     let reader = open(&path);
-    shm::set_hold(Duration::from_secs(3600));
     insert(&a, 3, 64);
 
     // A writes: B cannot, and a reader keeps its snapshot.
@@ -128,16 +153,13 @@ fn connections_of_this_process_exclude_each_other_as_sqlite_does() {
     assert_eq!(busy_ckpt, 0, "with no reader the checkpoint passes");
     assert_eq!(count(&b), 5);
     assert_eq!(integrity(&b), "ok");
-    shm::set_hold(shm::HOLD);
 }
 
 #[test]
 fn another_process_reads_throughout_and_writes_once_the_kept_lock_is_let_go() {
-    let _turn = turn();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("p.db");
+    let case = Case::new(LONG);
+    let path = case.path("p.db");
     let ours = open(&path);
-    shm::set_hold(Duration::from_secs(3600));
     insert(&ours, 2, 64);
 
     // SQLite's own VFS: its locks are the process's, which the kernel keeps apart from
@@ -171,16 +193,13 @@ fn another_process_reads_throughout_and_writes_once_the_kept_lock_is_let_go() {
     insert(&ours, 1, 64);
     assert_eq!(count(&other), 6);
     assert_eq!(integrity(&other), "ok");
-    shm::set_hold(shm::HOLD);
 }
 
 #[test]
 fn another_process_reads_at_the_mark_this_one_reads_at() {
-    let _turn = turn();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("m.db");
+    let case = Case::new(LONG);
+    let path = case.path("m.db");
     let ours = open(&path);
-    shm::set_hold(Duration::from_secs(3600));
     insert(&ours, 2, 64);
     // This connection moves a read mark to the WAL's end and reads at it: the mark the
     // other's snapshot also ends at, which SQLite's reader then shares rather than
@@ -194,18 +213,16 @@ fn another_process_reads_at_the_mark_this_one_reads_at() {
     // a reader shut out would come back only after that.
     assert!(started.elapsed() < Duration::from_secs(5));
     ours.execute_batch("COMMIT").expect("end read");
-    shm::set_hold(shm::HOLD);
 }
 
 #[test]
 fn a_second_connection_leaves_sqlites_dead_man_switch_held() {
-    let _turn = turn();
     if !cfg!(target_os = "linux") {
         eprintln!("skipped: the locks are kept on Linux only");
         return;
     }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("d.db");
+    let case = Case::new(shm::HOLD);
+    let path = case.path("d.db");
     let first = open(&path);
     insert(&first, 1, 64);
     let second = open(&path);
@@ -241,11 +258,9 @@ fn a_second_connection_leaves_sqlites_dead_man_switch_held() {
 
 #[test]
 fn an_idle_process_lets_go_of_its_kept_locks_by_itself() {
-    let _turn = turn();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("i.db");
+    let case = Case::new(shm::HOLD);
+    let path = case.path("i.db");
     let ours = open(&path);
-    shm::set_hold(shm::HOLD);
     insert(&ours, 1, 64);
     // No call comes after the commit: the module's thread lets the lock go within the
     // hold or so; the other process waits for it as for any writer.
