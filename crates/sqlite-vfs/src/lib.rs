@@ -323,6 +323,12 @@ unsafe extern "C" fn db_shm_map(
                 None => DbLocks::Wrapped,
             };
         }
+        if let (ffi::SQLITE_OK, 0, DbLocks::Kept(locks)) = (rc, page, &mut db.locks) {
+            // The first page holds the WAL's end and the read marks, which the locks
+            // read; it stays mapped until `db_shm_unmap`, which takes the locks away
+            // from the connection before it unmaps.
+            locks.map_first_page((*out).cast::<u8>(), size);
+        }
         rc
     }
 }

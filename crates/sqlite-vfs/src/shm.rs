@@ -9,9 +9,10 @@
 //! connection of the process that opens it through this VFS), and the table holds the
 //! lock on the file itself (an open file description lock, `F_OFD_SETLK`, on a
 //! descriptor of its own) for a while after the last connection of the process let go
-//! of it. A connection that takes it again in that while pays no system call. A commit
-//! then makes two: the read mark's lock raised to move the mark, and lowered to shared
-//! once the connection reads at it, so that another process may read at it too.
+//! of it. A connection that takes it again in that while pays no system call. A run of
+//! commits then makes none: the write lock and the read mark the connections move are
+//! kept exclusive from one commit to the next (a commit leaves the mark behind the
+//! WAL's end, where no reader of another process needs it).
 //!
 //! Why it is safe:
 //!
@@ -24,13 +25,21 @@
 //!   table grants it, and the file's lock is only ever lowered to what the table still
 //!   holds. So another process never sees a lock free that a connection here holds.
 //! - What the file holds beyond that is only what a run of transactions takes again
-//!   ([`may_keep`]), and a read mark some connection here reads at is held shared, never
-//!   exclusively: another process reads as with SQLite's own VFS. Its writer (which
-//!   promise 10.1 does not expect) waits for the write lock: a lock kept is lowered at
-//!   the first lock call after it has been held [`HOLD`] (under load; [`set_hold`]
-//!   changes it), and by a thread of this module when no call comes (idle, within about
-//!   twice the hold). Under a steady load the write lock is free only at those
-//!   lowerings; SQLite retries a write for the connection's busy timeout.
+//!   ([`may_keep`]). A lock kept is lowered at the first lock call after it has been
+//!   held [`HOLD`] (under load; [`set_hold`] changes it), and by a thread of this module
+//!   when no call comes (idle, within about twice the hold).
+//! - Another process's writer (which promise 10.1 does not expect) waits for the write
+//!   lock: under a steady load it is free only at those lowerings; SQLite retries a
+//!   write for the connection's busy timeout.
+//! - Another process's reader reads as with SQLite's own VFS, but for one case, where
+//!   it waits. SQLite's reader shares the lock of a read mark at the WAL's end, and
+//!   moves a mark (which takes its lock exclusively) when none is there. The mark this
+//!   process moves stays exclusive while a connection here reads at it: at the WAL's end
+//!   from the moment it moved until that transaction commits (which leaves it behind)
+//!   or ends without a commit (which lowers it to shared, [`lower_read_mark_at_wal_end`]).
+//!   A reader of another process that comes in that while waits (SQLite retries it,
+//!   for about ten seconds before it gives up): for the transaction here, and at most
+//!   about twice the hold, after which the mark is lowered to shared like any lock kept.
 //! - No descriptor of a `-shm` file is closed while the file has a name ([`PARKED`]):
 //!   closing one would drop the POSIX locks the process holds on it through SQLite's
 //!   own descriptor, its dead-man switch among them.
@@ -264,11 +273,11 @@ const READ0: usize = 3;
 ///
 /// - The write lock: each write transaction takes it (another process's writer waits).
 /// - A read mark's lock, shared: another process's reader may share it.
-/// - One read mark's lock (of marks 1 to 4), exclusive, while no connection here reads
-///   at it (a connection that does lowers it to shared): each transaction after a
-///   commit moves a mark, and SQLite tries the marks in order, so one connection's run
-///   takes the same one again. Its mark is then older than the WAL's end, and another
-///   process's reader moves one of the three others.
+/// - One read mark's lock (of marks 1 to 4), exclusive: each transaction after a commit
+///   moves a mark, and SQLite tries the marks in order, so one connection's run takes
+///   the same one again. A connection here may read at it while it is kept so
+///   ([`Holds::take_shared`]); once its transaction commits, the mark is behind the
+///   WAL's end, and another process's reader moves one of the three others.
 ///
 /// Never the checkpointer's or recovery's lock, nor read mark 0's exclusively (a
 /// checkpoint's), nor more than one mark's exclusively (recovery takes them all).
@@ -360,10 +369,50 @@ fn lower_due(table: &Table, state: &mut State, now: Instant, all: bool) -> bool 
     kept
 }
 
-/// A connection's locks: the table it takes them from, and which it holds.
+/// A connection's locks: the table it takes them from, which it holds, and the WAL
+/// index's first page as the connection maps it.
 pub(crate) struct Locks {
     table: Arc<Table>,
     held: Holds,
+    index: Option<Index>,
+}
+
+/// The WAL index's first page, mapped: where SQLite keeps the WAL's end (its header's
+/// `mxFrame`) and the read marks (`aReadMark`), in the machine's byte order.
+#[derive(Clone, Copy)]
+struct Index(std::ptr::NonNull<u8>);
+
+impl Index {
+    /// The first copy of the header's `mxFrame`: the last commit's frame, written last
+    /// of the header by a commit (SQLite's `walIndexWriteHdr`).
+    const WAL_END: usize = 16;
+    /// `aReadMark[0]`, after the header's two copies of 48 bytes and the checkpoint's
+    /// `nBackfill`; the five marks follow, and SQLite's eight locks ([`BASE`]) after them.
+    const READ_MARKS: usize = 100;
+    /// How much of the page the two above need.
+    const NEEDED: usize = BASE as usize;
+
+    /// The 32-bit word at `at`.
+    fn word(self, at: usize) -> u32 {
+        // SAFETY: `Index` is made only for a mapped page of at least `NEEDED` bytes that
+        // stays mapped while the connection's locks read it (`Locks::map_first_page`);
+        // every offset read is below `NEEDED` and 4-aligned in a page-aligned mapping.
+        // Other connections and processes write these words: read atomically.
+        unsafe {
+            (*self
+                .0
+                .as_ptr()
+                .add(at)
+                .cast::<std::sync::atomic::AtomicU32>())
+            .load(Ordering::Acquire)
+        }
+    }
+
+    /// Whether read mark `mark` (0 to 4) is at the WAL's end: a reader (of any process)
+    /// whose snapshot ends there reads at it, sharing its lock, rather than moving a mark.
+    fn at_wal_end(self, mark: usize) -> bool {
+        self.word(Self::READ_MARKS + 4 * mark) == self.word(Self::WAL_END)
+    }
 }
 
 /// Which locks a connection holds, a bit each.
@@ -382,7 +431,18 @@ impl Locks {
         Some(Locks {
             table,
             held: Holds::default(),
+            index: None,
         })
+    }
+
+    /// The WAL index's first page, mapped at `page` with `size` bytes: it stays mapped
+    /// until the connection's locks are dropped (the VFS's `xShmUnmap` drops them before
+    /// it unmaps).
+    pub(crate) fn map_first_page(&mut self, page: *mut u8, size: c_int) {
+        let big_enough = usize::try_from(size).is_ok_and(|size| size >= Index::NEEDED);
+        self.index = std::ptr::NonNull::new(page)
+            .filter(|p| big_enough && p.as_ptr().align_offset(4) == 0)
+            .map(Index);
     }
 
     /// SQLite's `xShmLock`: `n` locks from `first`, as `flags` says.
@@ -399,16 +459,46 @@ impl Locks {
         let now = Instant::now();
         let rc = if flags & ffi::SQLITE_SHM_UNLOCK != 0 {
             self.held.release(&mut state, first, n, mask, flags);
+            if flags & ffi::SQLITE_SHM_SHARED != 0 {
+                lower_read_mark_at_wal_end(table, &mut state, first, self.index, now);
+            }
             ffi::SQLITE_OK
         } else if flags & ffi::SQLITE_SHM_SHARED != 0 {
-            self.held
-                .take_shared(table, &mut state.slots, first, mask, now)
+            self.held.take_shared(table, &mut state, first, mask, now)
         } else {
             self.held
                 .take_exclusive(table, &mut state.slots, first, n, mask, now)
         };
         lower_after(table, state, now);
         rc
+    }
+}
+
+/// After a connection let go of its shared lock on `lock`: if the file holds that read
+/// mark exclusive and the mark is at the WAL's end (the transaction committed nothing,
+/// or the connection does not know the index), lowers it to shared, so that another
+/// process's reader whose snapshot ends there shares it, as with SQLite's own VFS. A
+/// mark behind the WAL's end stays exclusive: such a reader moves a mark of its own.
+fn lower_read_mark_at_wal_end(
+    table: &Table,
+    state: &mut State,
+    lock: usize,
+    index: Option<Index>,
+    now: Instant,
+) {
+    let slot = &mut state.slots[lock];
+    if lock <= READ0 || slot.file != Held::Exclusive || slot.holders < 0 {
+        return;
+    }
+    if index.is_some_and(|index| !index.at_wal_end(lock - READ0)) {
+        return;
+    }
+    if set_file_lock(table.fd, libc::F_RDLCK as c_int, lock, 1) {
+        slot.file = Held::Shared;
+        slot.since = now;
+        if state.kept_read == Some(lock) {
+            state.kept_read = None;
+        }
     }
 }
 
@@ -454,7 +544,7 @@ impl Holds {
     fn take_shared(
         &mut self,
         table: &Table,
-        slots: &mut [Slot; NLOCK],
+        state: &mut State,
         first: usize,
         mask: u8,
         now: Instant,
@@ -462,15 +552,25 @@ impl Holds {
         if self.shared & mask != 0 {
             return ffi::SQLITE_OK;
         }
-        let slot = &mut slots[first];
+        let kept_read = state.kept_read;
+        let slot = &mut state.slots[first];
         if slot.holders < 0 {
             return ffi::SQLITE_BUSY;
         }
-        // The file takes the lock shared, or lowers it to shared if it kept it
-        // exclusive since this process moved the mark: from here the mark is read at,
-        // and another process's reader whose snapshot is this mark's shares it (SQLite's
-        // walTryBeginRead), as with SQLite's own VFS. A lowering that fails leaves the
-        // file holding more than needed, never less.
+        // The read mark this process moved, kept exclusive ([`may_keep`]), stays so while
+        // the connection reads at it: no file call. A transaction that commits leaves it
+        // behind the WAL's end, where another process's reader moves a mark of its own;
+        // one that does not lowers it to shared as it ends
+        // ([`lower_read_mark_at_wal_end`]); one that runs longer than the hold has it
+        // lowered ([`lower_due`]). Until then, another process's reader whose snapshot
+        // ends where this one's does waits (SQLite retries it).
+        if slot.file == Held::Exclusive && kept_read == Some(first) {
+            slot.holders += 1;
+            self.shared |= mask;
+            return ffi::SQLITE_OK;
+        }
+        // Otherwise the file takes the lock shared (or lowers it to shared). A lowering
+        // that fails leaves the file holding more than needed, never less.
         if slot.file != Held::Shared {
             if set_file_lock(table.fd, libc::F_RDLCK as c_int, first, 1) {
                 slot.file = Held::Shared;

@@ -1,10 +1,11 @@
 //! The WAL index's locks kept from one transaction to the next
-//! (`mqlite_sqlite_vfs::shm`): a commit takes the file's locks twice, where SQLite's own
-//! VFS takes them about six times; connections of this process exclude each other as
-//! with SQLite's own VFS; SQLite's dead-man switch stays held; and a connection through
-//! SQLite's own VFS (whose locks the kernel keeps apart from the VFS's, as another
-//! process's) reads throughout, at the mark this process reads at too, is shut out of
-//! writing only while a lock is kept, and gets in once it is let go.
+//! (`mqlite_sqlite_vfs::shm`): a run of commits takes the file's locks once, where
+//! SQLite's own VFS takes them about six times a commit; connections of this process
+//! exclude each other as with SQLite's own VFS; SQLite's dead-man switch stays held; and
+//! a connection through SQLite's own VFS (whose locks the kernel keeps apart from the
+//! VFS's, as another process's) reads throughout, at once after a commit or a read here,
+//! and within about the hold while a transaction here reads at the WAL's end; it is shut
+//! out of writing only while a lock is kept, and gets in once it is let go.
 //!
 //! The hold is process-wide, so the cases take turns.
 
@@ -78,7 +79,7 @@ fn truncating_checkpoint(conn: &Connection) -> i64 {
 }
 
 #[test]
-fn a_commit_takes_the_files_locks_twice_where_sqlite_takes_them_six_times() {
+fn a_run_of_commits_takes_the_files_locks_once_where_sqlite_takes_them_six_times_a_commit() {
     if !cfg!(target_os = "linux") {
         eprintln!("skipped: the locks are kept on Linux only");
         return;
@@ -95,11 +96,20 @@ fn a_commit_takes_the_files_locks_twice_where_sqlite_takes_them_six_times() {
             insert(&conn, 1, 64);
         }
         let calls = shm::file_lock_calls() - before;
-        // Two a commit: the read mark's lock raised to move the mark, then lowered to
-        // shared so that another process may read at it. The write lock and the rest
-        // are kept from the first commit on.
-        assert!(calls <= 2 * n + 2, "{calls} lock calls for {n} commits");
+        // None a commit: the write lock and the read mark this process moves are kept
+        // from the first commit on; each commit leaves the mark behind the WAL's end,
+        // where no other process's reader needs it shared.
+        assert!(calls <= 2, "{calls} lock calls for {n} commits");
     }
+    // A transaction that commits nothing leaves the mark at the WAL's end: it is lowered
+    // to shared as the transaction ends, once, and the next commit raises it again.
+    let before = shm::file_lock_calls();
+    for _ in 0..100 {
+        assert_eq!(count(&conn), count(&conn));
+    }
+    insert(&conn, 1, 64);
+    let calls = shm::file_lock_calls() - before;
+    assert!(calls <= 3, "{calls} lock calls for 200 reads and a commit");
     // With no hold, as SQLite's own VFS: about six a commit.
     shm::set_hold(Duration::ZERO);
     let before = shm::file_lock_calls();
@@ -111,7 +121,7 @@ fn a_commit_takes_the_files_locks_twice_where_sqlite_takes_them_six_times() {
         calls >= 500,
         "{calls} lock calls for 100 commits with no hold"
     );
-    assert_eq!(count(&conn), 1_201);
+    assert_eq!(count(&conn), 1_202);
     assert_eq!(integrity(&conn), "ok");
 }
 
@@ -195,23 +205,86 @@ fn another_process_reads_throughout_and_writes_once_the_kept_lock_is_let_go() {
     assert_eq!(integrity(&other), "ok");
 }
 
+/// What another process would find in the way of a lock of `kind` (`F_RDLCK`,
+/// `F_WRLCK`) on `byte` of the `-shm` file of the database at `db`: `F_UNLCK` for
+/// nothing. Asked as another process would ask (an open file description's query, which
+/// the process's own locks answer as another owner's). The descriptor is left open: the
+/// VFS never closes one of a `-shm` file that has a name, as closing one drops every
+/// lock the process holds on the file, SQLite's dead-man switch among them.
+fn in_the_way(db: &std::path::Path, byte: i64, kind: i32) -> i32 {
+    let shm = std::ffi::CString::new(format!("{}-shm", db.display())).expect("path");
+    // SAFETY: a NUL-terminated path; the descriptor is never closed (see above).
+    let fd = unsafe { libc::open(shm.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    assert!(fd >= 0, "open the -shm file");
+    // SAFETY: a zeroed `flock` is a valid value of the plain C struct.
+    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+    lock.l_type = kind as _;
+    lock.l_whence = libc::SEEK_SET as _;
+    lock.l_start = byte as _;
+    lock.l_len = 1;
+    // SAFETY: `fd` is open and `lock` lives across the call.
+    let rc = unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut lock) };
+    assert_eq!(rc, 0, "query the lock");
+    i32::from(lock.l_type)
+}
+
+/// Whether another process could take read mark `mark`'s lock shared now (SQLite's
+/// eight locks start at byte 120: the write lock, the checkpointer's, recovery's, then
+/// read marks 0 to 4).
+fn mark_shareable(db: &std::path::Path, mark: i64) -> bool {
+    in_the_way(db, 123 + mark, libc::F_RDLCK) == libc::F_UNLCK
+}
+
 #[test]
-fn another_process_reads_at_the_mark_this_one_reads_at() {
+fn another_process_reads_at_once_after_a_commit_or_a_read_here() {
     let case = Case::new(LONG);
     let path = case.path("m.db");
     let ours = open(&path);
     insert(&ours, 2, 64);
-    // This connection moves a read mark to the WAL's end and reads at it: the mark the
-    // other's snapshot also ends at, which SQLite's reader then shares rather than
-    // moving another.
+    // A transaction here that commits nothing moves the mark to the WAL's end and reads
+    // at it; as it ends, the mark is lowered to shared, and another process's reader
+    // whose snapshot ends there too shares it. (One shut out would fail after SQLite's
+    // retries, about ten seconds, with "locking protocol".)
+    assert_eq!(count(&ours), 2);
+    if cfg!(target_os = "linux") {
+        assert!(
+            (0..=4).all(|m| mark_shareable(&path, m)),
+            "a mark kept exclusive"
+        );
+    }
+    let other = plain(&path, Duration::ZERO);
+    assert_eq!(count(&other), 2, "the other reads after a read here");
+    // A commit leaves the mark this process keeps exclusive behind the WAL's end: the
+    // other's reader moves a mark of its own.
+    for rows in 3..6 {
+        insert(&ours, 1, 64);
+        assert_eq!(count(&other), rows, "the other reads after a commit here");
+    }
+    assert_eq!(count(&ours), 5);
+}
+
+#[test]
+fn another_process_reads_at_the_mark_this_one_reads_at_within_about_the_hold() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("skipped: the locks are kept on Linux only");
+        return;
+    }
+    let case = Case::new(shm::HOLD);
+    let path = case.path("h.db");
+    let ours = open(&path);
+    insert(&ours, 2, 64);
+    // This connection moves the mark to the WAL's end and stays in its transaction: the
+    // other's snapshot ends there too, so SQLite's reader would share the mark rather
+    // than move another. The mark stays exclusive for the hold, no longer: the module's
+    // thread lowers it, and the other's reader, retrying, gets in.
     ours.execute_batch("BEGIN").expect("begin read");
     assert_eq!(count(&ours), 2);
     let other = plain(&path, Duration::ZERO);
     let started = std::time::Instant::now();
     assert_eq!(count(&other), 2, "the other reads at the same mark");
-    // SQLite retries a read it cannot lock for about ten seconds before it gives up:
-    // a reader shut out would come back only after that.
+    // SQLite retries a read it cannot lock for about ten seconds before it gives up.
     assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(mark_shareable(&path, 1), "the mark is shared now");
     ours.execute_batch("COMMIT").expect("end read");
 }
 
@@ -232,24 +305,9 @@ fn a_second_connection_leaves_sqlites_dead_man_switch_held() {
     // SQLite's unix VFS holds a read lock on byte 128 of the -shm file while this
     // process maps it; the next process to open the database resets the file only if
     // nobody does. A descriptor of the file closed anywhere in the process drops it, so
-    // the VFS never closes one while the file has a name. Asked as another process
-    // would ask (an open file description's query, which the process's own locks
-    // answer as another owner's); the descriptor is left open, for the same reason.
-    let shm = std::ffi::CString::new(format!("{}-shm", path.display())).expect("path");
-    // SAFETY: a NUL-terminated path; the descriptor is never closed (see above).
-    let fd = unsafe { libc::open(shm.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
-    assert!(fd >= 0, "open the -shm file");
-    // SAFETY: a zeroed `flock` is a valid value of the plain C struct.
-    let mut lock: libc::flock = unsafe { std::mem::zeroed() };
-    lock.l_type = libc::F_WRLCK as _;
-    lock.l_whence = libc::SEEK_SET as _;
-    lock.l_start = 128;
-    lock.l_len = 1;
-    // SAFETY: `fd` is open and `lock` lives across the call.
-    let rc = unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut lock) };
-    assert_eq!(rc, 0, "query the lock");
+    // the VFS never closes one while the file has a name.
     assert_eq!(
-        i32::from(lock.l_type),
+        in_the_way(&path, 128, libc::F_WRLCK),
         libc::F_RDLCK,
         "the dead-man switch is still held"
     );
