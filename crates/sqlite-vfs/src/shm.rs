@@ -32,14 +32,18 @@
 //!   lock: under a steady load it is free only at those lowerings; SQLite retries a
 //!   write for the connection's busy timeout.
 //! - Another process's reader reads as with SQLite's own VFS, but for one case, where
-//!   it waits. SQLite's reader shares the lock of a read mark at the WAL's end, and
-//!   moves a mark (which takes its lock exclusively) when none is there. The mark this
-//!   process moves stays exclusive while a connection here reads at it: at the WAL's end
-//!   from the moment it moved until that transaction commits (which leaves it behind)
-//!   or ends without a commit (which lowers it to shared, [`lower_read_mark_at_wal_end`]).
-//!   A reader of another process that comes in that while waits (SQLite retries it,
-//!   for about ten seconds before it gives up): for the transaction here, and at most
-//!   about twice the hold, after which the mark is lowered to shared like any lock kept.
+//!   it waits. SQLite's reader shares the lock of a read mark at the WAL's end; when
+//!   none is there, it moves a free mark (which takes its lock exclusively), and when no
+//!   mark is free, it shares the newest. The mark this process moves stays exclusive
+//!   while a connection here reads at it, if another mark was free when last asked
+//!   ([`another_mark_free`], at most [`mark_hold`] ago): it is at the WAL's end from the
+//!   moment it moved until that transaction commits (which leaves it behind) or ends
+//!   without a commit (which lowers it to shared, [`lower_read_mark_at_wal_end`]). A
+//!   reader of another process that comes in that while, or finds every other mark
+//!   taken since the question, waits (SQLite retries it, for about ten seconds before it
+//!   gives up): for the transaction here, and at most about twice [`mark_hold`] (the
+//!   hold, at most [`MARK_HOLD_MAX`]), after which the mark is lowered to shared like any
+//!   lock kept and the question is asked again.
 //! - No descriptor of a `-shm` file is closed while the file has a name ([`PARKED`]):
 //!   closing one would drop the POSIX locks the process holds on it through SQLite's
 //!   own descriptor, its dead-man switch among them.
@@ -254,6 +258,9 @@ struct State {
     /// The one read mark's lock (of marks 1 to 4) the file may keep exclusively with no
     /// holder: the one a connection let go of last.
     kept_read: Option<usize>,
+    /// Whether connections here may read at that mark while the file keeps it exclusive,
+    /// and when that was found ([`Holds::take_shared`], [`another_mark_free`]).
+    exclusive_reads: Option<(Instant, bool)>,
 }
 
 impl Table {
@@ -267,17 +274,27 @@ const WRITE: usize = 0;
 /// The index of read mark 0's lock: marks 1 to 4 follow it.
 const READ0: usize = 3;
 
+/// The longest the file keeps the read mark exclusive, whatever the hold ([`hold`] if
+/// shorter): another process's reader may wait for it (module doc), and SQLite gives up
+/// a read it cannot lock after about ten seconds.
+pub const MARK_HOLD_MAX: Duration = Duration::from_secs(1);
+
+/// How long the file keeps the read mark exclusive: the hold, at most [`MARK_HOLD_MAX`].
+fn mark_hold() -> Duration {
+    hold().min(MARK_HOLD_MAX)
+}
+
 /// Whether the file may keep lock `i` as `held` with no holder in this process, for a
 /// while: what a run of transactions takes again at once, and no more, so that another
-/// process is never shut out of reading.
+/// process is never shut out of reading (it may wait, module doc).
 ///
 /// - The write lock: each write transaction takes it (another process's writer waits).
 /// - A read mark's lock, shared: another process's reader may share it.
 /// - One read mark's lock (of marks 1 to 4), exclusive: each transaction after a commit
 ///   moves a mark, and SQLite tries the marks in order, so one connection's run takes
 ///   the same one again. A connection here may read at it while it is kept so
-///   ([`Holds::take_shared`]); once its transaction commits, the mark is behind the
-///   WAL's end, and another process's reader moves one of the three others.
+///   ([`Holds::take_shared`]) while another mark is free; once its transaction commits,
+///   the mark is behind the WAL's end, and another process's reader moves a free one.
 ///
 /// Never the checkpointer's or recovery's lock, nor read mark 0's exclusively (a
 /// checkpoint's), nor more than one mark's exclusively (recovery takes them all).
@@ -347,9 +364,15 @@ fn lower_due(table: &Table, state: &mut State, now: Instant, all: bool) -> bool 
         if slot.file <= needed {
             continue;
         }
+        let kept_mark = slot.file == Held::Exclusive && state.kept_read == Some(i);
+        let held_for = if kept_mark {
+            hold.min(MARK_HOLD_MAX)
+        } else {
+            hold
+        };
         let due = all
             || !may_keep(i, slot.file, state.kept_read)
-            || now.saturating_duration_since(slot.since) >= hold;
+            || now.saturating_duration_since(slot.since) >= held_for;
         if due {
             let to = match needed {
                 Held::Nothing => libc::F_UNLCK,
@@ -360,6 +383,10 @@ fn lower_due(table: &Table, state: &mut State, now: Instant, all: bool) -> bool 
                 state.slots[i].since = now;
                 if state.kept_read == Some(i) {
                     state.kept_read = None;
+                }
+                if kept_mark {
+                    // The next mark kept exclusive asks afresh whether reads may keep it so.
+                    state.exclusive_reads = None;
                 }
                 continue;
             }
@@ -474,6 +501,32 @@ impl Locks {
     }
 }
 
+/// Whether some read mark (1 to 4) other than `lock`'s is free of every lock: none of
+/// this process's table, and none another process (or this one, through SQLite's own
+/// VFS) holds on the file, as the kernel answers. A reader of another process that finds
+/// the mark at the WAL's end behind moves such a mark; finding none, SQLite's reader
+/// falls back to sharing the newest mark, which may be the one this process keeps.
+fn another_mark_free(table: &Table, slots: &[Slot; NLOCK], lock: usize) -> bool {
+    (READ0 + 1..NLOCK).filter(|&i| i != lock).any(|i| {
+        slots[i].holders == 0 && slots[i].file == Held::Nothing && {
+            FILE_LOCK_CALLS.fetch_add(1, Ordering::Relaxed);
+            let mut query = flock(libc::F_WRLCK as c_int, i, 1);
+            // SAFETY: `fd` is an open descriptor this table owns; `query` lives across
+            // the call. The table's own locks (on this open file description) do not
+            // answer: `slots` says those.
+            let asked = unsafe { libc::fcntl(table.fd, GETLK, &mut query) } != -1;
+            asked && c_int::from(query.l_type) == libc::F_UNLCK as c_int
+        }
+    })
+}
+
+/// Asks what would stop an open file description lock.
+#[cfg(target_os = "linux")]
+const GETLK: c_int = libc::F_OFD_GETLK;
+/// Elsewhere no table is made ([`table_of`]), so nothing calls it.
+#[cfg(not(target_os = "linux"))]
+const GETLK: c_int = libc::F_GETLK;
+
 /// After a connection let go of its shared lock on `lock`: if the file holds that read
 /// mark exclusive and the mark is at the WAL's end (the transaction committed nothing,
 /// or the connection does not know the index), lowers it to shared, so that another
@@ -552,25 +605,37 @@ impl Holds {
         if self.shared & mask != 0 {
             return ffi::SQLITE_OK;
         }
-        let kept_read = state.kept_read;
-        let slot = &mut state.slots[first];
-        if slot.holders < 0 {
+        if state.slots[first].holders < 0 {
             return ffi::SQLITE_BUSY;
         }
         // The read mark this process moved, kept exclusive ([`may_keep`]), stays so while
-        // the connection reads at it: no file call. A transaction that commits leaves it
-        // behind the WAL's end, where another process's reader moves a mark of its own;
-        // one that does not lowers it to shared as it ends
-        // ([`lower_read_mark_at_wal_end`]); one that runs longer than the hold has it
-        // lowered ([`lower_due`]). Until then, another process's reader whose snapshot
-        // ends where this one's does waits (SQLite retries it).
-        if slot.file == Held::Exclusive && kept_read == Some(first) {
-            slot.holders += 1;
-            self.shared |= mask;
-            return ffi::SQLITE_OK;
+        // the connection reads at it (no file call), if another mark was free when last
+        // asked (within [`mark_hold`]): a transaction that commits leaves it behind the
+        // WAL's end, where another process's reader moves that free mark. One that does
+        // not commit lowers it to shared as it ends ([`lower_read_mark_at_wal_end`]);
+        // after [`mark_hold`] it is lowered whatever runs ([`lower_due`]), and whether
+        // reads may keep it exclusive is asked again. Until then, another process's reader
+        // whose snapshot ends where this one's does waits (SQLite retries it).
+        if state.slots[first].file == Held::Exclusive && state.kept_read == Some(first) {
+            let fresh =
+                |(at, _): &(Instant, bool)| now.saturating_duration_since(*at) < mark_hold();
+            let may = match state.exclusive_reads.filter(fresh) {
+                Some((_, may)) => may,
+                None => {
+                    let may = another_mark_free(table, &state.slots, first);
+                    state.exclusive_reads = Some((now, may));
+                    may
+                }
+            };
+            if may {
+                state.slots[first].holders += 1;
+                self.shared |= mask;
+                return ffi::SQLITE_OK;
+            }
         }
         // Otherwise the file takes the lock shared (or lowers it to shared). A lowering
         // that fails leaves the file holding more than needed, never less.
+        let slot = &mut state.slots[first];
         if slot.file != Held::Shared {
             if set_file_lock(table.fd, libc::F_RDLCK as c_int, first, 1) {
                 slot.file = Held::Shared;
@@ -708,6 +773,7 @@ fn table_of(shm: &CStr) -> Option<Arc<Table>> {
                 since: now,
             }; NLOCK],
             kept_read: None,
+            exclusive_reads: None,
         }),
     });
     tables.push(Arc::downgrade(&table));
@@ -722,7 +788,7 @@ mod keeper {
     use std::sync::{Condvar, Mutex, PoisonError};
     use std::time::Duration;
 
-    use super::{hold, lower_every_table};
+    use super::{lower_every_table, mark_hold};
 
     /// The shortest the thread waits between looks, whatever the hold.
     const MIN_WAIT: Duration = Duration::from_millis(1);
@@ -772,7 +838,7 @@ mod keeper {
             ASLEEP.store(true, Ordering::SeqCst);
             wait = if lower_every_table(false) {
                 ASLEEP.store(false, Ordering::SeqCst);
-                WAKE.wait_timeout(wait, hold().max(MIN_WAIT))
+                WAKE.wait_timeout(wait, mark_hold().max(MIN_WAIT))
                     .unwrap_or_else(PoisonError::into_inner)
                     .0
             } else {

@@ -269,23 +269,75 @@ fn another_process_reads_at_the_mark_this_one_reads_at_within_about_the_hold() {
         eprintln!("skipped: the locks are kept on Linux only");
         return;
     }
+    // The default hold, then one far longer than SQLite's retries: the mark is kept
+    // exclusive for the hold, at most `MARK_HOLD_MAX`.
+    for hold in [shm::HOLD, LONG] {
+        let case = Case::new(hold);
+        let path = case.path("h.db");
+        let ours = open(&path);
+        insert(&ours, 2, 64);
+        // This connection moves the mark to the WAL's end and stays in its transaction:
+        // the other's snapshot ends there too, so SQLite's reader would share the mark
+        // rather than move another. The module's thread lowers it to shared, and the
+        // other's reader, retrying, gets in.
+        ours.execute_batch("BEGIN").expect("begin read");
+        assert_eq!(count(&ours), 2);
+        let other = plain(&path, Duration::ZERO);
+        let started = std::time::Instant::now();
+        assert_eq!(count(&other), 2, "the other reads at the same mark");
+        // SQLite retries a read it cannot lock for about ten seconds before it gives up.
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(mark_shareable(&path, 1), "the mark is shared now");
+        ours.execute_batch("COMMIT").expect("end read");
+    }
+}
+
+#[test]
+fn another_process_reads_while_this_one_commits_with_every_other_mark_taken() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("skipped: the locks are kept on Linux only");
+        return;
+    }
     let case = Case::new(shm::HOLD);
-    let path = case.path("h.db");
+    let path = case.path("s.db");
     let ours = open(&path);
-    insert(&ours, 2, 64);
-    // This connection moves the mark to the WAL's end and stays in its transaction: the
-    // other's snapshot ends there too, so SQLite's reader would share the mark rather
-    // than move another. The mark stays exclusive for the hold, no longer: the module's
-    // thread lowers it, and the other's reader, retrying, gets in.
-    ours.execute_batch("BEGIN").expect("begin read");
-    assert_eq!(count(&ours), 2);
-    let other = plain(&path, Duration::ZERO);
+    insert(&ours, 1, 64);
+    // Three readers of another process, each in a transaction begun after a commit
+    // here: each moves a mark of its own (2, 3, 4) and holds it shared.
+    let readers: Vec<Connection> = (0..3)
+        .map(|_| {
+            insert(&ours, 1, 64);
+            let r = plain(&path, Duration::ZERO);
+            r.execute_batch("BEGIN").expect("begin read");
+            count(&r);
+            r
+        })
+        .collect();
+    // This process commits without a pause meanwhile. A fourth reader can move no mark:
+    // SQLite's reader then shares the newest, the one this process moves, which is kept
+    // exclusive only while another mark is free.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                insert(&ours, 1, 64);
+            }
+            ours
+        })
+    };
+    let fourth = plain(&path, Duration::ZERO);
     let started = std::time::Instant::now();
-    assert_eq!(count(&other), 2, "the other reads at the same mark");
-    // SQLite retries a read it cannot lock for about ten seconds before it gives up.
+    let seen = count(&fourth);
     assert!(started.elapsed() < Duration::from_secs(5));
-    assert!(mark_shareable(&path, 1), "the mark is shared now");
-    ours.execute_batch("COMMIT").expect("end read");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let ours = writer.join().expect("the writing thread");
+    assert!(seen >= 4, "{seen} rows seen");
+    for r in &readers {
+        r.execute_batch("COMMIT").expect("end read");
+    }
+    assert_eq!(count(&fourth), count(&ours));
+    assert_eq!(integrity(&fourth), "ok");
 }
 
 #[test]

@@ -1,10 +1,10 @@
 //! The WAL index's locks kept from one transaction to the next (docs/internals.md,
 //! "The WAL index's locks"): the store's sends, receives and completions take the
 //! `-shm` file's locks only around checkpoints, where SQLite's own VFS takes them about
-//! six times a transaction; and a connection through SQLite's own VFS (its locks kept apart from the
-//! store's by the kernel, as another process's would be, e.g. `mqlite backup`) reads
-//! the queue while the store keeps them. Kept in its own test binary: the hold is
-//! process-wide.
+//! six times a transaction; and a connection through SQLite's own VFS (its locks kept
+//! apart from the store's by the kernel, as another process's would be, e.g. `mqlite
+//! backup`) reads the queue while the store keeps them. Kept in its own test binary: the
+//! hold is process-wide.
 
 use std::time::Duration;
 
