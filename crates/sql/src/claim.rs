@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mqlite_contract::{
-    ClaimSpec, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
+    ClaimSpec, Error, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
     limits::MAX_RECEIVE_BATCH,
 };
 use mqlite_kit::codec::{decode_messages, encode_messages};
@@ -186,13 +186,20 @@ fn tokens_json(tokens: &[LockToken]) -> String {
 }
 
 /// Claims up to `spec.max_messages` messages of `queue` within the surrounding
-/// transaction.
+/// transaction. More than [`MAX_RECEIVE_BATCH`] is refused as the engine refuses it (the
+/// engine checks first; a caller of the store alone would otherwise meet the statement's
+/// parameter limit, named in SQL).
 pub async fn claim<X: SqlExec>(
     x: &mut X,
     now: i64,
     queue: &str,
     spec: &ClaimSpec,
 ) -> Result<Vec<Message>> {
+    if spec.max_messages > MAX_RECEIVE_BATCH {
+        return Err(Error::invalid(format!(
+            "max_messages must be 1..={MAX_RECEIVE_BATCH}"
+        )));
+    }
     let cfg = load_queue(x, queue).await?;
     let mode_code = decide::mode_code(spec.mode);
     if let Some(attempt) = &spec.attempt_id {

@@ -1,5 +1,6 @@
 //! Two guarantees of the store contract (docs/backends.md) that no TCK case pins: G1's
-//! "never reused, even after deletion and restart" and G7's space given back.
+//! "never reused, even after deletion and restart" and G7's space given back; and a
+//! claim past the receive bound, called on the store alone, refused naming the bound.
 
 use mqlite_contract::{
     ManualClock, OrderingMode, OutMessage, QueueConfig, ReceiveOptions, from_millis,
@@ -85,4 +86,34 @@ async fn deleted_messages_give_their_pages_back() {
         "the database kept growing after the space was freed: {pages:?}"
     );
     mq.close().await;
+}
+
+#[tokio::test]
+async fn a_claim_past_the_receive_bound_is_refused_naming_it() {
+    use mqlite_contract::{ClaimSpec, Error, MessageOps, ReceiveMode, SendOptions};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = crate::support::open_with_queue(&dir, |o| o).await;
+    let messages = (0..300u32)
+        .map(|i| OutMessage::new(i.to_le_bytes().to_vec()))
+        .collect();
+    store
+        .enqueue("q".into(), messages, SendOptions::default())
+        .await
+        .expect("send");
+    let spec = |max_messages| ClaimSpec {
+        max_messages,
+        mode: ReceiveMode::PeekLock,
+        attempt_id: None,
+    };
+    let refused = store
+        .claim("q".into(), spec(257))
+        .await
+        .expect_err("past the bound");
+    assert!(
+        matches!(&refused, Error::InvalidArgument(m) if m.contains("1..=256")),
+        "{refused:?}"
+    );
+    // Nothing was claimed: the bound itself still is.
+    let got = store.claim("q".into(), spec(256)).await.expect("claim");
+    assert_eq!(got.len(), 256);
 }
