@@ -10,9 +10,9 @@
 //! lock on the file itself (an open file description lock, `F_OFD_SETLK`, on a
 //! descriptor of its own) for a while after the last connection of the process let go
 //! of it. A connection that takes it again in that while pays no system call. A run of
-//! commits then makes none: the write lock and the read mark the connections move are
-//! kept exclusive from one commit to the next (a commit leaves the mark behind the
-//! WAL's end, where no reader of another process needs it).
+//! commits then makes a few a hold, none a commit: the write lock and the read mark the
+//! connections move are kept exclusive from one commit to the next (a commit leaves the
+//! mark behind the WAL's end, where no reader of another process needs it).
 //!
 //! Why it is safe:
 //!
@@ -43,7 +43,10 @@
 //!   taken since the question, waits (SQLite retries it, for about ten seconds before it
 //!   gives up): for the transaction here, and at most about twice [`mark_hold`] (the
 //!   hold, at most [`MARK_HOLD_MAX`]), after which the mark is lowered to shared like any
-//!   lock kept and the question is asked again.
+//!   lock kept and the question is asked again. A reader that may not move a mark (its
+//!   `-shm` file opened read-only) only ever shares the newest: one hold in
+//!   [`SHARED_TURN`], reads here lower the mark to shared whatever the answer, which
+//!   gives it a turn of a hold's length at least every [`SHARED_TURN`] holds.
 //! - No descriptor of a `-shm` file is closed while the file has a name ([`PARKED`]):
 //!   closing one would drop the POSIX locks the process holds on it through SQLite's
 //!   own descriptor, its dead-man switch among them.
@@ -124,8 +127,9 @@ const BASE: i64 = 120;
 /// Calls to lock or unlock bytes of a `-shm` file made by this module, process-wide.
 static FILE_LOCK_CALLS: AtomicU64 = AtomicU64::new(0);
 
-/// How many times this module has locked or unlocked bytes of a `-shm` file in this
-/// process: what SQLite's own VFS pays about six times a commit.
+/// How many times this module has locked, unlocked or asked about bytes of a `-shm`
+/// file in this process (each one `fcntl` call): what SQLite's own VFS pays about six
+/// times a commit.
 pub fn file_lock_calls() -> u64 {
     FILE_LOCK_CALLS.load(Ordering::Relaxed)
 }
@@ -258,9 +262,12 @@ struct State {
     /// The one read mark's lock (of marks 1 to 4) the file may keep exclusively with no
     /// holder: the one a connection let go of last.
     kept_read: Option<usize>,
-    /// Whether connections here may read at that mark while the file keeps it exclusive,
-    /// and when that was found ([`Holds::take_shared`], [`another_mark_free`]).
-    exclusive_reads: Option<(Instant, bool)>,
+    /// Whether connections here may read at that mark while the file keeps it exclusive:
+    /// the mark's lock, when that was found, and the answer ([`Holds::take_shared`],
+    /// [`another_mark_free`], [`SHARED_TURN`]).
+    exclusive_reads: Option<(usize, Instant, bool)>,
+    /// How many times the hold has run out on the mark kept exclusive ([`SHARED_TURN`]).
+    mark_holds: u32,
 }
 
 impl Table {
@@ -278,6 +285,12 @@ const READ0: usize = 3;
 /// shorter): another process's reader may wait for it (module doc), and SQLite gives up
 /// a read it cannot lock after about ten seconds.
 pub const MARK_HOLD_MAX: Duration = Duration::from_secs(1);
+
+/// One hold of the mark kept exclusive in this many, the next reads lower it to shared
+/// whatever [`another_mark_free`] would say: a reader that may not move a mark (its
+/// `-shm` file opened read-only: no write permission, or `readonly_shm=1`) only ever
+/// shares the newest, the one this process moves, so it needs a turn at it shared.
+pub const SHARED_TURN: u32 = 4;
 
 /// How long the file keeps the read mark exclusive: the hold, at most [`MARK_HOLD_MAX`].
 fn mark_hold() -> Duration {
@@ -385,8 +398,16 @@ fn lower_due(table: &Table, state: &mut State, now: Instant, all: bool) -> bool 
                     state.kept_read = None;
                 }
                 if kept_mark {
-                    // The next mark kept exclusive asks afresh whether reads may keep it so.
+                    // The next mark kept exclusive asks afresh whether reads may keep it
+                    // so, but for one hold in `SHARED_TURN` after it ran out, when reads
+                    // lower it (`all` is `release_kept` or no keeper: no hold ran out).
                     state.exclusive_reads = None;
+                    if !all {
+                        state.mark_holds = state.mark_holds.wrapping_add(1);
+                        if state.mark_holds.is_multiple_of(SHARED_TURN) {
+                            state.exclusive_reads = Some((i, now, false));
+                        }
+                    }
                 }
                 continue;
             }
@@ -552,6 +573,11 @@ fn lower_read_mark_at_wal_end(
         if state.kept_read == Some(lock) {
             state.kept_read = None;
         }
+        // The next time the file keeps a mark exclusive, reads ask afresh whether they
+        // may keep it so (unless it is the shared turn's).
+        if state.exclusive_reads.is_some_and(|(_, _, may)| may) {
+            state.exclusive_reads = None;
+        }
     }
 }
 
@@ -617,13 +643,14 @@ impl Holds {
         // reads may keep it exclusive is asked again. Until then, another process's reader
         // whose snapshot ends where this one's does waits (SQLite retries it).
         if state.slots[first].file == Held::Exclusive && state.kept_read == Some(first) {
-            let fresh =
-                |(at, _): &(Instant, bool)| now.saturating_duration_since(*at) < mark_hold();
+            let fresh = |(lock, at, _): &(usize, Instant, bool)| {
+                *lock == first && now.saturating_duration_since(*at) < mark_hold()
+            };
             let may = match state.exclusive_reads.filter(fresh) {
-                Some((_, may)) => may,
+                Some((_, _, may)) => may,
                 None => {
                     let may = another_mark_free(table, &state.slots, first);
-                    state.exclusive_reads = Some((now, may));
+                    state.exclusive_reads = Some((first, now, may));
                     may
                 }
             };
@@ -774,6 +801,7 @@ fn table_of(shm: &CStr) -> Option<Arc<Table>> {
             }; NLOCK],
             kept_read: None,
             exclusive_reads: None,
+            mark_holds: 0,
         }),
     });
     tables.push(Arc::downgrade(&table));
