@@ -64,6 +64,56 @@ fn busy<T: std::fmt::Debug>(result: rusqlite::Result<T>) -> bool {
     }
 }
 
+/// Whether the case cannot run here (it says so): the locks are kept on Linux only.
+fn not_linux() -> bool {
+    let skip = !cfg!(target_os = "linux");
+    if skip {
+        eprintln!("skipped: the locks are kept on Linux only");
+    }
+    skip
+}
+
+/// Three readers of another process, each in a transaction begun after a commit by
+/// `ours`: each moves a mark of its own and holds it shared (2, 3 and 4, while `ours`
+/// keeps mark 1).
+fn three_readers(ours: &Connection, path: &std::path::Path) -> Vec<Connection> {
+    (0..3)
+        .map(|_| {
+            insert(ours, 1, 64);
+            let r = plain(path, Duration::ZERO);
+            r.execute_batch("BEGIN").expect("begin read");
+            count(&r);
+            r
+        })
+        .collect()
+}
+
+/// A thread that commits through `ours` without a pause until stopped.
+struct Committing {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Connection>,
+}
+
+impl Committing {
+    fn start(ours: Connection) -> Committing {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                insert(&ours, 1, 64);
+            }
+            ours
+        });
+        Committing { stop, thread }
+    }
+
+    /// Stops the thread; its connection back.
+    fn stop(self) -> Connection {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().expect("the committing thread")
+    }
+}
+
 /// A connection through SQLite's own VFS, which waits `wait` for a lock.
 fn plain(path: &std::path::Path, wait: Duration) -> Connection {
     let conn = Connection::open(path).expect("open plainly");
@@ -80,8 +130,7 @@ fn truncating_checkpoint(conn: &Connection) -> i64 {
 
 #[test]
 fn a_run_of_commits_takes_the_files_locks_once_where_sqlite_takes_them_six_times_a_commit() {
-    if !cfg!(target_os = "linux") {
-        eprintln!("skipped: the locks are kept on Linux only");
+    if not_linux() {
         return;
     }
     let case = Case::new(LONG);
@@ -270,8 +319,7 @@ fn another_process_reads_at_once_after_a_commit_or_a_read_here() {
 
 #[test]
 fn another_process_reads_at_the_mark_this_one_reads_at_within_about_the_hold() {
-    if !cfg!(target_os = "linux") {
-        eprintln!("skipped: the locks are kept on Linux only");
+    if not_linux() {
         return;
     }
     // The default hold, then one far longer than SQLite's retries: the mark is kept
@@ -299,44 +347,23 @@ fn another_process_reads_at_the_mark_this_one_reads_at_within_about_the_hold() {
 
 #[test]
 fn another_process_reads_while_this_one_commits_with_every_other_mark_taken() {
-    if !cfg!(target_os = "linux") {
-        eprintln!("skipped: the locks are kept on Linux only");
+    if not_linux() {
         return;
     }
     let case = Case::new(shm::HOLD);
     let path = case.path("s.db");
     let ours = open(&path);
     insert(&ours, 1, 64);
-    // Three readers of another process, each in a transaction begun after a commit
-    // here: each moves a mark of its own (2, 3, 4) and holds it shared.
-    let readers: Vec<Connection> = (0..3)
-        .map(|_| {
-            insert(&ours, 1, 64);
-            let r = plain(&path, Duration::ZERO);
-            r.execute_batch("BEGIN").expect("begin read");
-            count(&r);
-            r
-        })
-        .collect();
+    let readers = three_readers(&ours, &path);
     // This process commits without a pause meanwhile. A fourth reader can move no mark:
     // SQLite's reader then shares the newest, the one this process moves, which is kept
     // exclusive only while another mark is free.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writer = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                insert(&ours, 1, 64);
-            }
-            ours
-        })
-    };
+    let writer = Committing::start(ours);
     let fourth = plain(&path, Duration::ZERO);
     let started = std::time::Instant::now();
     let seen = count(&fourth);
     assert!(started.elapsed() < Duration::from_secs(5));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let ours = writer.join().expect("the writing thread");
+    let ours = writer.stop();
     assert!(seen >= 4, "{seen} rows seen");
     for r in &readers {
         r.execute_batch("COMMIT").expect("end read");
@@ -372,8 +399,7 @@ fn child_reader_with_a_read_only_shm() {
 
 #[test]
 fn a_reader_that_may_not_move_a_mark_reads_while_this_one_commits() {
-    if !cfg!(target_os = "linux") {
-        eprintln!("skipped: the locks are kept on Linux only");
+    if not_linux() {
         return;
     }
     let case = Case::new(shm::HOLD);
@@ -384,16 +410,7 @@ fn a_reader_that_may_not_move_a_mark_reads_while_this_one_commits() {
     // never moves a mark: it shares the newest, the one this process moves and keeps
     // exclusive while other marks are free. One hold in `SHARED_TURN`, reads here lower
     // it to shared, and the reader gets in.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writer = {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                insert(&ours, 1, 64);
-            }
-            ours
-        })
-    };
+    let writer = Committing::start(ours);
     let child = std::process::Command::new(std::env::current_exe().expect("this binary"))
         .args([
             "--exact",
@@ -403,8 +420,7 @@ fn a_reader_that_may_not_move_a_mark_reads_while_this_one_commits() {
         .env(CHILD_READS, &path)
         .output()
         .expect("run the child reader");
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let ours = writer.join().expect("the writing thread");
+    let ours = writer.stop();
     let out = String::from_utf8_lossy(&child.stdout);
     // SQLite gives a read it cannot lock up after about ten seconds ("locking protocol").
     assert!(
@@ -417,8 +433,7 @@ fn a_reader_that_may_not_move_a_mark_reads_while_this_one_commits() {
 
 #[test]
 fn one_hold_in_the_shared_turn_reads_here_lower_the_mark() {
-    if !cfg!(target_os = "linux") {
-        eprintln!("skipped: the locks are kept on Linux only");
+    if not_linux() {
         return;
     }
     let hold = Duration::from_millis(1);
@@ -447,8 +462,7 @@ fn one_hold_in_the_shared_turn_reads_here_lower_the_mark() {
 
 #[test]
 fn the_mark_is_read_at_exclusive_only_while_another_mark_is_free() {
-    if !cfg!(target_os = "linux") {
-        eprintln!("skipped: the locks are kept on Linux only");
+    if not_linux() {
         return;
     }
     let case = Case::new(LONG);
@@ -464,17 +478,7 @@ fn the_mark_is_read_at_exclusive_only_while_another_mark_is_free() {
         "read at exclusive while others are free"
     );
     ours.execute_batch("COMMIT").expect("end read");
-    // Three readers of another process take marks 2, 3 and 4 (mark 1 is this process's,
-    // kept exclusive) and hold them, each in its transaction.
-    let readers: Vec<Connection> = (0..3)
-        .map(|_| {
-            insert(&ours, 1, 64);
-            let r = plain(&path, Duration::ZERO);
-            r.execute_batch("BEGIN").expect("begin read");
-            count(&r);
-            r
-        })
-        .collect();
+    let readers = three_readers(&ours, &path);
     assert!(
         (2..=4).all(|m| in_the_way(&path, 123 + m, libc::F_WRLCK) == libc::F_RDLCK),
         "the readers hold marks 2 to 4"
@@ -498,8 +502,7 @@ fn the_mark_is_read_at_exclusive_only_while_another_mark_is_free() {
 
 #[test]
 fn a_second_connection_leaves_sqlites_dead_man_switch_held() {
-    if !cfg!(target_os = "linux") {
-        eprintln!("skipped: the locks are kept on Linux only");
+    if not_linux() {
         return;
     }
     let case = Case::new(shm::HOLD);
