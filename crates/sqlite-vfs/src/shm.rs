@@ -56,7 +56,9 @@
 //! Limits: a child of `fork` shares its parent's descriptors, and so the table's locks,
 //! until it execs (the descriptors close on exec); it must not use its parent's
 //! connections (as SQLite requires) and makes a table of its own for connections it
-//! opens, but its keeper thread does not run. The table is found by the `-shm` file's
+//! opens, which keeps nothing past its last holder (the keeper thread does not run in
+//! the child: its connections pay SQLite's own calls), and lowers only its own tables'
+//! locks (`release_kept`), never the parent's. The table is found by the `-shm` file's
 //! identity, named after each connection's path, where SQLite names the file after the
 //! first connection's: two hard links to one database, opened in one process, would
 //! lock two files. `SQLITE_FCNTL_EXTERNAL_READER` (which SQLite's core does not use)
@@ -104,11 +106,19 @@ pub fn release_kept() {
 }
 
 /// [`lower_due`] on every table of this process; whether some file still keeps a lock.
+/// A child of `fork` inherits its parent's list, and the descriptors whose locks those
+/// tables hold (an open file description's locks are shared across `fork`): it lowers
+/// only the tables it made.
 fn lower_every_table(all: bool) -> bool {
+    let pid = std::process::id();
     let tables: Vec<Arc<Table>> = {
         let mut tables = TABLES.lock().unwrap_or_else(PoisonError::into_inner);
         tables.retain(|t| t.strong_count() > 0);
-        tables.iter().filter_map(Weak::upgrade).collect()
+        tables
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|t| t.pid == pid)
+            .collect()
     };
     let mut kept = false;
     for table in &tables {
@@ -585,7 +595,7 @@ fn lower_read_mark_at_wal_end(
 /// the keeper thread does not run) and, if the file still keeps a lock, makes sure the
 /// keeper will look.
 fn lower_after(table: &Table, mut state: MutexGuard<'_, State>, now: Instant) {
-    let kept = lower_due(table, &mut state, now, !keeper::running());
+    let kept = lower_due(table, &mut state, now, !keeper::runs_for(table.pid));
     drop(state);
     if kept {
         keeper::wake();
@@ -812,7 +822,7 @@ fn table_of(shm: &CStr) -> Option<Arc<Table>> {
 
 /// The thread that lowers the locks the files keep when no connection calls.
 mod keeper {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
     use std::sync::{Condvar, Mutex, PoisonError};
     use std::time::Duration;
 
@@ -823,21 +833,26 @@ mod keeper {
 
     /// Whether the thread runs (once started, it runs for the rest of the process).
     static RUNNING: AtomicBool = AtomicBool::new(false);
+    /// The process the thread runs in: a child of `fork` inherits `RUNNING`, not the
+    /// thread.
+    static PID: AtomicU32 = AtomicU32::new(0);
     /// Whether the thread waits with no deadline (it found nothing kept).
     static ASLEEP: AtomicBool = AtomicBool::new(false);
     /// What the thread waits on.
     static WAIT: Mutex<()> = Mutex::new(());
     static WAKE: Condvar = Condvar::new();
 
-    /// Whether the thread runs: without it, no lock is kept after its last holder.
-    pub(super) fn running() -> bool {
-        RUNNING.load(Ordering::Acquire)
+    /// Whether the thread runs in process `pid` (a table's): without it, no lock is kept
+    /// after its last holder.
+    pub(super) fn runs_for(pid: u32) -> bool {
+        RUNNING.load(Ordering::Acquire) && PID.load(Ordering::Relaxed) == pid
     }
 
     /// Starts the thread if it has not started.
     pub(super) fn start() {
         static STARTED: std::sync::Once = std::sync::Once::new();
         STARTED.call_once(|| {
+            PID.store(std::process::id(), Ordering::Relaxed);
             let spawned = std::thread::Builder::new()
                 .name("mqlite-shm-locks".into())
                 .spawn(run);
