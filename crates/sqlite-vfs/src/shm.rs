@@ -352,20 +352,20 @@ fn flock(kind: c_int, first: usize, n: usize) -> libc::flock {
     lock
 }
 
+/// What would stop an open file description lock of `kind` on `n` locks from `first`
+/// (`F_UNLCK`: nothing), as the kernel answers for the descriptor `fd` (whose own locks
+/// do not answer); `None` if it refused the question.
+fn ask_file_lock(fd: RawFd, kind: c_int, first: usize, n: usize) -> Option<c_int> {
+    let mut query = flock(kind, first, n);
+    // SAFETY: `fd` is an open descriptor this module owns; `query` lives across the call.
+    let asked = unsafe { libc::fcntl(fd, GETLK, &mut query) } != -1;
+    asked.then_some(c_int::from(query.l_type))
+}
+
 /// Whether the kernel knows open file description locks: asks it what would stop a
 /// write lock on the eight locks' bytes (an older kernel refuses the question).
 fn ofd_locks_work(fd: RawFd) -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        let mut lock = flock(libc::F_WRLCK as c_int, 0, NLOCK);
-        // SAFETY: `fd` is open; `lock` lives across the call.
-        unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut lock) != -1 }
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = fd;
-        false
-    }
+    cfg!(target_os = "linux") && ask_file_lock(fd, libc::F_WRLCK as c_int, 0, NLOCK).is_some()
 }
 
 /// Sets an open file description lock, without waiting.
@@ -388,43 +388,47 @@ fn lower_due(table: &Table, state: &mut State, now: Instant, all: bool) -> bool 
             continue;
         }
         let kept_mark = slot.file == Held::Exclusive && state.kept_read == Some(i);
-        let held_for = if kept_mark {
-            hold.min(MARK_HOLD_MAX)
-        } else {
-            hold
-        };
+        let held_for = if kept_mark { mark_hold() } else { hold };
         let due = all
             || !may_keep(i, slot.file, state.kept_read)
             || now.saturating_duration_since(slot.since) >= held_for;
-        if due {
-            let to = match needed {
-                Held::Nothing => libc::F_UNLCK,
-                _ => libc::F_RDLCK,
-            };
-            if set_file_lock(table.fd, to as c_int, i, 1) {
-                state.slots[i].file = needed;
-                state.slots[i].since = now;
-                if state.kept_read == Some(i) {
-                    state.kept_read = None;
-                }
-                if kept_mark {
-                    // The next mark kept exclusive asks afresh whether reads may keep it
-                    // so, but for one hold in `SHARED_TURN` after it ran out, when reads
-                    // lower it (`all` is `release_kept` or no keeper: no hold ran out).
-                    state.exclusive_reads = None;
-                    if !all {
-                        state.mark_holds = state.mark_holds.wrapping_add(1);
-                        if state.mark_holds.is_multiple_of(SHARED_TURN) {
-                            state.exclusive_reads = Some((i, now, false));
-                        }
+        if due && lower_file_lock(table, state, i, needed, now) {
+            if kept_mark {
+                // The next mark kept exclusive asks afresh whether reads may keep it so,
+                // but for one hold in `SHARED_TURN` after it ran out, when reads lower it
+                // (`all` is `release_kept` or no keeper: no hold ran out).
+                state.exclusive_reads = None;
+                if !all {
+                    state.mark_holds = state.mark_holds.wrapping_add(1);
+                    if state.mark_holds.is_multiple_of(SHARED_TURN) {
+                        state.exclusive_reads = Some((i, now, false));
                     }
                 }
-                continue;
             }
+            continue;
         }
         kept = true;
     }
     kept
+}
+
+/// Lowers the file's lock `i` to `to` (shared, or nothing), which must be no less than
+/// the table's connections hold of it; whether the kernel did. The mark the file kept
+/// exclusive is kept so no more.
+fn lower_file_lock(table: &Table, state: &mut State, i: usize, to: Held, now: Instant) -> bool {
+    let kind = match to {
+        Held::Nothing => libc::F_UNLCK,
+        _ => libc::F_RDLCK,
+    };
+    if !set_file_lock(table.fd, kind as c_int, i, 1) {
+        return false;
+    }
+    state.slots[i].file = to;
+    state.slots[i].since = now;
+    if state.kept_read == Some(i) {
+        state.kept_read = None;
+    }
+    true
 }
 
 /// A connection's locks: the table it takes them from, which it holds, and the WAL
@@ -539,14 +543,10 @@ impl Locks {
 /// falls back to sharing the newest mark, which may be the one this process keeps.
 fn another_mark_free(table: &Table, slots: &[Slot; NLOCK], lock: usize) -> bool {
     (READ0 + 1..NLOCK).filter(|&i| i != lock).any(|i| {
+        // The table's own locks do not answer the kernel's question: `slots` says those.
         slots[i].holders == 0 && slots[i].file == Held::Nothing && {
             FILE_LOCK_CALLS.fetch_add(1, Ordering::Relaxed);
-            let mut query = flock(libc::F_WRLCK as c_int, i, 1);
-            // SAFETY: `fd` is an open descriptor this table owns; `query` lives across
-            // the call. The table's own locks (on this open file description) do not
-            // answer: `slots` says those.
-            let asked = unsafe { libc::fcntl(table.fd, GETLK, &mut query) } != -1;
-            asked && c_int::from(query.l_type) == libc::F_UNLCK as c_int
+            ask_file_lock(table.fd, libc::F_WRLCK as c_int, i, 1) == Some(libc::F_UNLCK as c_int)
         }
     })
 }
@@ -570,19 +570,14 @@ fn lower_read_mark_at_wal_end(
     index: Option<Index>,
     now: Instant,
 ) {
-    let slot = &mut state.slots[lock];
+    let slot = state.slots[lock];
     if lock <= READ0 || slot.file != Held::Exclusive || slot.holders < 0 {
         return;
     }
     if index.is_some_and(|index| !index.at_wal_end(lock - READ0)) {
         return;
     }
-    if set_file_lock(table.fd, libc::F_RDLCK as c_int, lock, 1) {
-        slot.file = Held::Shared;
-        slot.since = now;
-        if state.kept_read == Some(lock) {
-            state.kept_read = None;
-        }
+    if lower_file_lock(table, state, lock, Held::Shared, now) {
         // The next time the file keeps a mark exclusive, reads ask afresh whether they
         // may keep it so (unless it is the shared turn's).
         if state.exclusive_reads.is_some_and(|(_, _, may)| may) {

@@ -73,6 +73,15 @@ fn not_linux() -> bool {
     skip
 }
 
+/// The rows of `t`, read by `conn`, well within the ten seconds or so SQLite retries a
+/// read it cannot lock before it gives up ("locking protocol").
+fn count_within_retries(conn: &Connection) -> i64 {
+    let started = std::time::Instant::now();
+    let rows = count(conn);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    rows
+}
+
 /// Three readers of another process, each in a transaction begun after a commit by
 /// `ours`: each moves a mark of its own and holds it shared (2, 3 and 4, while `ours`
 /// keeps mark 1).
@@ -336,10 +345,11 @@ fn another_process_reads_at_the_mark_this_one_reads_at_within_about_the_hold() {
         ours.execute_batch("BEGIN").expect("begin read");
         assert_eq!(count(&ours), 2);
         let other = plain(&path, Duration::ZERO);
-        let started = std::time::Instant::now();
-        assert_eq!(count(&other), 2, "the other reads at the same mark");
-        // SQLite retries a read it cannot lock for about ten seconds before it gives up.
-        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(
+            count_within_retries(&other),
+            2,
+            "the other reads at the same mark"
+        );
         assert!(mark_shareable(&path, 1), "the mark is shared now");
         ours.execute_batch("COMMIT").expect("end read");
     }
@@ -360,9 +370,7 @@ fn another_process_reads_while_this_one_commits_with_every_other_mark_taken() {
     // exclusive only while another mark is free.
     let writer = Committing::start(ours);
     let fourth = plain(&path, Duration::ZERO);
-    let started = std::time::Instant::now();
-    let seen = count(&fourth);
-    assert!(started.elapsed() < Duration::from_secs(5));
+    let seen = count_within_retries(&fourth);
     let ours = writer.stop();
     assert!(seen >= 4, "{seen} rows seen");
     for r in &readers {
