@@ -9,44 +9,44 @@
 //! connection of the process that opens it through this VFS), and the table holds the
 //! lock on the file itself (an open file description lock, `F_OFD_SETLK`, on a
 //! descriptor of its own) for a while after the last connection of the process let go
-//! of it. A connection that takes it again in that while pays no system call. A run of
-//! commits then makes a few a hold, none a commit: the write lock and the read mark the
-//! connections move are kept exclusive from one commit to the next (a commit leaves the
-//! mark behind the WAL's end, where no reader of another process needs it).
+//! of it. A connection that takes it again in that while pays no system call.
+//!
+//! One more call SQLite makes at each transaction after a commit is the read mark's
+//! move: its reader finds no mark at the WAL's end, raises a free mark's lock to
+//! exclusive, sets the mark to the WAL's end, and lowers the lock to shared to read at
+//! it (two calls). Here a connection moves a mark at most once a hold ([`may_move`]); in
+//! between, the table refuses it the mark's exclusive lock (`SQLITE_BUSY`, as if another
+//! connection held the mark), and SQLite's reader then does what it does when every
+//! mark is taken: it shares the newest mark, which the file keeps shared. Its snapshot
+//! is the WAL's end all the same: a mark behind it only keeps a checkpoint from copying
+//! the frames past it to the database, which the next move (at most a hold later) lets
+//! a checkpoint copy. A run of commits then makes a few calls a hold, none a commit.
 //!
 //! Why it is safe:
 //!
 //! - Between connections of this process, the table decides, exactly as SQLite's unix
 //!   VFS decides between them: an exclusive lock is refused (`SQLITE_BUSY`) while any
 //!   other connection holds the lock, a shared one while another holds it exclusively.
+//!   It also refuses a read mark's exclusive lock to a reader within a hold of the last
+//!   move ([`may_move`]): a refusal SQLite's reader takes as it takes another process's
+//!   (it shares the newest mark instead), never to the checkpointer, whose moves of the
+//!   marks let it copy frames.
 //! - Against everything else (another process, or a connection of this process through
 //!   another VFS, whose locks the kernel keeps apart from these), the file always holds
 //!   at least what the table's connections hold: a lock is taken on the file before the
 //!   table grants it, and the file's lock is only ever lowered to what the table still
 //!   holds. So another process never sees a lock free that a connection here holds.
 //! - What the file holds beyond that is only what a run of transactions takes again
-//!   ([`may_keep`]). A lock kept is lowered at the first lock call after it has been
-//!   held [`HOLD`] (under load; [`set_hold`] changes it), and by a thread of this module
-//!   when no call comes (idle, within about twice the hold).
+//!   ([`may_keep`]): the write lock, and read marks shared. A read mark is exclusive on
+//!   the file only while a connection here moves it, as with SQLite's own VFS, so
+//!   another process's reader reads as with SQLite's own VFS: it shares a mark this
+//!   process keeps shared, or moves a free one. A lock kept is lowered at the first lock
+//!   call after it has been held [`HOLD`] (under load; [`set_hold`] changes it), and by
+//!   a thread of this module when no call comes (idle, within about twice the hold).
 //! - Another process's writer (which promise 10.1 does not expect) waits for the write
 //!   lock: under a steady load it is free only at those lowerings; SQLite retries a
-//!   write for the connection's busy timeout.
-//! - Another process's reader reads as with SQLite's own VFS, but for one case, where
-//!   it waits. SQLite's reader shares the lock of a read mark at the WAL's end; when
-//!   none is there, it moves a free mark (which takes its lock exclusively), and when no
-//!   mark is free, it shares the newest. The mark this process moves stays exclusive
-//!   while a connection here reads at it, if another mark was free when last asked
-//!   ([`another_mark_free`], at most [`mark_hold`] ago): it is at the WAL's end from the
-//!   moment it moved until that transaction commits (which leaves it behind) or ends
-//!   without a commit (which lowers it to shared, [`lower_read_mark_at_wal_end`]). A
-//!   reader of another process that comes in that while, or finds every other mark
-//!   taken since the question, waits (SQLite retries it, for about ten seconds before it
-//!   gives up): for the transaction here, and at most about twice [`mark_hold`] (the
-//!   hold, at most [`MARK_HOLD_MAX`]), after which the mark is lowered to shared like any
-//!   lock kept and the question is asked again. A reader that may not move a mark (its
-//!   `-shm` file opened read-only) only ever shares the newest: one hold in
-//!   [`SHARED_TURN`], reads here lower the mark to shared whatever the answer, which
-//!   gives it a turn of a hold's length at least every [`SHARED_TURN`] holds.
+//!   write for the connection's busy timeout. Its checkpoint copies no frame past a mark
+//!   this process keeps shared until the hold runs out, as with a reader of SQLite's.
 //! - No descriptor of a `-shm` file is closed while the file has a name ([`PARKED`]):
 //!   closing one would drop the POSIX locks the process holds on it through SQLite's
 //!   own descriptor, its dead-man switch among them.
@@ -269,15 +269,8 @@ fn unpark(key: (u64, u64)) -> Option<RawFd> {
 /// The table's locks.
 struct State {
     slots: [Slot; NLOCK],
-    /// The one read mark's lock (of marks 1 to 4) the file may keep exclusively with no
-    /// holder: the one a connection let go of last.
-    kept_read: Option<usize>,
-    /// Whether connections here may read at that mark while the file keeps it exclusive:
-    /// the mark's lock, when that was found, and the answer ([`Holds::take_shared`],
-    /// [`another_mark_free`], [`SHARED_TURN`]).
-    exclusive_reads: Option<(usize, Instant, bool)>,
-    /// How many times the hold has run out on the mark kept exclusive ([`SHARED_TURN`]).
-    mark_holds: u32,
+    /// When a reader here last moved a read mark ([`may_move`]).
+    moved: Option<Instant>,
 }
 
 impl Table {
@@ -288,44 +281,34 @@ impl Table {
 
 /// The write lock's index, which the file may keep ([`may_keep`]).
 const WRITE: usize = 0;
+/// The checkpointer's lock's index: its holder moves read marks whenever it can.
+const CKPT: usize = 1;
 /// The index of read mark 0's lock: marks 1 to 4 follow it.
 const READ0: usize = 3;
 
-/// The longest the file keeps the read mark exclusive, whatever the hold ([`hold`] if
-/// shorter): another process's reader may wait for it (module doc), and SQLite gives up
-/// a read it cannot lock after about ten seconds.
-pub const MARK_HOLD_MAX: Duration = Duration::from_secs(1);
-
-/// One hold of the mark kept exclusive in this many, the next reads lower it to shared
-/// whatever [`another_mark_free`] would say: a reader that may not move a mark (its
-/// `-shm` file opened read-only: no write permission, or `readonly_shm=1`) only ever
-/// shares the newest, the one this process moves, so it needs a turn at it shared.
-pub const SHARED_TURN: u32 = 4;
-
-/// How long the file keeps the read mark exclusive: the hold, at most [`MARK_HOLD_MAX`].
-fn mark_hold() -> Duration {
-    hold().min(MARK_HOLD_MAX)
+/// Whether a reader here may move a read mark at `now` (take its lock, and only it,
+/// exclusively), `moved` being a reader's last move here: once a hold. Refused, it
+/// shares the newest mark, behind the WAL's end by at most a hold's commits (module
+/// doc). It is refused only while some mark is there to share ([`Index`]); the
+/// checkpointer (which holds its own lock as it moves marks, to copy the frames past
+/// them) and recovery (which holds it too) never are.
+fn may_move(moved: Option<Instant>, now: Instant) -> bool {
+    moved.is_none_or(|at| now.saturating_duration_since(at) >= hold())
 }
 
 /// Whether the file may keep lock `i` as `held` with no holder in this process, for a
 /// while: what a run of transactions takes again at once, and no more, so that another
-/// process is never shut out of reading (it may wait, module doc).
+/// process is never shut out of reading.
 ///
 /// - The write lock: each write transaction takes it (another process's writer waits).
-/// - A read mark's lock, shared: another process's reader may share it.
-/// - One read mark's lock (of marks 1 to 4), exclusive: each transaction after a commit
-///   moves a mark, and SQLite tries the marks in order, so one connection's run takes
-///   the same one again. A connection here may read at it while it is kept so
-///   ([`Holds::take_shared`]) while another mark is free; once its transaction commits,
-///   the mark is behind the WAL's end, and another process's reader moves a free one.
+/// - A read mark's lock, shared: each transaction reads at a mark, mostly the same one
+///   ([`may_move`]), and another process's reader may share it.
 ///
-/// Never the checkpointer's or recovery's lock, nor read mark 0's exclusively (a
-/// checkpoint's), nor more than one mark's exclusively (recovery takes them all).
-fn may_keep(i: usize, held: Held, kept_read: Option<usize>) -> bool {
+/// Never the checkpointer's or recovery's lock, nor a read mark's exclusively.
+fn may_keep(i: usize, held: Held) -> bool {
     match (i, held) {
         (WRITE, _) => true,
         (i, Held::Shared) => i >= READ0,
-        (i, Held::Exclusive) => i > READ0 && kept_read == Some(i),
         _ => false,
     }
 }
@@ -387,24 +370,9 @@ fn lower_due(table: &Table, state: &mut State, now: Instant, all: bool) -> bool 
         if slot.file <= needed {
             continue;
         }
-        let kept_mark = slot.file == Held::Exclusive && state.kept_read == Some(i);
-        let held_for = if kept_mark { mark_hold() } else { hold };
-        let due = all
-            || !may_keep(i, slot.file, state.kept_read)
-            || now.saturating_duration_since(slot.since) >= held_for;
+        let due =
+            all || !may_keep(i, slot.file) || now.saturating_duration_since(slot.since) >= hold;
         if due && lower_file_lock(table, state, i, needed, now) {
-            if kept_mark {
-                // The next mark kept exclusive asks afresh whether reads may keep it so,
-                // but for one hold in `SHARED_TURN` after it ran out, when reads lower it
-                // (`all` is `release_kept` or no keeper: no hold ran out).
-                state.exclusive_reads = None;
-                if !all {
-                    state.mark_holds = state.mark_holds.wrapping_add(1);
-                    if state.mark_holds.is_multiple_of(SHARED_TURN) {
-                        state.exclusive_reads = Some((i, now, false));
-                    }
-                }
-            }
             continue;
         }
         kept = true;
@@ -413,8 +381,7 @@ fn lower_due(table: &Table, state: &mut State, now: Instant, all: bool) -> bool 
 }
 
 /// Lowers the file's lock `i` to `to` (shared, or nothing), which must be no less than
-/// the table's connections hold of it; whether the kernel did. The mark the file kept
-/// exclusive is kept so no more.
+/// the table's connections hold of it; whether the kernel did.
 fn lower_file_lock(table: &Table, state: &mut State, i: usize, to: Held, now: Instant) -> bool {
     let kind = match to {
         Held::Nothing => libc::F_UNLCK,
@@ -425,9 +392,6 @@ fn lower_file_lock(table: &Table, state: &mut State, i: usize, to: Held, now: In
     }
     state.slots[i].file = to;
     state.slots[i].since = now;
-    if state.kept_read == Some(i) {
-        state.kept_read = None;
-    }
     true
 }
 
@@ -470,10 +434,12 @@ impl Index {
         }
     }
 
-    /// Whether read mark `mark` (0 to 4) is at the WAL's end: a reader (of any process)
-    /// whose snapshot ends there reads at it, sharing its lock, rather than moving a mark.
-    fn at_wal_end(self, mark: usize) -> bool {
-        self.word(Self::READ_MARKS + 4 * mark) == self.word(Self::WAL_END)
+    /// Whether some read mark (1 to 4) is at or behind the WAL's end: a reader refused
+    /// every move shares the newest such mark, and finding none, it would retry (and give
+    /// up after about ten seconds). An unused mark holds `0xffffffff`, past any end.
+    fn a_mark_to_share(self) -> bool {
+        let end = self.word(Self::WAL_END);
+        (1..=4).any(|m| self.word(Self::READ_MARKS + 4 * m) <= end)
     }
 }
 
@@ -520,35 +486,44 @@ impl Locks {
         let mut state = table.state();
         let now = Instant::now();
         let rc = if flags & ffi::SQLITE_SHM_UNLOCK != 0 {
-            self.held.release(&mut state, first, n, mask, flags);
-            if flags & ffi::SQLITE_SHM_SHARED != 0 {
-                lower_read_mark_at_wal_end(table, &mut state, first, self.index, now);
+            self.held.release(&mut state.slots, first, n, mask, flags);
+            let slot = state.slots[first];
+            if flags & ffi::SQLITE_SHM_EXCLUSIVE != 0
+                && n == 1
+                && first > READ0
+                && slot.holders == 0
+                && slot.file == Held::Exclusive
+            {
+                // A mark just moved: the reader that moved it shares it next, and the
+                // file keeps it shared ([`may_keep`]). One call rather than two.
+                lower_file_lock(table, &mut state, first, Held::Shared, now);
             }
             ffi::SQLITE_OK
         } else if flags & ffi::SQLITE_SHM_SHARED != 0 {
-            self.held.take_shared(table, &mut state, first, mask, now)
-        } else {
             self.held
-                .take_exclusive(table, &mut state.slots, first, n, mask, now)
+                .take_shared(table, &mut state.slots, first, mask, now)
+        } else {
+            // A reader's move of a read mark, refused within a hold of the last one while
+            // there is a mark to share instead ([`may_move`]).
+            let reader_moves = n == 1 && first > READ0 && self.held.exclusive & (1 << CKPT) == 0;
+            if reader_moves
+                && !may_move(state.moved, now)
+                && self.index.is_some_and(Index::a_mark_to_share)
+            {
+                ffi::SQLITE_BUSY
+            } else {
+                let rc = self
+                    .held
+                    .take_exclusive(table, &mut state.slots, first, n, mask, now);
+                if rc == ffi::SQLITE_OK && reader_moves {
+                    state.moved = Some(now);
+                }
+                rc
+            }
         };
         lower_after(table, state, now);
         rc
     }
-}
-
-/// Whether some read mark (1 to 4) other than `lock`'s is free of every lock: none of
-/// this process's table, and none another process (or this one, through SQLite's own
-/// VFS) holds on the file, as the kernel answers. A reader of another process that finds
-/// the mark at the WAL's end behind moves such a mark; finding none, SQLite's reader
-/// falls back to sharing the newest mark, which may be the one this process keeps.
-fn another_mark_free(table: &Table, slots: &[Slot; NLOCK], lock: usize) -> bool {
-    (READ0 + 1..NLOCK).filter(|&i| i != lock).any(|i| {
-        // The table's own locks do not answer the kernel's question: `slots` says those.
-        slots[i].holders == 0 && slots[i].file == Held::Nothing && {
-            FILE_LOCK_CALLS.fetch_add(1, Ordering::Relaxed);
-            ask_file_lock(table.fd, libc::F_WRLCK as c_int, i, 1) == Some(libc::F_UNLCK as c_int)
-        }
-    })
 }
 
 /// Asks what would stop an open file description lock.
@@ -557,34 +532,6 @@ const GETLK: c_int = libc::F_OFD_GETLK;
 /// Elsewhere no table is made ([`table_of`]), so nothing calls it.
 #[cfg(not(target_os = "linux"))]
 const GETLK: c_int = libc::F_GETLK;
-
-/// After a connection let go of its shared lock on `lock`: if the file holds that read
-/// mark exclusive and the mark is at the WAL's end (the transaction committed nothing,
-/// or the connection does not know the index), lowers it to shared, so that another
-/// process's reader whose snapshot ends there shares it, as with SQLite's own VFS. A
-/// mark behind the WAL's end stays exclusive: such a reader moves a mark of its own.
-fn lower_read_mark_at_wal_end(
-    table: &Table,
-    state: &mut State,
-    lock: usize,
-    index: Option<Index>,
-    now: Instant,
-) {
-    let slot = state.slots[lock];
-    if lock <= READ0 || slot.file != Held::Exclusive || slot.holders < 0 {
-        return;
-    }
-    if index.is_some_and(|index| !index.at_wal_end(lock - READ0)) {
-        return;
-    }
-    if lower_file_lock(table, state, lock, Held::Shared, now) {
-        // The next time the file keeps a mark exclusive, reads ask afresh whether they
-        // may keep it so (unless it is the shared turn's).
-        if state.exclusive_reads.is_some_and(|(_, _, may)| may) {
-            state.exclusive_reads = None;
-        }
-    }
-}
 
 /// After a connection's call: lowers what is due ([`lower_due`]; everything kept when
 /// the keeper thread does not run) and, if the file still keeps a lock, makes sure the
@@ -600,15 +547,17 @@ fn lower_after(table: &Table, mut state: MutexGuard<'_, State>, now: Instant) {
 impl Holds {
     /// Lets go of the locks in `mask` that this connection holds (the file keeps them a
     /// while).
-    fn release(&mut self, state: &mut State, first: usize, n: usize, mask: u8, flags: c_int) {
+    fn release(
+        &mut self,
+        slots: &mut [Slot; NLOCK],
+        first: usize,
+        n: usize,
+        mask: u8,
+        flags: c_int,
+    ) {
         if (self.shared | self.exclusive) & mask == 0 {
             return;
         }
-        if n == 1 && first > READ0 && state.slots[first].file == Held::Exclusive {
-            // The read mark a run of transactions takes again: the one to keep.
-            state.kept_read = Some(first);
-        }
-        let slots = &mut state.slots;
         if flags & ffi::SQLITE_SHM_SHARED != 0 {
             let slot = &mut slots[first];
             if self.shared & mask != 0 && slot.holders > 0 {
@@ -628,7 +577,7 @@ impl Holds {
     fn take_shared(
         &mut self,
         table: &Table,
-        state: &mut State,
+        slots: &mut [Slot; NLOCK],
         first: usize,
         mask: u8,
         now: Instant,
@@ -636,38 +585,12 @@ impl Holds {
         if self.shared & mask != 0 {
             return ffi::SQLITE_OK;
         }
-        if state.slots[first].holders < 0 {
+        let slot = &mut slots[first];
+        if slot.holders < 0 {
             return ffi::SQLITE_BUSY;
         }
-        // The read mark this process moved, kept exclusive ([`may_keep`]), stays so while
-        // the connection reads at it (no file call), if another mark was free when last
-        // asked (within [`mark_hold`]): a transaction that commits leaves it behind the
-        // WAL's end, where another process's reader moves that free mark. One that does
-        // not commit lowers it to shared as it ends ([`lower_read_mark_at_wal_end`]);
-        // after [`mark_hold`] it is lowered whatever runs ([`lower_due`]), and whether
-        // reads may keep it exclusive is asked again. Until then, another process's reader
-        // whose snapshot ends where this one's does waits (SQLite retries it).
-        if state.slots[first].file == Held::Exclusive && state.kept_read == Some(first) {
-            let fresh = |(lock, at, _): &(usize, Instant, bool)| {
-                *lock == first && now.saturating_duration_since(*at) < mark_hold()
-            };
-            let may = match state.exclusive_reads.filter(fresh) {
-                Some((_, _, may)) => may,
-                None => {
-                    let may = another_mark_free(table, &state.slots, first);
-                    state.exclusive_reads = Some((first, now, may));
-                    may
-                }
-            };
-            if may {
-                state.slots[first].holders += 1;
-                self.shared |= mask;
-                return ffi::SQLITE_OK;
-            }
-        }
-        // Otherwise the file takes the lock shared (or lowers it to shared). A lowering
-        // that fails leaves the file holding more than needed, never less.
-        let slot = &mut state.slots[first];
+        // The file takes the lock shared (or lowers it to shared). A lowering that fails
+        // leaves the file holding more than needed, never less.
         if slot.file != Held::Shared {
             if set_file_lock(table.fd, libc::F_RDLCK as c_int, first, 1) {
                 slot.file = Held::Shared;
@@ -804,9 +727,7 @@ fn table_of(shm: &CStr) -> Option<Arc<Table>> {
                 file: Held::Nothing,
                 since: now,
             }; NLOCK],
-            kept_read: None,
-            exclusive_reads: None,
-            mark_holds: 0,
+            moved: None,
         }),
     });
     tables.push(Arc::downgrade(&table));
@@ -821,7 +742,7 @@ mod keeper {
     use std::sync::{Condvar, Mutex, PoisonError};
     use std::time::Duration;
 
-    use super::{lower_every_table, mark_hold};
+    use super::{hold, lower_every_table};
 
     /// The shortest the thread waits between looks, whatever the hold.
     const MIN_WAIT: Duration = Duration::from_millis(1);
@@ -876,7 +797,7 @@ mod keeper {
             ASLEEP.store(true, Ordering::SeqCst);
             wait = if lower_every_table(false) {
                 ASLEEP.store(false, Ordering::SeqCst);
-                WAKE.wait_timeout(wait, mark_hold().max(MIN_WAIT))
+                WAKE.wait_timeout(wait, hold().max(MIN_WAIT))
                     .unwrap_or_else(PoisonError::into_inner)
                     .0
             } else {
