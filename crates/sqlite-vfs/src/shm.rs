@@ -14,23 +14,24 @@
 //! One more call SQLite makes at each transaction after a commit is the read mark's
 //! move: its reader finds no mark at the WAL's end, raises a free mark's lock to
 //! exclusive, sets the mark to the WAL's end, and lowers the lock to shared to read at
-//! it (two calls). Here a connection moves a mark at most once a hold ([`may_move`]); in
-//! between, the table refuses it the mark's exclusive lock (`SQLITE_BUSY`, as if another
-//! connection held the mark), and SQLite's reader then does what it does when every
-//! mark is taken: it shares the newest mark, which the file keeps shared. Its snapshot
-//! is the WAL's end all the same: a mark behind it only keeps a checkpoint from copying
-//! the frames past it to the database, which the next move (at most a hold later) lets
-//! a checkpoint copy. A run of commits then makes a few calls a hold, none a commit.
+//! it (two calls). Here a connection moves a mark once a hold, or once the newest mark
+//! is [`MOVE_FRAMES`] behind the WAL's end ([`may_move`]); in between, the table refuses
+//! it the mark's exclusive lock (`SQLITE_BUSY`, as if another connection held the mark),
+//! and SQLite's reader then does what it does when every mark is taken: it shares the
+//! newest mark, which the file keeps shared. Its snapshot is the WAL's end all the
+//! same: a mark behind it only keeps a checkpoint from copying the frames past it to
+//! the database while a reader holds it, and the next move lets a checkpoint copy them.
+//! A run of commits then makes two calls every [`MOVE_FRAMES`] frames, none a commit.
 //!
 //! Why it is safe:
 //!
 //! - Between connections of this process, the table decides, exactly as SQLite's unix
 //!   VFS decides between them: an exclusive lock is refused (`SQLITE_BUSY`) while any
 //!   other connection holds the lock, a shared one while another holds it exclusively.
-//!   It also refuses a read mark's exclusive lock to a reader within a hold of the last
-//!   move ([`may_move`]): a refusal SQLite's reader takes as it takes another process's
-//!   (it shares the newest mark instead), never to the checkpointer, whose moves of the
-//!   marks let it copy frames.
+//!   It also refuses a read mark's exclusive lock to a reader between moves
+//!   ([`may_move`]): a refusal SQLite's reader takes as it takes another process's (it
+//!   shares the newest mark instead), never to the checkpointer, whose moves of the
+//!   marks let it copy frames, and never when no mark is there to share.
 //! - Against everything else (another process, or a connection of this process through
 //!   another VFS, whose locks the kernel keeps apart from these), the file always holds
 //!   at least what the table's connections hold: a lock is taken on the file before the
@@ -46,7 +47,8 @@
 //! - Another process's writer (which promise 10.1 does not expect) waits for the write
 //!   lock: under a steady load it is free only at those lowerings; SQLite retries a
 //!   write for the connection's busy timeout. Its checkpoint copies no frame past a mark
-//!   this process keeps shared until the hold runs out, as with a reader of SQLite's.
+//!   a connection here reads at, as with a reader of SQLite's, nor past one the file
+//!   keeps shared until the hold runs out.
 //! - No descriptor of a `-shm` file is closed while the file has a name ([`PARKED`]):
 //!   closing one would drop the POSIX locks the process holds on it through SQLite's
 //!   own descriptor, its dead-man switch among them.
@@ -286,12 +288,19 @@ const CKPT: usize = 1;
 /// The index of read mark 0's lock: marks 1 to 4 follow it.
 const READ0: usize = 3;
 
+/// How far behind the WAL's end, in frames, the newest read mark may be for a reader
+/// here to share it rather than move a mark ([`may_move`]): a checkpoint beside the
+/// writer copies no frame past a mark a reader holds, and the store's checkpoint thread
+/// is asked every 500 frames. A move costs two lock calls; a one-row commit writes two
+/// frames or so.
+pub const MOVE_FRAMES: u32 = 64;
+
 /// Whether a reader here may move a read mark at `now` (take its lock, and only it,
-/// exclusively), `moved` being a reader's last move here: once a hold. Refused, it
-/// shares the newest mark, behind the WAL's end by at most a hold's commits (module
-/// doc). It is refused only while some mark is there to share ([`Index`]); the
-/// checkpointer (which holds its own lock as it moves marks, to copy the frames past
-/// them) and recovery (which holds it too) never are.
+/// exclusively), `moved` being a reader's last move here: once a hold, or sooner when
+/// the newest mark is [`MOVE_FRAMES`] behind the WAL's end. Refused, it shares the
+/// newest mark (module doc). It is refused only while such a mark is there to share
+/// ([`Index`]); the checkpointer (which holds its own lock as it moves marks, to copy
+/// the frames past them) and recovery (which holds it too) never are.
 fn may_move(moved: Option<Instant>, now: Instant) -> bool {
     moved.is_none_or(|at| now.saturating_duration_since(at) >= hold())
 }
@@ -434,12 +443,17 @@ impl Index {
         }
     }
 
-    /// Whether some read mark (1 to 4) is at or behind the WAL's end: a reader refused
-    /// every move shares the newest such mark, and finding none, it would retry (and give
-    /// up after about ten seconds). An unused mark holds `0xffffffff`, past any end.
-    fn a_mark_to_share(self) -> bool {
+    /// How many frames the newest read mark (1 to 4) at or behind the WAL's end is
+    /// behind it: the mark a reader refused every move shares. `None` when there is none,
+    /// and such a reader would retry (giving up after about ten seconds). An unused mark
+    /// holds `0xffffffff`, past any end.
+    fn newest_mark_behind(self) -> Option<u32> {
         let end = self.word(Self::WAL_END);
-        (1..=4).any(|m| self.word(Self::READ_MARKS + 4 * m) <= end)
+        (1..=4)
+            .map(|m| self.word(Self::READ_MARKS + 4 * m))
+            .filter(|&mark| mark <= end)
+            .max()
+            .map(|newest| end - newest)
     }
 }
 
@@ -504,11 +518,14 @@ impl Locks {
                 .take_shared(table, &mut state.slots, first, mask, now)
         } else {
             // A reader's move of a read mark, refused within a hold of the last one while
-            // there is a mark to share instead ([`may_move`]).
+            // there is a mark to share instead, close enough ([`may_move`]).
             let reader_moves = n == 1 && first > READ0 && self.held.exclusive & (1 << CKPT) == 0;
             if reader_moves
                 && !may_move(state.moved, now)
-                && self.index.is_some_and(Index::a_mark_to_share)
+                && self
+                    .index
+                    .and_then(Index::newest_mark_behind)
+                    .is_some_and(|behind| behind < MOVE_FRAMES)
             {
                 ffi::SQLITE_BUSY
             } else {

@@ -144,29 +144,41 @@ fn a_run_of_commits_takes_the_files_locks_once_where_sqlite_takes_them_six_times
         return;
     }
     let case = Case::new(LONG);
-    let conn = open(&case.path("n.db"));
+    let path = case.path("n.db");
+    let conn = open(&path);
     // A checkpoint takes locks a commit does not (counted apart, in the store's tests).
     conn.execute_batch("PRAGMA wal_autocheckpoint = 0")
         .expect("no checkpoints");
     insert(&conn, 1, 64);
     for n in [100, 1_000] {
         let before = shm::file_lock_calls();
+        let (start, _) = wal_end_and_marks(&path);
         for _ in 0..n {
             insert(&conn, 1, 64);
         }
         let calls = shm::file_lock_calls() - before;
+        let (end, _) = wal_end_and_marks(&path);
         // None a commit: the write lock and the read mark this process shares are kept
-        // from the first commit on, and the mark moved once a hold at most.
-        assert!(calls == 0, "{calls} lock calls for {n} commits");
+        // from the first commit on. Two for each move of the mark, once it is
+        // `MOVE_FRAMES` behind the WAL's end (the hold does not run out).
+        let moves = u64::from((end - start) / shm::MOVE_FRAMES) + 1;
+        assert!(
+            calls <= 2 * moves,
+            "{calls} lock calls for {n} commits, {} frames",
+            end - start
+        );
+        assert!(
+            u64::from(end - start) > 2 * moves,
+            "fewer calls than frames"
+        );
     }
-    // Reads take none either.
+    // Reads take none.
     let before = shm::file_lock_calls();
     for _ in 0..100 {
         assert_eq!(count(&conn), count(&conn));
     }
-    insert(&conn, 1, 64);
     let calls = shm::file_lock_calls() - before;
-    assert!(calls == 0, "{calls} lock calls for 200 reads and a commit");
+    assert!(calls <= 2, "{calls} lock calls for 200 reads");
     // With no hold, as SQLite's own VFS: about six a commit (five here: the mark just
     // moved is lowered to shared in one call, where SQLite unlocks it and locks again).
     shm::set_hold(Duration::ZERO);
@@ -179,7 +191,7 @@ fn a_run_of_commits_takes_the_files_locks_once_where_sqlite_takes_them_six_times
         calls >= 500,
         "{calls} lock calls for 100 commits with no hold"
     );
-    assert_eq!(count(&conn), 1_202);
+    assert_eq!(count(&conn), 1_201);
     assert_eq!(integrity(&conn), "ok");
 }
 
@@ -432,7 +444,7 @@ fn wal_end_and_marks(db: &std::path::Path) -> (u32, [u32; 5]) {
 }
 
 #[test]
-fn a_reader_here_moves_a_mark_once_a_hold_and_the_checkpointer_whenever_it_can() {
+fn a_reader_here_moves_a_mark_once_a_hold_or_far_behind_and_the_checkpointer_whenever_it_can() {
     if not_linux() {
         return;
     }
@@ -448,19 +460,30 @@ fn a_reader_here_moves_a_mark_once_a_hold_and_the_checkpointer_whenever_it_can()
     shm::set_hold(LONG);
     let (end, marks) = wal_end_and_marks(&path);
     assert_eq!(marks[1], end, "the read moved mark 1 to the WAL's end");
-    // Within the hold, reads here share mark 1 where it is: SQLite's reader, refused
-    // the exclusive lock a move takes, shares the newest mark. Each sees every commit.
-    for rows in 2..12 {
+    // Within the hold, reads here share mark 1 where it is while it is less than
+    // `MOVE_FRAMES` behind the WAL's end: SQLite's reader, refused the exclusive lock a
+    // move takes, shares the newest mark. Each sees every commit. Once it is that far
+    // behind, the next read moves it.
+    let mut rows = 1;
+    loop {
         insert(&ours, 1, 64);
+        rows += 1;
+        let (wal_end, _) = wal_end_and_marks(&path);
         assert_eq!(count(&ours), rows);
+        let (_, marks) = wal_end_and_marks(&path);
+        if wal_end - end >= shm::MOVE_FRAMES {
+            assert_eq!(marks[1], wal_end, "moved to the WAL's end");
+            break;
+        }
+        assert_eq!(marks[1], end, "mark 1 stayed");
+        assert!(
+            marks[2..].iter().all(|&m| m == u32::MAX || m <= end),
+            "no other mark moved: {marks:?}"
+        );
     }
-    let (later, again) = wal_end_and_marks(&path);
-    assert!(later > end, "the WAL grew");
-    assert_eq!(again[1], end, "mark 1 stayed");
-    assert!(
-        again[2..].iter().all(|&m| m == u32::MAX || m <= end),
-        "no other mark moved: {again:?}"
-    );
+    assert!(rows > 10, "{rows} rows");
+    insert(&ours, 1, 64);
+    rows += 1;
     // The checkpointer is refused nothing: it moves the mark and copies every frame.
     assert_eq!(truncating_checkpoint(&ours), 0, "the checkpoint passed");
     assert_eq!(
@@ -472,7 +495,7 @@ fn a_reader_here_moves_a_mark_once_a_hold_and_the_checkpointer_whenever_it_can()
     // Once the hold has run out, the next read moves the mark again.
     shm::set_hold(Duration::ZERO);
     insert(&ours, 1, 64);
-    assert_eq!(count(&ours), 12);
+    assert_eq!(count(&ours), rows + 1);
     let (end, marks) = wal_end_and_marks(&path);
     assert_eq!(marks[1], end, "moved to the WAL's end");
     assert_eq!(integrity(&ours), "ok");
