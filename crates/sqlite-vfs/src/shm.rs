@@ -14,14 +14,16 @@
 //! One more call SQLite makes at each transaction after a commit is the read mark's
 //! move: its reader finds no mark at the WAL's end, raises a free mark's lock to
 //! exclusive, sets the mark to the WAL's end, and lowers the lock to shared to read at
-//! it (two calls). Here a connection moves a mark once a hold, or once the newest mark
-//! is [`MOVE_FRAMES`] behind the WAL's end ([`may_move`]); in between, the table refuses
-//! it the mark's exclusive lock (`SQLITE_BUSY`, as if another connection held the mark),
-//! and SQLite's reader then does what it does when every mark is taken: it shares the
-//! newest mark, which the file keeps shared. Its snapshot is the WAL's end all the
-//! same: a mark behind it only keeps a checkpoint from copying the frames past it to
-//! the database while a reader holds it, and the next move lets a checkpoint copy them.
-//! A run of commits then makes two calls every [`MOVE_FRAMES`] frames, none a commit.
+//! it (two calls). Here the process's readers move a mark once a hold between them, or
+//! once the newest mark is [`MOVE_FRAMES`] behind the WAL's end ([`may_move`]); in
+//! between, the table refuses a reader the mark's exclusive lock (`SQLITE_BUSY`, as if
+//! another connection held the mark), and SQLite's reader then does what it does when
+//! every mark is taken: it shares the newest mark (which the file usually keeps shared
+//! already). Its snapshot is the WAL's end all the same: a mark behind it only keeps a
+//! checkpoint from copying the frames past it to the database while a reader holds it,
+//! and the next move lets a checkpoint copy them. A run of commits then makes no call a
+//! commit: two a move (every [`MOVE_FRAMES`] frames, or once a hold), and a few a hold
+//! for the write lock and the mark lowered and taken again.
 //!
 //! Why it is safe:
 //!
@@ -49,6 +51,14 @@
 //!   write for the connection's busy timeout. Its checkpoint copies no frame past a mark
 //!   a connection here reads at, as with a reader of SQLite's, nor past one the file
 //!   keeps shared until the hold runs out.
+//! - One difference SQLite's callers can see: a transaction here that reads at a mark
+//!   behind the WAL's end holds a checkpoint back to that mark for as long as it reads,
+//!   where SQLite's reader would have moved the mark to the end. A passive checkpoint
+//!   copies less meanwhile; a `FULL` one waits for the reader up to its busy timeout
+//!   and then reports busy (a `RESTART` or `TRUNCATE` one waits for every reader
+//!   anyway). The store runs passive and truncating checkpoints only. And when another
+//!   process holds the newest mark exclusively at that moment (it is moving it), a
+//!   reader here retries, for at most a hold, where SQLite's would move a free mark.
 //! - No descriptor of a `-shm` file is closed while the file has a name ([`PARKED`]):
 //!   closing one would drop the POSIX locks the process holds on it through SQLite's
 //!   own descriptor, its dead-man switch among them.
@@ -64,7 +74,9 @@
 //! identity, named after each connection's path, where SQLite names the file after the
 //! first connection's: two hard links to one database, opened in one process, would
 //! lock two files. `SQLITE_FCNTL_EXTERNAL_READER` (which SQLite's core does not use)
-//! would count this process's kept read marks as another's.
+//! would count this process's kept read marks as another's. A build of SQLite with
+//! `SQLITE_ENABLE_SNAPSHOT` (not the bundled one) that opens a snapshot older than
+//! every mark could be refused the move it needs for up to a hold.
 //!
 //! Only Linux has open file description locks with byte ranges that conflict with
 //! SQLite's own (`fcntl` record locks, which belong to the process); elsewhere, and
@@ -508,8 +520,9 @@ impl Locks {
                 && slot.holders == 0
                 && slot.file == Held::Exclusive
             {
-                // A mark just moved: the reader that moved it shares it next, and the
-                // file keeps it shared ([`may_keep`]). One call rather than two.
+                // A mark just set (a reader's move, which the reader shares next, or the
+                // checkpointer's or recovery's): the file keeps it shared ([`may_keep`]).
+                // One call rather than two for the reader.
                 lower_file_lock(table, &mut state, first, Held::Shared, now);
             }
             ffi::SQLITE_OK
