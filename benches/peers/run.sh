@@ -118,5 +118,21 @@ for s in scenarios:
     theirs = "end_to_end" if s in ("worker_end_to_end", "end_to_end_workers") else s
     ratios = [f"{mine / rate[(p, theirs)]:.2f}" if mine and (p, theirs) in rate else "—" for p in peers[1:]]
     print(f"| {s} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+# Issue 22's targets against the peers, each marked met or missed.
+targets = [
+    ("single send ≥ 1.5 × plainjob", "enqueue_single", "plainjob", 1.5),
+    ("send_batch of 64 ≥ 1.5 × plainjob's bulk", "enqueue_bulk", "plainjob", 1.5),
+    ("end to end 4 × 4 ≥ 2 × plainjob", "end_to_end", "plainjob", 2.0),
+    ("end to end 4 × 4 ≥ 2 × BullMQ", "end_to_end", "bullmq", 2.0),
+]
+print()
+print("| target | mqlite / peer | |")
+print("|---|---|---|")
+for name, s, p, goal in targets:
+    mine, theirs = rate.get(("mqlite", s)), rate.get((p, s))
+    if not mine or not theirs:
+        print(f"| {name} | — | not run |")
+        continue
+    print(f"| {name} | {mine / theirs:.2f} | {'met' if mine / theirs >= goal else '**missed**'} |")
 PY
 rm -f "$lines"
