@@ -1,18 +1,18 @@
-//! `benches/targets.py` marks each target of the throughput bench met or missed: run on
-//! a saved log of the bench (`fixtures/throughput.log`, run A of the twentieth stop in
-//! docs/benchmark.md, its time and lateness lines), it prints the table that section
-//! shows.
+//! `benches/targets.py` marks each target of the throughput and libSQL benches met or
+//! missed: run on saved logs of the benches (`fixtures/throughput.log`, run A of the
+//! twentieth stop in docs/benchmark.md, and `fixtures/libsql.log`, that stop's libSQL
+//! run; their time and lateness lines), it prints the tables that section shows.
 
 use std::path::Path;
 use std::process::Command;
 
-/// The script's table for the fixture, or `None` when this machine has no `python3`
-/// (the case says so and passes).
-fn table() -> Option<String> {
+/// The script's table for the fixture `log`, or `None` when this machine has no
+/// `python3` (the case says so and passes).
+fn table(log: &str) -> Option<String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = match Command::new("python3")
         .arg(dir.join("targets.py"))
-        .arg(dir.join("fixtures/throughput.log"))
+        .arg(dir.join("fixtures").join(log))
         .output()
     {
         Ok(out) => out,
@@ -41,7 +41,9 @@ fn row<'a>(table: &'a str, path: &str) -> Vec<&'a str> {
 
 #[test]
 fn each_target_is_marked_met_or_missed_with_its_ratio_and_lateness() {
-    let Some(table) = table() else { return };
+    let Some(table) = table("throughput.log") else {
+        return;
+    };
     // path | bare | mqlite | ratio | target | met | lateness (floors) | ≤ 1 ms
     assert_eq!(
         row(&table, "single send"),
@@ -73,4 +75,25 @@ fn each_target_is_marked_met_or_missed_with_its_ratio_and_lateness() {
     assert_eq!(e2e[7], "**missed**");
     // Every path of the bench has its row.
     assert_eq!(table.lines().count(), 2 + 10, "{table}");
+}
+
+#[test]
+fn the_libsql_targets_are_marked_too_sixteen_producers_against_sixteen_times_one() {
+    let Some(table) = table("libsql.log") else {
+        return;
+    };
+    assert_eq!(
+        row(&table, "libSQL: send 1")[1..6],
+        ["820.7 µs", "782.3 µs", "1.05 ×", "≥ 1 ×", "met"]
+    );
+    // 16 producers of 8 sends against one producer's 8: 16 × one's time is the base.
+    assert_eq!(
+        row(&table, "libSQL: 16 producers (base: 16 × one)")[1..6],
+        ["99.48 ms", "10.48 ms", "9.49 ×", "≥ 8 ×", "met"]
+    );
+    assert_eq!(
+        row(&table, "libSQL: receive 1 + complete")[6..],
+        ["1.36 ms (0.68 / 0.48)", "**missed**"]
+    );
+    assert_eq!(table.lines().count(), 2 + 4, "{table}");
 }
