@@ -151,9 +151,8 @@ const BASE: i64 = 120;
 /// Calls to lock or unlock bytes of a `-shm` file made by this module, process-wide.
 static FILE_LOCK_CALLS: AtomicU64 = AtomicU64::new(0);
 
-/// How many times this module has locked, unlocked or asked about bytes of a `-shm`
-/// file in this process (each one `fcntl` call): what SQLite's own VFS pays about six
-/// times a commit.
+/// How many times this module has locked or unlocked bytes of a `-shm` file in this
+/// process: what SQLite's own VFS pays about six times a commit.
 pub fn file_lock_calls() -> u64 {
     FILE_LOCK_CALLS.load(Ordering::Relaxed)
 }
@@ -356,20 +355,20 @@ fn flock(kind: c_int, first: usize, n: usize) -> libc::flock {
     lock
 }
 
-/// What would stop an open file description lock of `kind` on `n` locks from `first`
-/// (`F_UNLCK`: nothing), as the kernel answers for the descriptor `fd` (whose own locks
-/// do not answer); `None` if it refused the question.
-fn ask_file_lock(fd: RawFd, kind: c_int, first: usize, n: usize) -> Option<c_int> {
-    let mut query = flock(kind, first, n);
-    // SAFETY: `fd` is an open descriptor this module owns; `query` lives across the call.
-    let asked = unsafe { libc::fcntl(fd, GETLK, &mut query) } != -1;
-    asked.then_some(c_int::from(query.l_type))
-}
-
 /// Whether the kernel knows open file description locks: asks it what would stop a
 /// write lock on the eight locks' bytes (an older kernel refuses the question).
 fn ofd_locks_work(fd: RawFd) -> bool {
-    cfg!(target_os = "linux") && ask_file_lock(fd, libc::F_WRLCK as c_int, 0, NLOCK).is_some()
+    #[cfg(target_os = "linux")]
+    {
+        let mut lock = flock(libc::F_WRLCK as c_int, 0, NLOCK);
+        // SAFETY: `fd` is open; `lock` lives across the call.
+        unsafe { libc::fcntl(fd, libc::F_OFD_GETLK, &mut lock) != -1 }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = fd;
+        false
+    }
 }
 
 /// Sets an open file description lock, without waiting.
@@ -555,13 +554,6 @@ impl Locks {
         rc
     }
 }
-
-/// Asks what would stop an open file description lock.
-#[cfg(target_os = "linux")]
-const GETLK: c_int = libc::F_OFD_GETLK;
-/// Elsewhere no table is made ([`table_of`]), so nothing calls it.
-#[cfg(not(target_os = "linux"))]
-const GETLK: c_int = libc::F_GETLK;
 
 /// After a connection's call: lowers what is due ([`lower_due`]; everything kept when
 /// the keeper thread does not run) and, if the file still keeps a lock, makes sure the
