@@ -138,6 +138,25 @@ fn truncating_checkpoint(conn: &Connection) -> i64 {
         .expect("checkpoint")
 }
 
+/// The `-shm` file of the database at `db`, as another process would read it: the WAL's
+/// end (the header's `mxFrame`, offset 16) and read marks 0 to 4 (from offset 100), in
+/// this machine's byte order.
+fn wal_end_and_marks(db: &std::path::Path) -> (u32, [u32; 5]) {
+    let shm = std::fs::read(format!("{}-shm", db.display())).expect("read the -shm file");
+    let word = |at: usize| u32::from_ne_bytes(shm[at..at + 4].try_into().expect("4 bytes"));
+    (word(16), std::array::from_fn(|m| word(100 + 4 * m)))
+}
+
+/// The database at `path`, opened with no automatic checkpoint (a checkpoint takes
+/// locks a commit does not, and moves the marks), holding one row.
+fn open_without_checkpoints(path: &std::path::Path) -> Connection {
+    let conn = open(path);
+    conn.execute_batch("PRAGMA wal_autocheckpoint = 0")
+        .expect("no checkpoints");
+    insert(&conn, 1, 64);
+    conn
+}
+
 #[test]
 fn a_run_of_commits_takes_the_files_locks_once_where_sqlite_takes_them_six_times_a_commit() {
     if not_linux() {
@@ -145,11 +164,8 @@ fn a_run_of_commits_takes_the_files_locks_once_where_sqlite_takes_them_six_times
     }
     let case = Case::new(LONG);
     let path = case.path("n.db");
-    let conn = open(&path);
-    // A checkpoint takes locks a commit does not (counted apart, in the store's tests).
-    conn.execute_batch("PRAGMA wal_autocheckpoint = 0")
-        .expect("no checkpoints");
-    insert(&conn, 1, 64);
+    // Checkpoints are counted apart, in the store's tests.
+    let conn = open_without_checkpoints(&path);
     for n in [100, 1_000] {
         let before = shm::file_lock_calls();
         let (start, _) = wal_end_and_marks(&path);
@@ -460,15 +476,6 @@ fn a_reader_that_may_not_move_a_mark_reads_while_this_one_commits() {
     assert!(count(&ours) >= 2);
 }
 
-/// The `-shm` file of the database at `db`, as another process would read it: the WAL's
-/// end (the header's `mxFrame`, offset 16) and read marks 0 to 4 (from offset 100), in
-/// this machine's byte order.
-fn wal_end_and_marks(db: &std::path::Path) -> (u32, [u32; 5]) {
-    let shm = std::fs::read(format!("{}-shm", db.display())).expect("read the -shm file");
-    let word = |at: usize| u32::from_ne_bytes(shm[at..at + 4].try_into().expect("4 bytes"));
-    (word(16), std::array::from_fn(|m| word(100 + 4 * m)))
-}
-
 #[test]
 fn a_reader_here_moves_a_mark_once_a_hold_or_far_behind_and_the_checkpointer_whenever_it_can() {
     if not_linux() {
@@ -476,10 +483,7 @@ fn a_reader_here_moves_a_mark_once_a_hold_or_far_behind_and_the_checkpointer_whe
     }
     let case = Case::new(LONG);
     let path = case.path("f.db");
-    let ours = open(&path);
-    ours.execute_batch("PRAGMA wal_autocheckpoint = 0")
-        .expect("no checkpoints");
-    insert(&ours, 1, 64);
+    let ours = open_without_checkpoints(&path);
     // A read once the hold has run out moves a mark to the WAL's end.
     shm::set_hold(Duration::ZERO);
     assert_eq!(count(&ours), 1);
