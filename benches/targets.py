@@ -137,9 +137,10 @@ def table(text):
             met = mine / bare <= target
             goal = f"≤ {target:g} ×"
         elif bare and mine and kind == "x":
-            ratio = f"{bare / mine:.2f}" + (" ×" if target >= 1 else "")
+            times_sign = " ×" if target >= 1 else ""
+            ratio = f"{bare / mine:.2f}{times_sign}"
             met = bare / mine >= target
-            goal = f"≥ {target:g}" + (" ×" if target >= 1 else "")
+            goal = f"≥ {target:g}{times_sign}"
         elif kind == "peers":
             # Its bare side is the inserts alone; the target is against the peers.
             ratio, met, goal = "—", None, "against the peers (benches/peers/run.sh)"
@@ -164,7 +165,7 @@ def table(text):
 
 def main():
     if len(sys.argv) != 2:
-        sys.exit(f"usage: {sys.argv[0]} THROUGHPUT_LOG (the output of the throughput bench, or - for stdin)")
+        sys.exit(f"usage: {sys.argv[0]} LOG (the output of the throughput or libsql bench, or - for stdin)")
     source = sys.stdin if sys.argv[1] == "-" else open(sys.argv[1], encoding="utf-8")
     print(table(source.read()))
 
