@@ -5,6 +5,11 @@ use std::time::Duration;
 
 /// Largest batch a single Receive may ask for.
 pub const MAX_RECEIVE_BATCH: u32 = 256;
+/// The refusal of a receive of no message or of more than [`MAX_RECEIVE_BATCH`]: the
+/// engine's, and a SQL store's when its claim is called alone past the bound.
+pub fn receive_batch_out_of_range() -> crate::error::Error {
+    crate::error::Error::invalid(format!("max_messages must be 1..={MAX_RECEIVE_BATCH}"))
+}
 /// Longest long-poll wait.
 pub const MAX_WAIT: Duration = Duration::from_secs(20);
 /// Longest abandon delay.

@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mqlite_contract::{
-    ClaimSpec, Error, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
-    limits::MAX_RECEIVE_BATCH,
+    ClaimSpec, LockToken, Message, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
+    limits::{self, MAX_RECEIVE_BATCH},
 };
 use mqlite_kit::codec::{decode_messages, encode_messages};
 use mqlite_kit::decide;
@@ -196,9 +196,7 @@ pub async fn claim<X: SqlExec>(
     spec: &ClaimSpec,
 ) -> Result<Vec<Message>> {
     if spec.max_messages > MAX_RECEIVE_BATCH {
-        return Err(Error::invalid(format!(
-            "max_messages must be 1..={MAX_RECEIVE_BATCH}"
-        )));
+        return Err(limits::receive_batch_out_of_range());
     }
     let cfg = load_queue(x, queue).await?;
     let mode_code = decide::mode_code(spec.mode);

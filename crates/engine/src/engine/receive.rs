@@ -17,7 +17,8 @@ use mqlite_contract::types::{
 };
 
 use super::{
-    Engine, MAX_COMPLETE_BATCH, MAX_RECEIVE_BATCH, MAX_WAIT, validate_name, validate_text,
+    Engine, MAX_COMPLETE_BATCH, MAX_RECEIVE_BATCH, MAX_WAIT, receive_batch_out_of_range,
+    validate_name, validate_text,
 };
 
 impl<S: Store> Engine<S> {
@@ -98,9 +99,7 @@ impl<S: Store> Engine<S> {
             )));
         }
         if options.max_messages == 0 || options.max_messages > MAX_RECEIVE_BATCH {
-            return Err(Error::invalid(format!(
-                "max_messages must be 1..={MAX_RECEIVE_BATCH}"
-            )));
+            return Err(receive_batch_out_of_range());
         }
         if options.wait > MAX_WAIT {
             return Err(Error::invalid(format!(
