@@ -7,6 +7,7 @@ use redb::ReadableTable;
 
 use mqlite_contract::{
     ClaimSpec, LockToken, Message, MessageState, RECEIPT_TTL_MS, ReceiveMode, Result, SeqNumber,
+    limits,
 };
 use mqlite_kit::codec::{decode_messages, encode_messages};
 use mqlite_kit::decide;
@@ -60,6 +61,11 @@ pub(crate) fn claim(
     queue: &str,
     spec: &ClaimSpec,
 ) -> Result<Vec<Message>> {
+    // Refused as the engine and the SQL stores refuse it: a caller of the store alone
+    // would otherwise claim without bound in one transaction.
+    if spec.max_messages > limits::MAX_RECEIVE_BATCH {
+        return Err(limits::receive_batch_out_of_range());
+    }
     let cfg = load_queue(t, queue)?;
     let mode_code = decide::mode_code(spec.mode);
     if let Some(attempt) = &spec.attempt_id {

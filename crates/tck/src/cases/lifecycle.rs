@@ -1,8 +1,8 @@
 //! Section 1: the peek-lock lifecycle.
 
 use mqlite_contract::{
-    Error, LockRef, MessageState, OutMessage, REASON_MAX_DELIVERY, ReceiveMode, ReceiveOptions,
-    SendOptions, from_millis,
+    ClaimSpec, Error, LockRef, MessageState, OutMessage, REASON_MAX_DELIVERY, ReceiveMode,
+    ReceiveOptions, SendOptions, from_millis,
 };
 use std::collections::HashSet;
 use std::time::Duration;
@@ -173,6 +173,20 @@ pub async fn p1_6_batch_receive_claims_oldest_n<F: Access>(ctx: Ctx<F>) -> TckRe
     assert!(mq.receive(Q, ReceiveOptions::batch(256)).await?.is_empty());
     let too_many = mq.receive(Q, ReceiveOptions::batch(257)).await;
     assert!(matches!(too_many, Err(Error::InvalidArgument(_))));
+    // The store refuses it too, for a caller of the store alone: nothing claimed.
+    use mqlite_contract::MessageOps;
+    send_n(&mq, Q, "more", 1).await?;
+    let spec = ClaimSpec {
+        max_messages: 257,
+        mode: ReceiveMode::PeekLock,
+        attempt_id: None,
+    };
+    let store_too_many = mq.store().claim(Q.into(), spec).await;
+    assert!(
+        matches!(store_too_many, Err(Error::InvalidArgument(_))),
+        "the store's claim of 257: {store_too_many:?}"
+    );
+    assert_eq!(mq.stats(Q).await?.active, 1, "nothing claimed");
     let stats = mq.stats(Q).await?;
     assert_eq!(stats.locked, 5);
     Ok(())
