@@ -29,6 +29,20 @@
 //!   neither `lock_receipts` nor `text_state` (which put back what a layout took away);
 //! - `bare`: the bare drain loop over the bare table (`mqlite_benches::bare_drain`).
 //!
+//! And other forms of the same statements over the shipped DDL (not part of `all`):
+//!
+//! - `claim_in_one`: the pick and the lock as one `UPDATE … WHERE id IN (pick) RETURNING`,
+//!   the bare loop's form, each token drawn by SQLite (`randomblob(16)`);
+//! - `lock_sql_token`: the lock of the picked ids bound as an `IN` list, each token drawn
+//!   by SQLite and returned (`RETURNING id, lock_token`), no pair bound per row;
+//! - `lock_case`: the lock's tokens by a `CASE id WHEN … THEN …` of the bound pairs, the
+//!   ids as an `IN` list, where the store joins a `VALUES` list;
+//! - `lock_each`, `delete_each`: the lock, or the completion's delete, as one prepared
+//!   statement of one row run once per message;
+//! - `few_indexes`: without the indexes a queue with no lines, priorities, schedules,
+//!   deadlines or dead letters never reads (`mqlite_msg_line*`, `_priority`, `_due`,
+//!   `_expiry`, `_dlq`): what their upkeep costs such a queue's drain.
+//!
 //! `--variants a,b+c` runs the ones named (`+` joins parts into one variant).
 //!
 //! The variants take turns, one drain each, every database its own file; each prints
@@ -83,6 +97,11 @@ struct Parts {
     no_lease: bool,
     text_state: bool,
     body_last: bool,
+    /// Another form of the lock (`claim_in_one`, `lock_sql_token`, `lock_case`,
+    /// `lock_each`), or the store's.
+    lock: Option<&'static str>,
+    delete_each: bool,
+    few_indexes: bool,
 }
 
 impl Parts {
@@ -97,6 +116,11 @@ impl Parts {
             no_lease: has("no_lease_index"),
             text_state: name.split('+').any(|p| p == "text_state"),
             body_last: has("body_last"),
+            lock: ["claim_in_one", "lock_sql_token", "lock_case", "lock_each"]
+                .into_iter()
+                .find(|form| name.split('+').any(|p| p == *form)),
+            delete_each: name.split('+').any(|p| p == "delete_each"),
+            few_indexes: name.split('+').any(|p| p == "few_indexes"),
         }
     }
 
@@ -124,6 +148,19 @@ impl Parts {
         let mut out = Vec::new();
         for stmt in mqlite_sql::SCHEMA {
             if self.no_trigger && stmt.starts_with("CREATE TRIGGER mqlite_seq_floor") {
+                continue;
+            }
+            if self.few_indexes
+                && [
+                    "mqlite_msg_line",
+                    "mqlite_msg_priority",
+                    "mqlite_msg_due",
+                    "mqlite_msg_expiry",
+                    "mqlite_msg_dlq",
+                ]
+                .iter()
+                .any(|i| stmt.starts_with(&format!("CREATE INDEX {i}")))
+            {
                 continue;
             }
             if self.no_lease && stmt.starts_with("CREATE INDEX mqlite_msg_lease ") {
@@ -206,6 +243,26 @@ const BATCH_RECEIPTS: &str = "CREATE TABLE mqlite_batch_receipts (
 const BATCH_RECEIPT: &str = "INSERT INTO mqlite_batch_receipts
     (bucket, prefix, seq, queue, op, args, expires_at, items)
 VALUES (?6, ?2, ?3, ?4, 'complete', '', ?1, ?5)";
+
+/// The lock's `SET` clause under the lock forms' own texts: a token `?1`-free expression
+/// `token` for each row, the lease `?1 + ?2`.
+fn lock_set(token: &str) -> String {
+    format!(
+        "UPDATE mqlite_messages SET state = 1 /* locked */, locked_until = ?1 + ?2, \
+         lock_token = {token}, delivery_count = delivery_count + 1"
+    )
+}
+
+/// A token drawn by SQLite, as [`LockToken`]'s text writes one.
+const SQL_TOKEN: &str = "lower(hex(randomblob(16)))";
+
+/// `?from`, `?from+step`, … for `n` values, comma-separated.
+fn params_list(from: usize, step: usize, n: usize) -> String {
+    (0..n)
+        .map(|k| format!("?{}", from + step * k))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// One variant's database, its statements and its timings.
 struct Lane {
@@ -313,7 +370,31 @@ impl Lane {
         let t0 = Instant::now();
         c.execute_batch("BEGIN IMMEDIATE").expect("begin");
         let mut ids = Vec::with_capacity(N);
-        {
+        // The tokens the lock itself drew (`claim_in_one`, `lock_sql_token`), by id.
+        let mut drawn = std::collections::HashMap::new();
+        if self.parts.lock == Some("claim_in_one") {
+            let sql = self.parts.states(&format!(
+                "{} WHERE id IN ({}) AND state = 0 /* active */ RETURNING {}",
+                lock_set(SQL_TOKEN),
+                mqlite_sql::claim::CLAIM
+                    .replace(":now", "?1")
+                    .replace(":queue", "?3")
+                    .replace(":max", "?4"),
+                mqlite_sql::MESSAGE_COLUMNS.join(", ")
+            ));
+            let mut claim = c.prepare_cached(&sql).expect("the claim");
+            let mut rows = claim
+                .query(rusqlite::params![now, 30_000, "q", N as i64])
+                .expect("the claim");
+            while let Some(r) = rows.next().expect("a message") {
+                for k in 0..20 {
+                    let _: Value = r.get(k).expect("a column");
+                }
+                let id = r.get::<_, i64>(0).expect("its id");
+                ids.push(id);
+                drawn.insert(id, r.get::<_, String>(2).expect("its token"));
+            }
+        } else {
             let mut pick = c.prepare_cached(&self.pick).expect("pick");
             let mut rows = pick
                 .query(rusqlite::named_params! {":queue": "q", ":now": now, ":max": N as i64})
@@ -328,26 +409,87 @@ impl Lane {
         }
         assert_eq!(ids.len(), N);
         let t1 = Instant::now();
-        let locks: Vec<LockRef> = ids
+        // One read of the random source for the batch, as the store draws its tokens.
+        let mut locks: Vec<LockRef> = ids
             .iter()
-            .map(|&id| LockRef {
+            .zip(LockToken::random_batch(N))
+            .map(|(&id, token)| LockRef {
                 seq: SeqNumber(id),
-                token: LockToken::random(),
+                token,
             })
             .collect();
-        let pairs: Vec<Value> = locks
-            .iter()
-            .flat_map(|l| [Value::Integer(l.seq.0), Value::Text(l.token.to_string())])
-            .collect();
+        let pairs_of = |locks: &[LockRef]| -> Vec<Value> {
+            locks
+                .iter()
+                .flat_map(|l| [Value::Integer(l.seq.0), Value::Text(l.token.to_string())])
+                .collect()
+        };
         let width = 2 * mqlite_sql::values::rows_for(N);
+        let lease = [Value::Integer(now), Value::Integer(30_000)];
+        let ids_bound = || {
+            let mut v: Vec<Value> = lease.to_vec();
+            v.extend(ids.iter().map(|&id| Value::Integer(id)));
+            v
+        };
+        match self.parts.lock {
+            Some("claim_in_one") => {}
+            Some("lock_sql_token") => {
+                let sql = self.parts.states(&format!(
+                    "{} WHERE id IN ({}) AND state = 0 /* active */ RETURNING id, lock_token",
+                    lock_set(SQL_TOKEN),
+                    params_list(3, 1, N)
+                ));
+                let mut lock = c.prepare_cached(&sql).expect("the lock");
+                let mut rows = lock.query(params_from_iter(ids_bound())).expect("the lock");
+                while let Some(r) = rows.next().expect("a lock") {
+                    let id = r.get::<_, i64>(0).expect("its id");
+                    drawn.insert(id, r.get::<_, String>(1).expect("its token"));
+                }
+            }
+            Some("lock_case") => {
+                let whens: String = (0..N)
+                    .map(|k| format!(" WHEN ?{} THEN ?{}", 3 + 2 * k, 4 + 2 * k))
+                    .collect();
+                let sql = self.parts.states(&format!(
+                    "{} WHERE id IN ({}) AND state = 0 /* active */",
+                    lock_set(&format!("CASE id{whens} END")),
+                    params_list(3, 2, N)
+                ));
+                let mut bound = lease.to_vec();
+                bound.extend(pairs_of(&locks));
+                assert_eq!(changed(c, &sql, &bound), N, "the lock");
+            }
+            Some("lock_each") => {
+                let sql = self.parts.states(&format!(
+                    "{} WHERE id = ?4 AND state = 0 /* active */",
+                    lock_set("?3")
+                ));
+                let mut lock = c.prepare_cached(&sql).expect("the lock");
+                for l in &locks {
+                    let one = rusqlite::params![now, 30_000, l.token.to_string(), l.seq.0];
+                    assert_eq!(lock.execute(one).expect("the lock"), 1);
+                }
+            }
+            _ => {
+                let mut bound = lease.to_vec();
+                bound.extend(pairs_of(&locks));
+                bound.resize(2 + width, Value::Null);
+                assert_eq!(changed(c, &self.lock, &bound), N, "the lock");
+            }
+        }
+        if !drawn.is_empty() {
+            assert_eq!(drawn.len(), N, "a token per lock");
+            for l in &mut locks {
+                l.token = drawn[&l.seq.0].parse().expect("a token");
+            }
+        }
+        let pairs = pairs_of(&locks);
         let padded = |lead: [Value; 2]| {
             let mut v: Vec<Value> = lead.into();
             v.extend(pairs.iter().cloned());
             v.resize(2 + width, Value::Null);
             v
         };
-        let lock = padded([Value::Integer(now), Value::Integer(30_000)]);
-        assert_eq!(changed(c, &self.lock, &lock), N, "the lock");
         let t2 = Instant::now();
         c.execute_batch("COMMIT").expect("commit");
         let t3 = Instant::now();
@@ -356,7 +498,16 @@ impl Lane {
         c.execute_batch("BEGIN IMMEDIATE").expect("begin");
         // As the store runs it: in a savepoint, kept when it took every lock.
         c.execute_batch(AT_ONCE).expect("savepoint");
-        assert_eq!(changed(c, &self.delete, &settle), N, "the delete");
+        if self.parts.delete_each {
+            let sql = self.parts.states(mqlite_sql::settle::COMPLETE_UNLINED_ONE);
+            let mut delete = c.prepare_cached(&sql).expect("the delete");
+            for l in &locks {
+                let one = rusqlite::params!["q", now + 1, l.seq.0, l.token.to_string()];
+                assert_eq!(delete.execute(one).expect("the delete"), 1);
+            }
+        } else {
+            assert_eq!(changed(c, &self.delete, &settle), N, "the delete");
+        }
         c.execute_batch(AT_ONCE_KEEP).expect("release");
         let t4 = Instant::now();
         if self.parts.no_receipts {
