@@ -218,8 +218,9 @@ pub const INSERT_BODY_OWNED: &str = concat!(
 );
 
 /// [`INSERT_BODY_OWNED`] under the number `?6`, which the caller knows to be above every
-/// number handed out (G1): no read of the next number. Measured only
-/// (`benches/libsql_requests.rs`): no store sends it.
+/// number handed out (G1): no read of the next number. The libSQL store sends it for a
+/// send of one right after another send of one, at the number after the one that send
+/// took (its `NextNumber`: no other flow ran between the two).
 pub const INSERT_BODY_AT_OWNED: &str = concat!(
     insert_body_columns!(),
     "?6, ?9, ?18",

@@ -10,6 +10,63 @@ use crate::group::{Last, Slot, Went};
 use crate::owner::{GUARD_REFUSED, Lease, READ_EPOCH};
 use crate::{BACKEND, db};
 
+/// The number the owner's next message takes, while no other flow can have taken one
+/// (G1): learnt from the answer of a send of one ([`INSERT_BODY_OWNED`]'s `RETURNING
+/// id`), and good only for the flow that begins right after that send's. Every flow on
+/// the owner's stream begins with [`NextNumber::begin`] (an operation's
+/// [`Exec::operation`], a group's shared request, an application's transaction), so a
+/// send of one goes at the number known ([`INSERT_BODY_AT_OWNED`], without the read of
+/// the next number: about 60 µs less a request on loopback, docs/benchmark.md) only when
+/// nothing ran between the two sends: not a batch, a publish, a group's merged sends, a
+/// schedule's firing or an application's transaction. The stream runs one flow at a
+/// time, and a takeover deposes the owner before another can write (the insert's own
+/// check of the epoch then stores nothing).
+///
+/// [`INSERT_BODY_OWNED`]: mqlite_sql::enqueue::INSERT_BODY_OWNED
+/// [`INSERT_BODY_AT_OWNED`]: mqlite_sql::enqueue::INSERT_BODY_AT_OWNED
+#[derive(Debug, Default)]
+pub(crate) struct NextNumber {
+    /// Flows begun since open.
+    flows: AtomicU64,
+    /// The flow that learnt the number, and the number.
+    known: std::sync::Mutex<Option<(u64, i64)>>,
+    /// Sends that went out at the number known (committed or not).
+    used: AtomicU64,
+}
+
+impl NextNumber {
+    /// A flow begins: its number among the flows.
+    pub(crate) fn begin(&self) -> u64 {
+        self.flows.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Takes the number known for `flow`, if the flow before it learnt it and no flow
+    /// began since `flow` did; it is forgotten either way, until a send learns it again.
+    fn take_for(&self, flow: u64) -> Option<i64> {
+        let known = self
+            .known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        known
+            .filter(|(learnt, _)| learnt + 1 == flow && self.flows.load(Ordering::SeqCst) == flow)
+            .map(|(_, next)| next)
+    }
+
+    /// `flow`'s send of one took `number` and committed.
+    fn learn(&self, flow: u64, number: i64) {
+        *self
+            .known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((flow, number + 1));
+    }
+
+    /// Sends that went at the number known, since open.
+    pub(crate) fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
 /// Statements sent since open (the store's work counter: the client reports no rows
 /// read, so `visits` stays 0 and the TCK's visit pins are skipped on this store).
 #[derive(Debug, Default)]
@@ -57,6 +114,9 @@ pub(crate) struct Exec<'t> {
     /// Its place in a group of operations sharing a request ([`crate::group`]); None
     /// outside one (an application's transaction, the leader's own request).
     pub(crate) seat: Option<&'t Slot>,
+    /// The owner's next number and this flow's place among the flows ([`NextNumber`]);
+    /// None in an application's transaction, whose sends never go at a number known.
+    pub(crate) next: Option<(&'t NextNumber, u64)>,
 }
 
 /// What this owner knows of the queues' rows ([`KnownQueues`]): a takeover deposes
@@ -238,6 +298,7 @@ impl<'t> Exec<'t> {
             read: Vec::new(),
             changed: false,
             seat: None,
+            next: Some((&inner.next, inner.next.begin())),
         }
     }
 
@@ -350,14 +411,26 @@ impl<'t> Exec<'t> {
             return shared;
         }
         // An opening claim or send of one carries the owner's check itself (its form
-        // that changes nothing for a deposed owner).
+        // that changes nothing for a deposed owner). A send of one whose number the
+        // owner knows goes at it.
         let owned = match (self.opening, owned_form(sql, params)) {
-            (Some(lease), Some((form, answers_nothing))) => Some((
-                format!("{}{}", owned(form, params, lease)?, counts(write)),
-                lease,
-                answers_nothing,
-                form,
-            )),
+            (Some(lease), Some((form, answers_nothing))) => {
+                let (form, text) = match self.next_number(form) {
+                    Some(number) => {
+                        let mut at = params.to_vec();
+                        at[5] = ("?6", Value::Int(number));
+                        let form = mqlite_sql::enqueue::INSERT_BODY_AT_OWNED;
+                        (form, owned(form, &at, lease)?)
+                    }
+                    None => (form, owned(form, params, lease)?),
+                };
+                Some((
+                    format!("{text}{}", counts(write)),
+                    lease,
+                    answers_nothing,
+                    form,
+                ))
+            }
             _ => None,
         };
         let mut batch = match &owned {
@@ -375,7 +448,28 @@ impl<'t> Exec<'t> {
         {
             self.confirm_owner(lease).await?;
         }
+        // A send of one that committed: the next flow's send may go at the number after.
+        if let (Some((_, _, _, form)), Some((next, flow)), [row]) =
+            (&owned, self.next, &answer.0[..])
+            && [
+                mqlite_sql::enqueue::INSERT_BODY_OWNED,
+                mqlite_sql::enqueue::INSERT_BODY_AT_OWNED,
+            ]
+            .contains(form)
+        {
+            next.learn(flow, row.int(0)?);
+        }
         Ok(answer)
+    }
+
+    /// The number a send of one in `form` goes at, when the owner knows it for this flow
+    /// ([`NextNumber`]); only the body-only send's form has a form at a number.
+    fn next_number(&self, form: &str) -> Option<i64> {
+        let (next, flow) = self.next?;
+        let known = next.take_for(flow);
+        let number = known.filter(|_| form == mqlite_sql::enqueue::INSERT_BODY_OWNED)?;
+        next.used.fetch_add(1, Ordering::Relaxed);
+        Some(number)
     }
 
     /// After an opening insert that carried the owner's check and stored nothing: one

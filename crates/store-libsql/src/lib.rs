@@ -170,6 +170,8 @@ pub(crate) struct Inner {
     queues: exec::QueueCache,
     /// Operations waiting for the stream, run in groups ([`group`]).
     pending: group::Pending,
+    /// The number the owner's next message takes, while known ([`exec::NextNumber`]).
+    next: exec::NextNumber,
 }
 
 impl std::fmt::Debug for LibsqlStore {
@@ -219,6 +221,7 @@ impl LibsqlStore {
             closed: AtomicBool::new(false),
             queues: exec::QueueCache::default(),
             pending: group::Pending::default(),
+            next: exec::NextNumber::default(),
         });
         owner::spawn_renewal(Arc::downgrade(&inner));
         Ok(LibsqlStore { inner })
@@ -334,6 +337,12 @@ impl LibsqlStore {
     /// Statements sent to the server since open (BEGIN and COMMIT included).
     pub fn statements_sent(&self) -> u64 {
         self.inner.sent.get()
+    }
+
+    /// Sends of one message that went at the number the owner knew, without reading the
+    /// next number on the server (`exec::NextNumber`), since open.
+    pub fn sends_at_known_number(&self) -> u64 {
+        self.inner.next.used()
     }
 
     /// Operations whose one statement went out in their group's shared request (group

@@ -158,6 +158,8 @@ pub(crate) async fn transaction<R, E: From<Error>>(
     body: impl AsyncFnOnce(&libsql::Transaction, i64) -> Result<R, E>,
 ) -> Result<R, E> {
     inner.check_open()?;
+    // The application's statements may take numbers: no send after it goes at one known.
+    inner.next.begin();
     let mut conn = inner.conn.lock().await;
     if gone.load(Ordering::Acquire) {
         return Err(Error::Cancelled.into());

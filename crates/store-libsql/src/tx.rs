@@ -69,6 +69,7 @@ impl LibsqlTx<'_> {
             read: Vec::new(),
             changed: false,
             seat: None,
+            next: None,
         };
         op(&mut x).await
     }

@@ -285,6 +285,8 @@ fn deposed_complete(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<Outp
 /// what the delete or the renewal changed). Each must still fail with Deposed, told by
 /// the server, and change nothing:
 /// - a send of a message of only a body, and of one with a header (two forms of the insert);
+/// - a send of only a body right after another, at the number the owner knew (a third
+///   form, which reads no number on the server);
 /// - a receive with a message waiting (the takeover took the first owner's lock back);
 /// - a receive on an empty queue (the claim fails for a deposed owner either way);
 /// - a complete whose delete finds its row, and a renewal that would move its lock (the
@@ -301,6 +303,7 @@ fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<O
         for case in [
             "send",
             "send_headed",
+            "send_known",
             "receive_waiting",
             "receive_empty",
             "complete",
@@ -315,10 +318,16 @@ fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<O
             if case == "receive_empty" {
                 first.complete(Q, &held).await?;
             }
+            if case == "send_known" {
+                // Two sends of one in a row: the next goes at the number they taught.
+                first.send(Q, OutMessage::new("primer")).await?;
+                first.send(Q, OutMessage::new("primer")).await?;
+            }
+            let known = first.store().sends_at_known_number();
             clock.advance(61_000);
             let second = engine(server.url(), clock.shared()).await?;
             let sent = first.store().statements_sent();
-            let answer = if case == "send" {
+            let answer = if case == "send" || case == "send_known" {
                 first.send(Q, OutMessage::new("late")).await.map(drop)
             } else if case == "send_headed" {
                 let mut late = OutMessage::new("late");
@@ -358,6 +367,10 @@ fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<O
             if first.store().statements_sent() == sent {
                 return Err(format!("the deposed owner's {case} never reached the server").into());
             }
+            let at_known = first.store().sends_at_known_number() - known;
+            if at_known != u64::from(case == "send_known") {
+                return Err(format!("{case}: {at_known} sends at a number known").into());
+            }
             // Nothing changed: the message waits (or, for the complete and the renewal,
             // is still locked as the test left it), delivered once.
             let left: Vec<_> = second
@@ -368,6 +381,15 @@ fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<O
                 .collect();
             let expected = match case {
                 "receive_empty" => vec![],
+                "send_known" => {
+                    let primers: Vec<_> = left.iter().skip(1).map(|m| m.0).collect();
+                    let mut with = vec![(held.seq, MessageState::Active, 1, 0)];
+                    with.extend(primers.iter().map(|&s| (s, MessageState::Active, 0, 0)));
+                    if primers.len() != 2 {
+                        return Err(format!("{case}: left {left:?}").into());
+                    }
+                    with
+                }
                 "complete" | "renew" => vec![(held.seq, MessageState::Locked, 1, put_back)],
                 _ => vec![(held.seq, MessageState::Active, 1, 0)],
             };

@@ -6,7 +6,9 @@
 //! are printed; docs/libsql.md records them. A queue's row is read once and then known
 //! to its owner, until a flow changes a queue. A receive of one, whose one request asks
 //! for every column of the row (`CLAIM_ONE_OWNED_ALL`), answers each field of the
-//! message as it was sent.
+//! message as it was sent. A send of one right after a send of one goes at the number
+//! the owner learnt from the first (no read of the next number); any other flow between
+//! the two makes the second read it, and no number is ever handed out twice (G1).
 
 mod support;
 
@@ -35,6 +37,10 @@ fn main() {
         trial(
             "round_trips::a_receive_of_one_answers_every_field_of_the_message",
             |d| Box::pin(every_field(d)),
+        ),
+        trial(
+            "round_trips::a_send_of_one_after_a_send_of_one_goes_at_the_number_known",
+            |d| Box::pin(known_number(d)),
         ),
     ];
     libtest_mimic::run(&args, trials).exit();
@@ -256,4 +262,107 @@ async fn every_field(dir: tempfile::TempDir) -> Outcome {
     mq.complete("q", &got).await?;
     mq.close().await;
     Ok(())
+}
+
+/// A send of one message of only a body right after another goes at the number the
+/// owner learnt from the first's answer; any other flow between them (a receive, a
+/// completion that deletes the largest number, a batch, an application's transaction)
+/// makes the next send read the number on the server. Every number is above every
+/// number handed out before it (G1), and the sends at a number known are counted.
+async fn known_number(dir: tempfile::TempDir) -> Outcome {
+    let server = Sqld::start(&dir.path().join("sqld"))?;
+    let clock = ManualClock::new(1_700_000_000_000).shared();
+    let mq = support::engine(server.url(), clock, Duration::from_secs(600)).await?;
+    mq.create_queue("q", QueueConfig::default()).await?;
+    mq.create_queue("r", QueueConfig::default()).await?;
+    let store = mq.store();
+    // Every number handed out, in the order of the sends.
+    let mut numbers = Vec::new();
+    // Each queue's first send reads its row, so its insert is not the opening request.
+    send(&mq, &mut numbers, "r", "r-first").await?;
+    send(&mq, &mut numbers, "q", "q-first").await?;
+    let at = |n: u64| -> Outcome {
+        let used = store.sends_at_known_number();
+        if used != n {
+            return Err(format!("{used} sends went at a number known, not {n}").into());
+        }
+        Ok(())
+    };
+    at(0)?;
+    // Learnt from the send before: each goes at the number after, to either queue.
+    let b = send(&mq, &mut numbers, "q", "b").await?;
+    let c = send(&mq, &mut numbers, "r", "c").await?;
+    let d = send(&mq, &mut numbers, "q", "d").await?;
+    at(2)?;
+    if (c, d) != (b + 1, b + 2) {
+        return Err(format!("numbers {b}, {c}, {d} in a row").into());
+    }
+    // A receive and the completion of every message, the largest number among them:
+    // the next send reads the number (the floor keeps it above `d`), the one after
+    // goes at the number known again.
+    for queue in ["q", "r"] {
+        let got = mq.receive(queue, ReceiveOptions::batch(10)).await?;
+        let locks: Vec<LockRef> = got.iter().map(LockRef::from).collect();
+        mq.complete_batch(queue, &locks).await?;
+    }
+    let e = send(&mq, &mut numbers, "q", "e").await?;
+    at(2)?;
+    let f = send(&mq, &mut numbers, "q", "f").await?;
+    at(3)?;
+    if e <= d || f != e + 1 {
+        return Err(format!("after {d} deleted: {e}, then {f}").into());
+    }
+    // A batch takes numbers the owner does not learn: the next send reads the number.
+    let batch = mq
+        .send_batch("q", vec![OutMessage::new("g1"), OutMessage::new("g2")])
+        .await?;
+    numbers.extend(batch.iter().map(|s| s.0));
+    let h = send(&mq, &mut numbers, "q", "h").await?;
+    at(3)?;
+    // So does an application's transaction that sends.
+    let in_tx = mq
+        .tx(async |tx| tx.send("q", OutMessage::new("i")).await)
+        .await?
+        .0;
+    numbers.push(in_tx);
+    let j = send(&mq, &mut numbers, "q", "j").await?;
+    at(3)?;
+    let k = send(&mq, &mut numbers, "q", "k").await?;
+    at(4)?;
+    // A message with a header goes in the full form, at the next number read; it does
+    // not teach the owner the number.
+    let mut headed = OutMessage::new("l");
+    headed.subject = Some("headed".into());
+    let l = mq.send("q", headed).await?.0;
+    numbers.push(l);
+    let m = send(&mq, &mut numbers, "q", "m").await?;
+    at(4)?;
+    if !(h > f && in_tx > h && j > in_tx && k == j + 1 && l > k && m > l) {
+        return Err(format!("numbers {numbers:?}").into());
+    }
+    // Never one number twice, and each above every number before it.
+    if numbers.windows(2).any(|w| w[1] <= w[0]) {
+        return Err(format!("numbers out of order or repeated: {numbers:?}").into());
+    }
+    let stored = mq
+        .peek("q", mqlite_contract::PeekOptions::default())
+        .await?;
+    let bodies: Vec<&[u8]> = stored.iter().map(|m| m.body()).collect();
+    let expected: Vec<&[u8]> = vec![b"e", b"f", b"g1", b"g2", b"h", b"i", b"j", b"k", b"l", b"m"];
+    if bodies != expected {
+        return Err(format!("stored {} bodies, not the ten sent", bodies.len()).into());
+    }
+    Ok(())
+}
+
+/// Sends one message of only a body, noting its number.
+async fn send(
+    mq: &Engine<LibsqlStore>,
+    numbers: &mut Vec<i64>,
+    queue: &str,
+    body: &str,
+) -> Result<i64, Box<dyn std::error::Error>> {
+    let seq = mq.send(queue, OutMessage::new(body)).await?.0;
+    numbers.push(seq);
+    Ok(seq)
 }
