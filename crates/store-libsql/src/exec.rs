@@ -13,9 +13,10 @@ use crate::{BACKEND, db};
 /// The number the owner's next message takes, while no other flow can have taken one
 /// (G1): learnt from the answer of a send of one ([`INSERT_BODY_OWNED`]'s `RETURNING
 /// id`), and good only for the flow that begins right after that send's. Every flow on
-/// the owner's stream begins with [`NextNumber::begin`] (an operation's
-/// [`Exec::operation`], a group's shared request, an application's transaction), so a
-/// send of one goes at the number known ([`INSERT_BODY_AT_OWNED`], without the read of
+/// the owner's stream begins with [`NextNumber::begin`] while it holds the stream (an
+/// operation's [`Exec::operation`], built by the group's leader, which holds it; a
+/// group's shared request; an application's transaction, once it has the stream), so
+/// the flows' order is the order they run in, and a send of one goes at the number known ([`INSERT_BODY_AT_OWNED`], without the read of
 /// the next number: about 60 µs less a request on loopback, docs/benchmark.md) only when
 /// nothing ran between the two sends: not a batch, a publish, a group's merged sends, a
 /// schedule's firing or an application's transaction. The stream runs one flow at a
@@ -31,7 +32,7 @@ pub(crate) struct NextNumber {
     /// The flow that learnt the number, and the number.
     known: std::sync::Mutex<Option<(u64, i64)>>,
     /// Sends that went out at the number known (committed or not).
-    used: AtomicU64,
+    pub(crate) used: AtomicU64,
 }
 
 impl NextNumber {
@@ -416,11 +417,13 @@ impl<'t> Exec<'t> {
         let owned = match (self.opening, owned_form(sql, params)) {
             (Some(lease), Some((form, answers_nothing))) => {
                 let (form, text) = match self.next_number(form) {
-                    Some(number) => {
+                    Some((next, number)) => {
                         let mut at = params.to_vec();
                         at[5] = ("?6", Value::Int(number));
                         let form = mqlite_sql::enqueue::INSERT_BODY_AT_OWNED;
-                        (form, owned(form, &at, lease)?)
+                        let text = owned(form, &at, lease)?;
+                        next.used.fetch_add(1, Ordering::Relaxed);
+                        (form, text)
                     }
                     None => (form, owned(form, params, lease)?),
                 };
@@ -463,13 +466,14 @@ impl<'t> Exec<'t> {
     }
 
     /// The number a send of one in `form` goes at, when the owner knows it for this flow
-    /// ([`NextNumber`]); only the body-only send's form has a form at a number.
-    fn next_number(&self, form: &str) -> Option<i64> {
+    /// ([`NextNumber`]), with the owner's [`NextNumber`]; only the body-only send's form
+    /// has a form at a number.
+    fn next_number(&self, form: &str) -> Option<(&'t NextNumber, i64)> {
         let (next, flow) = self.next?;
         let known = next.take_for(flow);
-        let number = known.filter(|_| form == mqlite_sql::enqueue::INSERT_BODY_OWNED)?;
-        next.used.fetch_add(1, Ordering::Relaxed);
-        Some(number)
+        known
+            .filter(|_| form == mqlite_sql::enqueue::INSERT_BODY_OWNED)
+            .map(|number| (next, number))
     }
 
     /// After an opening insert that carried the owner's check and stored nothing: one

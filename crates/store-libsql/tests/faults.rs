@@ -318,10 +318,11 @@ fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<O
             if case == "receive_empty" {
                 first.complete(Q, &held).await?;
             }
+            let mut primers = Vec::new();
             if case == "send_known" {
                 // Two sends of one in a row: the next goes at the number they taught.
-                first.send(Q, OutMessage::new("primer")).await?;
-                first.send(Q, OutMessage::new("primer")).await?;
+                primers.push(first.send(Q, OutMessage::new("primer")).await?);
+                primers.push(first.send(Q, OutMessage::new("primer")).await?);
             }
             let known = first.store().sends_at_known_number();
             clock.advance(61_000);
@@ -382,12 +383,8 @@ fn deposed_first_calls(dir: tempfile::TempDir) -> std::pin::Pin<Box<dyn Future<O
             let expected = match case {
                 "receive_empty" => vec![],
                 "send_known" => {
-                    let primers: Vec<_> = left.iter().skip(1).map(|m| m.0).collect();
                     let mut with = vec![(held.seq, MessageState::Active, 1, 0)];
                     with.extend(primers.iter().map(|&s| (s, MessageState::Active, 0, 0)));
-                    if primers.len() != 2 {
-                        return Err(format!("{case}: left {left:?}").into());
-                    }
                     with
                 }
                 "complete" | "renew" => vec![(held.seq, MessageState::Locked, 1, put_back)],
