@@ -96,6 +96,24 @@ RETURNING id",
     })
 });
 
+/// [`INSERT_ROWS_NEXT_BODIES`] from the number `:first`, which the caller knows to be
+/// above every number handed out (G1): no read of the next number. The libSQL store's
+/// group sends it when its request is these sends alone and the last request it sent
+/// taught it the number (its `NextNumber`). Its parameters are
+/// [`bodies_next_params`]' and `:first`.
+pub static INSERT_ROWS_AT_BODIES: Texts = Texts::new(|| {
+    values::build(MAX_INSERT_ROWS, |n| {
+        format!(
+            "INSERT INTO mqlite_messages (id, queue, state, enqueued_at, visible_at,
+       expires_at, body, priority)
+SELECT :first + v.column1, ?1, ?2, ?3, ?4, ?5, v.column2, v.column3
+  FROM (VALUES {}) AS v WHERE v.column1 < ?6
+RETURNING id",
+            values::rows(SHARED_PARAMS, n, BODY_PARAMS, true)
+        )
+    })
+});
+
 /// The parameters of [`INSERT_ROWS_NEXT_BODIES`] for `n` rows: the shared values, the
 /// row count, then each row's body and priority.
 pub fn bodies_next_params(
@@ -220,7 +238,7 @@ pub const INSERT_BODY_OWNED: &str = concat!(
 /// [`INSERT_BODY_OWNED`] under the number `?6`, which the caller knows to be above every
 /// number handed out (G1): no read of the next number. The libSQL store sends it for a
 /// send of one right after another send of one, at the number after the one that send
-/// took (its `NextNumber`: no other flow ran between the two).
+/// took (its `NextNumber`: no other request went out between the two).
 pub const INSERT_BODY_AT_OWNED: &str = concat!(
     insert_body_columns!(),
     "?6, ?9, ?18",

@@ -277,6 +277,7 @@ pub static STATEMENTS: std::sync::LazyLock<Vec<(&'static str, &'static str)>> =
             ("INSERT_ROWS_NEXT", &enqueue::INSERT_ROWS_NEXT),
             ("INSERT_ROWS_NEXT_PLAIN", &enqueue::INSERT_ROWS_NEXT_PLAIN),
             ("INSERT_ROWS_NEXT_BODIES", &enqueue::INSERT_ROWS_NEXT_BODIES),
+            ("INSERT_ROWS_AT_BODIES", &enqueue::INSERT_ROWS_AT_BODIES),
             ("LOCK_PICKED", &claim::LOCK_PICKED),
             ("LOCK_PICKED_PLAIN", &claim::LOCK_PICKED_PLAIN),
             ("COMPLETE_ROWS", &settle::COMPLETE_ROWS),

@@ -10,59 +10,55 @@ use crate::group::{Last, Slot, Went};
 use crate::owner::{GUARD_REFUSED, Lease, READ_EPOCH};
 use crate::{BACKEND, db};
 
-/// The number the owner's next message takes, while no other flow can have taken one
-/// (G1): learnt from the answer of a send of one ([`INSERT_BODY_OWNED`]'s `RETURNING
-/// id`), and good only for the flow that begins right after that send's. Every flow on
-/// the owner's stream begins with [`NextNumber::begin`] while it holds the stream (an
-/// operation's [`Exec::operation`], built by the group's leader, which holds it; a
-/// group's shared request; an application's transaction, once it has the stream), so
-/// the flows' order is the order they run in, and a send of one goes at the number known ([`INSERT_BODY_AT_OWNED`], without the read of
-/// the next number: about 60 µs less a request on loopback, docs/benchmark.md) only when
-/// nothing ran between the two sends: not a batch, a publish, a group's merged sends, a
-/// schedule's firing or an application's transaction. The stream runs one flow at a
-/// time, and a takeover deposes the owner before another can write (the insert's own
-/// check of the epoch then stores nothing).
+/// The number the owner's next message takes, while nothing else can have taken one
+/// (G1): learnt from the answer of a request whose last insert took the largest number
+/// (a send of one, [`INSERT_BODY_OWNED`]'s `RETURNING id`, or a group's one merged
+/// insert), and good only while this store sends no other request: the number is kept
+/// with the count of requests sent ([`Sent`]) at the answer, and a send goes at it only
+/// when the count has not moved since. Every request goes out on the owner's one stream
+/// under its lock and is counted before it is sent, an application's transaction at its
+/// opening; so anything between the two (a receive, a batch, a publish, a schedule's
+/// firing, an application's transaction, a lease renewal) makes the next send read the
+/// number on the server as before. A send at the number known
+/// ([`INSERT_BODY_AT_OWNED`], [`INSERT_ROWS_AT_BODIES`]) skips that read: about 60 µs
+/// less a request on loopback (docs/benchmark.md). A takeover deposes the owner before
+/// another can write (the insert's own check of the epoch then stores nothing).
 ///
 /// [`INSERT_BODY_OWNED`]: mqlite_sql::enqueue::INSERT_BODY_OWNED
 /// [`INSERT_BODY_AT_OWNED`]: mqlite_sql::enqueue::INSERT_BODY_AT_OWNED
+/// [`INSERT_ROWS_AT_BODIES`]: mqlite_sql::enqueue::INSERT_ROWS_AT_BODIES
 #[derive(Debug, Default)]
 pub(crate) struct NextNumber {
-    /// Flows begun since open.
-    flows: AtomicU64,
-    /// The flow that learnt the number, and the number.
+    /// The requests sent when the number was learnt, and the number.
     known: std::sync::Mutex<Option<(u64, i64)>>,
-    /// Sends that went out at the number known (committed or not).
+    /// Requests that went out at the number known (committed or not).
     pub(crate) used: AtomicU64,
 }
 
 impl NextNumber {
-    /// A flow begins: its number among the flows.
-    pub(crate) fn begin(&self) -> u64 {
-        self.flows.fetch_add(1, Ordering::SeqCst) + 1
-    }
-
-    /// Takes the number known for `flow`, if the flow before it learnt it and no flow
-    /// began since `flow` did; it is forgotten either way, until a send learns it again.
-    fn take_for(&self, flow: u64) -> Option<i64> {
+    /// Takes the number known, if no request went out since it was learnt (`sent`: the
+    /// requests sent so far); it is forgotten either way, until an answer teaches it again.
+    pub(crate) fn take(&self, sent: &Sent) -> Option<i64> {
         let known = self
             .known
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         known
-            .filter(|(learnt, _)| learnt + 1 == flow && self.flows.load(Ordering::SeqCst) == flow)
+            .filter(|(at, _)| *at == sent.get())
             .map(|(_, next)| next)
     }
 
-    /// `flow`'s send of one took `number` and committed.
-    fn learn(&self, flow: u64, number: i64) {
+    /// The answer to the last request sent (`sent`) stored `largest` as the largest
+    /// number, and committed.
+    pub(crate) fn learn(&self, sent: &Sent, largest: i64) {
         *self
             .known
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((flow, number + 1));
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((sent.get(), largest + 1));
     }
 
-    /// Sends that went at the number known, since open.
+    /// Requests that went at the number known, since open.
     pub(crate) fn used(&self) -> u64 {
         self.used.load(Ordering::Relaxed)
     }
@@ -115,9 +111,9 @@ pub(crate) struct Exec<'t> {
     /// Its place in a group of operations sharing a request ([`crate::group`]); None
     /// outside one (an application's transaction, the leader's own request).
     pub(crate) seat: Option<&'t Slot>,
-    /// The owner's next number and this flow's place among the flows ([`NextNumber`]);
-    /// None in an application's transaction, whose sends never go at a number known.
-    pub(crate) next: Option<(&'t NextNumber, u64)>,
+    /// The owner's next number ([`NextNumber`]); None in an application's transaction,
+    /// whose sends never go at a number known.
+    pub(crate) next: Option<&'t NextNumber>,
 }
 
 /// What this owner knows of the queues' rows ([`KnownQueues`]): a takeover deposes
@@ -299,7 +295,7 @@ impl<'t> Exec<'t> {
             read: Vec::new(),
             changed: false,
             seat: None,
-            next: Some((&inner.next, inner.next.begin())),
+            next: Some(&inner.next),
         }
     }
 
@@ -451,16 +447,15 @@ impl<'t> Exec<'t> {
         {
             self.confirm_owner(lease).await?;
         }
-        // A send of one that committed: the next flow's send may go at the number after.
-        if let (Some((_, _, _, form)), Some((next, flow)), [row]) =
-            (&owned, self.next, &answer.0[..])
+        // A send of one that committed: the next send may go at the number after.
+        if let (Some((_, _, _, form)), Some(next), [row]) = (&owned, self.next, &answer.0[..])
             && [
                 mqlite_sql::enqueue::INSERT_BODY_OWNED,
                 mqlite_sql::enqueue::INSERT_BODY_AT_OWNED,
             ]
             .contains(form)
         {
-            next.learn(flow, row.int(0)?);
+            next.learn(self.sent, row.int(0)?);
         }
         Ok(answer)
     }
@@ -469,8 +464,8 @@ impl<'t> Exec<'t> {
     /// ([`NextNumber`]), with the owner's [`NextNumber`]; only the body-only send's form
     /// has a form at a number.
     fn next_number(&self, form: &str) -> Option<(&'t NextNumber, i64)> {
-        let (next, flow) = self.next?;
-        let known = next.take_for(flow);
+        let next = self.next?;
+        let known = next.take(self.sent);
         known
             .filter(|_| form == mqlite_sql::enqueue::INSERT_BODY_OWNED)
             .map(|number| (next, number))
@@ -964,6 +959,20 @@ fn literal(out: &mut String, v: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_number_known_is_good_only_until_the_next_request() {
+        let (next, sent) = (NextNumber::default(), Sent::default());
+        assert_eq!(next.take(&sent), None, "nothing learnt yet");
+        sent.add();
+        next.learn(&sent, 41);
+        assert_eq!(next.take(&sent), Some(42));
+        assert_eq!(next.take(&sent), None, "taken once, until learnt again");
+        next.learn(&sent, 50);
+        sent.add();
+        assert_eq!(next.take(&sent), None, "a request went out since");
+        assert_eq!(next.take(&sent), None);
+    }
 
     #[test]
     fn literals_are_quoted_and_parameters_replaced() {

@@ -34,8 +34,9 @@ use std::time::Instant;
 
 use mqlite_contract::{Error, Result};
 use mqlite_sql::enqueue::{
-    INSERT_ONE, INSERT_ROWS_NEXT, INSERT_ROWS_NEXT_BODIES, ROW_PARAMS, SHARED_PARAMS,
-    bodies_next_params, body_values, is_body_only, returned_numbers, rows_next_params,
+    INSERT_ONE, INSERT_ROWS_AT_BODIES, INSERT_ROWS_NEXT, INSERT_ROWS_NEXT_BODIES, ROW_PARAMS,
+    SHARED_PARAMS, bodies_next_params, body_values, is_body_only, returned_numbers,
+    rows_next_params,
 };
 use mqlite_sql::{Executed, Params, Row, Value};
 
@@ -609,7 +610,19 @@ async fn shared_request(
     let mut x = Exec::operation(inner, conn);
     x.parked = since.is_some();
     x.queues = None;
-    let pieces = pieces(queued);
+    // A request of one queue's merged sends alone goes at the number the owner knows,
+    // and teaches it the next (exec::NextNumber).
+    let known = inner.next.take(&inner.sent);
+    let mut pieces = pieces(queued);
+    let alone = matches!(&pieces[..], [(Piece::Sends(_), _)]);
+    if alone
+        && let Some(first) = known
+        && let [(_, text)] = &mut pieces[..]
+        && let Some(at) = merged_at(queued, first)
+    {
+        *text = at;
+        inner.next.used.fetch_add(1, Ordering::Relaxed);
+    }
     let body = pieces
         .iter()
         .map(|(_, text)| text.as_str())
@@ -637,6 +650,9 @@ async fn shared_request(
                         let numbers = step_answer(&mut batch, false)
                             .await
                             .and_then(|(rows, _)| returned_numbers(&rows, members.len()));
+                        if alone && let Ok(Some(&largest)) = numbers.as_ref().map(|n| n.last()) {
+                            inner.next.learn(&inner.sent, largest);
+                        }
                         for (k, i) in members.iter().enumerate() {
                             slots[*i].answer(match &numbers {
                                 Ok(numbers) => Ok((
@@ -738,6 +754,24 @@ fn pieces(queued: &[Queued]) -> Vec<(Piece, String)> {
         .collect()
 }
 
+/// The text of [`INSERT_ROWS_AT_BODIES`] from `first` for the queued statements when
+/// they are all sends of one message of only a body with the same shared values (what
+/// [`pieces`] merges into one piece), else None.
+fn merged_at(queued: &[Queued], first: i64) -> Option<String> {
+    let sends: Vec<&Queued> = queued.iter().collect();
+    if !sends.iter().all(|(_, s)| is_body_only(&s.params)) {
+        return None;
+    }
+    let n = sends.len();
+    let shared = sends[0].1.params[..SHARED_PARAMS - 2]
+        .iter()
+        .map(|(_, v)| v.clone());
+    let rows = sends.iter().flat_map(|(_, s)| body_values(&s.params));
+    let mut params = bodies_next_params(shared, n, rows);
+    params.push((":first", Value::Int(first)));
+    inline(INSERT_ROWS_AT_BODIES.get(n), &params).ok()
+}
+
 /// The text of [`INSERT_ROWS_NEXT`] for these sends (of the same shared values): the
 /// shared values, the row count, then each send's row values, inlined; or of
 /// [`INSERT_ROWS_NEXT_BODIES`] when every send is of a message of only a body (each
@@ -762,4 +796,50 @@ fn merged(sends: &[&Queued]) -> Result<String> {
             .flat_map(|(_, s)| s.params[SHARED_PARAMS - 1..].iter().map(|(_, v)| v.clone())),
     );
     inline(INSERT_ROWS_NEXT.get(n), &params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A queued send of one message to `q` (`INSERT_ONE`'s parameters), of only a body
+    /// unless it has a `subject`.
+    fn send(k: usize, body: &str, subject: Option<&str>) -> Queued {
+        const NAMES: [&str; 18] = [
+            "?1", "?2", "?3", "?4", "?5", "?6", "?7", "?8", "?9", "?10", "?11", "?12", "?13",
+            "?14", "?15", "?16", "?17", "?18",
+        ];
+        let mut values = vec![Value::Null; 18];
+        values[0] = Value::Text("q".into());
+        values[1] = Value::Int(0);
+        values[2] = Value::Int(1_000);
+        values[3] = Value::Int(1_000);
+        values[4] = Value::Int(0);
+        values[7] = Value::Int(0);
+        values[8] = Value::Blob(body.as_bytes().to_vec());
+        values[11] = subject.map_or(Value::Null, |s| Value::Text(s.into()));
+        values[17] = Value::Int(0);
+        let params = NAMES.into_iter().zip(values).collect();
+        let statement = Statement {
+            body: String::new(),
+            sql: INSERT_ONE,
+            params,
+            write: true,
+        };
+        (k, statement)
+    }
+
+    #[test]
+    fn merged_sends_at_a_number_known_differ_only_in_their_first_number() {
+        let queued = [send(0, "a", None), send(1, "b", None), send(2, "c", None)];
+        let at = merged_at(&queued, 42).expect("sends of only a body");
+        let refs: Vec<&Queued> = queued.iter().collect();
+        let next = merged(&refs).expect("the usual form");
+        assert!(at.contains("SELECT 42 + v.column1"), "{at}");
+        assert!(!at.contains("max("), "no read of the next number: {at}");
+        let rest = |text: &str| text.split_once("+ v.column1").map(|(_, r)| r.to_owned());
+        assert_eq!(rest(&at), rest(&next), "the same rows, bodies and all");
+        let headed = [send(0, "a", None), send(1, "b", Some("subject"))];
+        assert_eq!(merged_at(&headed, 42), None, "a send with a header");
+    }
 }

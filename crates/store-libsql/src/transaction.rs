@@ -159,10 +159,6 @@ pub(crate) async fn transaction<R, E: From<Error>>(
 ) -> Result<R, E> {
     inner.check_open()?;
     let mut conn = inner.conn.lock().await;
-    // The application's statements may take numbers: no send after it goes at one known.
-    // Begun under the stream's lock, as every operation's flow is (the group's leader
-    // holds it), so the flows' order is the order they run in.
-    inner.next.begin();
     if gone.load(Ordering::Acquire) {
         return Err(Error::Cancelled.into());
     }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use libtest_mimic::Arguments;
 
 use mqlite_contract::{
-    Error, LockRef, LockToken, MessageState, OutMessage, PeekOptions, QueueConfig, SendOptions,
-    SeqNumber, SystemClock,
+    Error, LockRef, LockToken, MessageState, OutMessage, PeekOptions, QueueConfig, ReceiveOptions,
+    SendOptions, SeqNumber, SystemClock,
 };
 use mqlite_engine::Engine;
 use mqlite_store_libsql::LibsqlStore;
@@ -48,6 +48,10 @@ fn main() {
         trial(
             "group_commit::a_lost_request_fails_every_call_it_held",
             |d| Box::pin(a_lost_request_fails_every_call_it_held(d)),
+        ),
+        trial(
+            "group_commit::concurrent_sends_after_a_send_go_at_the_number_known_and_never_repeat_one",
+            |d| Box::pin(concurrent_sends_at_the_number_known(d)),
         ),
     ];
     libtest_mimic::run(&args, trials).exit();
@@ -491,6 +495,61 @@ async fn a_lost_request_fails_every_call_it_held(dir: tempfile::TempDir) -> Outc
         .collect();
     if left != [b"first".to_vec()] {
         return Err(format!("{} messages stored after the outage", left.len()).into());
+    }
+    mq.close().await;
+    Ok(())
+}
+
+/// Rounds of a send of one, which teaches the owner the next number, then sixteen
+/// concurrent sends of one, which go alone or merged in a group: the first request of
+/// each round goes at the number known (`sends_at_known_number`), and between the
+/// rounds a receive and a completion of every message (the largest number among them)
+/// make the next round's first send read the number again. No number is handed out
+/// twice, and each round's numbers are above every number before them (G1).
+async fn concurrent_sends_at_the_number_known(dir: tempfile::TempDir) -> Outcome {
+    let server = Sqld::start(&dir.path().join("sqld"))?;
+    let mq = engine(&server).await?;
+    let mut seen: BTreeSet<SeqNumber> = BTreeSet::new();
+    let mut top = SeqNumber(0);
+    for round in 0..5 {
+        let at = mq.store().sends_at_known_number();
+        let merged = mq.store().merged_sends();
+        let first = mq.send(Q, OutMessage::new(format!("lead {round}"))).await?;
+        let calls: Vec<_> = (0..16)
+            .map(|i| {
+                let mq = mq.clone();
+                tokio::spawn(
+                    async move { mq.send(Q, OutMessage::new(format!("{round}-{i}"))).await },
+                )
+            })
+            .collect();
+        let mut numbers = vec![first];
+        for call in calls {
+            numbers.push(call.await??);
+        }
+        let used = mq.store().sends_at_known_number() - at;
+        println!(
+            "round {round}: {used} requests at a number known, {} sends merged",
+            mq.store().merged_sends() - merged
+        );
+        if used == 0 {
+            return Err(format!("round {round}: no request went at the number known").into());
+        }
+        for n in &numbers {
+            if *n <= top || !seen.insert(*n) {
+                return Err(format!("round {round}: number {n:?} again or below {top:?}").into());
+            }
+        }
+        top = numbers.iter().copied().max().unwrap_or(top);
+        // Every message received and completed, the largest number among them.
+        loop {
+            let got = mq.receive(Q, ReceiveOptions::batch(64)).await?;
+            if got.is_empty() {
+                break;
+            }
+            let locks: Vec<LockRef> = got.iter().map(LockRef::from).collect();
+            mq.complete_batch(Q, &locks).await?;
+        }
     }
     mq.close().await;
     Ok(())

@@ -7,7 +7,7 @@
 //! to its owner, until a flow changes a queue. A receive of one, whose one request asks
 //! for every column of the row (`CLAIM_ONE_OWNED_ALL`), answers each field of the
 //! message as it was sent. A send of one right after a send of one goes at the number
-//! the owner learnt from the first (no read of the next number); any other flow between
+//! the owner learnt from the first (no read of the next number); any other request between
 //! the two makes the second read it, and no number is ever handed out twice (G1).
 
 mod support;
@@ -265,7 +265,7 @@ async fn every_field(dir: tempfile::TempDir) -> Outcome {
 }
 
 /// A send of one message of only a body right after another goes at the number the
-/// owner learnt from the first's answer; any other flow between them (a receive, a
+/// owner learnt from the first's answer; any other request between them (a receive, a
 /// completion that deletes the largest number, a batch, an application's transaction)
 /// makes the next send read the number on the server. Every number is above every
 /// number handed out before it (G1), and the sends at a number known are counted.
