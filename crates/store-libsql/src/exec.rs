@@ -15,9 +15,10 @@ use crate::{BACKEND, db};
 /// (a send of one, [`INSERT_BODY_OWNED`]'s `RETURNING id`, or a group's one merged
 /// insert), and good only while this store sends no other request: the number is kept
 /// with the count of requests sent ([`Sent`]) at the answer, and a send goes at it only
-/// when the count has not moved since. Every request goes out on the owner's one stream
-/// under its lock and is counted before it is sent, an application's transaction at its
-/// opening; so anything between the two (a receive, a batch, a publish, a schedule's
+/// when the count has not moved since. Every request that may store a message goes out
+/// on the owner's one stream under its lock and is counted before it is sent (an
+/// application's transaction at its opening; only the bare COMMIT or ROLLBACK that ends
+/// a transaction or a parked stream goes uncounted); so anything between the two (a receive, a batch, a publish, a schedule's
 /// firing, an application's transaction, a lease renewal) makes the next send read the
 /// number on the server as before. A send at the number known
 /// ([`INSERT_BODY_AT_OWNED`], [`INSERT_ROWS_AT_BODIES`]) skips that read: about 60 µs
