@@ -237,8 +237,9 @@ pub const INSERT_BODY_OWNED: &str = concat!(
 
 /// [`INSERT_BODY_OWNED`] under the number `?6`, which the caller knows to be above every
 /// number handed out (G1): no read of the next number. The libSQL store sends it for a
-/// send of one right after another send of one, at the number after the one that send
-/// took (its `NextNumber`: no other request went out between the two).
+/// send of one right after a request that taught it the number (a send of one, or a
+/// group's merged sends), at the number after the largest that request stored (its
+/// `NextNumber`: no other request went out between the two).
 pub const INSERT_BODY_AT_OWNED: &str = concat!(
     insert_body_columns!(),
     "?6, ?9, ?18",

@@ -16,9 +16,10 @@ use crate::{BACKEND, db};
 /// insert), and good only while this store sends no other request: the number is kept
 /// with the count of requests sent ([`Sent`]) at the answer, and a send goes at it only
 /// when the count has not moved since. Every request that may store a message goes out
-/// on the owner's one stream under its lock and is counted before it is sent (an
-/// application's transaction at its opening; only the bare COMMIT or ROLLBACK that ends
-/// a transaction or a parked stream goes uncounted); so anything between the two (a receive, a batch, a publish, a schedule's
+/// under the lock of the owner's connection and is counted before it is sent (an
+/// application's transaction, on a stream of its own, at its opening, and it holds the
+/// lock until it ends; what goes uncounted stores nothing: a ROLLBACK, the COMMIT of a
+/// parked stream that ran nothing, `explain`); so anything between the two (a receive, a batch, a publish, a schedule's
 /// firing, an application's transaction, a lease renewal) makes the next send read the
 /// number on the server as before. A send at the number known
 /// ([`INSERT_BODY_AT_OWNED`], [`INSERT_ROWS_AT_BODIES`]) skips that read: about 60 µs
@@ -461,9 +462,9 @@ impl<'t> Exec<'t> {
         Ok(answer)
     }
 
-    /// The number a send of one in `form` goes at, when the owner knows it for this flow
-    /// ([`NextNumber`]), with the owner's [`NextNumber`]; only the body-only send's form
-    /// has a form at a number.
+    /// The number a send of one in `form` goes at, when the owner knows it
+    /// ([`NextNumber`]: no request went out since it was learnt), with the owner's
+    /// [`NextNumber`]; only the body-only send's form has a form at a number.
     fn next_number(&self, form: &str) -> Option<(&'t NextNumber, i64)> {
         let next = self.next?;
         let known = next.take(self.sent);

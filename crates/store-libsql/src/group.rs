@@ -759,7 +759,13 @@ fn pieces(queued: &[Queued]) -> Vec<(Piece, String)> {
 /// [`pieces`] merges into one piece), else None.
 fn merged_at(queued: &[Queued], first: i64) -> Option<String> {
     let sends: Vec<&Queued> = queued.iter().collect();
-    if !sends.iter().all(|(_, s)| is_body_only(&s.params)) {
+    let shared = |s: &Statement| s.params.get(..SHARED_PARAMS - 2).map(<[_]>::to_vec);
+    let one_piece = sends.first().is_some_and(|(_, f)| {
+        sends
+            .iter()
+            .all(|(_, s)| s.sql == INSERT_ONE && shared(s) == shared(f))
+    });
+    if !one_piece || !sends.iter().all(|(_, s)| is_body_only(&s.params)) {
         return None;
     }
     let n = sends.len();
@@ -841,5 +847,9 @@ mod tests {
         assert_eq!(rest(&at), rest(&next), "the same rows, bodies and all");
         let headed = [send(0, "a", None), send(1, "b", Some("subject"))];
         assert_eq!(merged_at(&headed, 42), None, "a send with a header");
+        let mut later = send(1, "b", None);
+        later.1.params[3].1 = Value::Int(2_000);
+        let timings = [send(0, "a", None), later];
+        assert_eq!(merged_at(&timings, 42), None, "two timings are two pieces");
     }
 }

@@ -339,8 +339,9 @@ impl LibsqlStore {
         self.inner.sent.get()
     }
 
-    /// Sends of one message that went at the number the owner knew, without reading the
-    /// next number on the server (`exec::NextNumber`), since open.
+    /// Requests that went at the number the owner knew, without reading the next number
+    /// on the server (`exec::NextNumber`), since open: a send of one, or a group's
+    /// request of merged sends (one, however many sends it holds).
     pub fn sends_at_known_number(&self) -> u64 {
         self.inner.next.used()
     }
