@@ -51,7 +51,11 @@ fn main() {
         ),
         trial(
             "group_commit::concurrent_sends_after_a_send_go_at_the_number_known_and_never_repeat_one",
-            |d| Box::pin(concurrent_sends_at_the_number_known(d)),
+            |d| {
+                Box::pin(
+                    concurrent_sends_after_a_send_go_at_the_number_known_and_never_repeat_one(d),
+                )
+            },
         ),
     ];
     libtest_mimic::run(&args, trials).exit();
@@ -506,7 +510,9 @@ async fn a_lost_request_fails_every_call_it_held(dir: tempfile::TempDir) -> Outc
 /// rounds a receive and a completion of every message (the largest number among them)
 /// make the next round's first send read the number again. No number is handed out
 /// twice, and each round's numbers are above every number before them (G1).
-async fn concurrent_sends_at_the_number_known(dir: tempfile::TempDir) -> Outcome {
+async fn concurrent_sends_after_a_send_go_at_the_number_known_and_never_repeat_one(
+    dir: tempfile::TempDir,
+) -> Outcome {
     let server = Sqld::start(&dir.path().join("sqld"))?;
     let mq = engine(&server).await?;
     let mut seen: BTreeSet<SeqNumber> = BTreeSet::new();

@@ -40,7 +40,11 @@ fn main() {
         ),
         trial(
             "round_trips::a_send_of_one_after_a_send_of_one_goes_at_the_number_known",
-            |d| Box::pin(known_number(d)),
+            |d| {
+                Box::pin(a_send_of_one_after_a_send_of_one_goes_at_the_number_known(
+                    d,
+                ))
+            },
         ),
     ];
     libtest_mimic::run(&args, trials).exit();
@@ -269,7 +273,9 @@ async fn every_field(dir: tempfile::TempDir) -> Outcome {
 /// completion that deletes the largest number, a batch, an application's transaction)
 /// makes the next send read the number on the server. Every number is above every
 /// number handed out before it (G1), and the sends at a number known are counted.
-async fn known_number(dir: tempfile::TempDir) -> Outcome {
+async fn a_send_of_one_after_a_send_of_one_goes_at_the_number_known(
+    dir: tempfile::TempDir,
+) -> Outcome {
     let server = Sqld::start(&dir.path().join("sqld"))?;
     let clock = ManualClock::new(1_700_000_000_000).shared();
     let mq = support::engine(server.url(), clock, Duration::from_secs(600)).await?;
