@@ -416,8 +416,9 @@ impl<'t> Exec<'t> {
             (Some(lease), Some((form, answers_nothing))) => {
                 let (form, text) = match self.next_number(form) {
                     Some((next, number)) => {
+                        // `?6`, the number, NULL in a send that takes the next one.
                         let mut at = params.to_vec();
-                        at[5] = ("?6", Value::Int(number));
+                        at[mqlite_sql::enqueue::SHARED_PARAMS - 2] = ("?6", Value::Int(number));
                         let form = mqlite_sql::enqueue::INSERT_BODY_AT_OWNED;
                         let text = owned(form, &at, lease)?;
                         next.used.fetch_add(1, Ordering::Relaxed);

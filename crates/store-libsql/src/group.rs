@@ -612,15 +612,9 @@ async fn shared_request(
     x.queues = None;
     // A request of one queue's merged sends alone goes at the number the owner knows,
     // and teaches it the next (exec::NextNumber).
-    let known = inner.next.take(&inner.sent);
-    let mut pieces = pieces(queued);
-    let alone = matches!(&pieces[..], [(Piece::Sends(_), _)]);
-    if alone
-        && let Some(first) = known
-        && let [(_, text)] = &mut pieces[..]
-        && let Some(at) = merged_at(queued, first)
-    {
-        *text = at;
+    let pieces = pieces(queued, inner.next.take(&inner.sent));
+    let alone = matches!(&pieces[..], [(Piece::Sends(..), _)]);
+    if let [(Piece::Sends(_, true), _)] = &pieces[..] {
         inner.next.used.fetch_add(1, Ordering::Relaxed);
     }
     let body = pieces
@@ -642,7 +636,7 @@ async fn shared_request(
                     Piece::One(i, write) => {
                         slots[*i].answer(step_answer(&mut batch, *write).await);
                     }
-                    Piece::Sends(members) => {
+                    Piece::Sends(members, _) => {
                         inner
                             .pending
                             .merged
@@ -710,16 +704,19 @@ fn again(e: &Error) -> Error {
 enum Piece {
     /// A flow's own statement (and whether it writes).
     One(usize, bool),
-    /// The flows whose sends [`INSERT_ROWS_NEXT`] makes, in row order.
-    Sends(Vec<usize>),
+    /// The flows whose sends [`INSERT_ROWS_NEXT`] makes, in row order, and whether they
+    /// go at a number the owner knew ([`INSERT_ROWS_AT_BODIES`]).
+    Sends(Vec<usize>, bool),
 }
 
 /// The pieces of a shared request, with their text, in the flows' order (merged sends
 /// where the first of them stood). Sends of one message ([`INSERT_ONE`] taking the next
 /// number itself) share a piece when their shared values (`?1` … `?5`: queue, state,
 /// time, visible time, expiry) are the same. One row costs the server a fraction of
-/// what one statement does (sqld parses and prepares every statement afresh).
-fn pieces(queued: &[Queued]) -> Vec<(Piece, String)> {
+/// what one statement does (sqld parses and prepares every statement afresh). When the
+/// merged sends are the whole request, they go from `first`, the number the owner
+/// knows, if any ([`merged`]).
+fn pieces(queued: &[Queued], first: Option<i64>) -> Vec<(Piece, String)> {
     let mergeable = |s: &Statement| {
         s.sql == INSERT_ONE
             && s.params.len() == SHARED_PARAMS - 1 + ROW_PARAMS
@@ -735,14 +732,16 @@ fn pieces(queued: &[Queued]) -> Vec<(Piece, String)> {
             None => plans.push((key, vec![q])),
         }
     }
+    let first = first.filter(|_| plans.len() == 1);
     plans
         .into_iter()
         .flat_map(|(key, statements)| {
             if key.is_some()
                 && statements.len() > 1
-                && let Ok(text) = merged(&statements)
+                && let Ok((text, at)) = merged(&statements, first)
             {
-                return vec![(Piece::Sends(statements.iter().map(|q| q.0).collect()), text)];
+                let members = statements.iter().map(|q| q.0).collect();
+                return vec![(Piece::Sends(members, at), text)];
             }
             // (A merge that cannot be written cannot happen: every value was inlined
             // once already.)
@@ -754,45 +753,28 @@ fn pieces(queued: &[Queued]) -> Vec<(Piece, String)> {
         .collect()
 }
 
-/// The text of [`INSERT_ROWS_AT_BODIES`] from `first` for the queued statements when
-/// they are all sends of one message of only a body with the same shared values (what
-/// [`pieces`] merges into one piece), else None.
-fn merged_at(queued: &[Queued], first: i64) -> Option<String> {
-    let sends: Vec<&Queued> = queued.iter().collect();
-    let shared = |s: &Statement| s.params.get(..SHARED_PARAMS - 2).map(<[_]>::to_vec);
-    let one_piece = sends.first().is_some_and(|(_, f)| {
-        sends
-            .iter()
-            .all(|(_, s)| s.sql == INSERT_ONE && shared(s) == shared(f))
-    });
-    if !one_piece || !sends.iter().all(|(_, s)| is_body_only(&s.params)) {
-        return None;
-    }
-    let n = sends.len();
-    let shared = sends[0].1.params[..SHARED_PARAMS - 2]
-        .iter()
-        .map(|(_, v)| v.clone());
-    let rows = sends.iter().flat_map(|(_, s)| body_values(&s.params));
-    let mut params = bodies_next_params(shared, n, rows);
-    params.push((":first", Value::Int(first)));
-    inline(INSERT_ROWS_AT_BODIES.get(n), &params).ok()
-}
-
 /// The text of [`INSERT_ROWS_NEXT`] for these sends (of the same shared values): the
 /// shared values, the row count, then each send's row values, inlined; or of
 /// [`INSERT_ROWS_NEXT_BODIES`] when every send is of a message of only a body (each
-/// row then its body and priority, [`body_values`]).
-fn merged(sends: &[&Queued]) -> Result<String> {
+/// row then its body and priority, [`body_values`]), or of [`INSERT_ROWS_AT_BODIES`]
+/// from `first`, the number the owner knows, when there is one. With whether it went
+/// from `first`.
+fn merged(sends: &[&Queued], first: Option<i64>) -> Result<(String, bool)> {
     let n = sends.len();
     let shared = sends[0].1.params[..SHARED_PARAMS - 2]
         .iter()
         .map(|(_, v)| v.clone());
     if sends.iter().all(|(_, s)| is_body_only(&s.params)) {
         let rows = sends.iter().flat_map(|(_, s)| body_values(&s.params));
-        return inline(
-            INSERT_ROWS_NEXT_BODIES.get(n),
-            &bodies_next_params(shared, n, rows),
-        );
+        let mut params = bodies_next_params(shared, n, rows);
+        let text = match first {
+            Some(first) => {
+                params.push((":first", Value::Int(first)));
+                inline(INSERT_ROWS_AT_BODIES.get(n), &params)?
+            }
+            None => inline(INSERT_ROWS_NEXT_BODIES.get(n), &params)?,
+        };
+        return Ok((text, first.is_some()));
     }
     let params = rows_next_params(
         shared,
@@ -801,7 +783,7 @@ fn merged(sends: &[&Queued]) -> Result<String> {
             .iter()
             .flat_map(|(_, s)| s.params[SHARED_PARAMS - 1..].iter().map(|(_, v)| v.clone())),
     );
-    inline(INSERT_ROWS_NEXT.get(n), &params)
+    Ok((inline(INSERT_ROWS_NEXT.get(n), &params)?, false))
 }
 
 #[cfg(test)]
@@ -835,21 +817,39 @@ mod tests {
         (k, statement)
     }
 
+    /// The request's pieces from `first`: each piece's text, and whether it went from
+    /// `first`.
+    fn texts(queued: &[Queued], first: Option<i64>) -> Vec<(String, bool)> {
+        pieces(queued, first)
+            .into_iter()
+            .map(|(piece, text)| (text, matches!(piece, Piece::Sends(_, true))))
+            .collect()
+    }
+
     #[test]
     fn merged_sends_at_a_number_known_differ_only_in_their_first_number() {
         let queued = [send(0, "a", None), send(1, "b", None), send(2, "c", None)];
-        let at = merged_at(&queued, 42).expect("sends of only a body");
-        let refs: Vec<&Queued> = queued.iter().collect();
-        let next = merged(&refs).expect("the usual form");
+        let [(at, true)] = &texts(&queued, Some(42))[..] else {
+            panic!("sends of only a body, alone: one piece from the number known");
+        };
+        let [(next, false)] = &texts(&queued, None)[..] else {
+            panic!("the usual form: one piece");
+        };
         assert!(at.contains("SELECT 42 + v.column1"), "{at}");
         assert!(!at.contains("max("), "no read of the next number: {at}");
         let rest = |text: &str| text.split_once("+ v.column1").map(|(_, r)| r.to_owned());
-        assert_eq!(rest(&at), rest(&next), "the same rows, bodies and all");
+        assert_eq!(rest(at), rest(next), "the same rows, bodies and all");
         let headed = [send(0, "a", None), send(1, "b", Some("subject"))];
-        assert_eq!(merged_at(&headed, 42), None, "a send with a header");
+        assert!(
+            texts(&headed, Some(42)).iter().all(|(_, at)| !at),
+            "a send with a header"
+        );
         let mut later = send(1, "b", None);
         later.1.params[3].1 = Value::Int(2_000);
         let timings = [send(0, "a", None), later];
-        assert_eq!(merged_at(&timings, 42), None, "two timings are two pieces");
+        assert!(
+            texts(&timings, Some(42)).iter().all(|(_, at)| !at),
+            "two timings are two pieces"
+        );
     }
 }
