@@ -27,7 +27,11 @@
 //! - `body_last`: the body as the row's last column;
 //! - `all`: every one of the above at once that takes a part away or changes it, so
 //!   neither `lock_receipts` nor `text_state` (which put back what a layout took away);
-//! - `bare`: the bare drain loop over the bare table (`mqlite_benches::bare_drain`).
+//! - `bare`: the bare drain loop over the bare table (`mqlite_benches::bare_drain`);
+//! - `store`: the SQLite store itself through the engine, `receive` of 64 then
+//!   `complete_batch` of them, as the throughput bench's `drain_64` runs it (the caller's
+//!   thread, background loops off): the shipped statements plus the store's Rust side
+//!   (its writer, the decoding into messages, the binding), timed whole.
 //!
 //! And other forms of the same statements over the shipped DDL (not part of `all`):
 //!
@@ -39,6 +43,8 @@
 //!   ids as an `IN` list, where the store joins a `VALUES` list;
 //! - `lock_each`, `delete_each`: the lock, or the completion's delete, as one prepared
 //!   statement of one row run once per message;
+//! - `no_savepoint`: the completion's delete without the savepoint it runs in (which
+//!   takes it back when it took fewer than every lock);
 //! - `few_indexes`: without the indexes a queue with no lines, priorities, schedules,
 //!   deadlines or dead letters never reads (`mqlite_msg_line*`, `_priority`, `_due`,
 //!   `_expiry`, `_dlq`): what their upkeep costs such a queue's drain.
@@ -53,7 +59,11 @@
 
 use std::time::Instant;
 
-use mqlite_contract::{LockRef, LockToken, SeqNumber};
+use mqlite_contract::{
+    LockRef, LockToken, OutMessage, QueueConfig, ReceiveOptions, SeqNumber, SystemClock,
+};
+use mqlite_engine::Engine;
+use mqlite_store_sqlite::{SqliteOptions, SqliteStore};
 use rusqlite::types::Value;
 use rusqlite::{Connection, params_from_iter};
 
@@ -102,6 +112,7 @@ struct Parts {
     lock: Option<&'static str>,
     delete_each: bool,
     few_indexes: bool,
+    no_savepoint: bool,
 }
 
 impl Parts {
@@ -121,6 +132,7 @@ impl Parts {
                 .find(|form| name.split('+').any(|p| p == *form)),
             delete_each: name.split('+').any(|p| p == "delete_each"),
             few_indexes: name.split('+').any(|p| p == "few_indexes"),
+            no_savepoint: name.split('+').any(|p| p == "no_savepoint"),
         }
     }
 
@@ -267,6 +279,8 @@ fn params_list(from: usize, step: usize, n: usize) -> String {
 /// One variant's database, its statements and its timings.
 struct Lane {
     name: String,
+    /// The `store` lane's engine, and the runtime it runs on.
+    store: Option<(tokio::runtime::Runtime, Engine<SqliteStore>)>,
     parts: Parts,
     conn: Connection,
     insert: String,
@@ -319,8 +333,24 @@ impl Lane {
     fn new(name: &str, dir: &std::path::Path) -> Lane {
         let parts = Parts::of(name);
         let path = dir.join(format!("{name}.db"));
+        let store = (name == "store").then(|| {
+            let rt = mqlite_benches::runtime();
+            let engine = rt.block_on(async {
+                let store = SqliteStore::open(
+                    SqliteOptions::new(path.display().to_string())
+                        .clock(SystemClock::shared())
+                        .caller_thread(true),
+                )
+                .await
+                .expect("open the store");
+                mqlite_benches::engine_with_queue(store, "q", QueueConfig::default()).await
+            });
+            (rt, engine)
+        });
         let conn = if name == "bare" {
             mqlite_benches::bare_sqlite(&path, false)
+        } else if store.is_some() {
+            Connection::open_in_memory().expect("an unused connection")
         } else {
             let conn = open(&path);
             for stmt in parts.ddl() {
@@ -330,6 +360,7 @@ impl Lane {
         };
         Lane {
             name: name.to_owned(),
+            store,
             parts,
             conn,
             insert: parts.states(
@@ -347,6 +378,23 @@ impl Lane {
 
     /// Writes `N` messages (untimed), then drains them once, timed.
     fn round(&mut self, body: &[u8]) {
+        if let Some((rt, engine)) = &self.store {
+            let took = rt.block_on(async {
+                let batch = (0..N).map(|_| OutMessage::new(body.to_vec())).collect();
+                engine.send_batch("q", batch).await.expect("fill");
+                let start = Instant::now();
+                let got = engine
+                    .receive("q", ReceiveOptions::batch(N as u32))
+                    .await
+                    .expect("receive");
+                let locks: Vec<LockRef> = got.iter().map(LockRef::from).collect();
+                let done = engine.complete_batch("q", &locks).await.expect("complete");
+                assert_eq!(done.len(), N);
+                start.elapsed()
+            });
+            self.spent[0].push(took.as_secs_f64() * 1e6 / N as f64);
+            return;
+        }
         if self.name == "bare" {
             mqlite_benches::bare_insert_tx(&self.conn, (0..N).map(|_| body.to_vec()));
             let start = Instant::now();
@@ -497,7 +545,9 @@ impl Lane {
         let expires_at = now + 1 + mqlite_contract::RECEIPT_TTL_MS;
         c.execute_batch("BEGIN IMMEDIATE").expect("begin");
         // As the store runs it: in a savepoint, kept when it took every lock.
-        c.execute_batch(AT_ONCE).expect("savepoint");
+        if !self.parts.no_savepoint {
+            c.execute_batch(AT_ONCE).expect("savepoint");
+        }
         if self.parts.delete_each {
             let sql = self.parts.states(mqlite_sql::settle::COMPLETE_UNLINED_ONE);
             let mut delete = c.prepare_cached(&sql).expect("the delete");
@@ -508,7 +558,9 @@ impl Lane {
         } else {
             assert_eq!(changed(c, &self.delete, &settle), N, "the delete");
         }
-        c.execute_batch(AT_ONCE_KEEP).expect("release");
+        if !self.parts.no_savepoint {
+            c.execute_batch(AT_ONCE_KEEP).expect("release");
+        }
         let t4 = Instant::now();
         if self.parts.no_receipts {
             // Promise 3.2's cost: nothing written.

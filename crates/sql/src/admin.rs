@@ -297,7 +297,7 @@ pub async fn peek<X: SqlExec>(x: &mut X, queue: &str, o: &PeekOptions) -> Result
         ],
     )
     .await?
-    .iter()
+    .iter_mut()
     .map(|r| {
         message(r, 0).map(|m| Message {
             lock_token: None,

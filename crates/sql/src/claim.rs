@@ -177,12 +177,8 @@ pub const ATTEMPT_INSERT: &str = "INSERT OR REPLACE INTO mqlite_attempts
 VALUES (:queue, :attempt, :mode, :response, :expires_at)";
 
 fn tokens_json(tokens: &[LockToken]) -> String {
-    serde_json::Value::from_iter(
-        tokens
-            .iter()
-            .map(|t| serde_json::Value::from(t.to_string())),
-    )
-    .to_string()
+    serde_json::Value::from_iter(tokens.iter().map(|t| serde_json::Value::from(t.text())))
+        .to_string()
 }
 
 /// Claims up to `spec.max_messages` messages of `queue` within the surrounding
@@ -229,15 +225,15 @@ pub async fn claim<X: SqlExec>(
                 (":queue", Value::from(queue)),
                 (":now", Value::from(now)),
                 (":lock_ms", Value::from(cfg.lock_ms())),
-                (":token", Value::from(token.to_string())),
+                (":token", Value::from(token.text())),
             ];
             // Without a receive attempt to record, the claim is the flow's last statement.
-            let rows = if spec.attempt_id.is_none() {
+            let mut rows = if spec.attempt_id.is_none() {
                 x.query_last(CLAIM_ONE, &params).await?
             } else {
                 x.query(CLAIM_ONE, &params).await?
             };
-            rows.iter()
+            rows.iter_mut()
                 .map(|r| message(r, 0))
                 .collect::<Result<Vec<_>>>()?
         }
@@ -255,7 +251,7 @@ pub async fn claim<X: SqlExec>(
                 (":lock_ms", Value::from(cfg.lock_ms())),
             ];
             let text = if let ([r], [t]) = (&picked[..], &tokens[..]) {
-                params.push((":token", Value::from(t.to_string())));
+                params.push((":token", Value::from(t.text())));
                 params.push((":id", Value::from(r.int(0)?)));
                 LOCK_ONE
             } else {
@@ -267,13 +263,13 @@ pub async fn claim<X: SqlExec>(
                 LOCK_PICKED.get(picked.len())
             };
             // Without a receive attempt to record, the lock is the flow's last statement.
-            let rows = if spec.attempt_id.is_none() {
+            let mut rows = if spec.attempt_id.is_none() {
                 x.query_last(text, &params).await?
             } else {
                 x.query(text, &params).await?
             };
             let mut out = rows
-                .iter()
+                .iter_mut()
                 .map(|r| message(r, 0))
                 .collect::<Result<Vec<_>>>()?;
             out.sort_by_key(decide::claim_order);
@@ -319,7 +315,7 @@ fn lock_params<'t>(
     picked: impl Iterator<Item = (i64, &'t LockToken)>,
 ) -> Vec<(&'static str, Value)> {
     let pairs: Vec<Value> = picked
-        .flat_map(|(id, t)| [Value::from(id), Value::from(t.to_string())])
+        .flat_map(|(id, t)| [Value::from(id), Value::from(t.text())])
         .collect();
     let total = 2 + 2 * values::rows_for(pairs.len() / 2);
     values::bind(
@@ -342,13 +338,13 @@ async fn lock_read<X: SqlExec>(
     lock_ms: i64,
     last: bool,
 ) -> Result<Vec<Message>> {
-    let picked = x.query(PICK_HEADS, &pick_params(queue, now, max)).await?;
+    let mut picked = x.query(PICK_HEADS, &pick_params(queue, now, max)).await?;
     if picked.is_empty() {
         return Ok(Vec::new());
     }
     let tokens = LockToken::random_batch(picked.len());
     let mut out = Vec::with_capacity(picked.len());
-    for (r, token) in picked.iter().zip(&tokens) {
+    for (r, token) in picked.iter_mut().zip(&tokens) {
         let mut m = message(r, 0)?;
         decide::lock(&mut m, now, lock_ms, *token);
         out.push(m);
@@ -378,12 +374,12 @@ async fn receive_and_delete<X: SqlExec>(
     max: i64,
 ) -> Result<Vec<Message>> {
     let base = pick_params(queue, now, max);
-    let heads = x.query(PICK_HEADS, &base).await?;
+    let mut heads = x.query(PICK_HEADS, &base).await?;
     // One chain per head: the head, then (for a line) the members that would become head
     // after it, oldest first, while claimable.
     let mut chains: Vec<(Option<String>, std::collections::VecDeque<Message>)> = heads
-        .iter()
-        .map(|r| Ok((r.opt_text(MESSAGE_WIDTH)?, [message(r, 0)?].into())))
+        .iter_mut()
+        .map(|r| Ok((r.take_opt_text(MESSAGE_WIDTH)?, [message(r, 0)?].into())))
         .collect::<Result<_>>()?;
     let lines: Vec<serde_json::Value> = chains
         .iter()
@@ -393,7 +389,7 @@ async fn receive_and_delete<X: SqlExec>(
         })
         .collect();
     if !lines.is_empty() {
-        let rows = x
+        let mut rows = x
             .query(
                 LINE_SUCCESSORS,
                 &[
@@ -407,8 +403,8 @@ async fn receive_and_delete<X: SqlExec>(
             )
             .await?;
         let mut by_line: BTreeMap<String, Vec<Message>> = BTreeMap::new();
-        for r in &rows {
-            if let Some(line) = r.opt_text(MESSAGE_WIDTH)? {
+        for r in &mut rows {
+            if let Some(line) = r.take_opt_text(MESSAGE_WIDTH)? {
                 by_line.entry(line).or_default().push(message(r, 0)?);
             }
         }
@@ -478,7 +474,7 @@ pub async fn receive_deferred<X: SqlExec>(
     }
     let tokens = LockToken::random_batch(seqs.len());
     let json = serde_json::Value::from_iter(seqs.iter().map(|s| serde_json::Value::from(s.0)));
-    let rows = x
+    let mut rows = x
         .query(
             CLAIM_DEFERRED,
             &[
@@ -491,7 +487,7 @@ pub async fn receive_deferred<X: SqlExec>(
         )
         .await?;
     let mut got: HashMap<SeqNumber, Message> = rows
-        .iter()
+        .iter_mut()
         .map(|r| message(r, 0).map(|m| (m.seq, m)))
         .collect::<Result<_>>()?;
     Ok(seqs.iter().filter_map(|s| got.remove(s)).collect())

@@ -10,9 +10,10 @@ use std::sync::{Mutex, MutexGuard};
 use mqlite_contract::{Error, QueueConfig, QueueKind, Result};
 
 /// A SQL value as bound and as read.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum Value {
     /// An absent optional column (a message without a group, a lease not held).
+    #[default]
     Null,
     /// Sequence numbers, times in epoch ms, counts and flags.
     Int(i64),
@@ -150,6 +151,34 @@ impl Row {
         match self.get(i)? {
             Value::Null => Ok(None),
             _ => self.text(i).map(Some),
+        }
+    }
+
+    /// A column's value, taken out of the row (NULL is left in its place): a decoder
+    /// that owns the rows moves their texts and bodies into what it builds, no copy.
+    fn take(&mut self, i: usize) -> Result<Value> {
+        self.0
+            .get_mut(i)
+            .map(std::mem::take)
+            .ok_or_else(|| corrupt(format!("column {i} missing")))
+    }
+
+    /// A TEXT column that may be NULL, taken out of the row ([`Row::take`]).
+    pub fn take_opt_text(&mut self, i: usize) -> Result<Option<String>> {
+        match self.take(i)? {
+            Value::Null => Ok(None),
+            Value::Text(v) => Ok(Some(v)),
+            other => Err(corrupt(format!("column {i}: expected text, got {other:?}"))),
+        }
+    }
+
+    /// A BLOB column, taken out of the row ([`Row::take`]).
+    pub fn take_blob(&mut self, i: usize) -> Result<Vec<u8>> {
+        match self.take(i)? {
+            Value::Blob(v) => Ok(v),
+            other => Err(corrupt(format!(
+                "column {i}: expected a blob, got {other:?}"
+            ))),
         }
     }
 

@@ -246,7 +246,7 @@ fn bound_pairs(lead: Vec<Value>, locks: &[LockRef]) -> Vec<(&'static str, Value)
     let total = lead.len() + 2 * values::rows_for(locks.len());
     let pairs = locks
         .iter()
-        .flat_map(|l| [Value::from(l.seq.0), Value::from(l.token.to_string())]);
+        .flat_map(|l| [Value::from(l.seq.0), Value::from(l.token.text())]);
     values::bind(lead.into_iter().chain(pairs), total)
 }
 
@@ -380,7 +380,7 @@ pub fn receipt_pages(locks: &[LockRef]) -> Vec<ReceiptPage> {
             pages.push(ReceiptPage {
                 page,
                 seq: l.seq.0,
-                token: l.token.to_string(),
+                token: l.token.text(),
                 items: Vec::with_capacity(RECEIPT_ITEM * 8),
             });
             pages.len() - 1
@@ -440,7 +440,7 @@ fn receipts_of(
     done: &[LockRef],
 ) -> (&'static str, Vec<(&'static str, Value)>) {
     if let [one] = done {
-        let token = Value::from(one.token.to_string());
+        let token = Value::from(one.token.text());
         return (
             RECEIPT_ONE,
             receipt_of_one(now, queue, settlement, one, token),
@@ -538,7 +538,7 @@ pub async fn settle<X: SqlExec>(
     let mut params = vec![
         (":seq", Value::from(lock.seq.0)),
         (":queue", Value::from(queue)),
-        (":token", Value::from(lock.token.to_string())),
+        (":token", Value::from(lock.token.text())),
         (":now", Value::from(now)),
     ];
     let text = match settlement {
@@ -668,7 +668,7 @@ async fn complete_one_at_once<X: SqlExec>(
     queue: &str,
     lock: &LockRef,
 ) -> Result<bool> {
-    let token = Value::from(lock.token.to_string());
+    let token = Value::from(lock.token.text());
     let delete = values::bind(
         [
             Value::from(queue),

@@ -309,9 +309,9 @@ pub async fn find_sent<X: SqlExec>(x: &mut X, queue: &str, key: &str) -> Result<
     };
     let (seq, expires) = (r.int(0)?, r.int(1)?);
     let p = [(":queue", Value::from(queue)), (":seq", Value::from(seq))];
-    let rows = x.query(MESSAGE_BY_SEQ, &p).await?;
+    let mut rows = x.query(MESSAGE_BY_SEQ, &p).await?;
     Ok(SentEvidence {
         dedup: Some((SeqNumber(seq), expires)),
-        message: rows.first().map(|r| message(r, 0)).transpose()?,
+        message: rows.first_mut().map(|r| message(r, 0)).transpose()?,
     })
 }

@@ -76,13 +76,26 @@ impl LockToken {
 }
 
 impl LockToken {
+    /// The token's text, as `Display` writes it (32 lowercase hexadecimal digits), made
+    /// in one allocation without the formatting machinery: every lock and settlement
+    /// binds its tokens as text.
+    pub fn text(&self) -> String {
+        let hex = self.hex();
+        // Hexadecimal digits are ASCII, so the check cannot fail; an empty text (which
+        // no lock matches) would stand for it if it ever did.
+        std::str::from_utf8(&hex)
+            .map(str::to_owned)
+            .unwrap_or_default()
+    }
+
     /// The token's text, 32 lowercase hexadecimal digits, without the formatting
     /// machinery: every lock and settlement binds a token as text.
     fn hex(self) -> [u8; 32] {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut out = [0u8; 32];
-        for (i, digit) in out.iter_mut().enumerate() {
-            *digit = DIGITS[((self.0 >> (124 - 4 * i)) & 0xf) as usize];
+        for (pair, byte) in out.chunks_exact_mut(2).zip(self.0.to_be_bytes()) {
+            pair[0] = DIGITS[usize::from(byte >> 4)];
+            pair[1] = DIGITS[usize::from(byte & 0xf)];
         }
         out
     }
@@ -259,6 +272,7 @@ mod token_text {
             let token = LockToken(v);
             let text = token.to_string();
             assert_eq!(text, format!("{v:032x}"));
+            assert_eq!(token.text(), text, "text() writes what Display writes");
             assert_eq!(text.parse::<LockToken>().expect("reads back"), token);
         }
         assert_eq!(
