@@ -13,7 +13,8 @@ use mqlite_sql::{Executed, KnownQueues, Numbered, Params, QueueRow, Row, SqlExec
 use crate::db;
 use crate::writer::Lazy;
 
-/// Statements and steps since open, shared by the store and its writer thread.
+/// Statements (each counted once it ran, whether it succeeded or failed) and steps since
+/// open, shared by the store and its writer thread.
 #[derive(Debug, Default)]
 pub(crate) struct WorkCounter {
     statements: AtomicU64,
@@ -116,7 +117,7 @@ impl Exec<'_> {
         bind(&mut stmt, sql, params)?;
         let width = stmt.column_count();
         let mut out = Vec::new();
-        {
+        let ran = (|| {
             let mut rows = stmt.raw_query();
             while let Some(r) = rows.next().map_err(db)? {
                 let mut cols = Vec::with_capacity(width);
@@ -125,10 +126,13 @@ impl Exec<'_> {
                 }
                 out.push(Row(cols));
             }
-        }
+            Ok::<_, Error>(())
+        })();
+        // Counted whether it succeeded or failed: a statement is run once (10.3).
+        self.work.record(stmt.reset_status(StatementStatus::VmStep));
+        ran?;
         // Every row read: the statement is done, and by itself it committed.
         alone.inspect(Lazy::ran);
-        self.work.record(stmt.reset_status(StatementStatus::VmStep));
         Ok(out)
     }
 
@@ -136,9 +140,11 @@ impl Exec<'_> {
         let alone = self.before(last)?;
         let mut stmt = self.conn.prepare_cached(sql).map_err(db)?;
         bind(&mut stmt, sql, params)?;
-        let changes = stmt.raw_execute().map_err(db)? as u64;
-        alone.inspect(Lazy::ran);
+        let ran = stmt.raw_execute().map_err(db);
+        // Counted whether it succeeded or failed: a statement is run once (10.3).
         self.work.record(stmt.reset_status(StatementStatus::VmStep));
+        let changes = ran? as u64;
+        alone.inspect(Lazy::ran);
         Ok(Executed {
             changes,
             last_insert_rowid: self.conn.last_insert_rowid(),

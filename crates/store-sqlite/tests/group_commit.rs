@@ -186,6 +186,82 @@ async fn a_lost_transaction_fails_every_call_of_its_group_and_shows_nothing() {
     }
 }
 
+/// A statement that fails is not run again (10.3): a send too large for the file
+/// (SQLITE_FULL, its page count capped) runs its statement once and fails with
+/// `StorageFull`, alone on its caller's thread, and runs it once in a group on the
+/// writer too; nothing of it is stored, and the store goes on once there is room. (The store counts a statement whether it succeeded
+/// or failed; a send of one message to a queue it knows is one statement.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_statement_is_not_run_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    let big = || {
+        store.enqueue(
+            "q".into(),
+            vec![OutMessage::new(vec![7u8; 512 * 1024])],
+            SendOptions::default(),
+        )
+    };
+    send(&store, "q", "first")
+        .await
+        .expect("the queue's row, read once");
+    let before = statements(&store);
+    big().await.expect("a large send that fits");
+    assert_eq!(
+        statements(&store) - before,
+        1,
+        "a send that fits: one statement"
+    );
+
+    let pages = store
+        .query_i64("PRAGMA page_count")
+        .await
+        .expect("page_count");
+    store
+        .query_i64(&format!("PRAGMA max_page_count = {pages}"))
+        .await
+        .expect("cap");
+    // Alone on its caller's thread.
+    let before = statements(&store);
+    let alone = big().await;
+    assert!(
+        matches!(alone, Err(Error::StorageFull { .. })),
+        "the send that does not fit fails: {alone:?}"
+    );
+    assert_eq!(statements(&store) - before, 1, "its statement ran once");
+    // Queued behind the writer, then run in its group.
+    let (release, holder) = hold_writer(&store).await;
+    let before = statements(&store);
+    let grouped = big();
+    release.send(()).expect("release");
+    holder.await.expect("holder");
+    let grouped = grouped.await;
+    // (SQLite rolls the group's transaction back on SQLITE_FULL here, so the store
+    // answers the group that it was lost, and runs nothing more in it.)
+    assert!(
+        matches!(
+            grouped,
+            Err(Error::StorageFull { .. } | Error::Backend { .. })
+        ),
+        "in a group too: {grouped:?}"
+    );
+    assert_eq!(statements(&store) - before, 1, "its statement ran once");
+    assert_eq!(
+        support::stored(&store).await,
+        2,
+        "neither failed send stored a row"
+    );
+
+    store
+        .query_i64(&format!("PRAGMA max_page_count = {}", pages * 16))
+        .await
+        .expect("room");
+    let before = statements(&store);
+    big().await.expect("with room, a send goes through");
+    assert_eq!(statements(&store) - before, 1);
+    assert_eq!(support::stored(&store).await, 3, "and only it was added");
+}
+
 /// The statements the store has run so far.
 fn statements(store: &SqliteStore) -> u64 {
     use mqlite_contract::Store;
