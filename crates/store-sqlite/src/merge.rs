@@ -121,7 +121,10 @@ fn run(x: &mut Exec<'_>, now: i64, items: Vec<OneSend>) -> Vec<Sent> {
                 tracing::debug!(error = %e, rows = rows.len(), "a merged send failed; its rows go one by one while the transaction holds");
                 for (i, row) in idx.into_iter().zip(rows) {
                     out[i] = Some(if x.conn.is_autocommit() {
-                        Err(lost())
+                        // The database rolled the transaction back: on this piece's
+                        // failure, each of its sends hears that failure when it says
+                        // what to do (a full disk, say), else that it was lost.
+                        Err(e.for_each_caller().unwrap_or_else(lost))
                     } else {
                         block_on(None, insert_one(x, &shared, row))
                             .map(|seq| vec![EnqueueSlot::Enqueued(SeqNumber(seq))])
