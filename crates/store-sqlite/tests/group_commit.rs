@@ -142,12 +142,9 @@ async fn a_failing_call_leaves_its_neighbours_committed() {
         .expect("the real token still settles");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_transaction_fails_every_call_of_its_group_and_shows_nothing() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = store(&dir).await;
-    // A database that cannot grow: page count capped at what it holds now, so a
-    // large send fails with SQLITE_FULL inside the group.
+/// Caps the store's file at the pages it holds now (SQLITE_FULL for what needs more);
+/// the cap.
+async fn cap_pages(store: &SqliteStore) -> i64 {
     let pages = store
         .query_i64("PRAGMA page_count")
         .await
@@ -156,6 +153,16 @@ async fn a_lost_transaction_fails_every_call_of_its_group_and_shows_nothing() {
         .query_i64(&format!("PRAGMA max_page_count = {pages}"))
         .await
         .expect("cap");
+    pages
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_transaction_fails_every_call_of_its_group_and_shows_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir).await;
+    // A database that cannot grow, so a large send fails with SQLITE_FULL inside the
+    // group.
+    cap_pages(&store).await;
     let (release, holder) = hold_writer(&store).await;
     let small = send(&store, "q", "small");
     let big = store.enqueue(
@@ -215,14 +222,7 @@ async fn a_failed_statement_is_not_run_again() {
         "a send that fits: one statement"
     );
 
-    let pages = store
-        .query_i64("PRAGMA page_count")
-        .await
-        .expect("page_count");
-    store
-        .query_i64(&format!("PRAGMA max_page_count = {pages}"))
-        .await
-        .expect("cap");
+    let pages = cap_pages(&store).await;
     // Alone on its caller's thread.
     let before = statements(&store);
     let alone = big().await;
