@@ -228,14 +228,8 @@ pub async fn claim<X: SqlExec>(
                 (":token", Value::from(token.text())),
             ];
             // Without a receive attempt to record, the claim is the flow's last statement.
-            let mut rows = if spec.attempt_id.is_none() {
-                x.query_last(CLAIM_ONE, &params).await?
-            } else {
-                x.query(CLAIM_ONE, &params).await?
-            };
-            rows.iter_mut()
-                .map(|r| message(r, 0))
-                .collect::<Result<Vec<_>>>()?
+            x.query_messages(CLAIM_ONE, &params, spec.attempt_id.is_none())
+                .await?
         }
         ReceiveMode::PeekLock if x.in_process() && max > 1 => {
             lock_read(x, now, queue, max, cfg.lock_ms(), spec.attempt_id.is_none()).await?
@@ -263,15 +257,9 @@ pub async fn claim<X: SqlExec>(
                 LOCK_PICKED.get(picked.len())
             };
             // Without a receive attempt to record, the lock is the flow's last statement.
-            let mut rows = if spec.attempt_id.is_none() {
-                x.query_last(text, &params).await?
-            } else {
-                x.query(text, &params).await?
-            };
-            let mut out = rows
-                .iter_mut()
-                .map(|r| message(r, 0))
-                .collect::<Result<Vec<_>>>()?;
+            let mut out = x
+                .query_messages(text, &params, spec.attempt_id.is_none())
+                .await?;
             out.sort_by_key(decide::claim_order);
             out
         }
@@ -338,16 +326,15 @@ async fn lock_read<X: SqlExec>(
     lock_ms: i64,
     last: bool,
 ) -> Result<Vec<Message>> {
-    let mut picked = x.query(PICK_HEADS, &pick_params(queue, now, max)).await?;
-    if picked.is_empty() {
-        return Ok(Vec::new());
+    let mut out = x
+        .query_messages(PICK_HEADS, &pick_params(queue, now, max), false)
+        .await?;
+    if out.is_empty() {
+        return Ok(out);
     }
-    let tokens = LockToken::random_batch(picked.len());
-    let mut out = Vec::with_capacity(picked.len());
-    for (r, token) in picked.iter_mut().zip(&tokens) {
-        let mut m = message(r, 0)?;
-        decide::lock(&mut m, now, lock_ms, *token);
-        out.push(m);
+    let tokens = LockToken::random_batch(out.len());
+    for (m, token) in out.iter_mut().zip(&tokens) {
+        decide::lock(m, now, lock_ms, *token);
     }
     let params = lock_params(now, lock_ms, out.iter().map(|m| m.seq.0).zip(&tokens));
     let text = LOCK_PICKED_PLAIN.get(out.len());

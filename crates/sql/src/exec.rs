@@ -193,6 +193,38 @@ impl Row {
     }
 }
 
+/// The columns of one row as a decoder reads them (`crate::rows::message`): a [`Row`]
+/// as read (its texts and bodies taken out of it), or a driver's own row, read in place
+/// where the driver can (no [`Value`] made for each column first).
+pub trait Columns {
+    /// An INTEGER column.
+    fn int(&mut self, i: usize) -> Result<i64>;
+    /// A TEXT column that may be NULL, the decoder's to keep.
+    fn opt_text(&mut self, i: usize) -> Result<Option<String>>;
+    /// A BLOB column, the decoder's to keep.
+    fn blob(&mut self, i: usize) -> Result<Vec<u8>>;
+}
+
+impl Columns for Row {
+    fn int(&mut self, i: usize) -> Result<i64> {
+        Row::int(self, i)
+    }
+
+    fn opt_text(&mut self, i: usize) -> Result<Option<String>> {
+        self.take_opt_text(i)
+    }
+
+    fn blob(&mut self, i: usize) -> Result<Vec<u8>> {
+        self.take_blob(i)
+    }
+}
+
+/// A column that is not of the type the schema gives it (a driver's [`Columns`] says
+/// so with this).
+pub fn wrong_column(i: usize, expected: &str, got: &dyn std::fmt::Debug) -> Error {
+    corrupt(format!("column {i}: expected {expected}, got {got:?}"))
+}
+
 /// A flow's statements inside a larger flow: none of them is the last, so a driver never
 /// commits early on their account ([`SqlExec::query_last`] is a plain query here).
 pub struct NotLast<'a, X>(pub &'a mut X);
@@ -222,6 +254,15 @@ impl<X: SqlExec> SqlExec for NotLast<'_, X> {
         _last: bool,
     ) -> impl Future<Output = Result<Vec<i64>>> {
         self.0.insert_numbered(insert, params, n, false)
+    }
+
+    fn query_messages(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+        _last: bool,
+    ) -> impl Future<Output = Result<Vec<mqlite_contract::Message>>> {
+        self.0.query_messages(sql, params, false)
     }
 
     fn in_process(&self) -> bool {
@@ -323,6 +364,28 @@ pub trait SqlExec {
         _steps: &[(&'static str, Params<'_>)],
     ) -> impl Future<Output = Result<Option<Vec<Vec<Row>>>>> {
         std::future::ready(Ok(None))
+    }
+
+    /// Runs a query whose rows start with `message_columns!` and answers each row's
+    /// message ([`crate::rows::message`]); `last` as for [`SqlExec::query_last`]. The
+    /// default decodes the rows [`SqlExec::query`] returns; a driver in this process
+    /// decodes each row where it reads it.
+    fn query_messages(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+        last: bool,
+    ) -> impl Future<Output = Result<Vec<mqlite_contract::Message>>> {
+        async move {
+            let mut rows = if last {
+                self.query_last(sql, params).await?
+            } else {
+                self.query(sql, params).await?
+            };
+            rows.iter_mut()
+                .map(|r| crate::rows::message(r, 0))
+                .collect()
+        }
     }
 
     /// Runs `insert` of `n` rows into a table whose INTEGER PRIMARY KEY is `id`,

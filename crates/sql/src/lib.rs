@@ -255,8 +255,8 @@ pub mod topics;
 pub mod values;
 
 pub use exec::{
-    Executed, KnownQueues, Numbered, OWNER_REFUSED, Params, QueueRow, REFUSE_UNLESS_CHANGED,
-    REFUSE_UNLESS_CHANGED_OWNED, Row, STEP_REFUSED, SqlExec, Value,
+    Columns, Executed, KnownQueues, Numbered, OWNER_REFUSED, Params, QueueRow,
+    REFUSE_UNLESS_CHANGED, REFUSE_UNLESS_CHANGED_OWNED, Row, STEP_REFUSED, SqlExec, Value,
 };
 /// The contract, for [`store_ops!`]'s expansion.
 #[doc(hidden)]

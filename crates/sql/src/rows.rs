@@ -7,7 +7,7 @@ use mqlite_contract::{
 use mqlite_kit::decide;
 use std::collections::BTreeMap;
 
-use crate::exec::{Row, SqlExec, Value};
+use crate::exec::{Columns, Row, SqlExec, Value};
 
 /// How many columns [`message`] reads (`message_columns!`).
 pub const MESSAGE_WIDTH: usize = 20;
@@ -47,19 +47,16 @@ pub fn state_of(code: i64) -> Result<MessageState> {
     })
 }
 
-/// Decodes the columns of `message_columns!` starting at `at`, taking its texts and body
-/// out of the row (they are left NULL there): no copy of them.
-pub fn message(r: &mut Row, at: usize) -> Result<Message> {
-    let properties = r.take_opt_text(at + 17)?;
-    let event = r
-        .take_opt_text(at + 18)?
-        .map(|e| decode_event(&e))
-        .transpose()?;
+/// Decodes the columns of `message_columns!` starting at `at`, keeping its texts and
+/// body (a [`Row`] has them taken out, left NULL there): no copy of them.
+pub fn message(r: &mut impl Columns, at: usize) -> Result<Message> {
+    let properties = r.opt_text(at + 17)?;
+    let event = r.opt_text(at + 18)?.map(|e| decode_event(&e)).transpose()?;
     Ok(Message {
         seq: SeqNumber(r.int(at)?),
         delivery_count: r.int(at + 1)?,
         lock_token: r
-            .take_opt_text(at + 2)?
+            .opt_text(at + 2)?
             .map(|t| t.parse::<LockToken>())
             .transpose()?,
         state: state_of(r.int(at + 3)?)?,
@@ -67,16 +64,16 @@ pub fn message(r: &mut Row, at: usize) -> Result<Message> {
         expires_at_ms: r.int(at + 5)?,
         visible_at_ms: r.int(at + 6)?,
         locked_until_ms: r.int(at + 7)?,
-        dead_letter_reason: r.take_opt_text(at + 8)?,
-        dead_letter_description: r.take_opt_text(at + 9)?,
+        dead_letter_reason: r.opt_text(at + 8)?,
+        dead_letter_description: r.opt_text(at + 9)?,
         content: OutMessage {
-            body: r.take_blob(at + 10)?,
-            message_id: r.take_opt_text(at + 11)?,
-            group_id: r.take_opt_text(at + 12)?,
-            subject: r.take_opt_text(at + 13)?,
-            correlation_id: r.take_opt_text(at + 14)?,
-            reply_to: r.take_opt_text(at + 15)?,
-            content_type: r.take_opt_text(at + 16)?,
+            body: r.blob(at + 10)?,
+            message_id: r.opt_text(at + 11)?,
+            group_id: r.opt_text(at + 12)?,
+            subject: r.opt_text(at + 13)?,
+            correlation_id: r.opt_text(at + 14)?,
+            reply_to: r.opt_text(at + 15)?,
+            content_type: r.opt_text(at + 16)?,
             properties: match properties {
                 None => BTreeMap::new(),
                 Some(p) => serde_json::from_str(&p)

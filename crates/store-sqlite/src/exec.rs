@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, StatementStatus};
 
-use mqlite_contract::{Error, QueueConfig, QueueKind, Result, WorkStats};
-use mqlite_sql::{Executed, KnownQueues, Numbered, Params, QueueRow, Row, SqlExec, Value};
+use mqlite_contract::{Error, Message, QueueConfig, QueueKind, Result, WorkStats};
+use mqlite_sql::exec::wrong_column;
+use mqlite_sql::{Columns, Executed, KnownQueues, Numbered, Params, QueueRow, Row, SqlExec, Value};
 
 use crate::db;
 use crate::writer::Lazy;
@@ -101,6 +102,34 @@ fn value(v: ValueRef<'_>) -> Value {
     }
 }
 
+/// A row as SQLite hands it over, read column by column where it lies
+/// ([`mqlite_sql::rows::message`] decodes a message from it with no [`Value`] between).
+struct InPlace<'r, 's>(&'r rusqlite::Row<'s>);
+
+impl Columns for InPlace<'_, '_> {
+    fn int(&mut self, i: usize) -> Result<i64> {
+        match self.0.get_ref(i).map_err(db)? {
+            ValueRef::Integer(v) => Ok(v),
+            other => Err(wrong_column(i, "an integer", &other)),
+        }
+    }
+
+    fn opt_text(&mut self, i: usize) -> Result<Option<String>> {
+        match self.0.get_ref(i).map_err(db)? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Text(t) => Ok(Some(String::from_utf8_lossy(t).into_owned())),
+            other => Err(wrong_column(i, "text", &other)),
+        }
+    }
+
+    fn blob(&mut self, i: usize) -> Result<Vec<u8>> {
+        match self.0.get_ref(i).map_err(db)? {
+            ValueRef::Blob(b) => Ok(b.to_vec()),
+            other => Err(wrong_column(i, "a blob", &other)),
+        }
+    }
+}
+
 impl Exec<'_> {
     /// Opens a deferred transaction before a statement that is not the flow's `last`;
     /// whether the statement runs by itself ([`Lazy::before`]).
@@ -111,20 +140,22 @@ impl Exec<'_> {
         }
     }
 
-    fn query_now(&self, sql: &'static str, params: Params<'_>, last: bool) -> Result<Vec<Row>> {
+    /// Runs a query and answers `each` of its rows as read.
+    fn rows_now<T>(
+        &self,
+        sql: &'static str,
+        params: Params<'_>,
+        last: bool,
+        mut each: impl FnMut(&rusqlite::Row<'_>) -> Result<T>,
+    ) -> Result<Vec<T>> {
         let alone = self.before(last)?;
         let mut stmt = self.conn.prepare_cached(sql).map_err(db)?;
         bind(&mut stmt, sql, params)?;
-        let width = stmt.column_count();
         let mut out = Vec::new();
         let ran = (|| {
             let mut rows = stmt.raw_query();
             while let Some(r) = rows.next().map_err(db)? {
-                let mut cols = Vec::with_capacity(width);
-                for i in 0..width {
-                    cols.push(value(r.get_ref(i).map_err(db)?));
-                }
-                out.push(Row(cols));
+                out.push(each(r)?);
             }
             Ok::<_, Error>(())
         })();
@@ -134,6 +165,17 @@ impl Exec<'_> {
         // Every row read: the statement is done, and by itself it committed.
         alone.inspect(Lazy::ran);
         Ok(out)
+    }
+
+    fn query_now(&self, sql: &'static str, params: Params<'_>, last: bool) -> Result<Vec<Row>> {
+        self.rows_now(sql, params, last, |r| {
+            let width = r.as_ref().column_count();
+            let mut cols = Vec::with_capacity(width);
+            for i in 0..width {
+                cols.push(value(r.get_ref(i).map_err(db)?));
+            }
+            Ok(Row(cols))
+        })
     }
 
     fn execute_now(&self, sql: &'static str, params: Params<'_>, last: bool) -> Result<Executed> {
@@ -202,6 +244,18 @@ impl SqlExec for Exec<'_> {
         self.query_now(sql, params, true)
     }
 
+    /// Each message decoded where its row lies ([`InPlace`]).
+    async fn query_messages(
+        &mut self,
+        sql: &'static str,
+        params: Params<'_>,
+        last: bool,
+    ) -> Result<Vec<Message>> {
+        self.rows_now(sql, params, last, |r| {
+            mqlite_sql::rows::message(&mut InPlace(r), 0)
+        })
+    }
+
     async fn execute_last(&mut self, sql: &'static str, params: Params<'_>) -> Result<Executed> {
         self.execute_now(sql, params, true)
     }
@@ -221,5 +275,42 @@ impl SqlExec for Exec<'_> {
         }
         let first = done.last_insert_rowid - (n as i64 - 1);
         Ok((first..=done.last_insert_rowid).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InPlace;
+    use mqlite_contract::Error;
+    use mqlite_sql::Columns;
+
+    /// A column read in place answers its value when it has the schema's type, and a
+    /// typed error naming the column when not (a damaged or foreign row), never a panic.
+    #[test]
+    fn a_column_read_in_place_is_checked_for_its_type() {
+        let conn = rusqlite::Connection::open_in_memory().expect("a connection");
+        let mut stmt = conn
+            .prepare("SELECT 7, 'text', x'0102', NULL")
+            .expect("a statement");
+        let mut rows = stmt.query([]).expect("a row");
+        let row = rows.next().expect("read").expect("one row");
+        let mut cols = InPlace(row);
+        assert_eq!(cols.int(0).expect("an integer"), 7);
+        assert_eq!(cols.opt_text(1).expect("text"), Some("text".to_owned()));
+        assert_eq!(cols.blob(2).expect("a blob"), vec![1, 2]);
+        assert_eq!(cols.opt_text(3).expect("NULL"), None);
+        for wrong in [
+            cols.int(1).map(drop),
+            cols.opt_text(0).map(drop),
+            cols.blob(1).map(drop),
+            cols.int(3).map(drop),
+            cols.blob(3).map(drop),
+            cols.int(9).map(drop),
+        ] {
+            assert!(
+                matches!(wrong, Err(Error::Backend { .. })),
+                "a wrong type or a missing column is a typed error: {wrong:?}"
+            );
+        }
     }
 }
