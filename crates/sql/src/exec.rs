@@ -110,18 +110,14 @@ pub fn wrong_row_count(changed: u64, n: usize) -> Error {
 
 impl Row {
     fn get(&self, i: usize) -> Result<&Value> {
-        self.0
-            .get(i)
-            .ok_or_else(|| corrupt(format!("column {i} missing")))
+        self.0.get(i).ok_or_else(|| missing_column(i))
     }
 
     /// An INTEGER column.
     pub fn int(&self, i: usize) -> Result<i64> {
         match self.get(i)? {
             Value::Int(v) => Ok(*v),
-            other => Err(corrupt(format!(
-                "column {i}: expected an integer, got {other:?}"
-            ))),
+            other => Err(wrong_column(i, "an integer", other)),
         }
     }
 
@@ -142,7 +138,7 @@ impl Row {
     pub fn text(&self, i: usize) -> Result<String> {
         match self.get(i)? {
             Value::Text(v) => Ok(v.clone()),
-            other => Err(corrupt(format!("column {i}: expected text, got {other:?}"))),
+            other => Err(wrong_column(i, "text", &other)),
         }
     }
 
@@ -160,7 +156,7 @@ impl Row {
         self.0
             .get_mut(i)
             .map(std::mem::take)
-            .ok_or_else(|| corrupt(format!("column {i} missing")))
+            .ok_or_else(|| missing_column(i))
     }
 
     /// A TEXT column that may be NULL, taken out of the row ([`Row::take`]).
@@ -168,7 +164,7 @@ impl Row {
         match self.take(i)? {
             Value::Null => Ok(None),
             Value::Text(v) => Ok(Some(v)),
-            other => Err(corrupt(format!("column {i}: expected text, got {other:?}"))),
+            other => Err(wrong_column(i, "text", &other)),
         }
     }
 
@@ -176,9 +172,7 @@ impl Row {
     pub fn take_blob(&mut self, i: usize) -> Result<Vec<u8>> {
         match self.take(i)? {
             Value::Blob(v) => Ok(v),
-            other => Err(corrupt(format!(
-                "column {i}: expected a blob, got {other:?}"
-            ))),
+            other => Err(wrong_column(i, "a blob", &other)),
         }
     }
 
@@ -186,9 +180,7 @@ impl Row {
     pub fn blob(&self, i: usize) -> Result<Vec<u8>> {
         match self.get(i)? {
             Value::Blob(v) => Ok(v.clone()),
-            other => Err(corrupt(format!(
-                "column {i}: expected a blob, got {other:?}"
-            ))),
+            other => Err(wrong_column(i, "a blob", &other)),
         }
     }
 }
@@ -219,10 +211,15 @@ impl Columns for Row {
     }
 }
 
-/// A column that is not of the type the schema gives it (a driver's [`Columns`] says
-/// so with this).
+/// A column that is not of the type the schema gives it ([`Row`]'s readers, and a
+/// driver's [`Columns`], say so with this).
 pub fn wrong_column(i: usize, expected: &str, got: &dyn std::fmt::Debug) -> Error {
     corrupt(format!("column {i}: expected {expected}, got {got:?}"))
+}
+
+/// A column the row does not have.
+fn missing_column(i: usize) -> Error {
+    corrupt(format!("column {i} missing"))
 }
 
 /// A flow's statements inside a larger flow: none of them is the last, so a driver never
