@@ -14,7 +14,7 @@ use mqlite_kit::enqueue::{line_of, waiting_flags};
 use mqlite_kit::upsert::{Upsert, decide, mode_change_refused};
 
 use crate::line::{Departed, busy_lines};
-use crate::rows::{load_queue, message, queue_row};
+use crate::rows::{load_queue, queue_row};
 use crate::sweeps::{DLQ_OLDEST, DLQ_PICKED};
 
 /// The kind and ordering mode of a name (the upsert's checks, 12.1 and 5.x).
@@ -287,24 +287,17 @@ pub async fn cancel<X: SqlExec>(x: &mut X, queue: &str, seq: SeqNumber) -> Resul
 /// Browses without locking (6.2); never hands out a lease's token.
 pub async fn peek<X: SqlExec>(x: &mut X, queue: &str, o: &PeekOptions) -> Result<Vec<Message>> {
     load_queue(x, queue).await?;
-    x.query(
-        PEEK,
-        &[
-            (":queue", Value::from(queue)),
-            (":from", Value::from(o.from_seq.map_or(0, |s| s.0))),
-            (":state", Value::from(o.state.map(crate::rows::state_code))),
-            (":max", Value::from(i64::from(o.max))),
-        ],
-    )
-    .await?
-    .iter_mut()
-    .map(|r| {
-        message(r, 0).map(|m| Message {
-            lock_token: None,
-            ..m
-        })
-    })
-    .collect()
+    let params = [
+        (":queue", Value::from(queue)),
+        (":from", Value::from(o.from_seq.map_or(0, |s| s.0))),
+        (":state", Value::from(o.state.map(crate::rows::state_code))),
+        (":max", Value::from(i64::from(o.max))),
+    ];
+    let mut found = x.query_messages(PEEK, &params, false).await?;
+    for m in &mut found {
+        m.lock_token = None;
+    }
+    Ok(found)
 }
 
 /// Counts per state.

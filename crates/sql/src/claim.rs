@@ -461,21 +461,18 @@ pub async fn receive_deferred<X: SqlExec>(
     }
     let tokens = LockToken::random_batch(seqs.len());
     let json = serde_json::Value::from_iter(seqs.iter().map(|s| serde_json::Value::from(s.0)));
-    let mut rows = x
-        .query(
-            CLAIM_DEFERRED,
-            &[
-                (":queue", Value::from(queue)),
-                (":now", Value::from(now)),
-                (":lock_ms", Value::from(cfg.lock_ms())),
-                (":seqs", Value::from(json.to_string())),
-                (":tokens", Value::from(tokens_json(&tokens))),
-            ],
-        )
-        .await?;
-    let mut got: HashMap<SeqNumber, Message> = rows
-        .iter_mut()
-        .map(|r| message(r, 0).map(|m| (m.seq, m)))
-        .collect::<Result<_>>()?;
+    let params = [
+        (":queue", Value::from(queue)),
+        (":now", Value::from(now)),
+        (":lock_ms", Value::from(cfg.lock_ms())),
+        (":seqs", Value::from(json.to_string())),
+        (":tokens", Value::from(tokens_json(&tokens))),
+    ];
+    let mut got: HashMap<SeqNumber, Message> = x
+        .query_messages(CLAIM_DEFERRED, &params, false)
+        .await?
+        .into_iter()
+        .map(|m| (m.seq, m))
+        .collect();
     Ok(seqs.iter().filter_map(|s| got.remove(s)).collect())
 }

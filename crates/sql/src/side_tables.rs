@@ -11,7 +11,6 @@ use mqlite_contract::{
 use mqlite_kit::codec::{decode_out, encode_out};
 
 use crate::exec::{CorruptRow, Params, Row, SqlExec, Value};
-use crate::rows::message;
 
 /// The side tables' DDL, run on first use. The golden file holds it beside
 /// [`crate::SCHEMA`] and the schema token covers both.
@@ -309,9 +308,9 @@ pub async fn find_sent<X: SqlExec>(x: &mut X, queue: &str, key: &str) -> Result<
     };
     let (seq, expires) = (r.int(0)?, r.int(1)?);
     let p = [(":queue", Value::from(queue)), (":seq", Value::from(seq))];
-    let mut rows = x.query(MESSAGE_BY_SEQ, &p).await?;
+    let found = x.query_messages(MESSAGE_BY_SEQ, &p, false).await?;
     Ok(SentEvidence {
         dedup: Some((SeqNumber(seq), expires)),
-        message: rows.first_mut().map(|r| message(r, 0)).transpose()?,
+        message: found.into_iter().next(),
     })
 }
