@@ -19,9 +19,9 @@ use crate::{BACKEND, db};
 /// under the lock of the owner's connection and is counted before it is sent (an
 /// application's transaction, on a stream of its own, at its opening, and it holds the
 /// lock until it ends; what goes uncounted stores nothing: a ROLLBACK, the COMMIT of a
-/// parked stream that ran nothing, `explain`); so anything between the two (a receive, a batch, a publish, a schedule's
-/// firing, an application's transaction, a lease renewal) makes the next send read the
-/// number on the server as before. A send at the number known
+/// parked stream that ran nothing, `explain`); so anything between the two (a receive,
+/// a batch, a publish, a schedule's firing, an application's transaction, a lease
+/// renewal) makes the next send read the number on the server as before. A send at the number known
 /// ([`INSERT_BODY_AT_OWNED`], [`INSERT_ROWS_AT_BODIES`]) skips that read: about 60 µs
 /// less a request on loopback (docs/benchmark.md). A takeover deposes the owner before
 /// another can write (the insert's own check of the epoch then stores nothing).

@@ -198,8 +198,9 @@ async fn a_lost_transaction_fails_every_call_of_its_group_and_shows_nothing() {
 /// A statement that fails is not run again (10.3): a send too large for the file
 /// (SQLITE_FULL, its page count capped) runs its statement once and fails with
 /// `StorageFull`, alone on its caller's thread and in a group on the writer alike;
-/// nothing of it is stored, and the store goes on once there is room. (The store counts a statement whether it succeeded
-/// or failed; a send of one message to a queue it knows is one statement.)
+/// nothing of it is stored, and the store goes on once there is room. (The store counts
+/// a statement whether it succeeded or failed; a send of one message to a queue it knows
+/// is one statement.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_statement_is_not_run_again() {
     let dir = tempfile::tempdir().expect("tempdir");
