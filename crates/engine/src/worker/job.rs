@@ -1,11 +1,14 @@
-//! One message's handling (the handler in its own task, the lease renewed while it
-//! runs, the settlement), and the completer and renewer that coalesce settlements.
+//! One message's handling (the handler in the job's task, its panic caught, the lease
+//! renewed while it runs, the settlement), and the completer and renewer that coalesce
+//! settlements.
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::sync::{Notify, OwnedSemaphorePermit, mpsc, oneshot, watch};
 
 use mqlite_contract::error::{Error, Result};
@@ -13,8 +16,8 @@ use mqlite_contract::types::{BatchResult, LockRef, Message, SeqNumber, millis};
 
 use super::*;
 
-/// One message's handling: the handler in its own task (a panic stays there), the lock
-/// renewed while it runs, then the settlement.
+/// One message's handling: the handler in the job's task (a panic is caught there), the
+/// lock renewed while it runs, then the settlement.
 pub(super) struct Job<C: Source, F> {
     pub(super) engine: C,
     pub(super) queue: String,
@@ -206,50 +209,66 @@ where
         let delivery_count = m.delivery_count;
         let handler = self.handler.clone();
         let life = Heartbeat::new(clock.clone());
-        let mut handled = tokio::spawn(life.clone().scope(async move { handler(m).await }));
         let mut locked_until = lease + received_at;
         let mut expired = self.expired.clone();
         let deadline = self
             .limits
             .max_runtime
             .map_or(i64::MAX, |d| received_at.saturating_add(millis(d)));
-        let outcome = loop {
-            // Renew when two thirds of the lease have passed.
-            let renew_at = locked_until - lease / 3;
-            tokio::select! {
-                out = &mut handled => break out,
-                _ = clock.sleep_until(deadline), if deadline < i64::MAX => {
-                    let why = format!("the handler ran past the maximum runtime of {} ms", deadline - received_at);
-                    self.give_back(&handled, lock, REASON_MAX_RUNTIME, why, delivery_count).await;
-                    return;
-                }
-                () = async {
-                    // The guard wait_for returns is not Send: drop it in here.
-                    let _ = expired.wait_for(|e| *e).await;
-                } => {
-                    // The grace period is over: another consumer takes it from here.
-                    handled.abort();
-                    if self.engine.abandon(&self.queue, lock, Duration::ZERO).await.is_ok() {
-                        self.count(|r| r.abandoned_at_shutdown += 1);
+        let ended = {
+            // The handler runs in this job's task, where a panic is caught: a task of
+            // its own cost a spawn and a wake-up per message. Every way out of the loop
+            // drops the handler's future here, before its message is settled.
+            let handled = AssertUnwindSafe(life.clone().scope(async move { handler(m).await }))
+                .catch_unwind();
+            tokio::pin!(handled);
+            loop {
+                // Renew when two thirds of the lease have passed.
+                let renew_at = locked_until - lease / 3;
+                tokio::select! {
+                    out = &mut handled => break Ended::Handled(out.map_err(drop)),
+                    _ = clock.sleep_until(deadline), if deadline < i64::MAX => {
+                        let why = format!("the handler ran past the maximum runtime of {} ms", deadline - received_at);
+                        break Ended::GivenBack(REASON_MAX_RUNTIME, why);
                     }
-                    return;
-                }
-                _ = clock.sleep_until(renew_at) => {
-                    if let Some(timeout) = self.limits.heartbeat_timeout
-                        && clock.now_ms() - life.last_ms() > millis(timeout)
-                    {
-                        // No progress within the timeout: the lease is not renewed.
-                        let why = format!("the handler showed no progress for {} ms", clock.now_ms() - life.last_ms());
-                        self.give_back(&handled, lock, REASON_STALLED, why, delivery_count).await;
-                        return;
+                    () = async {
+                        // The guard wait_for returns is not Send: drop it in here.
+                        let _ = expired.wait_for(|e| *e).await;
+                    } => break Ended::Expired,
+                    _ = clock.sleep_until(renew_at) => {
+                        if let Some(timeout) = self.limits.heartbeat_timeout
+                            && clock.now_ms() - life.last_ms() > millis(timeout)
+                        {
+                            // No progress within the timeout: the lease is not renewed.
+                            let why = format!("the handler showed no progress for {} ms", clock.now_ms() - life.last_ms());
+                            break Ended::GivenBack(REASON_STALLED, why);
+                        }
+                        match self.coalesced(Op::Renew, lock).await {
+                            Ok(until) => locked_until = until,
+                            // The lease is gone; the handler finishes, its settlement will
+                            // be refused and counted.
+                            Err(_) => locked_until = i64::MAX,
+                        }
                     }
-                    match self.coalesced(Op::Renew, lock).await {
-                        Ok(until) => locked_until = until,
-                        // The lease is gone; the handler finishes, its settlement will
-                        // be refused and counted.
-                        Err(_) => locked_until = i64::MAX,
-                    }
                 }
+            }
+        };
+        let outcome = match ended {
+            Ended::Handled(outcome) => outcome,
+            Ended::GivenBack(reason, why) => {
+                return self.give_back(lock, reason, why, delivery_count).await;
+            }
+            Ended::Expired => {
+                // The grace period is over: another consumer takes it from here.
+                if self
+                    .engine
+                    .abandon(&self.queue, lock, Duration::ZERO)
+                    .await
+                    .is_ok()
+                {
+                    self.count(|r| r.abandoned_at_shutdown += 1);
+                }
+                return;
             }
         };
         match outcome {
@@ -276,10 +295,9 @@ where
                 let delay = self.retry.backoff(delivery_count);
                 self.settle(Settle::Retry(delay), lock).await
             }
-            Err(join) => {
-                if join.is_panic() {
-                    self.count(|r| r.panicked += 1);
-                }
+            // The handler panicked.
+            Err(()) => {
+                self.count(|r| r.panicked += 1);
                 let delay = self.retry.backoff(delivery_count);
                 self.settle(Settle::Retry(delay), lock).await
             }
@@ -317,19 +335,11 @@ where
         }
     }
 
-    /// Drops a handler the worker gave up on (`reason`: it ran past the maximum runtime,
-    /// or showed no progress), traces and counts it, and gives its message back: a
-    /// retry with the policy's backoff, or a dead letter under `reason` at the attempt
-    /// bound.
-    async fn give_back(
-        &self,
-        handled: &tokio::task::JoinHandle<std::result::Result<(), HandlerError>>,
-        lock: LockRef,
-        reason: &str,
-        why: String,
-        delivery_count: i64,
-    ) {
-        handled.abort();
+    /// After a handler the worker gave up on was dropped (`reason`: it ran past the
+    /// maximum runtime, or showed no progress): traces and counts it, and gives its
+    /// message back: a retry with the policy's backoff, or a dead letter under `reason`
+    /// at the attempt bound.
+    async fn give_back(&self, lock: LockRef, reason: &str, why: String, delivery_count: i64) {
         tracing::warn!(queue = %self.queue, seq = lock.seq.0, reason, "{why}; the handler is dropped and its message given back");
         self.count(|r| match reason {
             REASON_MAX_RUNTIME => r.timed_out += 1,
@@ -374,6 +384,16 @@ where
             }
         }
     }
+}
+
+/// How a job's handling ended.
+enum Ended {
+    /// The handler answered, or panicked (`Err`).
+    Handled(std::result::Result<std::result::Result<(), HandlerError>, ()>),
+    /// The worker gave up on the handler (a `REASON_*`, and why).
+    GivenBack(&'static str, String),
+    /// The shutdown's grace period ended first.
+    Expired,
 }
 
 /// How a job ends.

@@ -25,6 +25,11 @@
 //! message goes back to the queue (a retry, dead-lettered at the attempt bound), and the
 //! event is traced and counted in the [`WorkerReport`].
 //!
+//! Each handler runs in its message's job task, beside the timers that renew its lease:
+//! a handler that blocks its thread (CPU-bound work, a synchronous call) holds back its
+//! own renewals until it yields, so such work belongs in `tokio::task::spawn_blocking`,
+//! as anywhere on an async runtime. A handler's panic is caught in the job.
+//!
 //! Every wait reads the engine's clock, so a test drives a worker with a manual clock.
 
 mod job;
@@ -221,6 +226,9 @@ where
             // meanwhile wait for it.
             completions.folding(buffer.is_empty());
             let first = tokio::select! {
+                // A worker told to stop starts no other receive, even with a slot free
+                // (a claim then would only be given back, a delivery spent).
+                biased;
                 _ = &mut shutdown => break Ok(()),
                 p = permits.clone().acquire_owned() => p.map_err(|_| Error::Closed),
             };
