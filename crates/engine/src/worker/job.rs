@@ -260,12 +260,8 @@ where
             }
             Ended::Expired => {
                 // The grace period is over: another consumer takes it from here.
-                if self
-                    .engine
-                    .abandon(&self.queue, lock, Duration::ZERO)
-                    .await
-                    .is_ok()
-                {
+                let abandon = Box::pin(self.engine.abandon(&self.queue, lock, Duration::ZERO));
+                if abandon.await.is_ok() {
                     self.count(|r| r.abandoned_at_shutdown += 1);
                 }
                 return;
@@ -308,11 +304,16 @@ where
     /// other jobs'), or alone if it is gone. The lease's new end (0 for a completion).
     /// A completion gives the job's handler slot back as soon as it is handed over.
     async fn coalesced(&self, op: Op, lock: LockRef) -> Result<i64> {
-        let alone = || async {
-            match op {
-                Op::Complete => self.engine.complete(&self.queue, lock).await.map(|()| 0),
-                Op::Renew => self.engine.renew(&self.queue, lock).await,
-            }
+        // Boxed, as every call to the engine in a job is: an engine's future holds its
+        // store's, and a job's own would otherwise be as large (every job is a task,
+        // copied whole into it when spawned).
+        let alone = || {
+            Box::pin(async move {
+                match op {
+                    Op::Complete => self.engine.complete(&self.queue, lock).await.map(|()| 0),
+                    Op::Renew => self.engine.renew(&self.queue, lock).await,
+                }
+            })
         };
         let (reply, outcome) = oneshot::channel();
         let handed = match op {
@@ -365,11 +366,11 @@ where
             Settle::Complete => self.coalesced(Op::Complete, lock).await.map(|_| ()),
             Settle::Retry(delay) => {
                 let delay = (*delay).min(crate::engine::MAX_ABANDON_DELAY);
-                self.engine.abandon(q, lock, delay).await
+                Box::pin(self.engine.abandon(q, lock, delay)).await
             }
             Settle::DeadLetter(reason, why) => {
                 let text: String = why.chars().take(4096).collect();
-                self.engine.reject(q, lock, reason, &text).await
+                Box::pin(self.engine.reject(q, lock, reason, &text)).await
             }
         };
         match result {
