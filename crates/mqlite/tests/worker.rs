@@ -652,6 +652,61 @@ async fn completions_of_concurrent_handlers_share_commits() {
     assert_eq!(mq.stats(Q).await.expect("stats").active, 0);
 }
 
+/// A worker told to stop starts no other receive: the slot its handler frees as it
+/// finishes is not taken for one more claim, which would only give the message back with
+/// a delivery spent. On the current-thread runtime the stop and the freed slot are both
+/// ready when the receive loop next runs (the loop once picked either at random).
+#[tokio::test]
+async fn a_worker_told_to_stop_claims_nothing_more() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let mq = engine(&clock, 30_000).await;
+    for body in ["first", "second"] {
+        mq.send(Q, OutMessage::new(body)).await.expect("send");
+    }
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = {
+        let (gate, started) = (gate.clone(), started.clone());
+        tokio::spawn(
+            mq.worker(Q, move |_m| {
+                let (gate, started) = (gate.clone(), started.clone());
+                async move {
+                    started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    gate.acquire().await.expect("gate").forget();
+                    Ok(())
+                }
+            })
+            .concurrency(1)
+            .prefetch(0)
+            .run_until(async {
+                let _ = stopped.await;
+            }),
+        )
+    };
+    eventually("the first handler running", || {
+        let n = started.load(std::sync::atomic::Ordering::SeqCst);
+        async move { n == 1 }
+    })
+    .await;
+    // Enough for a second handler too: a worker that claimed again would finish it.
+    gate.add_permits(2);
+    stop.send(()).expect("stop");
+    let report = worker.await.expect("join").expect("report");
+    assert_eq!(
+        (report.completed, report.abandoned_at_shutdown),
+        (1, 0),
+        "{report:?}"
+    );
+    let left = only_message(&mq).await.expect("the second message is kept");
+    assert_eq!(left.body(), b"second");
+    assert_eq!(
+        (left.state, left.delivery_count),
+        (MessageState::Active, 0),
+        "never claimed"
+    );
+}
+
 /// Prefetch: one receive claims for the free handler and the buffer; at shutdown the
 /// buffered messages go back at once (active, for another consumer), not at the end of
 /// their leases, while the running handler finishes.
