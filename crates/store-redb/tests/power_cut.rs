@@ -102,6 +102,8 @@ struct DiskState {
     armed: bool,
     /// Set once the power went: every later operation fails.
     dead: bool,
+    /// This operation (counted from 1 once armed) fails, once, and the disk works on.
+    fail_once_at: Option<u64>,
     syncs: u64,
 }
 
@@ -128,6 +130,14 @@ impl Disk {
         s.armed = true;
         s.ops = 0;
         s.cut_at = cut_at;
+    }
+
+    /// From now on, count operations; the `at`-th fails once, and the disk works on.
+    fn fail_once(&self, at: u64) {
+        let mut s = self.state();
+        s.armed = true;
+        s.ops = 0;
+        s.fail_once_at = Some(at);
     }
 
     fn ops(&self) -> u64 {
@@ -211,6 +221,10 @@ impl DiskState {
         }
         if self.armed {
             self.ops += 1;
+            if self.fail_once_at == Some(self.ops) {
+                self.fail_once_at = None;
+                return Err(std::io::Error::other("one write failed"));
+            }
             if self.cut_at == Some(self.ops) {
                 self.dead = true;
                 return Err(power_is_out());
@@ -691,4 +705,45 @@ async fn acknowledged_commits_survive_a_power_cut() {
          the interrupted operation landed whole: {landed}; losses: 0; torn or partial: 0"
     );
     assert!(mid > 0 || total < 10, "most cuts fall inside an operation");
+}
+
+/// 10.3 on redb: a local store runs no transaction again. The first write of a send's
+/// commit fails once and the disk works on: the send fails with a typed error and
+/// nothing of it is stored, where a store that ran the transaction again would have
+/// committed it at the second try. The store goes on (redb's failed commit latches the
+/// database; the store opens it again) and the next send commits.
+#[tokio::test]
+async fn a_failed_commit_is_not_run_again() {
+    let clock = ManualClock::new(1_700_000_000_000);
+    let disk = Arc::new(Disk::default());
+    let store = open(&disk, &clock, "no-retry").await;
+    store
+        .upsert_queue(QUEUE.into(), QueueKind::Queue, config(), false)
+        .await
+        .expect("create the queue");
+    let send = |text: &'static str| {
+        store.enqueue(
+            QUEUE.into(),
+            vec![OutMessage::new(text.as_bytes().to_vec())],
+            SendOptions::default(),
+        )
+    };
+    send("before").await.expect("a send that commits");
+    disk.fail_once(1);
+    let failed = send("failed").await;
+    assert!(
+        matches!(
+            failed,
+            Err(mqlite_contract::Error::Backend { .. } | mqlite_contract::Error::StorageFull { .. })
+        ),
+        "the send whose commit failed fails with a typed error: {failed:?}"
+    );
+    assert!(disk.ops() >= 1, "the failing write was reached");
+    send("after").await.expect("the store goes on");
+    let bodies: Vec<Vec<u8>> = contents(&store).await.into_values().collect();
+    assert_eq!(
+        bodies,
+        vec![b"before".to_vec(), b"after".to_vec()],
+        "the failed send is not stored: its transaction ran once"
+    );
 }
