@@ -132,12 +132,11 @@ impl Disk {
         s.cut_at = cut_at;
     }
 
-    /// From now on, count operations; the `at`-th fails once, and the disk works on.
+    /// As [`Disk::arm`] with no cut, but the `at`-th operation fails, once, and the disk
+    /// works on.
     fn fail_once(&self, at: u64) {
-        let mut s = self.state();
-        s.armed = true;
-        s.ops = 0;
-        s.fail_once_at = Some(at);
+        self.arm(None);
+        self.state().fail_once_at = Some(at);
     }
 
     fn ops(&self) -> u64 {
@@ -223,7 +222,9 @@ impl DiskState {
             self.ops += 1;
             if self.fail_once_at == Some(self.ops) {
                 self.fail_once_at = None;
-                return Err(std::io::Error::other("one write failed"));
+                return Err(std::io::Error::other(
+                    "the disk failed this operation, once",
+                ));
             }
             if self.cut_at == Some(self.ops) {
                 self.dead = true;
@@ -707,8 +708,8 @@ async fn acknowledged_commits_survive_a_power_cut() {
     assert!(mid > 0 || total < 10, "most cuts fall inside an operation");
 }
 
-/// 10.3 on redb: a local store runs no transaction again. The first write of a send's
-/// commit fails once and the disk works on: the send fails with a typed error and
+/// 10.3 on redb: a local store runs no transaction again. The first disk operation of a
+/// send's commit fails once and the disk works on: the send fails with a typed error and
 /// nothing of it is stored, where a store that ran the transaction again would have
 /// committed it at the second try. The store goes on (redb's failed commit latches the
 /// database; the store opens it again) and the next send commits.
@@ -738,7 +739,7 @@ async fn a_failed_commit_is_not_run_again() {
         ),
         "the send whose commit failed fails with a typed error: {failed:?}"
     );
-    assert!(disk.ops() >= 1, "the failing write was reached");
+    assert!(disk.ops() >= 1, "the failing operation was reached");
     send("after").await.expect("the store goes on");
     let bodies: Vec<Vec<u8>> = contents(&store).await.into_values().collect();
     assert_eq!(
