@@ -98,6 +98,45 @@ macro_rules! both {
     };
 }
 
+/// Handlers held at a gate: each counts its start, then waits for a permit the test
+/// gives ([`Gate::open`]).
+#[derive(Clone)]
+struct Gate {
+    permits: Arc<tokio::sync::Semaphore>,
+    started: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Gate {
+    /// A closed gate: no handler passes until [`Gate::open`].
+    fn closed() -> Self {
+        Gate {
+            permits: Arc::new(tokio::sync::Semaphore::new(0)),
+            started: Arc::default(),
+        }
+    }
+
+    /// A handler's body: counted as started, done once a permit comes.
+    async fn pass(&self) {
+        self.started
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.permits.acquire().await.expect("gate").forget();
+    }
+
+    /// Lets `n` handlers through.
+    fn open(&self, n: usize) {
+        self.permits.add_permits(n);
+    }
+
+    /// Waits until `n` handlers have started.
+    async fn started(&self, what: &str, n: usize) {
+        eventually(what, || {
+            let now = self.started.load(std::sync::atomic::Ordering::SeqCst);
+            async move { now == n }
+        })
+        .await;
+    }
+}
+
 async fn only_message<S: Store>(mq: &GenericEngine<S>) -> Option<mqlite::Message> {
     mq.peek(Q, PeekOptions::default())
         .await
@@ -580,17 +619,15 @@ async fn completions_of_concurrent_handlers_share_commits() {
             .await
             .expect("send");
     }
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let handled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let gate = Gate::closed();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = {
-        let (mq, gate, handled) = (mq.clone(), gate.clone(), handled.clone());
+        let (mq, gate) = (mq.clone(), gate.clone());
         tokio::spawn(async move {
             mq.worker(Q, move |_m| {
-                let (gate, handled) = (gate.clone(), handled.clone());
+                let gate = gate.clone();
                 async move {
-                    handled.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    gate.acquire().await.expect("gate").forget();
+                    gate.pass().await;
                     Ok(())
                 }
             })
@@ -601,11 +638,7 @@ async fn completions_of_concurrent_handlers_share_commits() {
             .await
         })
     };
-    eventually("four handlers running", || {
-        let n = handled.load(std::sync::atomic::Ordering::SeqCst);
-        async move { n == 4 }
-    })
-    .await;
+    gate.started("four handlers running", 4).await;
     // Hold the store: the completions will wait for it.
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     let (held, is_held) = tokio::sync::oneshot::channel::<()>();
@@ -623,7 +656,7 @@ async fn completions_of_concurrent_handlers_share_commits() {
     is_held.await.expect("held");
     let before = mq.store().group_commits();
     let statements = mqlite::Store::work(mq.store()).expect("counted").statements;
-    gate.add_permits(4);
+    gate.open(4);
     stop.send(()).expect("stop");
     for _ in 0..10_000 {
         tokio::task::yield_now().await;
@@ -663,17 +696,15 @@ async fn a_worker_told_to_stop_claims_nothing_more() {
     for body in ["first", "second"] {
         mq.send(Q, OutMessage::new(body)).await.expect("send");
     }
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let gate = Gate::closed();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = {
-        let (gate, started) = (gate.clone(), started.clone());
+        let gate = gate.clone();
         tokio::spawn(
             mq.worker(Q, move |_m| {
-                let (gate, started) = (gate.clone(), started.clone());
+                let gate = gate.clone();
                 async move {
-                    started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    gate.acquire().await.expect("gate").forget();
+                    gate.pass().await;
                     Ok(())
                 }
             })
@@ -684,13 +715,9 @@ async fn a_worker_told_to_stop_claims_nothing_more() {
             }),
         )
     };
-    eventually("the first handler running", || {
-        let n = started.load(std::sync::atomic::Ordering::SeqCst);
-        async move { n == 1 }
-    })
-    .await;
+    gate.started("the first handler running", 1).await;
     // Enough for a second handler too: a worker that claimed again would finish it.
-    gate.add_permits(2);
+    gate.open(2);
     stop.send(()).expect("stop");
     let report = worker.await.expect("join").expect("report");
     assert_eq!(
