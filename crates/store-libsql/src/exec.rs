@@ -21,10 +21,11 @@ use crate::{BACKEND, db};
 /// lock until it ends; what goes uncounted stores nothing: a ROLLBACK, the COMMIT of a
 /// parked stream that ran nothing, `explain`); so anything between the two (a receive,
 /// a batch, a publish, a schedule's firing, an application's transaction, a lease
-/// renewal) makes the next send read the number on the server as before. A send at the number known
-/// ([`INSERT_BODY_AT_OWNED`], [`INSERT_ROWS_AT_BODIES`]) skips that read: about 60 µs
-/// less a request on loopback (docs/benchmark.md). A takeover deposes the owner before
-/// another can write (the insert's own check of the epoch then stores nothing).
+/// renewal) makes the next send read the number on the server as before. A send at the
+/// number known ([`INSERT_BODY_AT_OWNED`], [`INSERT_ROWS_AT_BODIES`]) skips that read:
+/// about 60 µs less a request on loopback (docs/benchmark.md). A takeover deposes the
+/// owner before another can write (the insert's own check of the epoch then stores
+/// nothing).
 ///
 /// [`INSERT_BODY_OWNED`]: mqlite_sql::enqueue::INSERT_BODY_OWNED
 /// [`INSERT_BODY_AT_OWNED`]: mqlite_sql::enqueue::INSERT_BODY_AT_OWNED

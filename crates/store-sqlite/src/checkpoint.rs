@@ -12,10 +12,9 @@
 //! when the WAL reaches [`CHECKPOINT_FRAMES`], as before, and the WAL stays as small as
 //! it was; this thread is asked at [`ASK_FRAMES`] and every [`ASK_STEP_FRAMES`] after,
 //! so by then it has copied and synced most of the log, and the writer's pass copies
-//! and syncs the rest. (Asked
-//! at 1,000 frames with the writer's pass at 4,000, a single producer ran a quarter
-//! faster, but the WAL grew to 16 MiB, and on a small full disk completions failed
-//! for want of room in it.)
+//! and syncs the rest. (Asked at 1,000 frames with the writer's pass at 4,000, a single
+//! producer ran a quarter faster, but the WAL grew to 16 MiB, and on a small full disk
+//! completions failed for want of room in it.)
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
