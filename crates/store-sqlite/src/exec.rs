@@ -168,8 +168,10 @@ impl Exec<'_> {
     }
 
     fn query_now(&self, sql: &'static str, params: Params<'_>, last: bool) -> Result<Vec<Row>> {
+        // The statement's width, asked once (every row has it).
+        let mut width = None;
         self.rows_now(sql, params, last, |r| {
-            let width = r.as_ref().column_count();
+            let width = *width.get_or_insert_with(|| r.as_ref().column_count());
             let mut cols = Vec::with_capacity(width);
             for i in 0..width {
                 cols.push(value(r.get_ref(i).map_err(db)?));
