@@ -10,11 +10,11 @@
 //! every frame was copied, and under continuous commits a checkpoint running beside them
 //! rarely finishes between two. So the writer still checkpoints on its own connection
 //! when the WAL reaches [`CHECKPOINT_FRAMES`], as before, and the WAL stays as small as
-//! it was; this thread is asked at [`ASK_FRAMES`] and every [`ASK_STEP_FRAMES`] after,
-//! so by then it has copied and synced most of the log, and the writer's pass copies
-//! and syncs the rest. (Asked at 1,000 frames with the writer's pass at 4,000, a single
-//! producer ran a quarter faster, but the WAL grew to 16 MiB, and on a small full disk
-//! completions failed for want of room in it.)
+//! it was; this thread is asked at [`ASK_FRAMES`] and after, so by then it has copied
+//! and synced most of the log, and the writer's pass copies and syncs the rest. (Asked
+//! at 1,000 frames with the writer's pass at 4,000, a single producer ran a quarter
+//! faster, but the WAL grew to 16 MiB, and on a small full disk completions failed
+//! for want of room in it.)
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,21 +27,11 @@ use rusqlite::{Connection, OpenFlags};
 use crate::writer::CHECKPOINT_FRAMES;
 use crate::{Synchronous, db};
 
-/// The WAL size, in frames, at which this thread is first asked for a checkpoint: half
-/// of [`CHECKPOINT_FRAMES`], at which the writer checkpoints on its own connection (and
-/// restarts the WAL). A store that commits now and then leaves the rest of the log to
-/// the writer's pass.
+/// The WAL size, in frames, at which this thread is asked for a checkpoint, and again
+/// each time the WAL grew by as much: half of [`CHECKPOINT_FRAMES`], at which the writer
+/// checkpoints on its own connection (and restarts the WAL), so that most of what the
+/// writer's pass would copy and sync is copied and synced by then.
 pub(crate) const ASK_FRAMES: i32 = CHECKPOINT_FRAMES / 2;
-
-/// How many frames more the WAL takes, after [`ASK_FRAMES`], before this thread is asked
-/// again: by the writer's pass at [`CHECKPOINT_FRAMES`] it has copied and synced all but
-/// the last hundred frames or so, which is all that pass (holding every caller) copies.
-/// Asked once a cycle (at 500 frames), the writer's own checkpoints took about 190 ms
-/// of a 1.2 s end to end of 4 producers and 4 consumers (about 2 ms each); asked every
-/// 100 frames, about 90 ms, and the end to end ran 7 % faster in 15 alternated runs.
-/// Every 50 frames the thread was still copying when the writer's turn came (thousands
-/// of busy retries), and the end to end ran slower (docs/benchmark.md).
-pub(crate) const ASK_STEP_FRAMES: i32 = 100;
 
 /// What the store and the thread share.
 struct Shared {

@@ -19,14 +19,13 @@ use mqlite_kit::file::FileIdentity;
 use mqlite_kit::writer::{GroupCommit, Merge, WriterThread};
 use mqlite_sql::{KnownQueues, QueueRow};
 
-use crate::checkpoint::{ASK_FRAMES, ASK_STEP_FRAMES, Checkpointer};
+use crate::checkpoint::{ASK_FRAMES, Checkpointer};
 use crate::exec::{Exec, WorkCounter};
 use crate::{Synchronous, db};
 
 /// The WAL size, in frames, at which the writer checkpoints on its own connection:
 /// SQLite's own default for its automatic checkpoint. Before that, the checkpoint thread
-/// copies most of the log ([`crate::checkpoint`], from [`ASK_FRAMES`], then every
-/// [`ASK_STEP_FRAMES`]).
+/// copies most of the log ([`crate::checkpoint`], from [`ASK_FRAMES`]).
 pub(crate) const CHECKPOINT_FRAMES: i32 = 1000;
 
 thread_local! {
@@ -134,8 +133,8 @@ pub(crate) struct Conn {
     checkpoint_asked: bool,
     /// Checkpoints the writer ran on its own connection.
     writer_checkpoints: Arc<AtomicU64>,
-    /// Which step of [`ASK_STEP_FRAMES`] past [`ASK_FRAMES`] the WAL had reached when the
-    /// checkpoint thread was last asked, counting from 1 (0 once the WAL restarted).
+    /// How many multiples of [`ASK_FRAMES`] the WAL held when the checkpoint thread was
+    /// last asked (0 once the WAL restarted).
     asked_step: i32,
     /// The queue rows the store vouches for, shared with its application transactions.
     known: Arc<KnownQueues>,
@@ -270,10 +269,10 @@ impl GroupCommit for Conn {
         if let Some(thread) = &self.checkpointer
             && self.wal_frames < CHECKPOINT_FRAMES
         {
-            // Once per ASK_STEP_FRAMES the WAL grew: a checkpoint that runs beside the
+            // Once per ASK_FRAMES the WAL grew: a checkpoint that runs beside the
             // commits copies what they left, and asking after every commit would keep
             // the thread (and the disk) checkpointing without pause.
-            let step = (self.wal_frames - ASK_FRAMES) / ASK_STEP_FRAMES + 1;
+            let step = self.wal_frames / ASK_FRAMES;
             if step > self.asked_step {
                 self.asked_step = step;
                 thread.ask();
