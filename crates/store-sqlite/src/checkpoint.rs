@@ -37,6 +37,8 @@ pub(crate) const ASK_FRAMES: i32 = CHECKPOINT_FRAMES / 2;
 struct Shared {
     state: Mutex<State>,
     wake: Condvar,
+    /// Signalled when a pass ends.
+    idle: Condvar,
     /// Checkpoints this thread has run.
     passes: Arc<AtomicU64>,
 }
@@ -45,6 +47,8 @@ struct Shared {
 struct State {
     /// A checkpoint is asked for and has not started.
     asked: bool,
+    /// A pass is under way.
+    running: bool,
     /// The store is closing: the thread ends.
     closing: bool,
 }
@@ -89,6 +93,7 @@ impl Checkpointer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
+            idle: Condvar::new(),
             passes,
         });
         let ours = shared.clone();
@@ -108,6 +113,22 @@ impl Checkpointer {
         if !state.asked {
             state.asked = true;
             self.shared.wake.notify_one();
+        }
+    }
+
+    /// Returns once no pass is under way, and none asked for is waiting to start: only
+    /// the writer thread asks for passes, so from its thread none starts until it asks
+    /// again. A checkpoint that finds another holding it answers busy at once; this
+    /// lets the writer's own run whole.
+    pub(crate) fn quiesce(&self) {
+        let mut state = self.shared.state();
+        state.asked = false;
+        while state.running {
+            state = self
+                .shared
+                .idle
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
         }
     }
 }
@@ -134,8 +155,12 @@ fn serve(conn: &Connection, shared: &Shared) {
                 return;
             }
             state.asked = false;
+            state.running = true;
         }
-        match passive(conn) {
+        let ran = passive(conn);
+        shared.state().running = false;
+        shared.idle.notify_all();
+        match ran {
             Ok(true) => {
                 shared.passes.fetch_add(1, Ordering::Relaxed);
             }

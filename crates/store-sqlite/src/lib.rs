@@ -409,9 +409,15 @@ impl SqliteStore {
         Run: Future<Output = Result<R>> + Send + 'static,
     {
         let make_room = |reserve: Arc<Reserve>| {
-            self.writer.run(move |conn, _| {
-                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
-                    tracing::warn!(error = %e, "truncating the WAL on a full disk failed");
+            self.writer.run_conn(move |conn| {
+                match conn.truncate_wal() {
+                    Ok(true) => {}
+                    Ok(false) => tracing::warn!(
+                        "truncating the WAL on a full disk found another process checkpointing"
+                    ),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "truncating the WAL on a full disk failed")
+                    }
                 }
                 reserve.rearm();
                 Ok(())
@@ -629,7 +635,8 @@ impl SqliteStore {
     /// space about the size of the file, and holds the writer for its whole run.
     pub async fn vacuum(&self, full: bool) -> Result<VacuumReport> {
         self.writer
-            .run(move |conn, _| {
+            .run_conn(move |c| {
+                let conn = &c.conn;
                 let pages = |c: &rusqlite::Connection| -> Result<(u64, u64)> {
                     let n: i64 = c
                         .query_row("PRAGMA page_count", [], |r| r.get(0))
@@ -654,8 +661,7 @@ impl SqliteStore {
                 }
                 // Copies the WAL back and truncates it, so the file shrinks on disk now
                 // (an ordinary checkpoint would also do it, later).
-                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-                    .map_err(db)?;
+                c.truncate_wal()?;
                 let (pages_after, free_after) = pages(conn)?;
                 let mode: i64 = conn
                     .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))

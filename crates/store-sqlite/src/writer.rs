@@ -174,6 +174,30 @@ impl Conn {
     fn run(&self, sql: &str) -> Result<()> {
         run_counted(&self.conn, &self.tx_statements, sql)
     }
+
+    /// Copies the whole WAL into the database file and truncates it (a TRUNCATE
+    /// checkpoint), after the checkpoint thread's pass if one is under way: a checkpoint
+    /// that finds another holding it answers busy at once and leaves the WAL as it was
+    /// (a vacuum's file then kept its old size). Returns whether it ran (false: another
+    /// process held the checkpoint).
+    pub(crate) fn truncate_wal(&self) -> Result<bool> {
+        let truncate = || {
+            self.conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+                .map(|busy| busy == 0)
+                .map_err(db)
+        };
+        let ran = truncate()?;
+        match &self.checkpointer {
+            Some(thread) if !ran => {
+                thread.quiesce();
+                truncate()
+            }
+            _ => Ok(ran),
+        }
+    }
 }
 
 /// Runs a transaction statement (`BEGIN`, `COMMIT`, a savepoint's), counted in `count`.
@@ -455,6 +479,14 @@ impl Writer {
         f: impl FnOnce(&mut Connection, i64) -> Result<R> + Send + 'static,
     ) -> impl Future<Output = Result<R>> + Send + 'static {
         self.thread.run(move |c, now, _| f(&mut c.conn, now))
+    }
+
+    /// Runs `f` on the writer thread with its whole connection ([`Conn::truncate_wal`]).
+    pub(crate) fn run_conn<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Conn) -> Result<R> + Send + 'static,
+    ) -> impl Future<Output = Result<R>> + Send + 'static {
+        self.thread.run(move |c, _, _| f(c))
     }
 
     /// Runs `f` in a group commit (see the store kit's writer): its own savepoint inside
