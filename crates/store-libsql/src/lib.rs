@@ -334,7 +334,8 @@ impl LibsqlStore {
         self.inner.lease.epoch()
     }
 
-    /// Statements sent to the server since open (BEGIN and COMMIT included).
+    /// Requests (round trips) sent to the server since open, each counted once whatever
+    /// statements it carries (BEGIN, the epoch guard and COMMIT ride with the others).
     pub fn statements_sent(&self) -> u64 {
         self.inner.sent.get()
     }

@@ -11,8 +11,8 @@ use std::time::Duration;
 use libtest_mimic::Arguments;
 
 use mqlite_contract::{
-    Error, LockRef, LockToken, MessageState, OutMessage, PeekOptions, QueueConfig, ReceiveOptions,
-    SendOptions, SeqNumber, SystemClock,
+    Error, LockRef, LockToken, ManualClock, MessageState, OutMessage, PeekOptions, QueueConfig,
+    ReceiveOptions, SendOptions, SeqNumber, SystemClock,
 };
 use mqlite_engine::Engine;
 use mqlite_store_libsql::LibsqlStore;
@@ -48,6 +48,10 @@ fn main() {
         trial(
             "group_commit::a_lost_request_fails_every_call_it_held",
             |d| Box::pin(a_lost_request_fails_every_call_it_held(d)),
+        ),
+        trial(
+            "group_commit::a_deposed_owners_shared_request_fails_every_call_it_held",
+            |d| Box::pin(a_deposed_owners_shared_request_fails_every_call_it_held(d)),
         ),
         trial(
             "group_commit::concurrent_sends_after_a_send_go_at_the_number_known_and_never_repeat_one",
@@ -501,6 +505,72 @@ async fn a_lost_request_fails_every_call_it_held(dir: tempfile::TempDir) -> Outc
         return Err(format!("{} messages stored after the outage", left.len()).into());
     }
     mq.close().await;
+    Ok(())
+}
+
+/// The owner is deposed while a group waits for its stream: the group's shared request
+/// carries the owner's epoch guard once, the server refuses it, and every call the
+/// request held fails with `Deposed` (none is answered Ok, none runs again alone to
+/// another answer); nothing of theirs is stored. The group forms behind an application
+/// transaction that holds the stream and the server's write lock; the new owner's
+/// takeover waits for that lock until sqld steals it (after 5 s), and the group goes out
+/// once the holding transaction ends.
+async fn a_deposed_owners_shared_request_fails_every_call_it_held(
+    dir: tempfile::TempDir,
+) -> Outcome {
+    let server = Sqld::start(&dir.path().join("sqld"))?;
+    let clock = ManualClock::new(1_700_000_000_000);
+    let lease = Duration::from_secs(60);
+    let first = support::engine(server.url(), clock.shared(), lease).await?;
+    first.create_queue(Q, QueueConfig::default()).await?;
+    // The queue's row is known from here on: a send of one is one statement.
+    first.send(Q, OutMessage::new("first")).await?;
+    let (release, held) = hold(&first).await?;
+    let calls = sends(&first, (0..8).map(|i| format!("deposed-{i}")));
+    queued(&first, 8).await;
+    // The first owner's lease lapses (by the store clock); a second owner takes over.
+    clock.advance(61_000);
+    let second = support::engine(server.url(), clock.shared(), lease).await?;
+    if second.store().epoch() <= first.store().epoch() {
+        return Err("the takeover did not raise the epoch".into());
+    }
+    let sent = first.store().statements_sent();
+    release.send(())?;
+    // The holding transaction lost its lock to the takeover: not a success.
+    if held.await?.is_ok() {
+        return Err("the transaction whose lock was stolen committed".into());
+    }
+    for call in calls {
+        match call.await? {
+            Err(Error::Deposed { .. }) => {}
+            other => return Err(format!("a call of the deposed group answered {other:?}").into()),
+        }
+    }
+    // The group's calls went out together (its one request answered for all of them),
+    // not each alone (a request or two each; 19 requests in all when a deposed owner's
+    // shared request let its calls run alone). `statements_sent` counts requests.
+    let requests = first.store().statements_sent() - sent;
+    if requests >= 8 {
+        return Err(format!("{requests} requests for a group of 8 calls").into());
+    }
+    // The owner knows it was deposed: its next call fails before reaching the server.
+    let sent = first.store().statements_sent();
+    match first.send(Q, OutMessage::new("later")).await {
+        Err(Error::Deposed { .. }) => {}
+        other => return Err(format!("the deposed owner's next send answered {other:?}").into()),
+    }
+    if first.store().statements_sent() != sent {
+        return Err("a call of an owner that knows it was deposed reached the server".into());
+    }
+    let left: Vec<Vec<u8>> = stored(&second, Q)
+        .await?
+        .into_iter()
+        .map(|m| m.content.body)
+        .collect();
+    if left != [b"first".to_vec()] {
+        return Err(format!("{} messages stored after the takeover", left.len()).into());
+    }
+    second.close().await;
     Ok(())
 }
 
