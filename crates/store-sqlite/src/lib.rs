@@ -413,7 +413,7 @@ impl SqliteStore {
                 match conn.truncate_wal() {
                     Ok(true) => {}
                     Ok(false) => tracing::warn!(
-                        "truncating the WAL on a full disk found another process checkpointing"
+                        "truncating the WAL on a full disk found it in use by another process"
                     ),
                     Err(e) => {
                         tracing::warn!(error = %e, "truncating the WAL on a full disk failed")

@@ -178,8 +178,8 @@ impl Conn {
     /// Copies the whole WAL into the database file and truncates it (a TRUNCATE
     /// checkpoint), after the checkpoint thread's pass if one is under way: a checkpoint
     /// that finds another holding it answers busy at once and leaves the WAL as it was
-    /// (a vacuum's file then kept its old size). Returns whether it ran (false: another
-    /// process held the checkpoint).
+    /// (a vacuum's file then kept its old size). Returns whether it ran to the end
+    /// (false: another process held the checkpoint, or its readers kept the WAL in use).
     pub(crate) fn truncate_wal(&self) -> Result<bool> {
         let truncate = || {
             self.conn
