@@ -42,7 +42,9 @@ pub trait GroupCommit: 'static {
     fn maintenance_due(&mut self) -> bool {
         false
     }
-    /// Runs the work [`GroupCommit::maintenance_due`] asked for, on the writer thread.
+    /// Runs the work [`GroupCommit::maintenance_due`] asked for, on the writer thread,
+    /// once the callers of the commit that left it due have their answers (they do not
+    /// wait for it; their next calls do).
     fn maintain(&mut self) {}
     /// Whether each commit fsyncs: then the writer waits a moment for the callers of its
     /// last group before it runs the next ([`GATHER_WAIT`](super::GATHER_WAIT)), since

@@ -694,9 +694,17 @@ fn serve<T>(slot: &Slot<T>, clock: &SharedClock, jobs: &mpsc::Receiver<Command<T
                 match ran {
                     Ok(answers) => {
                         if (ops.maintenance_due)(handle) {
+                            // The group's callers hear their commit first: the
+                            // maintenance (a checkpoint, an fsync) is not theirs to
+                            // wait for. Calls they make meanwhile queue for the thread.
+                            for a in answers {
+                                a();
+                            }
                             (ops.maintain)(handle);
+                            Vec::new()
+                        } else {
+                            answers
                         }
-                        answers
                     }
                     Err(_) => {
                         tracing::error!(calls = n, "a group commit panicked; the writer goes on");
@@ -741,6 +749,96 @@ mod tests {
                 true
             }
         }
+    }
+
+    /// A handle whose maintenance waits for the test to let it go (or gives up after a
+    /// minute, and says so).
+    struct Gated {
+        due: bool,
+        gate: std::sync::mpsc::Receiver<()>,
+        waited_out: Arc<AtomicBool>,
+        maintained: Arc<AtomicU64>,
+    }
+
+    impl GroupCommit for Gated {
+        const BACKEND: &'static str = "gated";
+        fn begin(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn commit(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn rollback(&mut self) {}
+        fn in_transaction(&self) -> bool {
+            true
+        }
+        fn savepoint(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn release(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn undo(&mut self) -> Result<()> {
+            Ok(())
+        }
+        fn maintenance_due(&mut self) -> bool {
+            std::mem::take(&mut self.due)
+        }
+        fn maintain(&mut self) {
+            if self.gate.recv_timeout(Duration::from_secs(60)).is_err() {
+                self.waited_out.store(true, Ordering::SeqCst);
+            }
+            self.maintained.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_group_s_callers_hear_their_commit_before_the_maintenance_it_left_due() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(callers_hear_their_commit_before_maintenance());
+    }
+
+    async fn callers_hear_their_commit_before_maintenance() {
+        let (open, gate) = std::sync::mpsc::channel();
+        let waited_out = Arc::new(AtomicBool::new(false));
+        let maintained = Arc::new(AtomicU64::new(0));
+        let handle = Gated {
+            due: false,
+            gate,
+            waited_out: waited_out.clone(),
+            maintained: maintained.clone(),
+        };
+        let clock = mqlite_contract::clock::ManualClock::new(0).shared();
+        let writer = WriterThread::start("gated", clock, move || Ok((handle, ())))
+            .await
+            .unwrap();
+        // Sent to the writer thread (not short): its commit leaves maintenance due,
+        // which holds the thread until the gate opens.
+        let first = writer
+            .run_grouped(false, |h: &mut Gated, _| {
+                h.due = true;
+                Ok(1)
+            })
+            .await
+            .unwrap();
+        assert_eq!(first, 1);
+        assert_eq!(
+            maintained.load(Ordering::SeqCst),
+            0,
+            "answered while its maintenance still runs"
+        );
+        open.send(()).unwrap();
+        // The next call waits for the maintenance, then runs.
+        let second = writer.run_grouped(false, |_, _| Ok(2)).await.unwrap();
+        assert_eq!(second, 2);
+        assert_eq!(maintained.load(Ordering::SeqCst), 1);
+        assert!(
+            !waited_out.load(Ordering::SeqCst),
+            "the maintenance was let go by the test, not by its own time limit"
+        );
+        writer.close().await;
     }
 
     #[test]
