@@ -145,6 +145,16 @@ async fn only_message<S: Store>(mq: &GenericEngine<S>) -> Option<mqlite::Message
         .next()
 }
 
+/// How a slow handler waits for the test to let it finish.
+#[derive(Clone, Copy)]
+enum Waits {
+    /// On an async notification: its task yields.
+    Async,
+    /// In `tokio::task::spawn_blocking`, its work on a thread of its own, as the
+    /// worker's docs tell a handler that blocks: its job task still yields.
+    Blocking,
+}
+
 /// A handler that takes three lease lengths keeps its lock: the worker renews it
 /// whenever two thirds of the lease have passed, and the completion succeeds.
 async fn automatic_renewal_keeps_a_slow_handlers_lock<S: Store, C: Source>(
@@ -152,17 +162,49 @@ async fn automatic_renewal_keeps_a_slow_handlers_lock<S: Store, C: Source>(
     mq: &GenericEngine<S>,
     source: C,
 ) {
+    slow_handler_keeps_its_lock(clock, mq, source, Waits::Async).await;
+}
+
+/// The same for a handler whose work blocks a thread, run in `spawn_blocking`.
+async fn a_handler_blocking_in_spawn_blocking_keeps_its_lock<S: Store, C: Source>(
+    clock: &ManualClock,
+    mq: &GenericEngine<S>,
+    source: C,
+) {
+    slow_handler_keeps_its_lock(clock, mq, source, Waits::Blocking).await;
+}
+
+async fn slow_handler_keeps_its_lock<S: Store, C: Source>(
+    clock: &ManualClock,
+    mq: &GenericEngine<S>,
+    source: C,
+    waits: Waits,
+) {
     mq.send(Q, OutMessage::new("slow")).await.expect("send");
     let started = Arc::new(Notify::new());
     let finish = Arc::new(Notify::new());
+    // What the blocking handler's thread waits on.
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let released = Arc::new(std::sync::Mutex::new(released));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = {
         let (started, finish) = (started.clone(), finish.clone());
         let w = Worker::new(source.clone(), Q, move |_m| {
-            let (started, finish) = (started.clone(), finish.clone());
+            let (started, finish, released) = (started.clone(), finish.clone(), released.clone());
             async move {
                 started.notify_one();
-                finish.notified().await;
+                match waits {
+                    Waits::Async => finish.notified().await,
+                    Waits::Blocking => tokio::task::spawn_blocking(move || {
+                        released
+                            .lock()
+                            .expect("the receiver")
+                            .recv()
+                            .expect("released")
+                    })
+                    .await
+                    .expect("the blocking work"),
+                }
                 Ok(())
             }
         });
@@ -185,7 +227,10 @@ async fn automatic_renewal_keeps_a_slow_handlers_lock<S: Store, C: Source>(
     let m = only_message(mq).await.expect("still there");
     assert_eq!(m.state, MessageState::Locked);
     assert_eq!(m.delivery_count, 1, "never redelivered");
-    finish.notify_one();
+    match waits {
+        Waits::Async => finish.notify_one(),
+        Waits::Blocking => release.send(()).expect("the handler waits"),
+    }
     eventually("the slow handler's message is completed", || async {
         only_message(mq).await.is_none()
     })
@@ -848,6 +893,7 @@ async fn a_buffered_message_is_renewed_before_its_handler_starts() {
 }
 
 both!(automatic_renewal_keeps_a_slow_handlers_lock, 1_000);
+both!(a_handler_blocking_in_spawn_blocking_keeps_its_lock, 1_000);
 
 both!(retries_back_off_and_dead_letter_at_the_bound, 30_000);
 
