@@ -116,6 +116,15 @@ async fn stored(mq: &Mq, queue: &str) -> Result<Vec<mqlite_contract::Message>, E
     .await
 }
 
+/// The bodies of the messages [`stored`] finds in `queue`.
+async fn stored_bodies(mq: &Mq, queue: &str) -> Result<Vec<Vec<u8>>, Error> {
+    Ok(stored(mq, queue)
+        .await?
+        .into_iter()
+        .map(|m| m.content.body)
+        .collect())
+}
+
 /// A send to `Q` of each body, each its own task, answering "sent".
 fn sends(mq: &Mq, bodies: impl IntoIterator<Item = String>) -> Vec<Call> {
     bodies
@@ -454,11 +463,7 @@ async fn a_refused_statement_fails_alone_and_its_neighbours_commit(
     if mq.store().shared_requests() != before {
         return Err("a refused shared request was counted as shared".into());
     }
-    let mut bodies: Vec<Vec<u8>> = stored(&mq, Q)
-        .await?
-        .into_iter()
-        .map(|m| m.content.body)
-        .collect();
+    let mut bodies = stored_bodies(&mq, Q).await?;
     bodies.sort();
     let mut expected: Vec<Vec<u8>> = (0..16)
         .filter(|i| *i != 7)
@@ -496,11 +501,7 @@ async fn a_lost_request_fails_every_call_it_held(dir: tempfile::TempDir) -> Outc
         }
     }
     server.restart()?;
-    let left: Vec<Vec<u8>> = stored(&mq, Q)
-        .await?
-        .into_iter()
-        .map(|m| m.content.body)
-        .collect();
+    let left = stored_bodies(&mq, Q).await?;
     if left != [b"first".to_vec()] {
         return Err(format!("{} messages stored after the outage", left.len()).into());
     }
@@ -562,11 +563,7 @@ async fn a_deposed_owners_shared_request_fails_every_call_it_held(
     if first.store().statements_sent() != sent {
         return Err("a call of an owner that knows it was deposed reached the server".into());
     }
-    let left: Vec<Vec<u8>> = stored(&second, Q)
-        .await?
-        .into_iter()
-        .map(|m| m.content.body)
-        .collect();
+    let left = stored_bodies(&second, Q).await?;
     if left != [b"first".to_vec()] {
         return Err(format!("{} messages stored after the takeover", left.len()).into());
     }
