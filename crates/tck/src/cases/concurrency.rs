@@ -5,10 +5,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mqlite_contract::{Error, LockRef, OutMessage, ReceiveOptions, SeqNumber};
+use mqlite_contract::{
+    Error, LockRef, OrderingMode, OutMessage, PurgeOptions, QueueConfig, ReceiveOptions, SeqNumber,
+    from_millis,
+};
 
 use super::cancellation::poll_once;
-use super::{config, parked_receiver, peek_all, receive_one, send_n};
+use super::{config, parked_receiver, peek_all, receive_one, send_n, state_of};
 use crate::harness::{Access, Capability, Ctx, TckResult};
 
 const Q: &str = "q";
@@ -138,6 +141,118 @@ pub async fn p14_3_sequence_numbers_never_repeat<F: Access>(ctx: Ctx<F>) -> TckR
     );
     let batch = send_n(&mq, Q, "e", 3).await?;
     assert!(batch.windows(2).all(|w| w[0] < w[1]) && batch[0] > after);
+    Ok(())
+}
+
+/// 14.3 (G1) Nor after the largest is deleted any other way a message leaves: a
+/// batch's completion, a completion in a line, a purge of dead letters, a TTL discard,
+/// dead-letter retention, a cancel. Each way below deletes the newest message of the
+/// store, and the next send must still go above it (each way has a queue of its own, so
+/// the sends in between stay out of its receives).
+pub async fn p14_3_sequence_numbers_never_repeat_after_any_delete<F: Access>(
+    ctx: Ctx<F>,
+) -> TckResult {
+    let mq = ctx.engine().await?;
+    let other = |cfg: QueueConfig| QueueConfig {
+        lock_duration: from_millis(30_000),
+        max_delivery_count: 10,
+        ..cfg
+    };
+
+    // A batch's completion.
+    mq.create_queue("batch", other(QueueConfig::default()))
+        .await?;
+    let sent = send_n(&mq, "batch", "b", 3).await?;
+    let got = mq.receive("batch", ReceiveOptions::batch(3)).await?;
+    assert_eq!(got.len(), 3);
+    let locks: Vec<LockRef> = got.iter().map(LockRef::from).collect();
+    let done = mq.complete_batch("batch", &locks).await?;
+    assert!(done.iter().all(|r| r.ok), "{done:?}");
+    above(&mq, "batch", sent[2], "a batch's completion").await?;
+
+    // A completion in a line (a FIFO queue's message).
+    mq.create_queue(
+        "fifo",
+        other(QueueConfig {
+            ordering_mode: OrderingMode::GroupFifo,
+            ..Default::default()
+        }),
+    )
+    .await?;
+    let seq = mq
+        .send("fifo", OutMessage::new("f").with_group("g"))
+        .await?;
+    let m = receive_one(&mq, "fifo").await?;
+    assert_eq!(m.seq, seq);
+    mq.complete("fifo", &m).await?;
+    above(&mq, "fifo", seq, "a completion in a line").await?;
+
+    // A purge of dead letters.
+    mq.create_queue("dlq", other(QueueConfig::default()))
+        .await?;
+    let seq = mq.send("dlq", OutMessage::new("d")).await?;
+    let m = receive_one(&mq, "dlq").await?;
+    mq.reject("dlq", &m, "Test", "").await?;
+    assert_eq!(mq.purge("dlq", PurgeOptions::default()).await?, 1);
+    above(&mq, "dlq", seq, "a purge").await?;
+
+    // A TTL discard.
+    mq.create_queue(
+        "drop",
+        other(QueueConfig {
+            dead_letter_on_expire: false,
+            default_ttl: from_millis(1_000),
+            ..Default::default()
+        }),
+    )
+    .await?;
+    let seq = mq.send("drop", OutMessage::new("t")).await?;
+    ctx.clock.advance(1_000);
+    mq.run_sweeps().await?;
+    assert_eq!(state_of(&mq, "drop", seq).await?, None, "discarded");
+    above(&mq, "drop", seq, "a TTL discard").await?;
+
+    // Dead-letter retention.
+    mq.create_queue(
+        "kept",
+        other(QueueConfig {
+            dlq_max_age_ms: 1_000,
+            ..Default::default()
+        }),
+    )
+    .await?;
+    let seq = mq.send("kept", OutMessage::new("r")).await?;
+    let m = receive_one(&mq, "kept").await?;
+    mq.reject("kept", &m, "Test", "").await?;
+    ctx.clock.advance(1_001);
+    mq.run_sweeps().await?;
+    assert_eq!(state_of(&mq, "kept", seq).await?, None, "past retention");
+    above(&mq, "kept", seq, "retention").await?;
+
+    // A cancel.
+    mq.create_queue("sched", other(QueueConfig::default()))
+        .await?;
+    let seq = mq
+        .schedule("sched", OutMessage::new("s"), ctx.clock.now() + 10_000)
+        .await?;
+    assert!(mq.cancel("sched", seq).await?);
+    above(&mq, "sched", seq, "a cancel").await?;
+    Ok(())
+}
+
+/// Sends one message to `queue` and checks that its number is above `gone`, the
+/// largest number the store handed out, just deleted by `how`.
+async fn above<S: mqlite_contract::Store>(
+    mq: &mqlite_engine::Engine<S>,
+    queue: &str,
+    gone: SeqNumber,
+    how: &str,
+) -> mqlite_contract::Result<()> {
+    // With a group, which a FIFO queue requires and the others accept.
+    let next = mq
+        .send(queue, OutMessage::new("next").with_group("g"))
+        .await?;
+    assert!(next > gone, "{next} after {gone}, deleted by {how}");
     Ok(())
 }
 

@@ -140,6 +140,7 @@ register! {
     concurrency::p14_2_fence_holds_under_parallel_settles,
     concurrency::p14_3_completed_message_is_never_redelivered [Reopen],
     concurrency::p14_3_sequence_numbers_never_repeat [Reopen],
+    concurrency::p14_3_sequence_numbers_never_repeat_after_any_delete,
     concurrency::p14_4_every_message_is_eventually_completed,
     concurrency::p14_5_close_stops_admission_and_wakes_long_polls [Reopen],
     concurrency::p14_6_a_failing_call_leaves_its_neighbours_committed,
