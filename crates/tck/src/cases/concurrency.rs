@@ -197,9 +197,7 @@ pub async fn p14_3_sequence_numbers_never_repeat_after_any_delete<F: Access>(
     };
     mq.create_queue("dlq", expiring(QueueConfig::default()))
         .await?;
-    let seq = mq.send("dlq", OutMessage::new("d")).await?;
-    ctx.clock.advance(1_000);
-    mq.run_sweeps().await?;
+    let seq = past_ttl(&mq, &ctx.clock, "dlq").await?;
     assert_eq!(
         state_of(&mq, "dlq", seq).await?,
         Some(MessageState::DeadLettered)
@@ -216,9 +214,7 @@ pub async fn p14_3_sequence_numbers_never_repeat_after_any_delete<F: Access>(
         }),
     )
     .await?;
-    let seq = mq.send("drop", OutMessage::new("t")).await?;
-    ctx.clock.advance(1_000);
-    mq.run_sweeps().await?;
+    let seq = past_ttl(&mq, &ctx.clock, "drop").await?;
     assert_eq!(state_of(&mq, "drop", seq).await?, None, "discarded");
     above(&mq, "drop", seq, "a TTL discard").await?;
 
@@ -231,9 +227,7 @@ pub async fn p14_3_sequence_numbers_never_repeat_after_any_delete<F: Access>(
         }),
     )
     .await?;
-    let seq = mq.send("kept", OutMessage::new("r")).await?;
-    ctx.clock.advance(1_000);
-    mq.run_sweeps().await?;
+    let seq = past_ttl(&mq, &ctx.clock, "kept").await?;
     assert_eq!(
         state_of(&mq, "kept", seq).await?,
         Some(MessageState::DeadLettered)
@@ -252,6 +246,18 @@ pub async fn p14_3_sequence_numbers_never_repeat_after_any_delete<F: Access>(
     assert!(mq.cancel("sched", seq).await?);
     above(&mq, "sched", seq, "a cancel").await?;
     Ok(())
+}
+
+/// Sends one message to `queue`, whose TTL is 1 s, and sweeps once it has passed.
+async fn past_ttl<S: mqlite_contract::Store>(
+    mq: &mqlite_engine::Engine<S>,
+    clock: &mqlite_contract::ManualClock,
+    queue: &str,
+) -> mqlite_contract::Result<SeqNumber> {
+    let seq = mq.send(queue, OutMessage::new("ttl")).await?;
+    clock.advance(1_000);
+    mq.run_sweeps().await?;
+    Ok(seq)
 }
 
 /// Sends one message to `queue` and checks that its number is above `gone`, the
