@@ -153,15 +153,9 @@ pub async fn p14_3_sequence_numbers_never_repeat_after_any_delete<F: Access>(
     ctx: Ctx<F>,
 ) -> TckResult {
     let mq = ctx.engine().await?;
-    let other = |cfg: QueueConfig| QueueConfig {
-        lock_duration: from_millis(30_000),
-        max_delivery_count: 10,
-        ..cfg
-    };
 
     // A batch's completion.
-    mq.create_queue("batch", other(QueueConfig::default()))
-        .await?;
+    mq.create_queue("batch", config(30_000, 10)).await?;
     let sent = send_n(&mq, "batch", "b", 3).await?;
     let got = mq.receive("batch", ReceiveOptions::batch(3)).await?;
     assert_eq!(got.len(), 3);
@@ -173,10 +167,10 @@ pub async fn p14_3_sequence_numbers_never_repeat_after_any_delete<F: Access>(
     // A completion in a line (a FIFO queue's message).
     mq.create_queue(
         "fifo",
-        other(QueueConfig {
+        QueueConfig {
             ordering_mode: OrderingMode::GroupFifo,
-            ..Default::default()
-        }),
+            ..config(30_000, 10)
+        },
     )
     .await?;
     let seq = mq
@@ -189,14 +183,11 @@ pub async fn p14_3_sequence_numbers_never_repeat_after_any_delete<F: Access>(
 
     // A purge of dead letters. (Dead-lettered by its TTL here and below, not by a
     // Reject, so that a store whose Reject is broken fails this case for nothing else.)
-    let expiring = |cfg: QueueConfig| {
-        other(QueueConfig {
-            default_ttl: from_millis(1_000),
-            ..cfg
-        })
+    let expiring = QueueConfig {
+        default_ttl: from_millis(1_000),
+        ..config(30_000, 10)
     };
-    mq.create_queue("dlq", expiring(QueueConfig::default()))
-        .await?;
+    mq.create_queue("dlq", expiring.clone()).await?;
     let seq = past_ttl(&mq, &ctx.clock, "dlq").await?;
     assert_eq!(
         state_of(&mq, "dlq", seq).await?,
@@ -208,10 +199,10 @@ pub async fn p14_3_sequence_numbers_never_repeat_after_any_delete<F: Access>(
     // A TTL discard.
     mq.create_queue(
         "drop",
-        expiring(QueueConfig {
+        QueueConfig {
             dead_letter_on_expire: false,
-            ..Default::default()
-        }),
+            ..expiring.clone()
+        },
     )
     .await?;
     let seq = past_ttl(&mq, &ctx.clock, "drop").await?;
@@ -221,10 +212,10 @@ pub async fn p14_3_sequence_numbers_never_repeat_after_any_delete<F: Access>(
     // Dead-letter retention.
     mq.create_queue(
         "kept",
-        expiring(QueueConfig {
+        QueueConfig {
             dlq_max_age_ms: 1_000,
-            ..Default::default()
-        }),
+            ..expiring
+        },
     )
     .await?;
     let seq = past_ttl(&mq, &ctx.clock, "kept").await?;
@@ -238,8 +229,7 @@ pub async fn p14_3_sequence_numbers_never_repeat_after_any_delete<F: Access>(
     above(&mq, "kept", seq, "retention").await?;
 
     // A cancel.
-    mq.create_queue("sched", other(QueueConfig::default()))
-        .await?;
+    mq.create_queue("sched", config(30_000, 10)).await?;
     let seq = mq
         .schedule("sched", OutMessage::new("s"), ctx.clock.now() + 10_000)
         .await?;
